@@ -1,0 +1,83 @@
+# mt — every target installs what it needs, so `make demo` and `make test` work on a fresh clone.
+#
+#   make demo                 fetch Multi30k, prepare, train en->de for $(BUDGET), evaluate, plot
+#   make demo BUDGET=5m       a quicker look
+#   make test                 the test suite
+#   make TORCH_SPEC='torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128' install   (GPU)
+
+PYTHON     ?= python3
+VENV       ?= .venv
+# Pinned: on CPU-only machines an unpinned torch pulls several GB of CUDA packages.
+TORCH_SPEC ?= torch==2.13.0
+CONFIG     ?= configs/multi30k_en_de.yaml
+BUDGET     ?= 20m
+BEAM       ?= 5
+SET        ?=
+# Offline machines read Multi30k from a local mirror; ../shared/data/multi30k is used when present.
+MT_DATA_MIRROR ?= $(if $(wildcard ../shared/data/multi30k/train.en.gz),$(abspath ../shared/data/multi30k),)
+export MT_DATA_MIRROR
+
+BIN  := $(VENV)/bin
+MT   := $(BIN)/mt
+NAME  = $(basename $(notdir $(CONFIG)))
+RUN   = runs/$(NAME)
+# The checkpoint evaluated by `make evaluate` / `make demo`: the averaged one when training wrote it.
+CKPT  = $(if $(wildcard $(RUN)/checkpoints/averaged.pt),$(RUN)/checkpoints/averaged.pt,$(RUN)/checkpoints/best.pt)
+TEST_SPLITS := --split test_2016_flickr --split test_2017_flickr --split test_2017_mscoco
+
+.PHONY: install install-dev data prepare train translate evaluate plot demo test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+data: install
+	$(MT) data fetch multi30k --dest data/multi30k
+
+prepare: data
+	$(MT) prepare $(CONFIG) $(SET)
+
+train: prepare
+	$(MT) train $(CONFIG) $(SET)
+
+evaluate: install
+	$(MT) evaluate -c $(CKPT) $(TEST_SPLITS) --beam $(BEAM) --samples 5
+
+translate: install
+	$(MT) translate -c $(CKPT) --beam $(BEAM)
+
+plot: install
+	$(MT) plot $(RUN) --attention
+
+demo: prepare
+	$(MT) train $(CONFIG) --set train.time_budget=$(BUDGET) $(SET)
+	$(MAKE) --no-print-directory evaluate CONFIG=$(CONFIG)
+	$(MAKE) --no-print-directory plot CONFIG=$(CONFIG)
+
+# pytest exits 5 when it collected no tests: that is a failure, not a pass.
+test: install-dev
+	$(BIN)/python -m pytest -q tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
+
+bench: install
+	$(BIN)/pip install --quiet -e ".[bench]"
+	$(BIN)/python scripts/bench_model.py
+	$(BIN)/python scripts/bench_translate.py
+	$(BIN)/python scripts/bench_prepare.py
+
+clean:
+	rm -rf runs .pytest_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,142 @@
+"""The `mt` command line: one Typer subcommand per pipeline stage.
+
+Each command parses its options, loads the config and calls one library function. Library
+modules are imported inside the commands so `mt --help` stays fast. Errors a user can cause
+raise `MTError`; `main()` prints them as one line on stderr and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from mt.errors import MTError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="mt: train, run and score Transformer translation models.",
+)
+data_app = typer.Typer(no_args_is_help=True, help="Fetch corpora.")
+app.add_typer(data_app, name="data")
+
+ConfigArg = typer.Argument(..., help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml.")
+SetOpt = typer.Option([], "--set", help="Override a config value: section.key=value (repeatable).")
+
+
+@data_app.command("fetch")
+def data_fetch(
+    corpus: str = typer.Argument(..., help="Corpus to fetch; supported: multi30k."),
+    dest: Path = typer.Option(Path("data/multi30k"), help="Folder to write the files to."),
+    mirror: Optional[Path] = typer.Option(
+        None, help="Copy from this local folder instead of downloading (default: $MT_DATA_MIRROR)."
+    ),
+) -> None:
+    """Download Multi30k (or copy it from a mirror) and verify line counts and checksums."""
+    from mt.fetch import fetch_multi30k
+
+    if corpus != "multi30k":
+        raise MTError(f"corpus '{corpus}': unknown; supported: multi30k")
+    fetch_multi30k(dest, mirror)
+
+
+@app.command()
+def prepare(config: Path = ConfigArg, overrides: List[str] = SetOpt,
+            force: bool = typer.Option(False, help="Rebuild even if the cache is up to date.")) -> None:
+    """Train the sentencepiece tokenizer and encode every split into the run directory."""
+    from mt.config import load_config
+    from mt.prepare import prepare as run_prepare
+
+    run_prepare(load_config(config, overrides), force=force)
+
+
+@app.command()
+def train(config: Path = ConfigArg, overrides: List[str] = SetOpt,
+          resume: bool = typer.Option(False, help="Continue exactly from runs/<name>/checkpoints/last.pt.")) -> None:
+    """Train a model (preparing the data first when needed). Works under torchrun for DDP."""
+    from mt.config import load_config
+    from mt.train import train as run_train
+
+    run_train(load_config(config, overrides), resume=resume)
+
+
+@app.command()
+def translate(
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint file (.pt)."),
+    input: str = typer.Option("-", "--input", "-i", help="Source text, one sentence per line; '-' = stdin."),
+    output: str = typer.Option("-", "--output", "-o", help="Where to write translations; '-' = stdout."),
+    beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the checkpoint config."),
+    alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
+    n_best: Optional[int] = typer.Option(None, "--n-best", help="Write N hypotheses per sentence: 'i ||| text ||| score'."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Source tokens per decoding batch."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+) -> None:
+    """Translate raw text: same number of lines out as in, in the same order."""
+    from mt.evaluate import translate_file
+
+    translate_file(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best,
+                   max_tokens=max_tokens, device=device)
+
+
+@app.command()
+def evaluate(
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="A checkpoint file (.pt)."),
+    split: List[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),
+    src: Optional[Path] = typer.Option(None, help="Source file to translate (with --ref)."),
+    ref: Optional[Path] = typer.Option(None, help="Reference translations."),
+    hyp: Optional[Path] = typer.Option(None, help="Score these hypotheses against --ref (no model needed)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where hypotheses and reports go (default: <run>/eval)."),
+    beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the checkpoint config."),
+    alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
+    samples: int = typer.Option(0, help="Print this many sample translations beside their references."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+) -> None:
+    """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
+    from mt.evaluate import evaluate_command
+
+    evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
+                     beam=beam, alpha=alpha, samples=samples, device=device)
+
+
+@app.command()
+def average(
+    checkpoints: List[Path] = typer.Argument(..., help="Checkpoints of one run to average."),
+    output: Path = typer.Option(..., "--output", "-o", help="The averaged checkpoint to write."),
+) -> None:
+    """Average the weights of several checkpoints into one that translates."""
+    from mt.checkpoint import average_checkpoints
+
+    average_checkpoints(checkpoints, output)
+
+
+@app.command()
+def plot(
+    run_dir: Path = typer.Argument(..., help="A run directory, e.g. runs/multi30k_en_de."),
+    attention: bool = typer.Option(False, help="Also plot cross-attention for one sentence."),
+    sentence: Optional[str] = typer.Option(None, help="Source sentence for the attention plot (default: first val line)."),
+    layer: int = typer.Option(-1, help="Decoder layer whose cross-attention is plotted (-1 = last)."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="Checkpoint for the attention plot (default: best.pt)."),
+) -> None:
+    """Write PNG plots of loss and BLEU against updates and wall time (and attention)."""
+    from mt.plot import plot_run
+
+    plot_run(run_dir, attention=attention, sentence=sentence, layer=layer, checkpoint=checkpoint)
+
+
+def main() -> None:
+    """Console entry point: runs the app; user errors become one line on stderr and exit 2."""
+    try:
+        app()
+    except MTError as e:
+        print(f"mt: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        print(f"mt: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("mt: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,357 @@
+"""Typed experiment configuration: nested frozen dataclasses loaded from YAML.
+
+A config file has the sections `data`, `tokenizer`, `model`, `train` and `decode`, plus a
+top-level `name` (the run directory is `<run_root>/<name>`). Every key is checked: an unknown
+key is an error naming the key and its closest valid spelling, and a value of the wrong type is
+an error naming the key, the expected type and the value given. `--set section.key=value`
+overrides go through the same checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mt.errors import MTError
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the parallel text comes from and how the training split is cleaned."""
+
+    format: str = "text"  # text: {split}.{lang}[.gz] in `path`; tsv: {split}.tsv; jsonl: {split}.jsonl; hub; saved
+    path: str = "data/multi30k"  # folder holding the split files (text/tsv/jsonl) or a saved HF dataset (saved)
+    hub_name: str = ""  # format=hub: dataset name on the Hugging Face hub, e.g. "wmt14"
+    hub_config: str = ""  # format=hub: dataset config, e.g. "de-en"
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    train_split: str = "train"
+    valid_split: str = "val"
+    test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+    train_limit: int = 0  # keep only the first N training pairs (0 = all); for quick runs and tests
+    max_len: int = 250  # cleaning: drop training pairs with more whitespace words than this on either side
+    max_len_ratio: float = 9.0  # cleaning: drop training pairs whose word-length ratio exceeds this
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """Sentencepiece training. Ids are fixed: pad=0, unk=1, bos=2, eos=3."""
+
+    type: str = "unigram"  # unigram | bpe
+    vocab_size: int = 8000
+    joint: bool = True  # one model for both languages (enables three-way weight tying)
+    character_coverage: float = 1.0
+    sample_size: int = 1_000_000  # sentences sampled (seeded) from the training split to train sentencepiece
+    workers: int = 1  # processes used to encode the corpus
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Transformer encoder-decoder dimensions and options (Vaswani et al. 2017)."""
+
+    d_model: int = 256
+    heads: int = 4
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    d_ff: int = 1024
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation: str = "relu"  # relu | gelu
+    norm: str = "post"  # post (the paper) | pre (with a final LayerNorm)
+    tie_embeddings: bool = True  # decoder embedding = output projection; plus source embedding when joint
+    max_positions: int = 1024
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, schedule, stopping, validation and checkpointing."""
+
+    seed: int = 1
+    max_tokens: int = 4096  # per batch: padded (source + target) tokens, per rank
+    max_sentences: int = 512  # per batch, per rank
+    accumulate: int = 1  # batches per update (gradient accumulation)
+    optimizer: str = "adamw"  # adam | adamw
+    lr: float = 1e-3  # peak learning rate (schedule=inverse_sqrt); scale factor for schedule=noam
+    schedule: str = "inverse_sqrt"  # inverse_sqrt | noam | linear_decay | constant
+    warmup: int = 4000  # updates of linear warmup
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip_norm: float = 1.0  # 0 disables clipping
+    label_smoothing: float = 0.1
+    max_epochs: int = 0  # 0 = no limit
+    max_updates: int = 0  # 0 = no limit
+    time_budget: str = ""  # wall-clock training budget, e.g. "20m", "1h30m", "90s"; "" = none
+    valid_every: int = 0  # validate every N updates (0 = only at epoch ends)
+    valid_bleu: bool = True  # decode the validation set and compute BLEU/chrF at validation
+    valid_beam: int = 1  # 1 = greedy
+    valid_max_sentences: int = 0  # decode only the first N validation sentences for BLEU (0 = all)
+    patience: int = 0  # early stopping: validations without a BLEU gain (0 = off)
+    keep_checkpoints: int = 5  # periodic checkpoints kept (besides last and best)
+    save_every: int = 0  # write a periodic checkpoint every N updates (0 = at validations only)
+    log_every: int = 100  # plain log line every N updates
+    precision: str = "fp32"  # fp32 | bf16 (autocast, CPU and GPU) | fp16 (autocast + grad scaler, CUDA)
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
+    threads: int = 0  # torch intra-op threads on CPU (0 = torch default)
+    max_bad_losses: int = 10  # NaN/inf losses skipped before training stops
+    average_last: int = 0  # after training, average the last N periodic checkpoints into `averaged.pt` (0 = off)
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Search settings for `mt translate`, `mt evaluate` and validation BLEU."""
+
+    beam: int = 5  # 1 = greedy
+    length_penalty: str = "gnmt"  # gnmt: ((5+|y|)/6)^alpha | average: |y|^alpha | none
+    alpha: float = 0.6
+    max_len_a: float = 1.5  # maximum output length = a * |src| + b
+    max_len_b: int = 10
+    n_best: int = 1
+    max_tokens: int = 8000  # source tokens per decoding batch (times the beam)
+    forbid_unk: bool = True  # never emit <unk>
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole experiment. `run_dir` is `<run_root>/<name>`."""
+
+    name: str = "experiment"
+    run_root: str = "runs"
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.run_root) / self.name
+
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "data.format": ("text", "tsv", "jsonl", "hub", "saved"),
+    "tokenizer.type": ("unigram", "bpe"),
+    "model.activation": ("relu", "gelu"),
+    "model.norm": ("post", "pre"),
+    "train.optimizer": ("adam", "adamw"),
+    "train.schedule": ("inverse_sqrt", "noam", "linear_decay", "constant"),
+    "train.precision": ("fp32", "bf16", "fp16"),
+    "decode.length_penalty": ("gnmt", "average", "none"),
+}
+
+
+def _type_name(tp: Any) -> str:
+    if isinstance(tp, type):
+        return tp.__name__
+    return str(tp).replace("typing.", "")
+
+
+def _closest(key: str, valid: list[str]) -> str:
+    match = difflib.get_close_matches(key, valid, n=1, cutoff=0.0)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check `value` against the annotation `tp`, converting only where lossless (int -> float, list -> tuple)."""
+    origin = typing.get_origin(tp)
+    bad = MTError(f"config key '{where}': expected {_type_name(tp)}, got {value!r}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise bad
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise bad
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise bad
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(v, args[0], where) for v in value)
+        if len(value) != len(args):
+            raise bad
+        return tuple(_coerce(v, a, where) for v, a in zip(value, args))
+    if origin in (typing.Union, types.UnionType):
+        raise bad  # no optional fields: every key has a concrete default
+    raise bad
+
+
+def _build(cls: type, raw: Any, prefix: str) -> Any:
+    if not isinstance(raw, dict):
+        raise MTError(f"config section '{prefix or 'top level'}': expected a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in raw.items():
+        where = f"{prefix}.{key}" if prefix else str(key)
+        if key not in fields:
+            raise MTError(f"unknown config key '{where}'{_closest(str(key), list(fields))}")
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp):
+            kwargs[key] = _build(tp, value if value is not None else {}, where)
+            continue
+        kwargs[key] = _coerce(value, tp, where)
+        choices = _CHOICES.get(where)
+        if choices and kwargs[key] not in choices:
+            raise MTError(f"config key '{where}': expected one of {', '.join(choices)}, got {value!r}")
+    return cls(**kwargs)
+
+
+def config_from_dict(raw: dict[str, Any]) -> Config:
+    """Build and check a `Config` from a plain nested dict (YAML or a checkpoint)."""
+    cfg = _build(Config, raw, "")
+    _check_values(cfg)
+    return cfg
+
+
+def config_to_dict(cfg: Config) -> dict[str, Any]:
+    """A plain nested dict of builtins (tuples become lists), safe for YAML and `torch.save`."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
+    return plain(dataclasses.asdict(cfg))
+
+
+def _parse_override(text: str) -> tuple[list[str], Any]:
+    if "=" not in text:
+        raise MTError(f"override '{text}': expected section.key=value")
+    key, value = text.split("=", 1)
+    parts = key.strip().split(".")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return parts, parsed
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `section.key=value` overrides (values parsed as YAML scalars) to a raw config dict."""
+    raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    for text in overrides:
+        parts, value = _parse_override(text)
+        node = raw
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise MTError(f"override '{text}': '{part}' is not a config section")
+            node = child
+        # Strings that YAML reads as numbers stay strings for str fields (e.g. name=123) via _coerce_str.
+        node[parts[-1]] = value
+    return _stringify_for_str_fields(raw)
+
+
+def _stringify_for_str_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    """YAML turns `name=42` into an int; str fields accept such scalars as their text."""
+
+    def walk(cls: type, node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        hints = typing.get_type_hints(cls)
+        out = dict(node)
+        for key, value in node.items():
+            tp = hints.get(key)
+            if tp is None:
+                continue
+            if dataclasses.is_dataclass(tp):
+                out[key] = walk(tp, value)
+            elif tp is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[key] = str(value)
+        return out
+
+    return walk(Config, raw)
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config, apply `--set` overrides, and check every key and type."""
+    path = Path(path)
+    if not path.is_file():
+        raise MTError(f"config file '{path}' does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise MTError(f"config file '{path}' is not valid YAML: {first}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise MTError(f"config file '{path}': expected a mapping at the top level")
+    raw = _stringify_for_str_fields(raw)
+    if "name" not in raw:
+        raw["name"] = path.stem
+    return config_from_dict(apply_overrides(raw, overrides or []))
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    """Write the resolved config as YAML (what `load_config` reads back to an equal Config)."""
+    Path(path).write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False), encoding="utf-8")
+
+
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """'20m' -> 1200.0 seconds; also '1h30m', '90s', '2.5m' and a bare number of seconds. '' -> 0."""
+    text = text.strip()
+    if not text:
+        return 0.0
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    m = _DURATION.match(text)
+    if not m or not any(m.groups()):
+        raise MTError(f"config key 'train.time_budget': expected a duration like '20m' or '1h30m', got {text!r}")
+    h, mnt, s = (float(g) if g else 0.0 for g in m.groups())
+    return h * 3600 + mnt * 60 + s
+
+
+def _check_values(cfg: Config) -> None:
+    m, t, d = cfg.model, cfg.train, cfg.decode
+    if m.d_model % m.heads != 0:
+        raise MTError(f"config key 'model.heads': d_model={m.d_model} is not divisible by heads={m.heads}")
+    if m.d_model % 2 != 0:
+        raise MTError(f"config key 'model.d_model': must be even for sinusoidal positions, got {m.d_model}")
+    positive = {
+        "model.d_model": m.d_model, "model.heads": m.heads, "model.d_ff": m.d_ff,
+        "model.encoder_layers": m.encoder_layers, "model.decoder_layers": m.decoder_layers,
+        "tokenizer.vocab_size": cfg.tokenizer.vocab_size, "train.max_tokens": t.max_tokens,
+        "train.max_sentences": t.max_sentences, "train.accumulate": t.accumulate,
+        "decode.beam": d.beam, "decode.n_best": d.n_best, "decode.max_tokens": d.max_tokens,
+        "tokenizer.workers": cfg.tokenizer.workers, "train.valid_beam": t.valid_beam,
+    }
+    for key, value in positive.items():
+        if value <= 0:
+            raise MTError(f"config key '{key}': must be positive, got {value}")
+    for key, value in {"model.dropout": m.dropout, "model.attention_dropout": m.attention_dropout,
+                       "train.label_smoothing": t.label_smoothing}.items():
+        if not 0.0 <= value < 1.0:
+            raise MTError(f"config key '{key}': must be in [0, 1), got {value}")
+    if d.n_best > d.beam:
+        raise MTError(f"config key 'decode.n_best': {d.n_best} exceeds decode.beam={d.beam}")
+    parse_duration(t.time_budget)
+    if not cfg.name or "/" in cfg.name:
+        raise MTError(f"config key 'name': must be a non-empty name without '/', got {cfg.name!r}")

@@ -174,6 +174,11 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads '1e-4' (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                raise bad from None
         raise bad
     if tp is str:
         if isinstance(value, str):

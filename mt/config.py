@@ -155,8 +155,8 @@ def _type_name(tp: Any) -> str:
 
 
 def _closest(key: str, valid: list[str]) -> str:
-    match = difflib.get_close_matches(key, valid, n=1, cutoff=0.0)
-    return f" (did you mean '{match[0]}'?)" if match else ""
+    match = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else f" (valid keys: {', '.join(valid)})"
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:

@@ -1,0 +1,58 @@
+"""Shared fixtures: the Multi30k mirror, a fetched copy, the tiny config and a prepared tiny run.
+
+`tiny_run` is session-scoped and shared: treat its run directory as read-only (copy it, or use
+`tiny_config` for a fresh run directory, when a test writes there).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mt.config import Config, load_config
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_YAML = REPO / "configs" / "tiny.yaml"
+
+
+@pytest.fixture(scope="session")
+def mirror_dir() -> Path:
+    """The local Multi30k mirror: $MT_DATA_MIRROR, else ../shared/data/multi30k beside the repo."""
+    env = os.environ.get("MT_DATA_MIRROR", "").strip()
+    path = Path(env) if env else REPO.parent / "shared" / "data" / "multi30k"
+    if not (path / "train.en.gz").is_file():
+        pytest.skip(f"Multi30k mirror not found at {path} (set MT_DATA_MIRROR)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the 10 verified Multi30k `{split}.{lang}.gz` files, fetched from the mirror."""
+    from mt.fetch import fetch_multi30k
+
+    dest = tmp_path_factory.mktemp("multi30k")
+    fetch_multi30k(dest, mirror_dir)
+    return dest
+
+
+def tiny_config_at(data_dir: Path, run_root: Path, overrides: list[str] | None = None) -> Config:
+    """configs/tiny.yaml reading `data_dir` and writing under `run_root` (plus `--set` style overrides)."""
+    return load_config(TINY_YAML, [f"data.path={data_dir}", f"run_root={run_root}", *(overrides or [])])
+
+
+@pytest.fixture
+def tiny_config(multi30k_dir: Path, tmp_path: Path) -> Config:
+    """configs/tiny.yaml with data.path = the fetched Multi30k and run_root = a fresh tmp dir (not prepared)."""
+    return tiny_config_at(multi30k_dir, tmp_path / "runs")
+
+
+@pytest.fixture(scope="session")
+def tiny_run(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:
+    """The tiny config, already prepared: `load_split(cfg.run_dir, 'train')` works. Read-only, shared."""
+    from mt.prepare import prepare
+
+    cfg = tiny_config_at(multi30k_dir, tmp_path_factory.mktemp("tiny_runs"))
+    prepare(cfg)
+    return cfg

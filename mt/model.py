@@ -1,0 +1,376 @@
+"""The Transformer encoder-decoder (Vaswani et al. 2017) with a narrow interface for search.
+
+Training calls `forward(src, src_mask, tgt_in) -> logits`. Search calls `encode` once and then
+`decode_step` token by token with a `DecoderCache`; `DecoderCache.reorder` follows beams.
+
+Masks: boolean, True = a real token to attend to (the polarity of
+`torch.nn.functional.scaled_dot_product_attention`); they come from `mt.batching`. The model
+builds no padding masks itself. Every attention over source keys (encoder self-attention,
+decoder cross-attention) uses the source key-padding mask, broadcast as (B, 1, 1, S).
+
+Decoder self-attention uses SDPA's `is_causal=True` and no target padding mask. This is exact on
+every real target position, not an approximation: target padding only ever sits at the end of a
+row (BOS + y, then PAD), so a real query at position t attends keys 0..t, which are all real,
+and the causal mask alone already excludes every padded key (positions > t). Padded query rows
+compute finite values that nothing reads: the next layer's real queries again see only keys
+<= t, cross-attention and the position-wise sublayers never mix positions, and the loss ignores
+padded positions. `decode(..., tgt_mask=...)` runs the explicit causal-and-padding mask instead
+(for left-padded or gapped targets); tests check the two agree on real positions.
+
+Fully masked rows (a source with no real token; impossible through `mt.batching`, which ends
+every source with EOS) give zeros from SDPA in torch >= 2.5 rather than NaN, and
+`cross_attention` zeroes them explicitly.
+
+Initialisation: Xavier-uniform for every linear projection (fused QKV / KV weights are
+initialised block by block, exactly as separate projections would be), zeros for biases,
+N(0, d_model^-0.5) for embeddings, so that after the sqrt(d_model) scaling token embeddings have
+unit variance like the sinusoidal positions; LayerNorm weight ones, bias zeros. The PAD
+embedding row is left as initialised rather than zeroed: padded source keys are always masked
+and padded target positions are never read (see above), so its value cannot reach a real
+position, and keeping it ordinary keeps three-way tying with the output projection simple.
+
+Weight tying (`tie_embeddings`): the output projection is the target embedding matrix and has
+no bias (a bias would be the only untied part of the projection and fairseq/Vaswani use none);
+with a joint vocabulary the source embedding is that same tensor too. An untied output
+projection is an ordinary `nn.Linear` with bias.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from mt.config import ModelConfig
+from mt.errors import MTError
+
+
+def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
+    """PE(k, 2i) = sin(k / 10000^(2i/d)), PE(k, 2i+1) = cos(k / 10000^(2i/d)).  # (max_positions, d_model)"""
+    pos = torch.arange(max_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d/2,)
+    angles = pos * inv_freq  # (P, d/2)
+    pe = torch.empty(max_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles)
+    return pe.float()
+
+
+def _xavier_blocks(weight: Tensor, blocks: int) -> None:
+    """Xavier-uniform init of a fused (blocks*d_out, d_in) weight, one (d_out, d_in) block at a time."""
+    for chunk in weight.data.chunk(blocks, dim=0):
+        nn.init.xavier_uniform_(chunk)
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with one fused QKV projection."""
+
+    def __init__(self, d_model: int, heads: int, attention_dropout: float) -> None:
+        super().__init__()
+        self.heads, self.d_k, self.attention_dropout = heads, d_model // heads, attention_dropout
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, D) -> q, k, v, each (B, H, T, d_k)."""
+        B, T, _ = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.heads, self.d_k).permute(2, 0, 3, 1, 4)
+        return q, k, v
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
+        """Attention of (B, H, T, d_k) queries over (B, H, S, d_k) keys/values -> (B, T, D)."""
+        p = self.attention_dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=is_causal)
+        B, H, T, d_k = y.shape
+        return self.out(y.transpose(1, 2).reshape(B, T, H * d_k))  # (B, T, D)
+
+    def forward(self, x: Tensor, mask: Tensor | None, is_causal: bool = False) -> Tensor:
+        """x (B, T, D), mask broadcastable to (B, H, T, T) or None -> (B, T, D)."""
+        q, k, v = self.project(x)
+        return self.attend(q, k, v, mask, is_causal)
+
+
+class CrossAttention(nn.Module):
+    """Multi-head attention of decoder queries over encoder memory; fused K/V projection."""
+
+    def __init__(self, d_model: int, heads: int, attention_dropout: float) -> None:
+        super().__init__()
+        self.heads, self.d_k, self.attention_dropout = heads, d_model // heads, attention_dropout
+        self.q = nn.Linear(d_model, d_model)
+        self.kv = nn.Linear(d_model, 2 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def memory_kv(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """memory (B, S, D) -> k, v, each (B, H, S, d_k); computed once per sentence in search."""
+        B, S, _ = memory.shape
+        k, v = self.kv(memory).view(B, S, 2, self.heads, self.d_k).permute(2, 0, 3, 1, 4)
+        return k, v
+
+    def query(self, x: Tensor) -> Tensor:
+        """x (B, T, D) -> (B, H, T, d_k)."""
+        B, T, _ = x.shape
+        return self.q(x).view(B, T, self.heads, self.d_k).transpose(1, 2)
+
+    def forward(self, x: Tensor, k: Tensor, v: Tensor, src_mask: Tensor) -> Tensor:
+        """x (B, T, D), k/v (B, H, S, d_k), src_mask (B, 1, 1, S) -> (B, T, D)."""
+        p = self.attention_dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(self.query(x), k, v, attn_mask=src_mask, dropout_p=p)
+        B, H, T, d_k = y.shape
+        return self.out(y.transpose(1, 2).reshape(B, T, H * d_k))
+
+    def weights(self, x: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+        """Explicit attention probabilities (B, H, T, S); rows with no real key are all zero."""
+        k, _ = self.memory_kv(memory)
+        scores = self.query(x) @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, H, T, S)
+        probs = scores.float().masked_fill(~src_mask, float("-inf")).softmax(dim=-1)
+        return probs.nan_to_num(0.0)
+
+
+class FeedForward(nn.Module):
+    """Position-wise Linear -> ReLU/GELU -> Linear."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str) -> None:
+        super().__init__()
+        self.up = nn.Linear(d_model, d_ff)
+        self.down = nn.Linear(d_ff, d_model)
+        self.act = F.relu if activation == "relu" else F.gelu
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down(self.act(self.up(x)))  # (B, T, D)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention and feed-forward sublayers, each wrapped by `_residual`."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.pre_norm, self.dropout = cfg.norm == "pre", cfg.dropout
+        self.attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation)
+        self.norm_attn, self.norm_ff = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D)."""
+        x = _residual(x, self.norm_attn, lambda h: self.attn(h, src_mask), self.pre_norm, self.dropout, self.training)
+        return _residual(x, self.norm_ff, self.ff, self.pre_norm, self.dropout, self.training)
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention and feed-forward sublayers."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.pre_norm, self.dropout = cfg.norm == "pre", cfg.dropout
+        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.cross_attn = CrossAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation)
+        self.norm_self, self.norm_cross, self.norm_ff = (nn.LayerNorm(cfg.d_model) for _ in range(3))
+
+    def _sub(self, x: Tensor, norm: nn.LayerNorm, fn: Callable[[Tensor], Tensor]) -> Tensor:
+        return _residual(x, norm, fn, self.pre_norm, self.dropout, self.training)
+
+    def forward(self, x: Tensor, mem_k: Tensor, mem_v: Tensor, src_mask: Tensor, tgt_mask: Tensor | None) -> Tensor:
+        """x (B, T, D); mem_k/mem_v (B, H, S, d_k); tgt_mask None (causal fast path) or (B, 1, T, T)."""
+        x = self._sub(x, self.norm_self, lambda h: self.self_attn(h, tgt_mask, is_causal=tgt_mask is None))
+        x = self._sub(x, self.norm_cross, lambda h: self.cross_attn(h, mem_k, mem_v, src_mask))
+        return self._sub(x, self.norm_ff, self.ff)
+
+    def step(self, x: Tensor, past_k: Tensor | None, past_v: Tensor | None, mem_k: Tensor, mem_v: Tensor,
+             src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """One new position: x (B, 1, D), past self-attn k/v (B, H, t, d_k) or None.
+
+        Returns the output (B, 1, D) and the self-attn k/v extended to (B, H, t+1, d_k). The new
+        query may attend every cached key (they are all earlier positions), so no mask is needed.
+        """
+        new_kv: list[Tensor] = []
+
+        def self_block(h: Tensor) -> Tensor:
+            q, k, v = self.self_attn.project(h)  # (B, H, 1, d_k)
+            if past_k is not None:
+                k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
+            new_kv.extend((k, v))
+            return self.self_attn.attend(q, k, v, None, False)
+
+        x = self._sub(x, self.norm_self, self_block)
+        x = self._sub(x, self.norm_cross, lambda h: self.cross_attn(h, mem_k, mem_v, src_mask))
+        return self._sub(x, self.norm_ff, self.ff), new_kv[0], new_kv[1]
+
+    def cross_weights(self, x: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+        """Cross-attention probabilities (B, H, T, S) of this layer for input x (B, T, D)."""
+        x = self._sub(x, self.norm_self, lambda h: self.self_attn(h, None, is_causal=True))
+        return self.cross_attn.weights(self.norm_cross(x) if self.pre_norm else x, memory, src_mask)
+
+
+def _residual(x: Tensor, norm: nn.LayerNorm, fn: Callable[[Tensor], Tensor], pre_norm: bool, p: float, training: bool) -> Tensor:
+    """Pre-LN: x + drop(fn(LN(x))).  Post-LN (the paper): LN(x + drop(fn(x)))."""
+    if pre_norm:
+        return x + F.dropout(fn(norm(x)), p, training)
+    return norm(x + F.dropout(fn(x), p, training))
+
+
+@dataclass
+class DecoderCache:
+    """Per-layer attention keys/values kept between `decode_step` calls.
+
+    self_k/self_v[l]: (B, H, t, d_k), one entry per position decoded so far (t = `length`).
+    cross_k/cross_v[l]: (B, H, S, d_k), projected from the encoder memory on the first step.
+    """
+
+    self_k: list[Tensor]
+    self_v: list[Tensor]
+    cross_k: list[Tensor]
+    cross_v: list[Tensor]
+
+    @property
+    def length(self) -> int:
+        """Number of target positions already decoded (the position of the next token)."""
+        return self.self_k[0].size(2)
+
+    def reorder(self, index: Tensor) -> DecoderCache:
+        """Select batch rows `index` (B',) long: follow beams, or drop finished sentences."""
+
+        def pick(ts: list[Tensor]) -> list[Tensor]:
+            return [t.index_select(0, index) for t in ts]
+
+        return DecoderCache(pick(self.self_k), pick(self.self_v), pick(self.cross_k), pick(self.cross_v))
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer. See the module docstring for masks, init and tying."""
+
+    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, *, joint_vocab: bool) -> None:
+        super().__init__()
+        if joint_vocab and src_vocab_size != tgt_vocab_size:
+            raise MTError(f"model: joint vocabulary needs equal sizes, got {src_vocab_size} and {tgt_vocab_size}")
+        self.cfg, self.d_model = cfg, cfg.d_model
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, cfg.d_model)
+        share_src = joint_vocab and cfg.tie_embeddings
+        self.src_embed = self.tgt_embed if share_src else nn.Embedding(src_vocab_size, cfg.d_model)
+        # None when tied: logits are then F.linear(h, tgt_embed.weight) with no bias.
+        self.out_proj = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, tgt_vocab_size)
+        self.register_buffer("pe", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        pre = cfg.norm == "pre"  # pre-LN leaves the residual stream unnormalised: add final LayerNorms
+        self.enc_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
+        self.dec_norm = nn.LayerNorm(cfg.d_model) if pre else nn.Identity()
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, mean=0.0, std=self.d_model**-0.5)
+            elif isinstance(module, nn.LayerNorm):
+                nn.init.ones_(module.weight)
+                nn.init.zeros_(module.bias)
+        # Fused projections: Xavier per (D, D) block, as three (two) separate Linears would get.
+        for module in self.modules():
+            if isinstance(module, SelfAttention):
+                _xavier_blocks(module.qkv.weight, 3)
+            elif isinstance(module, CrossAttention):
+                _xavier_blocks(module.kv.weight, 2)
+
+    def num_parameters(self) -> int:
+        """Number of distinct parameter elements (tied tensors counted once)."""
+        return sum(p.numel() for p in self.parameters())
+
+    def _embed(self, embedding: nn.Embedding, tokens: Tensor, start: int) -> Tensor:
+        """tokens (B, T) -> dropout(emb * sqrt(D) + PE[start:start+T])  # (B, T, D)"""
+        end = start + tokens.size(1)
+        if end > self.pe.size(0):
+            raise MTError(f"model: sequence of {end} tokens exceeds model.max_positions={self.pe.size(0)}")
+        x = embedding(tokens) * math.sqrt(self.d_model) + self.pe[start:end]
+        return F.dropout(x, self.cfg.dropout, self.training)
+
+    def _logits(self, h: Tensor) -> Tensor:
+        """h (..., D) -> logits (..., V)."""
+        if self.out_proj is None:
+            return F.linear(h, self.tgt_embed.weight)
+        return self.out_proj(h)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
+        """src (B, S) long, src_mask (B, S) bool (True = real) -> memory (B, S, D)."""
+        key_mask = src_mask[:, None, None, :]  # (B, 1, 1, S), shared by every layer
+        x = self._embed(self.src_embed, src, 0)
+        for layer in self.encoder:
+            x = layer(x, key_mask)
+        return self.enc_norm(x)
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None = None) -> Tensor:
+        """Full-sequence decoding: tgt_in (B, T), memory (B, S, D), src_mask (B, S) -> logits (B, T, V).
+
+        tgt_mask None (training, search): right-padded targets on the causal fast path. Given a
+        (B, T) bool mask, attention uses causal AND key padding explicitly (any padding layout).
+        """
+        key_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+        self_mask = None
+        if tgt_mask is not None:
+            T = tgt_in.size(1)
+            causal = torch.ones(T, T, dtype=torch.bool, device=tgt_in.device).tril()  # (T, T)
+            self_mask = causal & tgt_mask[:, None, None, :]  # (B, 1, T, T)
+        x = self._embed(self.tgt_embed, tgt_in, 0)
+        for layer in self.decoder:
+            k, v = layer.cross_attn.memory_kv(memory)
+            x = layer(x, k, v, key_mask, self_mask)
+        return self._logits(self.dec_norm(x))
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced training pass -> logits (B, T, V).
+
+        Logits are float32, or the autocast dtype (e.g. bf16) inside `torch.autocast`; callers
+        computing a loss should upcast with `.float()`.
+        """
+        return self.decode(tgt_in, self.encode(src, src_mask), src_mask)
+
+    def decode_step(self, tokens: Tensor, memory: Tensor, src_mask: Tensor,
+                    cache: DecoderCache | None) -> tuple[Tensor, DecoderCache]:
+        """Decode one position: tokens (B, 1) long (BOS on the first call), memory (B, S, D),
+        src_mask (B, S) -> (log_probs (B, V) float32, the extended cache).
+
+        The position of `tokens` is `cache.length` (0 without a cache). Memory and src_mask are
+        only read on the first call (cross-attention K/V are cached), but must keep matching the
+        cache's batch rows. Every vocabulary entry is scored, PAD and BOS included: search
+        decides what may be emitted.
+        """
+        key_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+        if cache is None:
+            kvs = [layer.cross_attn.memory_kv(memory) for layer in self.decoder]
+            cache = DecoderCache([], [], [k for k, _ in kvs], [v for _, v in kvs])
+            start = 0
+        else:
+            start = cache.length
+        x = self._embed(self.tgt_embed, tokens, start)  # (B, 1, D)
+        self_k, self_v = [], []
+        for i, layer in enumerate(self.decoder):
+            past_k = cache.self_k[i] if cache.self_k else None
+            past_v = cache.self_v[i] if cache.self_v else None
+            x, k, v = layer.step(x, past_k, past_v, cache.cross_k[i], cache.cross_v[i], key_mask)
+            self_k.append(k)
+            self_v.append(v)
+        logits = self._logits(self.dec_norm(x[:, -1]))  # (B, V)
+        return logits.float().log_softmax(dim=-1), DecoderCache(self_k, self_v, cache.cross_k, cache.cross_v)
+
+    @torch.no_grad()
+    def cross_attention(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, layer: int) -> Tensor:
+        """Cross-attention weights of decoder layer `layer` (0-based), in eval mode -> (B, H, T, S)."""
+        if not 0 <= layer < len(self.decoder):
+            raise MTError(f"model: layer {layer} out of range (decoder has {len(self.decoder)} layers)")
+        was_training = self.training
+        self.eval()
+        try:
+            memory = self.encode(src, src_mask)
+            key_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+            x = self._embed(self.tgt_embed, tgt_in, 0)
+            for block in self.decoder[:layer]:
+                k, v = block.cross_attn.memory_kv(memory)
+                x = block(x, k, v, key_mask, None)
+            return self.decoder[layer].cross_weights(x, memory, key_mask)
+        finally:
+            self.train(was_training)

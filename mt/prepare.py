@@ -1,0 +1,372 @@
+"""The prepare stage: train sentencepiece, encode every split into memory-mapped token arrays.
+
+Layout in `cfg.run_dir` (see ARCHITECTURE.md): `config.yaml`, `spm.model` (or `spm.src.model` +
+`spm.tgt.model`), and in `data/`: `<split>.{src,tgt}.ids` (int32, little-endian, all sentences
+concatenated, no BOS/EOS), `<split>.{src,tgt}.offsets` (int64, N+1), `clean_report.json`, and
+`manifest.json`, written last: a cache without a manifest, or whose fingerprint differs from the
+inputs + config, is rebuilt. The corpus is streamed in chunks: memory is bounded by the
+tokenizer sample and a few chunks in flight, not by the corpus size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import multiprocessing as mp
+import shutil
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from mt import corpus
+from mt.config import Config, DataConfig, save_config
+from mt.errors import MTError
+from mt.tokenizer import JOINT_MODEL, SRC_MODEL, TGT_MODEL, Tokenizer, reservoir_sample, train_sentencepiece
+
+CACHE_VERSION = 1
+CHUNK_LINES = 10_000  # sentence pairs per encoding task
+IDS_DTYPE = np.dtype("<i4")
+OFFSETS_DTYPE = np.dtype("<i8")
+MANIFEST = "manifest.json"
+CLEAN_REPORT = "clean_report.json"
+
+
+# --------------------------------------------------------------------------- reading the cache
+
+
+class TokenArray:
+    """Variable-length token sequences stored flat: `ids` (int32 memmap) and `offsets` (int64, N+1).
+
+    Sequence i is `ids[offsets[i]:offsets[i+1]]`.
+    """
+
+    def __init__(self, ids_path: Path, offsets_path: Path) -> None:
+        for p in (ids_path, offsets_path):
+            if not p.is_file():
+                raise MTError(f"{p}: missing from the prepared data; run `mt prepare` again")
+        self.offsets: np.ndarray = np.fromfile(offsets_path, dtype=OFFSETS_DTYPE)  # (N+1,) int64, small: kept in RAM
+        n_ids = ids_path.stat().st_size // IDS_DTYPE.itemsize
+        # np.memmap cannot map an empty file; an empty split has no ids to map.
+        self.ids: np.ndarray = (np.memmap(ids_path, dtype=IDS_DTYPE, mode="r") if n_ids
+                                else np.zeros(0, dtype=IDS_DTYPE))  # (total_tokens,) int32
+        if len(self.offsets) == 0 or self.offsets[0] != 0 or self.offsets[-1] != n_ids:
+            raise MTError(f"{offsets_path}: does not match {ids_path.name} (corrupt cache); run `mt prepare --force`")
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def lengths(self) -> np.ndarray:
+        """(N,) int64 number of tokens of each sequence."""
+        return np.diff(self.offsets)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        """(L_i,) int32 ids of sequence i (a view into the memmap)."""
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"sequence {i} out of range for {len(self)} sequences")
+        i %= len(self)
+        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+
+
+@dataclass(frozen=True)
+class EncodedSplit:
+    """One prepared split: aligned source and target sequences (same length N)."""
+
+    src: TokenArray
+    tgt: TokenArray
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def _split_path(data_dir: Path, split: str, side: str, kind: str) -> Path:
+    return data_dir / f"{split}.{side}.{kind}"
+
+
+def load_split(run_dir: Path, split: str) -> EncodedSplit:
+    """Memory-map a prepared split of a run directory. MTError if it was not prepared."""
+    data_dir = Path(run_dir) / "data"
+    manifest = data_dir / MANIFEST
+    if not manifest.is_file():
+        raise MTError(f"{run_dir}: data not prepared (no data/{MANIFEST}); run `mt prepare` first")
+    splits = json.loads(manifest.read_text(encoding="utf-8")).get("splits", {})
+    if split not in splits:
+        raise MTError(f"{run_dir}: split '{split}' was not prepared (prepared: {', '.join(splits) or 'none'})")
+    src, tgt = (TokenArray(_split_path(data_dir, split, s, "ids"), _split_path(data_dir, split, s, "offsets"))
+                for s in ("src", "tgt"))
+    if len(src) != len(tgt):
+        raise MTError(f"{data_dir}: split '{split}' has {len(src)} source but {len(tgt)} target sequences (corrupt cache)")
+    return EncodedSplit(src, tgt)
+
+
+# --------------------------------------------------------------------------- fingerprint
+
+
+def _data_for_fingerprint(cfg: Config) -> dict[str, Any]:
+    tok = asdict(cfg.tokenizer)
+    tok.pop("workers")  # the number of processes does not change the output
+    return {"data": json.loads(json.dumps(asdict(cfg.data))), "tokenizer": tok, "seed": cfg.train.seed,
+            "cache_version": CACHE_VERSION}
+
+
+def _fingerprint(cfg: Config, splits: list[str]) -> tuple[str, dict[str, Any]]:
+    """sha256 over the input files (path, size, mtime) of `splits` and the config that shapes the cache."""
+    inputs = {}
+    for split in splits:
+        inputs[split] = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns]
+                         for p in corpus.split_files(cfg.data, split)]
+    payload = {"inputs": inputs, **_data_for_fingerprint(cfg)}
+    digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+    return digest, payload
+
+
+def _is_up_to_date(data_dir: Path, digest: str) -> bool:
+    path = data_dir / MANIFEST
+    if not path.is_file():
+        return False
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+    if manifest.get("fingerprint") != digest:
+        return False
+    run_dir = data_dir.parent
+    models = [JOINT_MODEL] if manifest.get("joint") else [SRC_MODEL, TGT_MODEL]
+    needed = [run_dir / m for m in models] + [_split_path(data_dir, s, side, kind) for s in manifest.get("splits", {})
+                                              for side in ("src", "tgt") for kind in ("ids", "offsets")]
+    return all(p.is_file() for p in needed)
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+_worker_tokenizer: Tokenizer | None = None
+
+
+def _init_worker(models: dict[str, bytes]) -> None:
+    global _worker_tokenizer
+    _worker_tokenizer = Tokenizer.from_bytes(models["src"], models.get("tgt"))
+
+
+@dataclass
+class _Encoded:
+    """One encoded chunk: flat ids and per-sentence lengths for each side, plus its clean counts."""
+
+    src_ids: np.ndarray  # (sum src lengths,) int32
+    src_lengths: np.ndarray  # (n,) int64
+    tgt_ids: np.ndarray
+    tgt_lengths: np.ndarray
+    report: corpus.CleanReport
+
+
+def _flatten(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=IDS_DTYPE, count=int(lengths.sum()))
+    return flat, lengths
+
+
+def _encode_chunk(pairs: list[tuple[str, str]], clean: tuple[int, float] | None,
+                  tokenizer: Tokenizer | None = None) -> _Encoded:
+    """Strip (and for training, clean) a chunk of raw pairs and encode both sides."""
+    tok = tokenizer or _worker_tokenizer
+    assert tok is not None, "worker tokenizer not initialised"
+    report = corpus.CleanReport()
+    if clean is None:
+        kept = [(s.strip(), t.strip()) for s, t in pairs]
+        report.kept = len(kept)
+    else:
+        kept = list(corpus.clean_pairs(pairs, clean[0], clean[1], report))
+    src, tgt = [s for s, _ in kept], [t for _, t in kept]
+    # One sentencepiece thread per process: parallelism comes from the worker processes.
+    src_ids, src_len = _flatten(tok.encode_src(src, threads=1))
+    tgt_ids, tgt_len = _flatten(tok.encode_tgt(tgt, threads=1))
+    return _Encoded(src_ids, src_len, tgt_ids, tgt_len, report)
+
+
+def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
+    it = iter(pairs)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk
+
+
+def _ordered_map(pool: Any, chunks: Iterator[list[tuple[str, str]]], clean: tuple[int, float] | None,
+                 workers: int) -> Iterator[_Encoded]:
+    """Encode chunks in the pool, results in input order, with at most 2*workers chunks in flight.
+
+    (Pool.imap would read the whole input ahead of the workers: unbounded memory on big corpora.)
+    """
+    pending: deque[Any] = deque()
+    for chunk in chunks:
+        pending.append(pool.apply_async(_encode_chunk, (chunk, clean)))
+        if len(pending) >= 2 * workers:
+            yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()
+
+
+class _SplitWriter:
+    """Appends encoded chunks to the four binary files of one split."""
+
+    def __init__(self, data_dir: Path, split: str) -> None:
+        self.paths = {(side, kind): _split_path(data_dir, split, side, kind)
+                      for side in ("src", "tgt") for kind in ("ids", "offsets")}
+        self.files: dict[tuple[str, str], BinaryIO] = {k: p.open("wb") for k, p in self.paths.items()}
+        self.totals = {"src": 0, "tgt": 0}
+        self.sentences = 0
+        for side in ("src", "tgt"):
+            np.zeros(1, dtype=OFFSETS_DTYPE).tofile(self.files[(side, "offsets")])
+
+    def append(self, enc: _Encoded) -> None:
+        for side, ids, lengths in (("src", enc.src_ids, enc.src_lengths), ("tgt", enc.tgt_ids, enc.tgt_lengths)):
+            ids.astype(IDS_DTYPE, copy=False).tofile(self.files[(side, "ids")])
+            (np.cumsum(lengths) + self.totals[side]).astype(OFFSETS_DTYPE).tofile(self.files[(side, "offsets")])
+            self.totals[side] += int(lengths.sum())
+        self.sentences += len(enc.src_lengths)
+
+    def close(self) -> None:
+        for f in self.files.values():
+            f.close()
+
+
+def _encode_split(pairs: Iterable[tuple[str, str]], clean: tuple[int, float] | None, tokenizer: Tokenizer,
+                  pool: Any, workers: int, data_dir: Path, split: str) -> tuple[dict[str, int], corpus.CleanReport]:
+    writer = _SplitWriter(data_dir, split)
+    report = corpus.CleanReport()
+    try:
+        chunks = _chunks(pairs, CHUNK_LINES)
+        results = (_ordered_map(pool, chunks, clean, workers) if pool is not None
+                   else (_encode_chunk(c, clean, tokenizer) for c in chunks))
+        for enc in results:
+            writer.append(enc)
+            report.add(enc.report)
+    finally:
+        writer.close()
+    return {"sentences": writer.sentences, "src_tokens": writer.totals["src"], "tgt_tokens": writer.totals["tgt"]}, report
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+def _train_pairs(data: DataConfig) -> Iterator[tuple[str, str]]:
+    pairs = corpus.iter_split(data, data.train_split)
+    return itertools.islice(pairs, data.train_limit) if data.train_limit > 0 else pairs
+
+
+def _empty_after_cleaning(data: DataConfig, report: corpus.CleanReport) -> MTError:
+    return MTError(f"training split '{data.train_split}' in {data.path}: no sentence pairs left after cleaning "
+                   f"({report.summary()})")
+
+
+def _install(staging: Path, run_dir: Path, data_dir: Path, joint: bool) -> None:
+    """Move the staged files into place; the caller writes the manifest afterwards."""
+    (data_dir / MANIFEST).unlink(missing_ok=True)  # from here until the new manifest the cache reads as incomplete
+    stale = [run_dir / m for m in ((SRC_MODEL, TGT_MODEL) if joint else (JOINT_MODEL,))]
+    stale += [p for p in data_dir.glob("*") if p.suffix in (".ids", ".offsets")]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    for p in sorted(staging.iterdir()):
+        dest = (data_dir if p.suffix in (".ids", ".offsets", ".json") else run_dir) / p.name
+        p.replace(dest)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def prepare(cfg: Config, *, force: bool = False) -> Path:
+    """Train the tokenizer and encode train (cleaned), valid and test splits into `cfg.run_dir`.
+
+    A no-op ("up to date") when the manifest fingerprint matches the inputs and config, unless
+    `force`. Missing train/valid files are an error; a test split without files is skipped with a note.
+    """
+    data, tok_cfg = cfg.data, cfg.tokenizer
+    run_dir, data_dir = cfg.run_dir, cfg.run_dir / "data"
+    for split in (data.train_split, data.valid_split):
+        corpus.split_files(data, split)  # MTError naming the missing file
+        if not corpus.split_available(data, split):
+            raise MTError(f"split '{split}': not found in {data.hub_name or data.path}")
+    tests = []
+    for split in data.test_splits:
+        if corpus.split_available(data, split):
+            tests.append(split)
+        else:
+            print(f"prepare: test split '{split}' not found in {data.path}; skipped")
+    splits = list(dict.fromkeys([data.train_split, data.valid_split, *tests]))
+    digest, payload = _fingerprint(cfg, splits)
+    if not force and _is_up_to_date(data_dir, digest):
+        print(f"prepare: {run_dir} is up to date")
+        return run_dir
+
+    start = time.perf_counter()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    staging = run_dir / ".prepare.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        # Pass 1: a bounded, seeded sample of cleaned training pairs for sentencepiece.
+        report = corpus.CleanReport()
+        sample = reservoir_sample(corpus.clean_pairs(_train_pairs(data), data.max_len, data.max_len_ratio, report),
+                                  tok_cfg.sample_size, cfg.train.seed)
+        if report.kept == 0:
+            raise _empty_after_cleaning(data, report)
+        t0 = time.perf_counter()
+        tokenizer = train_sentencepiece([s for s, _ in sample], [t for _, t in sample], tok_cfg)
+        del sample
+        print(f"prepare: trained {tok_cfg.type} sentencepiece ({'joint' if tokenizer.joint else 'separate'}, "
+              f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}) on {min(report.kept, tok_cfg.sample_size)} "
+              f"sampled pairs in {time.perf_counter() - t0:.1f}s")
+        tokenizer.save(staging)
+
+        # Pass 2: encode every split, streamed, in worker processes.
+        t0 = time.perf_counter()
+        stats: dict[str, dict[str, int]] = {}
+        clean_report: dict[str, Any] = {}
+        workers = tok_cfg.workers
+        # spawn: a forked copy of a parent that already runs torch threads can deadlock.
+        pool = (mp.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(tokenizer.model_bytes(),))
+                if workers > 1 else None)
+        try:
+            for split in splits:
+                is_train = split == data.train_split
+                pairs = _train_pairs(data) if is_train else corpus.iter_split(data, split)
+                clean = (data.max_len, data.max_len_ratio) if is_train else None
+                stats[split], rep = _encode_split(pairs, clean, tokenizer, pool, workers, staging, split)
+                if is_train:
+                    if rep.kept == 0:
+                        raise _empty_after_cleaning(data, rep)
+                    clean_report = {"split": split, **rep.to_dict(), "max_len": data.max_len,
+                                    "max_len_ratio": data.max_len_ratio, "train_limit": data.train_limit}
+                s = stats[split]
+                dropped = f"; {rep.summary()}" if is_train else ""
+                print(f"  {split}: {s['sentences']} sentences, {s['src_tokens']} src / {s['tgt_tokens']} tgt tokens{dropped}")
+        finally:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+        encode_s = time.perf_counter() - t0
+        total = sum(s["sentences"] for s in stats.values())
+        rate = total / encode_s if encode_s > 0 else float("inf")
+        print(f"prepare: encoded {total} sentence pairs in {encode_s:.1f}s ({rate:,.0f} pairs/s, {workers} worker(s))")
+
+        _write_json(staging / CLEAN_REPORT, clean_report)
+        save_config(cfg, staging / "config.yaml")
+        _install(staging, run_dir, data_dir, tokenizer.joint)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    manifest = {
+        "fingerprint": digest, "cache_version": CACHE_VERSION, "joint": tokenizer.joint,
+        "src_vocab_size": tokenizer.src_vocab_size, "tgt_vocab_size": tokenizer.tgt_vocab_size,
+        "splits": stats, "skipped_test_splits": [s for s in data.test_splits if s not in tests],
+        "encode_seconds": round(encode_s, 3), "pairs_per_second": round(rate, 1),
+        "total_seconds": round(time.perf_counter() - start, 3), "inputs": payload["inputs"],
+    }
+    _write_json(data_dir / MANIFEST, manifest)  # last: its presence marks the cache complete
+    print(f"prepare: wrote {run_dir} in {manifest['total_seconds']:.1f}s")
+    return run_dir

@@ -1,0 +1,206 @@
+"""Sentencepiece subword models: training (deterministic) and the `Tokenizer` the rest of mt uses.
+
+Every model mt trains has the fixed ids PAD=0, UNK=1, BOS=2, EOS=3. A tokenizer is either joint
+(one model for both languages) or separate (a source and a target model). Ids never include
+BOS/EOS from `encode_*`; the batching code adds them.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import sentencepiece as spm
+
+from mt.config import TokenizerConfig
+from mt.errors import MTError
+
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+JOINT_MODEL, SRC_MODEL, TGT_MODEL = "spm.model", "spm.src.model", "spm.tgt.model"
+# Sentencepiece's trained model depends on its thread count (work is split per thread), so it is
+# fixed rather than taken from the machine: same sample + config -> byte-identical model anywhere.
+TRAIN_THREADS = 4
+_MAX_SENTENCE_BYTES = 4192  # sentencepiece's default: longer sentences are left out of training (still encoded)
+
+T = TypeVar("T")
+
+
+def reservoir_sample(items: Iterable[T], k: int, seed: int) -> list[T]:
+    """A uniform random sample of at most `k` items of a stream, in stream order; deterministic given `seed`.
+
+    Memory is O(k) however long the stream (Algorithm L: few random draws per item skipped).
+    """
+    if k <= 0:
+        return []
+    rng = random.Random(seed)
+    reservoir: list[tuple[int, T]] = []
+    it = iter(items)
+    for i, item in enumerate(it):
+        reservoir.append((i, item))
+        if i + 1 == k:
+            break
+    if len(reservoir) < k:
+        return [item for _, item in reservoir]
+
+    def log_u() -> float:  # log of a uniform draw in the open interval (0, 1)
+        u = rng.random()
+        while u == 0.0:
+            u = rng.random()
+        return math.log(u)
+
+    w = math.exp(log_u() / k)
+    next_pick = k - 1 + math.floor(log_u() / math.log1p(-w)) + 1
+    for i, item in enumerate(it, start=k):
+        if i == next_pick:
+            reservoir[rng.randrange(k)] = (i, item)
+            w *= math.exp(log_u() / k)
+            next_pick = i + math.floor(log_u() / math.log1p(-w)) + 1
+    reservoir.sort(key=lambda pair: pair[0])
+    return [item for _, item in reservoir]
+
+
+def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str) -> bytes:
+    """Train one sentencepiece model on `sentences`; returns the serialized model."""
+    if not sentences:
+        raise MTError(f"tokenizer ({what}): no training sentences")
+    writer = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=writer,
+            model_type=cfg.type, vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
+            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+            pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
+            # The sample is already drawn (seeded) by the caller: no second sampling or shuffling.
+            input_sentence_size=0, shuffle_input_sentence=False,
+            num_threads=TRAIN_THREADS, max_sentence_length=_MAX_SENTENCE_BYTES, minloglevel=2,
+        )
+    except RuntimeError as e:
+        msg = str(e)
+        m = re.search(r"Vocabulary size too high \((\d+)\).*?<= (\d+)", msg)
+        if m:
+            raise MTError(f"tokenizer.vocab_size: {m.group(1)} is too large for this corpus ({what} sample of "
+                          f"{len(sentences)} sentences); use at most {m.group(2)}, e.g. --set tokenizer.vocab_size="
+                          f"{int(m.group(2)) // 1000 * 1000 or m.group(2)}") from None
+        first = msg.strip().splitlines()[0] if msg.strip() else type(e).__name__
+        raise MTError(f"tokenizer ({what}): sentencepiece training failed: {first}") from None
+    return writer.getvalue()
+
+
+def train_sentencepiece(src_sample: Sequence[str], tgt_sample: Sequence[str], cfg: TokenizerConfig) -> Tokenizer:
+    """Train a joint model on both samples (cfg.joint) or one model per side. Deterministic.
+
+    The samples are the (already drawn, bounded) training sentences; the same samples and config
+    give byte-identical models.
+    """
+    if cfg.joint:
+        return Tokenizer.from_bytes(_train_one([*src_sample, *tgt_sample], cfg, "joint"), None)
+    return Tokenizer.from_bytes(_train_one(src_sample, cfg, "source"), _train_one(tgt_sample, cfg, "target"))
+
+
+def _load_proto(model: bytes, what: str) -> spm.SentencePieceProcessor:
+    sp = spm.SentencePieceProcessor()
+    try:
+        sp.LoadFromSerializedProto(model)
+    except (RuntimeError, OSError, TypeError) as e:
+        raise MTError(f"{what}: not a sentencepiece model ({str(e).splitlines()[0] if str(e) else e})") from None
+    ids = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
+    if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+        raise MTError(f"{what}: special ids (pad, unk, bos, eos) are {ids}, mt needs {(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}")
+    return sp
+
+
+class Tokenizer:
+    """Source and target sentencepiece models (the same object when joint) with mt's fixed special ids."""
+
+    def __init__(self, src_model: bytes, tgt_model: bytes | None) -> None:
+        self._src_bytes, self._tgt_bytes = src_model, tgt_model
+        self._src = _load_proto(src_model, "source tokenizer model" if tgt_model else "tokenizer model")
+        self._tgt = self._src if tgt_model is None else _load_proto(tgt_model, "target tokenizer model")
+
+    @classmethod
+    def from_bytes(cls, src_model: bytes, tgt_model: bytes | None = None) -> Tokenizer:
+        """A tokenizer from serialized models; `tgt_model=None` means joint."""
+        return cls(src_model, tgt_model)
+
+    @classmethod
+    def from_files(cls, run_dir: Path) -> Tokenizer:
+        """Load `spm.model` (joint) or `spm.src.model` + `spm.tgt.model` from a run directory."""
+        run_dir = Path(run_dir)
+        joint, src, tgt = run_dir / JOINT_MODEL, run_dir / SRC_MODEL, run_dir / TGT_MODEL
+        if joint.is_file():
+            return cls(joint.read_bytes(), None)
+        if src.is_file() and tgt.is_file():
+            return cls(src.read_bytes(), tgt.read_bytes())
+        raise MTError(f"{run_dir}: no tokenizer model ({JOINT_MODEL}, or {SRC_MODEL} and {TGT_MODEL}); run `mt prepare` first")
+
+    def save(self, run_dir: Path) -> list[Path]:
+        """Write the model file(s) into `run_dir` (temp file + rename each); returns the paths written."""
+        files = {JOINT_MODEL: self._src_bytes} if self.joint else {SRC_MODEL: self._src_bytes, TGT_MODEL: self._tgt_bytes}
+        written = []
+        for name, data in files.items():
+            path = Path(run_dir) / name
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(data)  # type: ignore[arg-type]
+            tmp.replace(path)
+            written.append(path)
+        return written
+
+    def model_bytes(self) -> dict[str, bytes]:
+        """{"src": model} when joint, else {"src": ..., "tgt": ...} (for checkpoints)."""
+        out = {"src": self._src_bytes}
+        if self._tgt_bytes is not None:
+            out["tgt"] = self._tgt_bytes
+        return out
+
+    def __getstate__(self) -> dict[str, bytes | None]:  # picklable (worker processes) via the model bytes
+        return {"src": self._src_bytes, "tgt": self._tgt_bytes}
+
+    def __setstate__(self, state: dict[str, bytes | None]) -> None:
+        self.__init__(state["src"], state["tgt"])  # type: ignore[misc, arg-type]
+
+    @property
+    def joint(self) -> bool:
+        return self._tgt_bytes is None
+
+    @property
+    def src_vocab_size(self) -> int:
+        return self._src.get_piece_size()
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return self._tgt.get_piece_size()
+
+    def encode_src(self, lines: list[str], *, threads: int = -1) -> list[list[int]]:
+        """Source lines -> piece ids (no BOS/EOS). `threads`: sentencepiece's C++ threads (-1 = its default)."""
+        return self._src.encode(lines, out_type=int, num_threads=threads)
+
+    def encode_tgt(self, lines: list[str], *, threads: int = -1) -> list[list[int]]:
+        """Target lines -> piece ids (no BOS/EOS)."""
+        return self._tgt.encode(lines, out_type=int, num_threads=threads)
+
+    def decode_tgt(self, ids: list[list[int]]) -> list[str]:
+        """Target ids -> detokenised text; each sequence is cut at its first EOS, PAD and BOS are ignored."""
+        cleaned = []
+        for seq in ids:
+            out = []
+            for i in seq:
+                i = int(i)
+                if i == EOS_ID:
+                    break
+                if i not in (PAD_ID, BOS_ID):
+                    out.append(i)
+            cleaned.append(out)
+        return self._tgt.decode(cleaned)
+
+    def src_pieces(self, line: str) -> list[str]:
+        """The source pieces of one line (labels for attention plots)."""
+        return self._src.encode(line, out_type=str)
+
+    def tgt_pieces(self, ids: list[int]) -> list[str]:
+        """The target pieces of an id sequence."""
+        return [self._tgt.id_to_piece(int(i)) for i in ids]

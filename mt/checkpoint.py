@@ -1,0 +1,188 @@
+"""Self-contained checkpoints: one file with the config, the tokenizer and the weights.
+
+Layout of a checkpoint (a plain dict; only tensors, numbers, strings, bytes, lists and dicts, so
+`torch.load(weights_only=True)` reads it and a checkpoint can never run code):
+
+    kind            "mt-checkpoint"
+    format_version  FORMAT_VERSION
+    config          mt.config.config_to_dict(cfg)
+    tokenizer       {"src": bytes, "tgt": bytes}  sentencepiece models ("tgt" absent when joint)
+    src_vocab_size, tgt_vocab_size, joint_vocab
+    model           the Transformer's state dict (float tensors, on CPU)
+    update, epoch   where training was (0 when unknown)
+    training        (training checkpoints only, e.g. last.pt) optimizer, scaler, data position,
+                    RNG states, best metric, patience, ... — written and read by mt/train.py
+    averaged_from   (averaged checkpoints only) the source file names
+
+Writes are atomic: a temp file in the same folder, fsync'd, then `os.replace`d over the target
+and the folder fsync'd, so a crash leaves either the old or the new file, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mt.config import Config, config_from_dict, config_to_dict
+from mt.errors import MTError
+
+FORMAT_VERSION = 1
+KIND = "mt-checkpoint"
+# config sections that must agree for weights to be interchangeable (train/decode may differ)
+_MODEL_SECTIONS = ("model", "tokenizer")
+
+
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
+    """Write `state` to `path` atomically (temp file + fsync + rename + fsync of the folder)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # a hidden, unique name in the same folder (same filesystem: the rename is atomic); open(..., "xb")
+    # honours the umask, unlike mkstemp's 0600
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        with open(tmp, "xb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make the rename durable (not possible on every OS/filesystem; then best effort)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read and check an mt checkpoint (on CPU). Anything else is an MTError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise MTError(f"checkpoint '{path}': file not found")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for bad files
+        reason = "refuses to run code from it" if "Unsupported global" in str(e) else "truncated or corrupt"
+        raise MTError(f"checkpoint '{path}': not a readable mt checkpoint ({reason})") from None
+    if not isinstance(state, dict) or state.get("kind") != KIND:
+        raise MTError(f"checkpoint '{path}': not an mt checkpoint")
+    version = state.get("format_version")
+    if version != FORMAT_VERSION:
+        raise MTError(f"checkpoint '{path}': format version {version!r}, this mt reads {FORMAT_VERSION}")
+    missing = [k for k in ("config", "tokenizer", "model", "src_vocab_size", "tgt_vocab_size", "joint_vocab")
+               if k not in state]
+    if missing:
+        raise MTError(f"checkpoint '{path}': missing {', '.join(missing)}")
+    return state
+
+
+def inference_state(cfg: Config, tokenizer: Any, model: torch.nn.Module, *, update: int = 0,
+                    epoch: int = 0) -> dict[str, Any]:
+    """Everything `load_for_inference` needs: config, tokenizer models, vocab sizes and weights.
+
+    `tokenizer` is an `mt.tokenizer.Tokenizer`; `model` may be DDP-wrapped (its module is saved).
+    Weights are copied to CPU so the dict stays valid while training goes on.
+    """
+    module = getattr(model, "module", model)
+    weights = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+    return {
+        "kind": KIND,
+        "format_version": FORMAT_VERSION,
+        "config": config_to_dict(cfg),
+        "tokenizer": dict(tokenizer.model_bytes()),
+        "src_vocab_size": int(tokenizer.src_vocab_size),
+        "tgt_vocab_size": int(tokenizer.tgt_vocab_size),
+        "joint_vocab": bool(tokenizer.joint),
+        "model": weights,
+        "update": int(update),
+        "epoch": int(epoch),
+    }
+
+
+def checkpoint_config(state: dict[str, Any], path: str | Path) -> Config:
+    """The Config stored in a loaded checkpoint (an MTError if it no longer parses)."""
+    try:
+        return config_from_dict(state["config"])
+    except MTError as e:
+        raise MTError(f"checkpoint '{path}': stored config is invalid: {e}") from None
+
+
+def load_for_inference(path: str | Path, device: str | torch.device) -> tuple[Any, Any, Config]:
+    """(Transformer in eval mode on `device`, Tokenizer, Config) from any mt checkpoint."""
+    from mt.model import Transformer
+    from mt.tokenizer import Tokenizer
+
+    state = load_checkpoint(path)
+    cfg = checkpoint_config(state, path)
+    tok = state["tokenizer"]
+    tokenizer = Tokenizer.from_bytes(tok["src"], tok.get("tgt"))
+    model = Transformer(cfg.model, state["src_vocab_size"], state["tgt_vocab_size"],
+                        joint_vocab=state["joint_vocab"])
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0]
+        raise MTError(f"checkpoint '{path}': weights do not fit its model config ({first})") from None
+    return model.to(device).eval(), tokenizer, cfg
+
+
+def same_model(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """'' when two checkpoint states hold interchangeable weights, else what differs."""
+    for section in _MODEL_SECTIONS:
+        sa, sb = a["config"].get(section, {}), b["config"].get(section, {})
+        for key in sorted(set(sa) | set(sb)):
+            if sa.get(key) != sb.get(key):
+                return f"{section}.{key} ({sa.get(key)!r} vs {sb.get(key)!r})"
+    for key in ("src_vocab_size", "tgt_vocab_size", "joint_vocab"):
+        if a[key] != b[key]:
+            return key
+    if a["tokenizer"] != b["tokenizer"]:
+        return "tokenizer model"
+    return ""
+
+
+def average_checkpoints(paths: list[str | Path] | list[Path], out: str | Path) -> None:
+    """Write the mean of the weights of `paths` to `out`, an inference checkpoint.
+
+    Refuses (MTError) checkpoints whose model/tokenizer config or tokenizer differ. Floating
+    tensors are averaged in float64 and cast back; integer buffers must be equal.
+    """
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise MTError("average: no checkpoints given")
+    first = load_checkpoint(paths[0])
+    sums = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in first["model"].items()}
+    for p in paths[1:]:
+        state = load_checkpoint(p)
+        diff = same_model(first, state)
+        if diff:
+            raise MTError(f"average: '{p}' and '{paths[0]}' are different models: {diff}")
+        if state["model"].keys() != sums.keys():
+            raise MTError(f"average: '{p}' and '{paths[0]}' hold different weight names")
+        for k, v in state["model"].items():
+            if v.is_floating_point():
+                sums[k] += v.to(torch.float64)
+            elif not torch.equal(v, sums[k]):
+                raise MTError(f"average: '{p}' differs from '{paths[0]}' in non-float tensor {k}")
+        del state
+    dtypes = {k: v.dtype for k, v in first["model"].items()}
+    averaged = {k: (v / len(paths)).to(dtypes[k]) if v.is_floating_point() else v for k, v in sums.items()}
+    out_state = {k: v for k, v in first.items() if k != "training"}
+    out_state["model"] = averaged
+    out_state["averaged_from"] = [p.name for p in paths]
+    save_checkpoint(out, out_state)

@@ -1,0 +1,287 @@
+"""Greedy and beam search over the model's incremental decoding interface.
+
+Both searches only need `model.encode(src, src_mask)` and
+`model.decode_step(tokens (R, 1), memory, src_mask, cache) -> (log_probs (R, V), cache)` with
+`cache.reorder(index)`: the decoder sees one new token per row and step, never the prefix again.
+
+Conventions (shared by greedy, beam and `force_decode_score`):
+- A hypothesis is `y_1 .. y_n EOS`; `tokens` exclude BOS and EOS. Its `log_prob` sums the
+  log-probabilities of all n+1 decisions, the final EOS included.
+- `|y|` in the length penalty counts EOS too (`|y| = n + 1`, the number of scored decisions), so
+  `score = log_prob / length_penalty(n + 1)`.
+- The maximum output length is `floor(a * |src| + b)` tokens before EOS, with `|src|` the number
+  of real (unmasked) source tokens. At that length only EOS is allowed, so every hypothesis ends
+  in a scored EOS and force-decoding it gives back its `log_prob` exactly.
+- PAD and BOS are never emitted; `forbid_unk` also bans UNK. Banned tokens are set to -inf
+  without renormalising, so scores stay the model's own log-probabilities.
+
+Beam search keeps `beam` live hypotheses per sentence in one batch of B*K rows. A sentence
+stops when it has `beam` finished hypotheses (the usual criterion; it makes beam 1 equal to
+greedy), when it reaches its maximum length, or as soon as no live hypothesis can still beat its
+`n_best`-th finished one (an exact bound, so it never changes the result). Stopped sentences'
+rows leave the batch, and the search ends when every sentence has stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+LENGTH_PENALTIES = ("gnmt", "average", "none")
+
+
+class DecoderCache(Protocol):
+    """The model's incremental decoding state: one entry per batch row."""
+
+    def reorder(self, index: torch.Tensor) -> "DecoderCache":
+        """Keep/duplicate rows: new row i is old row `index[i]` (index: (R',) long)."""
+        ...
+
+
+class Seq2Seq(Protocol):
+    """What search needs from a model (mt.model.Transformer, or a test double)."""
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """src, src_mask: (B, S) -> memory (B, S, D)."""
+        ...
+
+    def decode_step(
+        self, tokens: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor, cache: DecoderCache | None
+    ) -> tuple[torch.Tensor, DecoderCache]:
+        """tokens (R, 1) -> next-token log-probs (R, V) float32 and the extended cache."""
+        ...
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Full teacher-forced decoding: tgt_in (B, T) -> logits (B, T, V)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One finished translation: tokens without BOS/EOS, length-normalised score, raw log-prob."""
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+
+
+def length_penalty(length: torch.Tensor | float, *, alpha: float, kind: str) -> torch.Tensor | float:
+    """The divisor of a hypothesis' log-prob; `length` = |y| including EOS.
+
+    gnmt: ((5 + |y|) / 6) ** alpha (Wu et al. 2016); average: |y| ** alpha; none: 1.
+    Works elementwise on a tensor of lengths.
+    """
+    if kind == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    if kind == "average":
+        return length ** alpha
+    if kind == "none":
+        return torch.ones_like(length) if isinstance(length, torch.Tensor) else 1.0
+    raise ValueError(f"length_penalty: unknown kind {kind!r}; expected one of {', '.join(LENGTH_PENALTIES)}")
+
+
+_length_penalty = length_penalty  # beam_search's keyword argument `length_penalty` shadows the name
+
+
+def max_output_lengths(
+    src_mask: torch.Tensor, *, max_len_a: float, max_len_b: int, max_len_limit: int | None = None
+) -> torch.Tensor:
+    """Per-sentence maximum number of output tokens before EOS: floor(a * |src| + b), within
+    [0, max_len_limit]. src_mask: (B, S) bool, True = real token -> (B,) long."""
+    src_len = src_mask.sum(dim=1).to(torch.float64)
+    lengths = torch.floor(max_len_a * src_len + max_len_b).clamp(min=0).to(torch.long)
+    return lengths if max_len_limit is None else lengths.clamp(max=max_len_limit)
+
+
+def mask_log_probs(log_probs: torch.Tensor, *, forbid_unk: bool, force_eos: torch.Tensor) -> torch.Tensor:
+    """Ban tokens that may not be emitted, in place: PAD and BOS always, UNK when `forbid_unk`,
+    and everything but EOS in rows where `force_eos` (R,) bool is set. log_probs: (R, V)."""
+    log_probs[:, PAD_ID] = float("-inf")
+    log_probs[:, BOS_ID] = float("-inf")
+    if forbid_unk:
+        log_probs[:, UNK_ID] = float("-inf")
+    if bool(force_eos.any()):
+        eos = log_probs[:, EOS_ID].clone()
+        log_probs.masked_fill_(force_eos.unsqueeze(1), float("-inf"))
+        log_probs[:, EOS_ID] = eos
+    return log_probs
+
+
+def topk_candidates(scores: torch.Tensor, log_probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The k best one-token extensions of each sentence's beam.
+
+    scores: (N, K) cumulative log-probs of the live hypotheses; log_probs: (N*K, V) next-token
+    log-probs, rows sentence-major. Returns (values, beam index, token), each (N, k), best first.
+    """
+    n, beam = scores.shape
+    vocab = log_probs.size(1)
+    cand = (scores.reshape(n * beam, 1) + log_probs).view(n, beam * vocab)  # (N, K*V)
+    values, flat = cand.topk(k, dim=1)  # sorted, best first
+    return values, torch.div(flat, vocab, rounding_mode="floor"), flat % vocab
+
+
+def greedy_search(
+    model: Seq2Seq,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    *,
+    max_len_a: float,
+    max_len_b: int,
+    forbid_unk: bool,
+    max_len_limit: int | None = None,
+) -> list[list[int]]:
+    """Pick the most probable token at each step. src, src_mask: (B, S) -> B token lists (no BOS/EOS).
+
+    `max_len_limit` caps the output length whatever the source length (e.g. the model's
+    `max_positions - 1`). Finished sentences leave the batch (their cache rows are dropped).
+    """
+    batch = src.size(0)
+    if batch == 0:
+        return []
+    device = src.device
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
+    out = torch.full((batch, int(max_lens.max().item()) + 1), PAD_ID, dtype=torch.long, device=device)
+    rows = torch.arange(batch, device=device)  # original sentence of each live row
+    tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
+    cache: DecoderCache | None = None
+    step = 0
+    while rows.numel() > 0:
+        log_probs, cache = model.decode_step(tokens, memory, src_mask, cache)  # (R, V)
+        log_probs = mask_log_probs(log_probs, forbid_unk=forbid_unk, force_eos=max_lens <= step)
+        next_tok = log_probs.argmax(dim=-1)  # (R,)
+        out[rows, step] = next_tok
+        step += 1
+        live = next_tok != EOS_ID
+        if not bool(live.all()):
+            keep = live.nonzero().squeeze(1)
+            rows, next_tok, max_lens = rows[keep], next_tok[keep], max_lens[keep]
+            memory, src_mask = memory.index_select(0, keep), src_mask.index_select(0, keep)
+            cache = cache.reorder(keep)
+        tokens = next_tok.unsqueeze(1)
+    results = []
+    for row in out.tolist():
+        results.append(row[: row.index(EOS_ID)])  # every row ends in EOS (forced at max length)
+    return results
+
+
+def beam_search(
+    model: Seq2Seq,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    *,
+    beam: int,
+    alpha: float,
+    length_penalty: str,
+    max_len_a: float,
+    max_len_b: int,
+    n_best: int,
+    forbid_unk: bool,
+    max_len_limit: int | None = None,
+) -> list[list[Hypothesis]]:
+    """Beam search. src, src_mask: (B, S) -> for each sentence its `n_best` hypotheses, best first.
+
+    Scores are `log_prob / length_penalty(|y|)` with |y| counting EOS (see the module docstring).
+    `max_len_limit` caps the output length as in `greedy_search`.
+    """
+    if beam < 1 or not 1 <= n_best <= beam:
+        raise ValueError(f"beam_search: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
+    kind, lp = length_penalty, _length_penalty
+    lp(1.0, alpha=alpha, kind=kind)  # validate `kind` before any work
+    batch, k = src.size(0), beam
+    if batch == 0:
+        return []
+    device = src.device
+    neg_inf = float("-inf")
+
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
+    expand = torch.arange(batch, device=device).repeat_interleave(k)  # (B*K,) sentence-major rows
+    memory, src_mask = memory.index_select(0, expand), src_mask.index_select(0, expand)
+    sent = torch.arange(batch, device=device)  # original id of each live sentence  (N,)
+    scores = torch.full((batch, k), neg_inf, device=device)  # (N, K) cumulative log-probs
+    scores[:, 0] = 0.0  # one live hypothesis at the start, so the beam holds no duplicates
+    history = torch.empty((batch * k, 0), dtype=torch.long, device=device)  # (N*K, t)
+    last = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
+    cache: DecoderCache | None = None
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    num_finished = torch.zeros(batch, dtype=torch.long, device=device)  # (N,)
+    nth_best = torch.full((batch,), neg_inf, device=device)  # n_best-th best finished score (N,)
+    final_lp = lp(max_lens.to(torch.float32) + 1.0, alpha=alpha, kind=kind)  # (N,) penalty at max length
+    arange_2k = torch.arange(2 * k, device=device)
+
+    step = 0  # tokens emitted so far by every live hypothesis
+    while sent.numel() > 0:
+        n = sent.numel()
+        log_probs, cache = model.decode_step(last, memory, src_mask, cache)  # (N*K, V)
+        force = (max_lens <= step).repeat_interleave(k)
+        log_probs = mask_log_probs(log_probs.float(), forbid_unk=forbid_unk, force_eos=force)
+        values, beams, toks = topk_candidates(scores, log_probs, 2 * k)  # (N, 2K) each
+        is_eos = toks == EOS_ID
+
+        # EOS among the K best candidates finishes a hypothesis; its log-prob stays fixed from now on.
+        ends = is_eos[:, :k] & torch.isfinite(values[:, :k])
+        if bool(ends.any()):
+            penalty = float(lp(float(step + 1), alpha=alpha, kind=kind))
+            touched = set()
+            for s, j in ends.nonzero().tolist():
+                row = s * k + int(beams[s, j])
+                log_prob = float(values[s, j])
+                finished[int(sent[s])].append(Hypothesis(history[row].tolist(), log_prob / penalty, log_prob))
+                touched.add(s)
+            for s in touched:
+                hyps = finished[int(sent[s])]
+                num_finished[s] = len(hyps)
+                if len(hyps) >= n_best:
+                    nth_best[s] = sorted((h.score for h in hyps), reverse=True)[n_best - 1]
+
+        # The K best candidates that do not end continue (there are at least K: <= K end in EOS).
+        pick = (arange_2k + is_eos.long() * 2 * k).topk(k, dim=1, largest=False).indices  # (N, K), in score order
+        scores = values.gather(1, pick)
+        parents = (torch.arange(n, device=device) * k).unsqueeze(1) + beams.gather(1, pick)  # (N, K) old rows
+        toks = toks.gather(1, pick)
+        history = torch.cat([history.index_select(0, parents.view(-1)), toks.view(-1, 1)], dim=1)
+        step += 1
+
+        # Optimistic bound for a live hypothesis: its log-prob cannot grow, the penalty can at most
+        # reach its largest value over the remaining lengths (monotone in |y|: an end point).
+        best_live = scores[:, 0]  # (N,)
+        now_lp = lp(torch.full_like(best_live, float(step + 1)), alpha=alpha, kind=kind)
+        bound = best_live / torch.maximum(now_lp, final_lp)
+        done = (num_finished >= k) | (max_lens < step) | (nth_best >= bound)
+        if bool(done.any()):
+            keep = (~done).nonzero().squeeze(1)  # (N',)
+            keep_rows = ((keep * k).unsqueeze(1) + torch.arange(k, device=device)).view(-1)  # (N'*K,)
+            parents, toks, scores = parents.index_select(0, keep), toks.index_select(0, keep), scores.index_select(0, keep)
+            history = history.index_select(0, keep_rows)
+            memory, src_mask = memory.index_select(0, keep_rows), src_mask.index_select(0, keep_rows)
+            sent, max_lens, final_lp = sent[keep], max_lens[keep], final_lp[keep]
+            num_finished, nth_best = num_finished[keep], nth_best[keep]
+        if sent.numel() > 0:
+            cache = cache.reorder(parents.reshape(-1))
+        last = toks.reshape(-1, 1)
+
+    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
+
+
+def force_decode_score(
+    model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt: list[list[int]]
+) -> torch.Tensor:
+    """Log-probability of each target `y EOS` under teacher forcing with the full (uncached)
+    decoder. src, src_mask: (B, S); tgt: B token lists without BOS/EOS -> (B,) float32."""
+    batch = len(tgt)
+    width = max((len(t) for t in tgt), default=0) + 1
+    tgt_in = torch.full((batch, width), PAD_ID, dtype=torch.long, device=src.device)  # BOS y PAD..
+    tgt_out = torch.full((batch, width), PAD_ID, dtype=torch.long, device=src.device)  # y EOS PAD..
+    for i, seq in enumerate(tgt):
+        tgt_in[i, : len(seq) + 1] = torch.tensor([BOS_ID, *seq], dtype=torch.long)
+        tgt_out[i, : len(seq) + 1] = torch.tensor([*seq, EOS_ID], dtype=torch.long)
+    log_probs = torch.log_softmax(model.forward(src, src_mask, tgt_in).float(), dim=-1)  # (B, T, V)
+    picked = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)  # (B, T)
+    lengths = torch.tensor([len(t) for t in tgt], device=src.device)
+    real = torch.arange(width, device=src.device).unsqueeze(0) <= lengths.unsqueeze(1)  # (B, T) y and EOS
+    return picked.masked_fill(~real, 0.0).sum(dim=1)

@@ -92,18 +92,18 @@ def plot_attention(checkpoint: Path, sentence: str, layer: int, out: Path) -> st
     src_ids = tokenizer.encode_src([sentence])[0]
     if not src_ids:
         raise MTError("attention plot: the sentence is empty")
-    src, src_mask = collate_source([torch.tensor(src_ids, dtype=torch.int32).numpy()])
+    src, src_mask = collate_source([src_ids])
     d = cfg.decode
     with torch.inference_mode():
         best = beam_search(model, src, src_mask, beam=d.beam, alpha=d.alpha, length_penalty=d.length_penalty,
                            max_len_a=d.max_len_a, max_len_b=d.max_len_b, n_best=1, forbid_unk=d.forbid_unk)[0][0]
         tgt_in = torch.tensor([[BOS_ID] + best.tokens], dtype=torch.long)
         weights = model.cross_attention(src, src_mask, tgt_in, layer)[0].mean(dim=0)  # (T, S)
-    src_labels = tokenizer.src_pieces(sentence)
+    # The source ends with EOS (mt.batching); row t is the attention used to predict output
+    # token t from BOS + the tokens before it, so the last row is the one that predicted EOS.
+    src_labels = tokenizer.src_pieces(sentence) + ["</s>"]
     tgt_labels = tokenizer.tgt_pieces(best.tokens) + ["</s>"]
-    weights = weights[1:].numpy() if len(tgt_labels) < weights.shape[0] else weights.numpy()
-    # Row t is the attention used to predict output token t (given BOS + the tokens before it).
-    weights = weights[: len(tgt_labels), : len(src_labels)]
+    weights = weights.numpy()
 
     fig, ax = plt.subplots(figsize=(max(5, 0.45 * len(src_labels) + 2), max(4, 0.4 * len(tgt_labels) + 1.5)))
     image = ax.imshow(weights, cmap="viridis", aspect="auto", vmin=0.0)

@@ -15,6 +15,7 @@ import itertools
 import json
 import multiprocessing as mp
 import shutil
+import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -146,6 +147,13 @@ def _is_up_to_date(data_dir: Path, digest: str) -> bool:
 
 
 _worker_tokenizer: Tokenizer | None = None
+
+
+def _pool_context() -> Any:
+    """fork (fast start, no re-import of __main__) unless torch is loaded: a forked copy of a parent
+    whose torch thread pools are running can deadlock, so then spawn (which re-imports `__main__`:
+    scripts calling `prepare` with workers > 1 need an `if __name__ == "__main__":` guard)."""
+    return mp.get_context("spawn" if "torch" in sys.modules or "fork" not in mp.get_all_start_methods() else "fork")
 
 
 def _init_worker(models: dict[str, bytes]) -> None:
@@ -329,8 +337,7 @@ def prepare(cfg: Config, *, force: bool = False) -> Path:
         stats: dict[str, dict[str, int]] = {}
         clean_report: dict[str, Any] = {}
         workers = tok_cfg.workers
-        # spawn: a forked copy of a parent that already runs torch threads can deadlock.
-        pool = (mp.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=(tokenizer.model_bytes(),))
+        pool = (_pool_context().Pool(workers, initializer=_init_worker, initargs=(tokenizer.model_bytes(),))
                 if workers > 1 else None)
         try:
             for split in splits:

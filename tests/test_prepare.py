@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -189,8 +190,6 @@ def test_failed_prepare_keeps_the_previous_cache(multi30k_dir: Path, tmp_path: P
     prepare(cfg)
     before = _mtimes(cfg.run_dir)
     # Break the validation split: one line fewer on the German side. The error comes mid-encoding.
-    import gzip
-
     lines = gzip.decompress((data / "val.de.gz").read_bytes()).splitlines(keepends=True)
     (data / "val.de.gz").write_bytes(gzip.compress(b"".join(lines[:-1])))
     with pytest.raises(MTError, match=r"line counts differ: .*val\.en\.gz has 1014 lines, .*val\.de\.gz has 1013"):

@@ -288,11 +288,22 @@ def _write_json(path: Path, obj: Any) -> None:
     tmp.replace(path)
 
 
+def _refresh_config(cfg: Config, run_dir: Path) -> None:
+    """Rewrite run_dir/config.yaml when settings outside the fingerprint (e.g. train.*) changed."""
+    tmp = run_dir / "config.yaml.tmp"
+    save_config(cfg, tmp)
+    current = run_dir / "config.yaml"
+    if current.is_file() and current.read_bytes() == tmp.read_bytes():
+        tmp.unlink()
+    else:
+        tmp.replace(current)
+
+
 def prepare(cfg: Config, *, force: bool = False) -> Path:
     """Train the tokenizer and encode train (cleaned), valid and test splits into `cfg.run_dir`.
 
-    A no-op ("up to date") when the manifest fingerprint matches the inputs and config, unless
-    `force`. Missing train/valid files are an error; a test split without files is skipped with a note.
+    A no-op ("up to date"; only config.yaml is refreshed if other sections changed) when the
+    manifest fingerprint matches the inputs and config, unless `force`. Missing train/valid files are an error; a test split without files is skipped with a note.
     """
     data, tok_cfg = cfg.data, cfg.tokenizer
     run_dir, data_dir = cfg.run_dir, cfg.run_dir / "data"
@@ -309,6 +320,7 @@ def prepare(cfg: Config, *, force: bool = False) -> Path:
     splits = list(dict.fromkeys([data.train_split, data.valid_split, *tests]))
     digest, payload = _fingerprint(cfg, splits)
     if not force and _is_up_to_date(data_dir, digest):
+        _refresh_config(cfg, run_dir)
         print(f"prepare: {run_dir} is up to date")
         return run_dir
 

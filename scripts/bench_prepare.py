@@ -3,8 +3,10 @@
 Multi30k train is replicated to --pairs sentence pairs (default 4.5M, the size of WMT14 en-de),
 then the real `prepare` runs on it once per --workers value, each in a fresh process so that peak
 RSS is that run's own. Reported: wall time, sentence pairs/s (whole stage and encoding only),
-sentencepiece training time, peak RSS of the main process (exact) and of the main process plus its
-workers (summed, sampled every 0.2 s).
+sentencepiece training time, CPU seconds (main + workers: unaffected by other load on the machine),
+peak RSS of the main process (exact), and of the main process plus its workers (summed PSS, sampled
+every 0.2 s) over the whole stage and over the encoding phase alone: the sentencepiece sample is
+bounded by --sample-size, and encoding memory must not grow with --pairs.
 
     .venv/bin/python scripts/bench_prepare.py --pairs 300000          # a quick check
     .venv/bin/python scripts/bench_prepare.py                         # the full 4.5M pairs, workers 1 and 2
@@ -51,12 +53,15 @@ def build_corpus(source: Path, out: Path, pairs: int) -> None:
 
 
 def _rss_kib(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
+    """Proportional set size (shared pages split between sharers, so forked workers are not double
+    counted), else plain RSS where smaps_rollup is unavailable."""
+    for path, key in ((f"/proc/{pid}/smaps_rollup", "Pss:"), (f"/proc/{pid}/status", "VmRSS:")):
+        try:
+            for line in Path(path).read_text().splitlines():
+                if line.startswith(key):
+                    return int(line.split()[1])
+        except (OSError, ValueError):
+            continue
     return 0
 
 
@@ -79,17 +84,18 @@ class RssSampler(threading.Thread):
 
     def __init__(self, interval: float = 0.2) -> None:
         super().__init__(daemon=True)
-        self.interval, self.peak_kib, self.stop = interval, 0, threading.Event()
+        self.interval, self.stop = interval, threading.Event()
+        self.samples: list[tuple[float, int]] = []  # (perf_counter, KiB)
 
     def run(self) -> None:
         pid = os.getpid()
         while not self.stop.is_set():
-            self.peak_kib = max(self.peak_kib, _rss_kib(pid) + sum(_rss_kib(c) for c in _children(pid)))
+            self.samples.append((time.perf_counter(), _rss_kib(pid) + sum(_rss_kib(c) for c in _children(pid))))
             self.stop.wait(self.interval)
 
-    @property
-    def peak_mib(self) -> float:
-        return self.peak_kib / 1024
+    def peak_mib(self, since: float = 0.0) -> float:
+        """Peak summed RSS over the samples taken at or after `since` (a perf_counter time)."""
+        return max((kib for t, kib in self.samples if t >= since), default=0) / 1024
 
 
 def child(config_path: str) -> None:
@@ -106,12 +112,18 @@ def child(config_path: str) -> None:
     sampler.stop.set()
     sampler.join()
     manifest = json.loads((run_dir / "data" / "manifest.json").read_text())
+    # Encoding is the last phase of prepare (only renames follow it).
+    encode_start = start + manifest["total_seconds"] - manifest["encode_seconds"]
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     print("BENCH " + json.dumps({
         "workers": cfg.tokenizer.workers, "wall_s": wall, "encode_s": manifest["encode_seconds"],
         "pairs": sum(s["sentences"] for s in manifest["splits"].values()),
+        # CPU seconds of this process and its (exited) workers: independent of other load on the machine.
+        "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime,
         # ru_maxrss is in KiB on Linux; exact for the main process.
-        "peak_rss_main_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "peak_rss_total_mib": sampler.peak_mib,
+        "peak_rss_main_mib": me.ru_maxrss / 1024,
+        "peak_rss_total_mib": sampler.peak_mib(),
+        "peak_rss_encoding_mib": sampler.peak_mib(since=encode_start),
     }), flush=True)
 
 
@@ -158,8 +170,9 @@ def main() -> None:
             results.append(r)
             print(f"workers={workers}: {r['wall_s']:.1f}s wall ({r['spm_and_sampling_s']:.1f}s sample + sentencepiece, "
                   f"{r['encode_s']:.1f}s encoding), {r['pairs_per_s']:,.0f} pairs/s overall, "
-                  f"{r['encode_pairs_per_s']:,.0f} pairs/s encoding, peak RSS {r['peak_rss_main_mib']:.0f} MiB main, "
-                  f"{r['peak_rss_total_mib']:.0f} MiB main + workers (sampled)", flush=True)
+                  f"{r['encode_pairs_per_s']:,.0f} pairs/s encoding, {r['cpu_s']:.1f} CPU-s; peak RSS "
+                  f"{r['peak_rss_main_mib']:.0f} MiB main, {r['peak_rss_total_mib']:.0f} MiB main + workers (PSS), "
+                  f"{r['peak_rss_encoding_mib']:.0f} MiB while encoding (sampled)", flush=True)
         summary = {"pairs": args.pairs, "sample_size": args.sample_size, "vocab_size": args.vocab_size, "runs": results}
         if args.json:
             args.json.write_text(json.dumps(summary, indent=2) + "\n")

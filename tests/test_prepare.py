@@ -93,9 +93,15 @@ def test_rerun_is_noop_and_inputs_or_config_invalidate(multi30k_dir: Path, tmp_p
     assert _mtimes(cfg.run_dir) == before
 
     # More workers do not change the output, so they do not invalidate the cache either.
-    prepare(tiny_config_at(data, tmp_path / "runs", ["data.test_splits=[test_2016_flickr]", "data.train_limit=500",
-                                                      "tokenizer.workers=2"]))
+    more = tiny_config_at(data, tmp_path / "runs", ["data.test_splits=[test_2016_flickr]", "data.train_limit=500",
+                                                     "tokenizer.workers=2", "train.lr=0.01"])
+    prepare(more)
     assert "is up to date" in capsys.readouterr().out
+    assert load_config(cfg.run_dir / "config.yaml") == more  # the resolved config is refreshed all the same
+    prepare(cfg)
+    assert "is up to date" in capsys.readouterr().out
+    assert {k: v for k, v in _mtimes(cfg.run_dir).items() if k != "config.yaml"} == \
+        {k: v for k, v in before.items() if k != "config.yaml"}
 
     st = (data / "val.de.gz").stat()
     os.utime(data / "val.de.gz", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))

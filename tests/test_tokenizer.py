@@ -109,3 +109,11 @@ def test_reservoir_sample_is_seeded_uniform_and_ordered() -> None:
         for x in reservoir_sample(range(20), 5, seed):
             counts[x] += 1
     assert all(60 <= c <= 140 for c in counts), counts
+
+
+def test_nul_bytes_do_not_crash_training_or_encoding(train_sample: tuple[list[str], list[str]]) -> None:
+    src, tgt = list(train_sample[0][:500]), list(train_sample[1][:500])
+    src[3], tgt[5] = "a\x00b nul \x00", "\x00"
+    tok = train_sentencepiece(src, tgt, TokenizerConfig(vocab_size=300, type="bpe"))
+    ids = tok.encode_src(["a\x00b"])[0]
+    assert UNK_ID in ids and tok.decode_tgt([ids]) == ["a \u2047 b"]  # NUL is <unk>, decoded as ' ⁇ '

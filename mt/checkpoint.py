@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise MTError(f"checkpoint '{path}': file not found")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch warns about foreign pickle protocols: we refuse those anyway
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for bad files
         reason = "refuses to run code from it" if "Unsupported global" in str(e) else "truncated or corrupt"
         raise MTError(f"checkpoint '{path}': not a readable mt checkpoint ({reason})") from None

@@ -239,6 +239,7 @@ class _Loop:
         self.timer = PhaseTimer()
         self.flops = _flops_per_token(model)
         self._valid_cache: list[Batch] | None = None
+        self._valid_lines: tuple[list[str], list[str]] | None = None
         self._window = np.zeros(5)  # loss, nll, tgt tokens, src tokens, updates since the last log line
         self.total_tokens = 0.0
         self.session_start = time.perf_counter()
@@ -303,12 +304,12 @@ class _Loop:
         st.position = end
         if not ok:
             st.bad_losses += 1
-            self.log.info(f"warning: non-finite loss/gradient at update {st.update + 1} (loss {loss}, grad norm "
-                          f"{gnorm}); update skipped ({st.bad_losses}/{t.max_bad_losses})")
-            if st.bad_losses > t.max_bad_losses:
+            if st.bad_losses > t.max_bad_losses:  # no checkpoint now: last.pt keeps the last good state
                 raise MTError(f"train: {st.bad_losses} non-finite losses (train.max_bad_losses={t.max_bad_losses}); "
                               f"stopped at update {st.update}, the last good state is in "
                               f"{self.ckpt_dir / 'last.pt'}; try a lower train.lr or fp32")
+            self.log.info(f"warning: non-finite loss/gradient at update {st.update + 1} (loss {loss}, grad norm "
+                          f"{gnorm}); update skipped ({st.bad_losses}/{t.max_bad_losses})")
             return ""
         st.update += 1
         self.total_tokens += global_tgt
@@ -445,8 +446,14 @@ class _Loop:
                 loss_sum, nll_sum, tokens = loss_sum + loss.item(), nll_sum + nll.item(), tokens + n.item()
             record: dict[str, Any] = {"loss": loss_sum / tokens, "nll": nll_sum / tokens,
                                       "ppl": math.exp(min(nll_sum / tokens, 50.0))}
-            if self.t.valid_bleu:
-                record.update(validation_bleu(self.cfg, model, self.tokenizer, self.device))
+            if self.t.valid_bleu:  # decoded and scored by the code `mt evaluate` runs
+                from mt.evaluate import validation_scores
+
+                if self._valid_lines is None:
+                    self._valid_lines = validation_lines(self.cfg)
+                decode = dataclasses.replace(self.cfg.decode, beam=self.t.valid_beam, n_best=1)
+                scores = validation_scores(model, self.tokenizer, *self._valid_lines, decode, device=self.device)
+                record.update(bleu=scores.bleu, chrf=scores.chrf)
         finally:
             model.train()
         return record
@@ -537,18 +544,14 @@ class _Loop:
         return best
 
 
-def validation_bleu(cfg: Config, model: torch.nn.Module, tokenizer: Any, device: torch.device) -> dict[str, float]:
-    """BLEU and chrF of decoding the (first valid_max_sentences) val lines, as `mt evaluate` does."""
+def validation_lines(cfg: Config) -> tuple[list[str], list[str]]:
+    """The raw val source/reference lines decoded for validation BLEU (the first valid_max_sentences)."""
     from mt.corpus import read_split
-    from mt.evaluate import score, translate_lines
 
     src, ref = read_split(cfg.data, cfg.data.valid_split)
     if cfg.train.valid_max_sentences > 0:
         src, ref = src[:cfg.train.valid_max_sentences], ref[:cfg.train.valid_max_sentences]
-    decode = dataclasses.replace(cfg.decode, beam=cfg.train.valid_beam, n_best=1)
-    hyps = translate_lines(model, tokenizer, src, decode, device=device)
-    scores = score(hyps, ref)
-    return {"bleu": float(scores.bleu), "chrf": float(scores.chrf)}
+    return src, ref
 
 
 def periodic_checkpoints(ckpt_dir: Path) -> list[Path]:

@@ -1,0 +1,179 @@
+"""The trainer: it learns a toy task, resumes exactly, stops cleanly on SIGTERM, survives NaNs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import mt.train
+from mt.checkpoint import load_checkpoint, load_for_inference
+from mt.config import Config, config_from_dict, save_config
+from mt.errors import MTError
+from mt.train import train
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def copy_run(tiny_run: Config, run_root: Path, dropout: float | None = None, **train_overrides: object) -> Config:
+    """A writable copy of the prepared tiny run (tokenizer + encoded data) with train.* overrides."""
+    dest = run_root / tiny_run.name
+    dest.mkdir(parents=True)
+    for item in tiny_run.run_dir.iterdir():
+        if item.name == "data":
+            shutil.copytree(item, dest / "data")
+        elif item.suffix == ".model":
+            shutil.copy2(item, dest / item.name)
+    t = dataclasses.replace(tiny_run.train, **train_overrides)
+    m = tiny_run.model if dropout is None else dataclasses.replace(tiny_run.model, dropout=dropout)
+    return dataclasses.replace(tiny_run, run_root=str(run_root), train=t, model=m)
+
+
+def test_learns_to_reverse(tmp_path: Path) -> None:
+    """Reverse random sequences of 20 letters (length 1-10): >= 95% exact match, greedy, unseen inputs."""
+    from mt.batching import collate_source
+    from mt.search import greedy_search
+
+    rng = random.Random(0)
+    letters = [chr(ord("a") + i) for i in range(20)]
+    data = tmp_path / "reverse"
+    data.mkdir()
+    tests = []
+    for split, n in [("train", 20000), ("val", 100), ("test", 200)]:
+        seqs = [[rng.choice(letters) for _ in range(rng.randint(1, 10))] for _ in range(n)]
+        (data / f"{split}.src").write_text("".join(" ".join(s) + "\n" for s in seqs))
+        (data / f"{split}.tgt").write_text("".join(" ".join(reversed(s)) + "\n" for s in seqs))
+        tests = seqs
+    cfg = config_from_dict({
+        "name": "reverse", "run_root": str(tmp_path / "runs"),
+        "data": {"path": str(data), "src_lang": "src", "tgt_lang": "tgt", "valid_split": "val", "test_splits": []},
+        # 20 letters + "▁" + 20 "▁x" pieces + 4 specials: every letter is one piece
+        "tokenizer": {"vocab_size": 45},
+        "model": {"d_model": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2, "d_ff": 256, "dropout": 0.0,
+                  "norm": "pre"},
+        # one thread: on a shared 2-core machine two OpenMP threads can run 10x slower, not 2x faster
+        "train": {"max_tokens": 3000, "lr": 5e-3, "warmup": 60, "max_updates": 400, "label_smoothing": 0.0,
+                  "valid_bleu": False, "log_every": 100, "threads": 1},
+    })
+    best = train(cfg)
+    model, tokenizer, _ = load_for_inference(best, "cpu")
+    src_lines = [" ".join(s) for s in tests]
+    src, src_mask = collate_source(tokenizer.encode_src(src_lines))
+    hyps = tokenizer.decode_tgt(greedy_search(model, src, src_mask, max_len_a=1.0, max_len_b=5, forbid_unk=True))
+    exact = sum(h == " ".join(reversed(s)) for h, s in zip(hyps, tests)) / len(tests)
+    assert exact >= 0.95, f"exact match {exact:.2%}; e.g. {src_lines[0]!r} -> {hyps[0]!r}"
+
+
+def _params(path: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(path)["model"]
+
+
+def test_resume_is_exact(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """2N updates straight == N updates, SIGTERM, --resume, N more (dropout on: RNG state restored too)."""
+    n = 5
+    opts = {"max_updates": 2 * n, "valid_every": 0, "valid_bleu": False, "keep_checkpoints": 0,
+            "log_every": 1000, "threads": 1}
+    straight = copy_run(tiny_run, tmp_path / "a", **opts)
+    train(straight)
+
+    interrupted = copy_run(tiny_run, tmp_path / "b", **opts)
+    real_progress = mt.train.training_progress
+
+    def progress_then_sigterm(step: int, elapsed: float, **limits: int | float) -> float:
+        if step == n - 1:  # while update n runs: it completes, then training stops
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_progress(step, elapsed, **limits)
+
+    monkeypatch.setattr(mt.train, "training_progress", progress_then_sigterm)
+    train(interrupted)
+    monkeypatch.undo()
+    last = load_checkpoint(interrupted.run_dir / "checkpoints" / "last.pt")
+    assert last["update"] == n and last["training"]["state"]["position"] == n
+    train(interrupted, resume=True)
+
+    a = _params(straight.run_dir / "checkpoints" / "last.pt")
+    b = _params(interrupted.run_dir / "checkpoints" / "last.pt")
+    assert load_checkpoint(interrupted.run_dir / "checkpoints" / "last.pt")["update"] == 2 * n
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_sigterm_leaves_resumable_checkpoint(tmp_path: Path, tiny_run: Config) -> None:
+    cfg = copy_run(tiny_run, tmp_path, max_updates=10_000, valid_bleu=False, log_every=1, valid_every=0,
+                   threads=1)
+    config_file = tmp_path / "tiny.yaml"
+    save_config(cfg, config_file)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "mt", "train", str(config_file)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:  # wait for the first training log line
+        lines.append(line)
+        if line.split(" ", 2)[-1].startswith("update "):
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    text = "".join(lines) + out
+    assert proc.returncode == 0, text
+    assert "stopped by signal" in text
+    state = load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")
+    assert state["update"] >= 1 and "optimizer" in state["training"]
+    resumed = subprocess.run([sys.executable, "-m", "mt", "train", str(config_file), "--resume",
+                              "--set", f"train.max_updates={state['update'] + 1}"],
+                             capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")["update"] == state["update"] + 1
+
+
+def test_nan_losses_are_skipped_then_stop(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NaN at batch 3 is skipped; NaNs from batch 6 on stop training past max_bad_losses, last.pt intact."""
+    cfg = copy_run(tiny_run, tmp_path, max_updates=50, valid_every=0, valid_bleu=False, save_every=2,
+                   keep_checkpoints=10, max_bad_losses=2, log_every=1000, threads=1)
+    real_loss = mt.train.label_smoothed_nll
+    calls = []
+
+    def poisoned(logits: torch.Tensor, target: torch.Tensor, epsilon: float) -> tuple:
+        calls.append(1)
+        loss, nll, n = real_loss(logits, target, epsilon)
+        if len(calls) == 3 or len(calls) >= 6:
+            return loss * float("nan"), nll * float("nan"), n
+        return loss, nll, n
+
+    monkeypatch.setattr(mt.train, "label_smoothed_nll", poisoned)
+    with pytest.raises(MTError, match="max_bad_losses=2"):
+        train(cfg)
+    # batches 1, 2 -> updates 1, 2; batch 3 skipped; 4, 5 -> updates 3, 4; 6 skipped (2 of 2 allowed);
+    # 7 is the third bad loss -> stop
+    assert len(calls) == 7
+    ckpts = cfg.run_dir / "checkpoints"
+    last = load_checkpoint(ckpts / "last.pt")
+    assert last["update"] == 4
+    assert all(torch.isfinite(v).all() for v in last["model"].values())
+    periodic = load_checkpoint(ckpts / "update_4.pt")["model"]
+    assert all(torch.equal(periodic[k], last["model"][k]) for k in periodic)
+    log = (cfg.run_dir / "train.log").read_text()
+    assert log.count("non-finite loss") == 2
+
+
+def test_refuses_to_overwrite_or_resume_nothing(tmp_path: Path, tiny_run: Config) -> None:
+    cfg = copy_run(tiny_run, tmp_path, max_updates=1, valid_bleu=False, threads=1)
+    with pytest.raises(MTError, match="no checkpoint"):
+        train(cfg, resume=True)
+    train(cfg)
+    with pytest.raises(MTError, match="--resume"):
+        train(cfg)
+    if torch.cuda.is_available():
+        return
+    fp16 = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="fp16"))
+    with pytest.raises(MTError, match="fp16"):
+        train(fp16)

@@ -299,9 +299,11 @@ def translate_file(
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
     Interactive stdin (a terminal) with stdout output is translated line by line, each result
-    flushed at once; otherwise all input is read and translated in length-sorted batches. An
-    output file is written to a temp file and renamed only after every line is translated.
-    With --n-best, each input line gives N lines 'i ||| text ||| score'.
+    flushed at once; otherwise all input is read and translated in length-sorted batches, with
+    a progress bar on stderr for file input when stderr is a terminal. An output file is
+    written to a temp file and renamed only after every line is translated, so a failure never
+    truncates an earlier result. With --n-best, each input line gives N lines
+    'i ||| text ||| score' (i 0-based; an empty line gives one line with score 0).
     """
     src_path = None if input == "-" else Path(input)
     if src_path is not None and not src_path.is_file():

@@ -154,7 +154,7 @@ def test_translate_interactive_flushes_each_line(ckpt, loaded, small_data):
                   {**os.environ, "OMP_NUM_THREADS": "1"})
     try:
         os.write(fd, (line + "\n").encode("utf-8"))
-        seen, deadline = b"", time.monotonic() + 120
+        seen, deadline = b"", time.monotonic() + 60
         while expected.encode("utf-8") not in seen.replace(b"\r", b"") and time.monotonic() < deadline:
             if select.select([fd], [], [], 1.0)[0]:
                 seen += os.read(fd, 4096)

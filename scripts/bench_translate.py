@@ -1,0 +1,251 @@
+"""Translation speed: mt greedy and beam search, with and without the decoder cache, and HF
+transformers' `generate` on a MarianMTModel of the same dimensions, in one run.
+
+    .venv/bin/python scripts/bench_translate.py --limit 100
+    .venv/bin/python scripts/bench_translate.py --checkpoint runs/multi30k_en_de/checkpoints/best.pt
+
+Input: the source side of `--split` (default test_2016_flickr) of the config's corpus
+(`--data` overrides data.path). Model: the checkpoint's when `--checkpoint` is given (natural
+output lengths, its decode settings); otherwise a random-weight model of the config's size
+(configs/multi30k_en_de.yaml: d_model 256, 3+3 layers, d_ff 1024, 8k joint vocabulary) whose
+EOS logit is zeroed so that every sentence gets exactly `--out-len` tokens plus a forced EOS —
+random weights would otherwise stop at arbitrary lengths. The tokenizer is the run directory's
+`spm.model` when prepared, else one trained here on the first 20k training pairs.
+
+Every implementation decodes the same length-sorted batches (mt.batching.decode_batches with
+the config's decode.max_tokens, divided by the beam). Measured:
+- mt, cached: mt.search.greedy_search / beam_search (incremental decoding with DecoderCache);
+- mt, uncached: the same search functions over a wrapper whose decode_step re-runs
+  `model.decode` over the whole prefix every step (the baseline the cache is measured against;
+  outputs are checked to be identical);
+- HF: `MarianMTModel.generate` (random weights, `min_new_tokens = max_new_tokens = out_len + 1`
+  so it runs the same number of decoder steps; beam search with the same beam) — only in
+  random-model mode, where output lengths can be made equal;
+- mt end to end: `mt.evaluate.translate_lines` (tokenise, batch, search, detokenise).
+
+sent/s counts source sentences; target tokens/s counts the output's tokens plus EOS (decoder
+steps of the 1-best, not of every beam row). Model GFLOP/s estimates useful work (2 x weights
+touched per token + attention; the beam's K rows each count) and MFU divides it by `--peak-gflops`
+(about 190 fp32 GFLOP/s on the 2-core reference machines, see DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+import typer
+
+from mt.batching import collate_source, decode_batches
+from mt.config import Config, DecodeConfig, load_config
+from mt.corpus import read_split
+from mt.evaluate import translate_lines
+from mt.model import Transformer
+from mt.search import beam_search, greedy_search
+from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
+
+Batches = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class PrefixCache:
+    """Uncached baseline's state: just the tokens fed so far (R, t)."""
+
+    def __init__(self, tokens: torch.Tensor) -> None:
+        self.tokens = tokens
+
+    def reorder(self, index: torch.Tensor) -> "PrefixCache":
+        return PrefixCache(self.tokens.index_select(0, index))
+
+
+class UncachedDecoder:
+    """The search interface over a Transformer, re-decoding the whole prefix at every step."""
+
+    def __init__(self, model: Transformer) -> None:
+        self.model = model
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        return self.model.encode(src, src_mask)
+
+    def decode_step(self, tokens: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
+                    cache: PrefixCache | None) -> tuple[torch.Tensor, PrefixCache]:
+        prefix = tokens if cache is None else torch.cat([cache.tokens, tokens], dim=1)  # (R, t+1)
+        logits = self.model.decode(prefix, memory, src_mask)[:, -1]  # (R, V): the whole prefix again
+        return logits.float().log_softmax(dim=-1), PrefixCache(prefix)
+
+
+def decode_flops(model: Transformer, src_len: int, tgt_len: int, rows: int) -> float:
+    """Useful FLOPs of translating one sentence: encoder over src_len tokens, `rows` decoder
+    rows (the beam) over tgt_len steps each; 2 FLOPs per multiply-add."""
+    c = model.cfg
+    d, f, v = c.d_model, c.d_ff, model.tgt_embed.num_embeddings
+    enc = src_len * c.encoder_layers * 2 * (4 * d * d + 2 * d * f + 2 * d * src_len)
+    cross_kv = src_len * c.decoder_layers * 2 * 2 * d * d
+    per_step = c.decoder_layers * 2 * (6 * d * d + 2 * d * f) + 2 * d * v
+    attn = c.decoder_layers * 2 * 2 * d * (tgt_len * (tgt_len + 1) / 2 + tgt_len * src_len)
+    return enc + cross_kv + rows * (tgt_len * per_step + attn)
+
+
+def make_batches(ids: list[list[int]], max_tokens: int) -> tuple[list[np.ndarray], Batches]:
+    lengths = np.array([len(s) for s in ids], dtype=np.int64)
+    order = decode_batches(lengths, max_tokens=max_tokens, max_sentences=max_tokens)
+    return order, [collate_source([ids[i] for i in rows]) for rows in order]
+
+
+def timed(fn: Callable[[], list[list[int]]]) -> tuple[float, list[list[int]]]:
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = fn()
+    return time.perf_counter() - start, out
+
+
+def run_mt(model: object, batches: Batches, decode: DecodeConfig, beam: int) -> list[list[int]]:
+    out: list[list[int]] = []
+    for src, mask in batches:
+        if beam == 1:
+            out += greedy_search(model, src, mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
+                                 forbid_unk=decode.forbid_unk)
+        else:
+            hyps = beam_search(model, src, mask, beam=beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
+                               max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=1,
+                               forbid_unk=decode.forbid_unk)
+            out += [h[0].tokens for h in hyps]
+    return out
+
+
+def marian_like(model: Transformer) -> torch.nn.Module:
+    """A random-weight MarianMTModel with the Transformer's dimensions (bench-only import)."""
+    from transformers import MarianConfig, MarianMTModel
+
+    c = model.cfg
+    vocab = model.tgt_embed.num_embeddings
+    hf_cfg = MarianConfig(
+        vocab_size=vocab, decoder_vocab_size=vocab, d_model=c.d_model, encoder_layers=c.encoder_layers,
+        decoder_layers=c.decoder_layers, encoder_attention_heads=c.heads, decoder_attention_heads=c.heads,
+        encoder_ffn_dim=c.d_ff, decoder_ffn_dim=c.d_ff, activation_function=c.activation,
+        max_position_embeddings=c.max_positions, pad_token_id=PAD_ID, eos_token_id=EOS_ID,
+        decoder_start_token_id=BOS_ID, forced_eos_token_id=None, scale_embedding=True, dropout=0.0,
+        share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
+    )
+    torch.manual_seed(0)
+    return MarianMTModel(hf_cfg).eval()
+
+
+def run_hf(hf: torch.nn.Module, batches: Batches, beam: int, steps: int) -> list[list[int]]:
+    out: list[list[int]] = []
+    for src, mask in batches:
+        gen = hf.generate(input_ids=src, attention_mask=mask.long(), num_beams=beam, do_sample=False,
+                          min_new_tokens=steps, max_new_tokens=steps, num_return_sequences=1)
+        out += [[t for t in row[1:] if t not in (PAD_ID, EOS_ID)] for row in gen.tolist()]
+    return out
+
+
+def tokenizer_for(cfg: Config) -> Tokenizer:
+    if (cfg.run_dir / "spm.model").is_file() or (cfg.run_dir / "spm.src.model").is_file():
+        return Tokenizer.from_files(cfg.run_dir)
+    print(f"(no tokenizer in {cfg.run_dir}: training one on 20k training pairs)", file=sys.stderr)
+    src, tgt = [], []
+    from mt.corpus import iter_split
+
+    for s, t in iter_split(cfg.data, cfg.data.train_split):
+        src.append(s)
+        tgt.append(t)
+        if len(src) >= 20_000:
+            break
+    return train_sentencepiece(src, tgt, cfg.tokenizer)
+
+
+def main(
+    config: Path = typer.Option(Path("configs/multi30k_en_de.yaml"), help="Model size and corpus."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="A trained checkpoint (else random weights)."),
+    data: Optional[str] = typer.Option(None, help="Override data.path (e.g. the Multi30k mirror folder)."),
+    split: str = typer.Option("test_2016_flickr", help="Split whose source side is translated."),
+    limit: int = typer.Option(0, help="Translate only the first N sentences (0 = all)."),
+    beam: int = typer.Option(5, help="Beam size of the beam-search runs."),
+    out_len: int = typer.Option(20, "--out-len", help="Random model: output tokens per sentence (+ EOS)."),
+    threads: int = typer.Option(0, help="torch intra-op threads (0 = torch's default)."),
+    hf: bool = typer.Option(True, help="Also time HF MarianMTModel.generate (random-model mode)."),
+    uncached: bool = typer.Option(True, help="Also time the uncached re-decoding baseline."),
+    peak_gflops: float = typer.Option(190.0, "--peak-gflops", help="fp32 peak of the machine, for MFU."),
+) -> None:
+    """Sentences/s and target tokens/s of greedy and beam search; cache speed-up; HF ratio."""
+    if threads:
+        torch.set_num_threads(threads)
+    from mt.checkpoint import load_for_inference
+
+    if checkpoint is not None:
+        model, tokenizer, cfg = load_for_inference(checkpoint, "cpu")
+        decode = cfg.decode
+        what = f"checkpoint {checkpoint}"
+        hf = False  # natural output lengths cannot be matched by a random HF model
+    else:
+        cfg = load_config(config)
+        tokenizer = tokenizer_for(dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data or cfg.data.path)))
+        torch.manual_seed(0)
+        model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, joint_vocab=tokenizer.joint).eval()
+        with torch.no_grad():
+            model.tgt_embed.weight[EOS_ID] = 0.0  # EOS logit 0 (tied): never chosen before the length limit
+            if model.out_proj is not None:
+                model.out_proj.weight[EOS_ID] = 0.0
+                model.out_proj.bias[EOS_ID] = -1e4
+        decode = dataclasses.replace(cfg.decode, max_len_a=0.0, max_len_b=out_len)
+        what = f"random weights, fixed output length {out_len} (+EOS)"
+    if data:
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data))
+    src_lines, _ = read_split(cfg.data, split)
+    if limit:
+        src_lines = src_lines[:limit]
+    ids = [seq or [EOS_ID] for seq in tokenizer.encode_src(src_lines)]  # empty lines: bare EOS source
+    c = model.cfg
+    print(f"bench_translate: {split}, {len(ids)} sentences, d_model {c.d_model}, {c.encoder_layers}+{c.decoder_layers} "
+          f"layers, d_ff {c.d_ff}, vocab {model.tgt_embed.num_embeddings}, {model.num_parameters() / 1e6:.1f}M params; {what}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}, "
+          f"decode.max_tokens {decode.max_tokens}, alpha {decode.alpha}")
+    hf_model = marian_like(model) if hf else None
+    print(f"{'search':<8} {'implementation':<22} {'sent/s':>8} {'tgt tok/s':>10} {'GFLOP/s':>8} {'MFU':>6} {'time s':>7}")
+
+    def report(label: str, impl: str, seconds: float, outputs: list[list[int]], rows: int) -> float:
+        tokens = sum(len(o) + 1 for o in outputs)
+        flops = sum(decode_flops(model, len(s) + 1, len(o) + 1, rows) for s, o in zip(ids, outputs))
+        gflops = flops / seconds / 1e9
+        print(f"{label:<8} {impl:<22} {len(ids) / seconds:8.1f} {tokens / seconds:10.0f} {gflops:8.2f} "
+              f"{100 * gflops / peak_gflops:5.1f}% {seconds:7.2f}")
+        return len(ids) / seconds
+
+    summary = []
+    for k in (1, beam):
+        label = "greedy" if k == 1 else f"beam {k}"
+        order, batches = make_batches(ids, max(1, decode.max_tokens // k))
+        position = np.empty(len(ids), dtype=np.int64)
+        position[np.concatenate(order)] = np.arange(len(ids))  # input index -> place in batch order
+        warm = batches[-1:]  # the shortest batch, once per implementation: first-call allocations untimed
+        timed(lambda: run_mt(model, warm, decode, k))
+        seconds, out = timed(lambda: run_mt(model, batches, decode, k))
+        outputs = [out[p] for p in position]
+        cached = report(label, "mt (cached)", seconds, outputs, k)
+        line = f"{label}:"
+        if uncached:
+            timed(lambda: run_mt(UncachedDecoder(model), warm, decode, k))
+            seconds_u, out_u = timed(lambda: run_mt(UncachedDecoder(model), batches, decode, k))
+            same = "identical output" if out_u == out else "OUTPUT DIFFERS"
+            slow = report(label, "mt (uncached prefix)", seconds_u, outputs, k)
+            line += f" cache speed-up x{cached / slow:.2f} ({same});"
+        if hf_model is not None:
+            timed(lambda: run_hf(hf_model, warm, k, out_len + 1))
+            seconds_h, out_h = timed(lambda: run_hf(hf_model, batches, k, out_len + 1))
+            hf_speed = report(label, "HF Marian generate", seconds_h, [o[:out_len] for o in out_h], k)
+            line += f" mt/HF x{cached / hf_speed:.2f};"
+        dk = dataclasses.replace(decode, beam=k)
+        seconds_e, _ = timed(lambda: translate_lines(model, tokenizer, src_lines, dk, device="cpu"))
+        report(label, "mt translate_lines e2e", seconds_e, outputs, k)
+        summary.append(line)
+    print("\n".join(summary))
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -83,15 +83,6 @@ def all_reduce_sum(tensor: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return tensor
 
 
-def all_reduce_min(value: int, info: DistInfo, device: torch.device) -> int:
-    """The smallest `value` over ranks."""
-    if not info.enabled:
-        return value
-    t = torch.tensor([value], dtype=torch.int64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MIN)
-    return int(t.item())
-
-
 def broadcast_flag(flag: bool, info: DistInfo, device: torch.device) -> bool:
     """Rank 0's `flag` on every rank (doubles as a barrier)."""
     if not info.enabled:

@@ -15,7 +15,9 @@ Checkpoints (run_dir/checkpoints): last.pt (full training state; what --resume r
 weights only, keep_checkpoints newest), averaged.pt (average_last > 0: the mean of the newest
 periodic checkpoints, kept only if its validation BLEU is at least best.pt's, so whichever file
 `make evaluate` picks was chosen on the validation set). Time budget: training seconds
-accumulated over sessions (resume continues the count), validations included.
+accumulated over sessions (resume continues the count), validations included; training stops
+early enough that the closing validation (and the averaged model's) fit in it too, estimated
+by the duration of the latest validation.
 
 SIGINT/SIGTERM: the current update finishes, last.pt is written, train() returns (exit code 0);
 a second signal aborts at once. NaN/inf losses skip the update (no optimizer step); after
@@ -147,7 +149,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     ddp = model
     if info.enabled:
         ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None,
-                                      broadcast_buffers=False, gradient_as_bucket_view=True)
+                                      forward_sync_buffers=False, gradient_as_bucket_view=True)
 
     sampler = TokenBatchSampler(train_split.src.lengths(), train_split.tgt.lengths(), max_tokens=t.max_tokens,
                                 max_sentences=t.max_sentences, seed=t.seed, rank=info.rank,
@@ -244,6 +246,7 @@ class _Loop:
         self.total_tokens = 0.0
         self.session_start = time.perf_counter()
         self.session_elapsed0 = state.elapsed
+        self.final_reserve = 0.0  # seconds of the last validation (x2 with averaging): kept free at the end
 
     # ---- the loop -------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -254,9 +257,10 @@ class _Loop:
         if self.t.average_last > self.t.keep_checkpoints:
             self.log.info(f"note: average_last={t.average_last} > keep_checkpoints={t.keep_checkpoints}: "
                           f"averaging at most {t.keep_checkpoints}")
-        self.log.info(f"training: global batch ≈ {t.max_tokens} tokens × {t.accumulate} accumulate × "
-                      f"{self.info.world_size} ranks; {self.updates_per_epoch} updates/epoch; "
-                      f"schedule {t.schedule} (warmup {t.warmup}) over updates")
+        global_batch = t.max_tokens * t.accumulate * self.info.world_size
+        self.log.info(f"training: global batch ≤ {t.max_tokens} max_tokens × {t.accumulate} accumulate × "
+                      f"{self.info.world_size} rank(s) = {global_batch} padded tokens per update; "
+                      f"{self.updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {t.warmup} updates)")
         reason = self._limit_reached()
         self._window_start = time.perf_counter()
         while not reason:
@@ -289,8 +293,10 @@ class _Loop:
         """Agree with the other ranks, run one update (or skip it), report; returns a stop reason or ''."""
         st, t, info = self.state, self.t, self.info
         self.timer.mark()
-        sync = torch.tensor([local_tgt, local_src, float(self.stop.signum != 0),
-                             self.elapsed() if info.is_main else 0.0], dtype=torch.float64, device=self.device)
+        # rank 0's clock, plus the time the closing validation(s) will take, so they fit the budget too
+        clock = self.elapsed() + self.final_reserve if info.is_main else 0.0
+        sync = torch.tensor([local_tgt, local_src, float(self.stop.signum != 0), clock], dtype=torch.float64,
+                            device=self.device)
         global_tgt, global_src, any_stop, elapsed = distributed.all_reduce_sum(sync, info).tolist()
         if any_stop:
             return "signal"
@@ -415,6 +421,10 @@ class _Loop:
             self.log.info(f"valid ({why}) update {st.update} | loss {record['loss']:.3f} | nll {record['nll']:.3f} | "
                           f"ppl {record['ppl']:.2f}{scores}{' | new best' if improved else ''}"
                           f"{' | early stopping' if early else ''}")
+            # the end of training validates once more (twice with averaging): keep that time in the budget
+            seconds = time.perf_counter() - self.timer.last_mark
+            self.final_reserve = seconds * (2 if t.average_last > 0 else 1)
+        self._window_start += time.perf_counter() - self.timer.last_mark  # tok/s counts training time only
         st.last_valid_update = st.update
         early = distributed.broadcast_flag(early, self.info, self.device)
         if t.save_every == 0:
@@ -507,8 +517,9 @@ class _Loop:
             if self.t.average_last > 0 and self.info.is_main:
                 best = self._average(best)
         seconds = self.elapsed() - self.session_elapsed0
-        self.log.info(f"session: {seconds:.0f}s, {self.total_tokens / max(seconds, 1e-9):,.0f} target tokens/s "
-                      f"overall; time per phase: {self.timer.summary()}")
+        busy = max(seconds - self.timer.seconds.get("validation", 0.0), 1e-9)
+        self.log.info(f"session: {seconds:.0f}s, {self.total_tokens / busy:,.0f} target tokens/s while training "
+                      f"({self.total_tokens / max(seconds, 1e-9):,.0f} overall); time per phase: {self.timer.summary()}")
         return best
 
     def _average(self, best: Path) -> Path:

@@ -90,11 +90,11 @@ class PhaseTimer:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
-        self._last = time.perf_counter()
+        self._last = self.last_mark = time.perf_counter()
 
     def mark(self) -> None:
-        """Start timing from now (time since the last mark is dropped)."""
-        self._last = time.perf_counter()
+        """Start timing from now (time since the last mark/lap is dropped)."""
+        self._last = self.last_mark = time.perf_counter()
 
     def lap(self, phase: str) -> None:
         """Charge the time since the last mark/lap to `phase`."""

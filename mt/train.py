@@ -19,21 +19,26 @@ accumulated over sessions (resume continues the count), validations included; tr
 early enough that the closing validation (and the averaged model's) fit in it too, estimated
 by the duration of the latest validation.
 
+Validation (mt/validate.py) runs every valid_every updates, at each epoch end and when training
+ends; patience counts validations without a gain in the selection metric (early stopping).
+Periodic checkpoints are written every save_every updates, or at each validation when 0. A fresh
+`mt train` refuses to overwrite an existing last.pt (use --resume, another name, or delete it).
+
 SIGINT/SIGTERM: the current update finishes, last.pt is written, train() returns (exit code 0);
-a second signal aborts at once. NaN/inf losses skip the update (no optimizer step); after
-max_bad_losses of them training stops with an MTError and last.pt keeps the last good state.
+a second signal aborts at once (exit 130 via the CLI). torchrun forwards SIGTERM to every rank
+and kills them 30 s later, so an update plus a last.pt write must fit in that. NaN/inf losses
+skip the update (no optimizer step); past max_bad_losses of them training stops with an MTError,
+writing nothing, so last.pt keeps the last good state.
+
+Seeds: every rank initialises the model from train.seed (identical weights), then reseeds with
+seed + rank so dropout streams differ between ranks.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
-import random
-import signal
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,53 +47,15 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from mt import distributed
-from mt.batching import Batch, TokenBatchSampler, collate
-from mt.checkpoint import inference_state, load_checkpoint, same_model, save_checkpoint
+from mt.batching import TokenBatchSampler, collate
+from mt.checkpoint import inference_state, save_checkpoint
 from mt.config import Config, parse_duration, save_config
 from mt.distributed import DistInfo
 from mt.errors import MTError
 from mt.optim import Schedule, build_optimizer, label_smoothed_nll, set_lr, training_progress
 from mt.trainlog import PhaseTimer, TrainLog
-
-
-@dataclass
-class TrainState:
-    """Where training is; saved in last.pt under "training" and restored by --resume."""
-
-    update: int = 0  # updates done
-    epoch: int = 1  # current epoch (1-based)
-    position: int = 0  # index of the next batch in this epoch's batch list (this rank's list)
-    elapsed: float = 0.0  # training seconds over all sessions
-    best_metric: float = -math.inf  # val BLEU (or -NLL without BLEU); higher is better
-    best_update: int = 0
-    bad_validations: int = 0  # validations since the last improvement (patience)
-    bad_losses: int = 0  # non-finite losses skipped so far
-    last_valid_update: int = -1
-    world_size: int = 1
-    history: list[dict[str, Any]] = field(default_factory=list)  # validation records
-
-
-class StopSignal:
-    """SIGINT/SIGTERM set a flag; the loop stops after the current update. A second signal aborts."""
-
-    def __init__(self) -> None:
-        self.signum = 0
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._previous[sig] = signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.signum = signum
-        signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
-
-    def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous.clear()
+from mt.trainstate import StopSignal, TrainState, restore, rng_state, seed_everything, training_checkpoint
+from mt.validate import Validator, selection_metric
 
 
 def train(cfg: Config, *, resume: bool = False) -> Path:
@@ -131,7 +98,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     train_split = load_split(run_dir, cfg.data.train_split)
     valid_split = load_split(run_dir, cfg.data.valid_split)
 
-    _seed_everything(t.seed)
+    seed_everything(t.seed)
     model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
                         joint_vocab=tokenizer.joint).to(device)
     optimizer = build_optimizer(model, t)
@@ -139,11 +106,12 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     log = TrainLog(run_dir, enabled=info.is_main, total_updates=t.max_updates, start_update=0)
     state = TrainState(world_size=info.world_size)
     if resume:
-        state = _restore(last_path, cfg, tokenizer, model, optimizer, scaler, info, log)
+        state = restore(last_path, cfg, tokenizer, model, optimizer, scaler, rank=info.rank,
+                        world_size=info.world_size, log=log.info)
         if log.bar is not None:
             log.bar.n = state.update
     else:
-        _seed_everything(t.seed + info.rank)  # same init on every rank (DDP checks), own dropout streams
+        seed_everything(t.seed + info.rank)  # same init on every rank (DDP checks), own dropout streams
     log.info(f"model: {model.num_parameters():,} parameters; device {device}, {info.world_size} process(es), "
              f"{torch.get_num_threads()} threads; precision {t.precision}")
     ddp = model
@@ -161,59 +129,6 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
         return loop.run()
     finally:
         log.close()
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def _rng_state() -> dict[str, Any]:
-    """This process's RNG states in types torch.load(weights_only=True) accepts."""
-    np_state = np.random.get_state()
-    return {
-        "python": random.getstate(),
-        "numpy": [np_state[0], np_state[1].tolist(), int(np_state[2]), int(np_state[3]), float(np_state[4])],
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
-
-
-def _set_rng_state(rng: dict[str, Any]) -> None:
-    random.setstate(rng["python"])
-    kind, keys, pos, has_gauss, cached = rng["numpy"]
-    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(rng["torch"])
-    if rng["cuda"] and torch.cuda.is_available() and len(rng["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(rng["cuda"])
-
-
-def _restore(path: Path, cfg: Config, tokenizer: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-             scaler: Any, info: DistInfo, log: TrainLog) -> TrainState:
-    """Load last.pt into model/optimizer/scaler/RNG and return the saved TrainState."""
-    ckpt = load_checkpoint(path)
-    diff = same_model(ckpt, inference_state(cfg, tokenizer, model))
-    if diff:
-        raise MTError(f"train --resume: '{path}' was trained with a different model: {diff}")
-    if "training" not in ckpt:
-        raise MTError(f"train --resume: '{path}' holds no training state (an inference checkpoint)")
-    tr = ckpt["training"]
-    model.load_state_dict(ckpt["model"])
-    optimizer.load_state_dict(tr["optimizer"])
-    if scaler is not None and tr.get("scaler"):
-        scaler.load_state_dict(tr["scaler"])
-    state = TrainState(**tr["state"])
-    rngs = tr["rng"]
-    if state.world_size != info.world_size:
-        # the epoch's batches are sharded differently: its remainder can't be continued exactly
-        log.info(f"resume: world size {state.world_size} -> {info.world_size}; starting epoch {state.epoch + 1}")
-        state = dataclasses.replace(state, epoch=state.epoch + 1, position=0, world_size=info.world_size)
-        _seed_everything(cfg.train.seed + state.update + info.rank)
-    else:
-        _set_rng_state(rngs[info.rank])
-    log.info(f"resumed from {path} at update {state.update}, epoch {state.epoch}, batch {state.position}")
-    return state
 
 
 class _Loop:
@@ -240,8 +155,7 @@ class _Loop:
                                              has_horizon=bool(self.t.max_updates or horizon or self.budget))
         self.timer = PhaseTimer()
         self.flops = _flops_per_token(model)
-        self._valid_cache: list[Batch] | None = None
-        self._valid_lines: tuple[list[str], list[str]] | None = None
+        self.validator = Validator(cfg, valid_split, tokenizer, device, self._autocast)
         self._window = np.zeros(5)  # loss, nll, tgt tokens, src tokens, updates since the last log line
         self.total_tokens = 0.0
         self.session_start = time.perf_counter()
@@ -405,9 +319,9 @@ class _Loop:
         self.timer.mark()
         early = False
         if self.info.is_main:
-            record = self._validate()
+            record = self.validator(self.model)
             record.update(update=st.update, epoch=st.epoch, wall=round(self.elapsed(), 2), kind="valid")
-            metric = record["bleu"] if "bleu" in record else -record["nll"]
+            metric = selection_metric(record)
             improved = metric > st.best_metric
             if improved:
                 st.best_metric, st.best_update, st.bad_validations = metric, st.update, 0
@@ -433,41 +347,6 @@ class _Loop:
         self.timer.lap("validation")
         return early
 
-    def _valid_batches(self) -> list[Batch]:
-        if self._valid_cache is None:
-            split = self.valid_split
-            sampler = TokenBatchSampler(split.src.lengths(), split.tgt.lengths(), max_tokens=self.t.max_tokens,
-                                        max_sentences=self.t.max_sentences, seed=0)
-            self._valid_cache = [collate([split.src[j] for j in b], [split.tgt[j] for j in b], b).to(self.device)
-                                 for b in sampler.epoch_batches(0)]
-        return self._valid_cache
-
-    @torch.no_grad()
-    def _validate(self) -> dict[str, Any]:
-        """Val loss/NLL/perplexity, plus BLEU/chrF of decoding the val set with mt evaluate's code."""
-        model = self.model
-        model.eval()
-        loss_sum = nll_sum = tokens = 0.0
-        try:
-            for batch in self._valid_batches():
-                with self._autocast():
-                    logits = model(batch.src, batch.src_mask, batch.tgt_in)
-                loss, nll, n = label_smoothed_nll(logits, batch.tgt_out, self.t.label_smoothing)
-                loss_sum, nll_sum, tokens = loss_sum + loss.item(), nll_sum + nll.item(), tokens + n.item()
-            record: dict[str, Any] = {"loss": loss_sum / tokens, "nll": nll_sum / tokens,
-                                      "ppl": math.exp(min(nll_sum / tokens, 50.0))}
-            if self.t.valid_bleu:  # decoded and scored by the code `mt evaluate` runs
-                from mt.evaluate import validation_scores
-
-                if self._valid_lines is None:
-                    self._valid_lines = validation_lines(self.cfg)
-                decode = dataclasses.replace(self.cfg.decode, beam=self.t.valid_beam, n_best=1)
-                scores = validation_scores(model, self.tokenizer, *self._valid_lines, decode, device=self.device)
-                record.update(bleu=scores.bleu, chrf=scores.chrf)
-        finally:
-            model.train()
-        return record
-
     def _metric_name(self) -> str:
         return "val BLEU" if self.t.valid_bleu else "val NLL"
 
@@ -490,17 +369,12 @@ class _Loop:
 
     def _save_last(self) -> None:
         """Full training state in last.pt (every rank's RNG gathered to rank 0)."""
-        rngs = distributed.gather_objects(_rng_state(), self.info)
+        rngs = distributed.gather_objects(rng_state(), self.info)
         if not self.info.is_main:
             return
-        st = self.state
-        st.elapsed = self.elapsed()
-        state = self._inference_state()
-        state["training"] = {
-            "state": dataclasses.asdict(st), "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict() if self.scaler is not None else {}, "rng": rngs,
-        }
-        save_checkpoint(self.ckpt_dir / "last.pt", state)
+        self.state.elapsed = self.elapsed()
+        save_checkpoint(self.ckpt_dir / "last.pt",
+                        training_checkpoint(self._inference_state(), self.state, self.optimizer, self.scaler, rngs))
 
     def _finish(self, reason: str) -> Path:
         st = self.state
@@ -509,6 +383,8 @@ class _Loop:
             self._save_last()
             self.log.info(f"stopped by signal at update {st.update}: {self.ckpt_dir / 'last.pt'} saved; "
                           f"continue with `mt train ... --resume`")
+            if not best.is_file():  # stopped before the first validation
+                best = self.ckpt_dir / "last.pt"
         else:
             if st.last_valid_update != st.update:  # else last.pt was written at that validation
                 self._validate_and_save(why="end")
@@ -534,12 +410,8 @@ class _Loop:
         tmp = self.ckpt_dir / ".averaged.candidate.pt"
         average_checkpoints(sources, tmp)
         model, _, _ = load_for_inference(tmp, self.device)
-        saved_model, self.model = self.model, model
-        try:
-            record = self._validate()
-        finally:
-            self.model = saved_model
-        metric = record["bleu"] if "bleu" in record else -record["nll"]
+        record = self.validator(model)
+        metric = selection_metric(record)
         record.update(kind="averaged", update=self.state.update, epoch=self.state.epoch,
                       wall=round(self.elapsed(), 2), sources=[p.name for p in sources])
         self.log.metrics(record)
@@ -553,16 +425,6 @@ class _Loop:
         self.log.info(f"averaged checkpoints validate worse ({self._metric_name()} {abs(metric):.2f}, best.pt "
                       f"{abs(self.state.best_metric):.2f}): not written; use best.pt")
         return best
-
-
-def validation_lines(cfg: Config) -> tuple[list[str], list[str]]:
-    """The raw val source/reference lines decoded for validation BLEU (the first valid_max_sentences)."""
-    from mt.corpus import read_split
-
-    src, ref = read_split(cfg.data, cfg.data.valid_split)
-    if cfg.train.valid_max_sentences > 0:
-        src, ref = src[:cfg.train.valid_max_sentences], ref[:cfg.train.valid_max_sentences]
-    return src, ref
 
 
 def periodic_checkpoints(ckpt_dir: Path) -> list[Path]:

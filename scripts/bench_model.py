@@ -1,0 +1,217 @@
+"""Benchmark mt.model.Transformer training and forward throughput against torch.nn.Transformer.
+
+    .venv/bin/python scripts/bench_model.py                       # default config, fp32 + bf16
+    .venv/bin/python scripts/bench_model.py --steps 5 --warmup 1  # a quick look
+
+Batches come from the prepared training split of the config (runs/<name>/data) when it exists,
+otherwise from synthetic Multi30k-like lengths (source ~13 +- 4, target ~15 +- 5 subwords),
+cut by mt.batching.TokenBatchSampler at the config's train.max_tokens. One training step is
+forward + label-smoothed loss + backward + AdamW step. Throughput is real target tokens
+(|y| + 1 per sentence) per second. MFU = achieved model FLOP/s over the measured matmul peak of
+the same precision, with training FLOPs = 6 x parameters touched per real token (source-side
+parameters once per source token, target-side ones once per target token; attention score
+products are left out) and forward FLOPs = 2 x the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from mt.batching import Batch, TokenBatchSampler, collate
+from mt.config import ModelConfig, load_config
+from mt.model import Transformer, sinusoidal_positions
+from mt.tokenizer import PAD_ID
+
+
+def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
+    """Best GFLOP/s of an n^3 matrix product in `dtype` (a 512^3 probe only, when that is very slow)."""
+    if n > 512:
+        probe = matmul_peak(dtype, 512, 1)
+        if probe < 20:  # no native support (bf16 on AVX2 runs ~1 GFLOP/s): 2048^3 would take minutes
+            return probe
+    a, b = torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+    a @ b
+    best = math.inf
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e9
+
+
+class TorchReference(nn.Module):
+    """The same model built from torch.nn.Transformer, tied embeddings, the same positions."""
+
+    def __init__(self, cfg: ModelConfig, vocab: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, cfg.d_model)
+        nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)
+        self.register_buffer("pe", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
+        self.core = nn.Transformer(cfg.d_model, cfg.heads, cfg.encoder_layers, cfg.decoder_layers, cfg.d_ff,
+                                   cfg.dropout, cfg.activation, batch_first=True, norm_first=cfg.norm == "pre")
+        self.scale, self.p = math.sqrt(cfg.d_model), cfg.dropout
+
+    def _emb(self, x: Tensor) -> Tensor:
+        return F.dropout(self.embed(x) * self.scale + self.pe[: x.size(1)], self.p, self.training)
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        T = tgt_in.size(1)
+        causal = nn.Transformer.generate_square_subsequent_mask(T, dtype=torch.bool)  # True = blocked
+        h = self.core(self._emb(src), self._emb(tgt_in), tgt_mask=causal, src_key_padding_mask=~src_mask,
+                      tgt_key_padding_mask=None, memory_key_padding_mask=~src_mask, tgt_is_causal=True)
+        return F.linear(h, self.embed.weight)  # (B, T, V)
+
+
+def params_per_token(cfg: ModelConfig, vocab: int) -> tuple[int, int]:
+    """(parameters touched per source token, per target token), embeddings' lookups excluded."""
+    d, f = cfg.d_model, cfg.d_ff
+    enc_layer = 4 * d * d + 2 * d * f
+    dec_layer = 6 * d * d + 2 * d * f  # self QKV+O, cross Q+O, FFN
+    cross_kv = 2 * d * d  # applied to every source token, per decoder layer
+    src_side = cfg.encoder_layers * enc_layer + cfg.decoder_layers * cross_kv
+    tgt_side = cfg.decoder_layers * dec_layer + vocab * d
+    return src_side, tgt_side
+
+
+def load_batches(config: str, max_tokens: int, count: int, seed: int) -> tuple[list[Batch], float, str]:
+    """`count` training batches, the padding fraction of a whole epoch, and where they came from."""
+    cfg = load_config(config)
+    data_dir = cfg.run_dir / "data"
+    vocab = cfg.tokenizer.vocab_size
+    if (data_dir / "train.src.offsets").is_file():
+        from mt.prepare import load_split
+
+        split = load_split(cfg.run_dir, "train")
+        src_len, tgt_len = split.src.lengths(), split.tgt.lengths()
+        get = lambda i: (split.src[i], split.tgt[i])  # noqa: E731
+        source = f"prepared data {data_dir} ({len(src_len)} pairs)"
+    else:
+        rng = np.random.default_rng(seed)
+        n = 29000
+        src_len = np.clip(np.rint(rng.normal(13, 4, n)), 1, None).astype(np.int64)
+        tgt_len = np.clip(np.rint(rng.normal(15, 5, n)), 1, None).astype(np.int64)
+        get = lambda i: (rng.integers(4, vocab, src_len[i]), rng.integers(4, vocab, tgt_len[i]))  # noqa: E731
+        source = f"synthetic Multi30k-like lengths ({n} pairs)"
+    sampler = TokenBatchSampler(src_len, tgt_len, max_tokens=max_tokens, max_sentences=cfg.train.max_sentences,
+                                seed=seed)
+    epoch = sampler.epoch_batches(0)
+    real = int((src_len + 1).sum() + (tgt_len + 1).sum())
+    padded = sum(len(b) * (int(src_len[b].max()) + int(tgt_len[b].max()) + 2) for b in epoch)
+    chosen = [epoch[i] for i in range(min(count, len(epoch)))]
+    batches = []
+    for idx in chosen:
+        pairs = [get(int(i)) for i in idx]
+        batches.append(collate([p[0] for p in pairs], [p[1] for p in pairs], idx))
+    return batches, 1 - real / padded, source
+
+
+def train_step_fn(model: nn.Module, precision: str) -> Callable[[Batch], None]:
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else nullcontext
+
+    def step(b: Batch) -> None:
+        with ctx():
+            logits = model(b.src, b.src_mask, b.tgt_in)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), b.tgt_out.flatten(), ignore_index=PAD_ID,
+                               label_smoothing=0.1, reduction="sum") / b.num_tgt_tokens
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def forward_fn(model: nn.Module, precision: str) -> Callable[[Batch], None]:
+    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else nullcontext
+
+    def run(b: Batch) -> None:
+        with torch.inference_mode(), ctx():
+            model(b.src, b.src_mask, b.tgt_in)
+
+    return run
+
+
+def timed(fn: Callable[[Batch], None], batches: list[Batch], warmup: int) -> float:
+    """Seconds per pass over `batches` after `warmup` untimed steps."""
+    for b in batches[:warmup]:
+        fn(b)
+    t0 = time.perf_counter()
+    for b in batches:
+        fn(b)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="configs/multi30k_en_de.yaml")
+    ap.add_argument("--steps", type=int, default=20, help="timed training steps (batches) per measurement")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps before each measurement")
+    ap.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
+    ap.add_argument("--no-reference", action="store_true", help="skip the torch.nn.Transformer baseline")
+    ap.add_argument("--compile", action="store_true", help="also time torch.compile(mt model) training")
+    ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = default)")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    cfg = load_config(args.config)
+    vocab = cfg.tokenizer.vocab_size
+    batches, pad_frac, source = load_batches(args.config, cfg.train.max_tokens, args.steps, cfg.train.seed)
+    tgt_tokens = sum(b.num_tgt_tokens for b in batches)
+    src_tokens = sum(int(b.src_mask.sum()) for b in batches)
+    src_side, tgt_side = params_per_token(cfg.model, vocab)
+    flop_per_tgt = 6 * (tgt_side + src_side * src_tokens / tgt_tokens)
+    peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
+
+    print(f"data: {source}; {len(batches)} timed batches, {tgt_tokens} target + {src_tokens} source tokens")
+    print(f"padding fraction of one epoch at max_tokens={cfg.train.max_tokens}: {pad_frac:.1%}")
+    print(f"matmul peak (2048^3): fp32 {peaks['fp32']:.0f} GFLOP/s, bf16 {peaks['bf16']:.0f} GFLOP/s; "
+          f"threads {torch.get_num_threads()}")
+    print(f"training FLOPs per target token: {flop_per_tgt / 1e6:.1f} M")
+    print(f"{'model':<16}{'prec':<6}{'mode':<9}{'tgt tok/s':>10}{'MFU':>7}{'vs nn':>8}")
+
+    def report(name: str, prec: str, mode: str, seconds: float, ref: float | None) -> float:
+        rate = tgt_tokens / seconds
+        mfu = rate * flop_per_tgt / (3 if mode == "forward" else 1) / (peaks[prec] * 1e9)
+        ratio = f"{rate / ref:.2f}x" if ref else ""
+        print(f"{name:<16}{prec:<6}{mode:<9}{rate:>10.0f}{mfu:>7.1%}{ratio:>8}", flush=True)
+        return rate
+
+    for prec in args.precision:
+        if peaks[prec] < peaks["fp32"] / 4:
+            print(f"{prec}: skipped, its matmuls run at {peaks[prec]:.1f} GFLOP/s here (no native support)")
+            continue
+        ref_rates: dict[str, float] = {}
+        if not args.no_reference:
+            torch.manual_seed(0)
+            ref = TorchReference(cfg.model, vocab)
+            ref_rates["train"] = report("nn.Transformer", prec, "train",
+                                        timed(train_step_fn(ref.train(), prec), batches, args.warmup), None)
+            ref_rates["forward"] = report("nn.Transformer", prec, "forward",
+                                          timed(forward_fn(ref.eval(), prec), batches, args.warmup), None)
+        torch.manual_seed(0)
+        model = Transformer(cfg.model, vocab, vocab, joint_vocab=True)
+        report("mt", prec, "train", timed(train_step_fn(model.train(), prec), batches, args.warmup),
+               ref_rates.get("train"))
+        report("mt", prec, "forward", timed(forward_fn(model.eval(), prec), batches, args.warmup),
+               ref_rates.get("forward"))
+        if args.compile:
+            compiled = torch.compile(model.train())
+            t0 = time.perf_counter()
+            step = train_step_fn(compiled, prec)
+            step(batches[0])
+            print(f"  torch.compile first step (compilation): {time.perf_counter() - t0:.0f} s")
+            report("mt compiled", prec, "train", timed(step, batches, args.warmup), ref_rates.get("train"))
+
+
+if __name__ == "__main__":
+    main()

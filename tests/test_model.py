@@ -219,3 +219,14 @@ def test_too_long_input_is_a_user_error() -> None:
     src = torch.full((1, 65), 5)
     with pytest.raises(MTError, match="max_positions"):
         model.encode(src, torch.ones_like(src, dtype=torch.bool))
+
+
+def test_bf16_autocast_forward_and_decode_step() -> None:
+    model = make("pre").eval()
+    _, _, b = toy_batch()
+    ref = model(b.src, b.src_mask, b.tgt_in)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(b.src, b.src_mask, b.tgt_in)
+        log_probs, _ = model.decode_step(b.tgt_in[:, :1], model.encode(b.src, b.src_mask), b.src_mask, None)
+    assert logits.dtype == torch.bfloat16 and log_probs.dtype == torch.float32
+    torch.testing.assert_close(logits.float(), ref, atol=0.1, rtol=0.05)

@@ -51,7 +51,7 @@ prepare: data
 	$(MT) prepare $(CONFIG) $(SET)
 
 train: prepare
-	$(MT) train $(CONFIG) $(SET)
+	$(MT) train $(CONFIG) $(SET) $(RESUME)
 
 evaluate: install
 	$(MT) evaluate -c $(CKPT) $(TEST_SPLITS) --beam $(BEAM) --samples 5
@@ -62,8 +62,12 @@ translate: install
 plot: install
 	$(MT) plot $(RUN) --attention
 
+# A demo that was killed (or already finished) resumes from last.pt: the budget counts total
+# training time across resumes, so a finished run goes straight to evaluation.
+RESUME = $(if $(wildcard $(RUN)/checkpoints/last.pt),--resume,)
+
 demo: prepare
-	$(MT) train $(CONFIG) --set train.time_budget=$(BUDGET) $(SET)
+	$(MT) train $(CONFIG) --set train.time_budget=$(BUDGET) $(SET) $(RESUME)
 	$(MAKE) --no-print-directory evaluate CONFIG=$(CONFIG)
 	$(MAKE) --no-print-directory plot CONFIG=$(CONFIG)
 

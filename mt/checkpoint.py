@@ -20,8 +20,6 @@ and the folder fsync'd, so a crash leaves either the old or the new file, never 
 
 from __future__ import annotations
 
-import os
-import secrets
 import warnings
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ import torch
 
 from mt.config import Config, config_from_dict, config_to_dict
 from mt.errors import MTError
+from mt.textio import atomic_write
 
 FORMAT_VERSION = 1
 KIND = "mt-checkpoint"
@@ -39,35 +38,8 @@ _MODEL_SECTIONS = ("model", "tokenizer")
 
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     """Write `state` to `path` atomically (temp file + fsync + rename + fsync of the folder)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # a hidden, unique name in the same folder (same filesystem: the rename is atomic); open(..., "xb")
-    # honours the umask, unlike mkstemp's 0600
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    try:
-        with open(tmp, "xb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the rename durable (not possible on every OS/filesystem; then best effort)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with atomic_write(Path(path)) as f:
+        torch.save(state, f)
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

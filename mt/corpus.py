@@ -15,16 +15,15 @@ normalised here except removing the line terminator; `clean_pairs` strips whites
 
 from __future__ import annotations
 
-import gzip
 import json
-import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from mt.config import DataConfig
 from mt.errors import MTError
+from mt.textio import iter_lines
 
 DROP_REASONS = ("empty", "too_long", "ratio")
 _HF_BATCH = 1000  # rows converted from Arrow per step when iterating a HF dataset
@@ -127,27 +126,8 @@ def split_available(data: DataConfig, split: str) -> bool:
 # --------------------------------------------------------------------------- line readers
 
 
-def _open_binary(path: Path) -> BinaryIO:
-    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[return-value]
-
-
-def _lines(path: Path) -> Iterator[str]:
-    """Decoded lines of a text file without their terminator ('\\n' or '\\r\\n'); MTError with the line number on bad UTF-8."""
-    try:
-        with _open_binary(path) as f:
-            for number, raw in enumerate(f, start=1):
-                if raw.endswith(b"\n"):
-                    raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
-                try:
-                    yield raw.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise MTError(f"{path}: line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
-    except (OSError, EOFError, zlib.error) as e:
-        raise MTError(f"{path}: cannot read ({e})") from None
-
-
 def _iter_text(src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
-    src_it, tgt_it = _lines(src), _lines(tgt)
+    src_it, tgt_it = iter_lines(src), iter_lines(tgt)
     n = 0
     for s in src_it:
         t = next(tgt_it, None)
@@ -162,7 +142,7 @@ def _iter_text(src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
 
 
 def _iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
-    for number, line in enumerate(_lines(path), start=1):
+    for number, line in enumerate(iter_lines(path), start=1):
         fields = line.split("\t")
         if len(fields) != 2:
             raise MTError(f"{path}: line {number}: expected 2 tab-separated fields (source, target), got {len(fields)}")
@@ -195,7 +175,7 @@ def _pair_from_row(row: Any, data: DataConfig, where: str) -> tuple[str, str]:
 
 
 def _iter_jsonl(path: Path, data: DataConfig) -> Iterator[tuple[str, str]]:
-    for number, line in enumerate(_lines(path), start=1):
+    for number, line in enumerate(iter_lines(path), start=1):
         if not line.strip():  # blank lines (e.g. a trailing one) are not records
             continue
         where = f"{path}: line {number}"

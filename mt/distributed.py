@@ -45,18 +45,18 @@ def env_info() -> DistInfo:
         raise MTError("distributed: RANK, WORLD_SIZE and LOCAL_RANK must be integers") from None
 
 
-def resolve_device(name: str, local_rank: int) -> torch.device:
+def resolve_device(name: str, *, local_rank: int) -> torch.device:
     """'auto' -> this rank's CUDA device if there is one, else CPU; 'cuda' -> cuda:<local_rank>."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise MTError(f"config key 'train.device': '{name}' requested but CUDA is not available")
+        raise MTError(f"device '{name}': requested but CUDA is not available")
     if name == "cuda":
         return torch.device("cuda", local_rank)
     try:
         return torch.device(name)
     except RuntimeError:
-        raise MTError(f"config key 'train.device': expected auto, cpu, cuda or cuda:N, got {name!r}") from None
+        raise MTError(f"device {name!r}: expected auto, cpu, cuda or cuda:N") from None
 
 
 def init(info: DistInfo, device: torch.device) -> None:

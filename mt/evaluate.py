@@ -14,18 +14,14 @@ is computed by exactly the code `mt evaluate` runs.
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import hashlib
 import json
-import os
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -34,9 +30,11 @@ from tqdm import tqdm
 
 from mt.batching import collate_source, decode_batches
 from mt.config import DataConfig, DecodeConfig
+from mt.distributed import resolve_device
 from mt.errors import MTError
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search
+from mt.textio import decode_line, iter_stream, read_lines, sha256_file, write_lines_atomic
 from mt.tokenizer import Tokenizer
 
 T = TypeVar("T")
@@ -194,60 +192,6 @@ def validation_scores(
 # --------------------------------------------------------------------------- files and settings
 
 
-def _decode_line(raw: bytes, name: str, number: int) -> str:
-    """One line's bytes without '\\n' / '\\r\\n' -> text; MTError naming file and line on bad UTF-8."""
-    if raw.endswith(b"\n"):
-        raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise MTError(f"{name}: line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
-
-
-def _read_stream(stream: BinaryIO, name: str) -> list[str]:
-    return [_decode_line(raw, name, number) for number, raw in enumerate(stream, start=1)]
-
-
-def read_lines(path: Path) -> list[str]:
-    """All lines of a UTF-8 text file (or .gz), without line terminators."""
-    if not path.is_file():
-        raise MTError(f"{path}: file not found")
-    try:
-        with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as f:
-            return _read_stream(f, str(path))  # type: ignore[arg-type]
-    except OSError as e:
-        raise MTError(f"{path}: cannot read ({e})") from None
-
-
-def write_lines_atomic(path: Path, lines: Sequence[str]) -> None:
-    """Write lines to `path` via a temp file in the same folder and a rename: an existing file is
-    only replaced once the new content is complete."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.writelines(line + "\n" for line in lines)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def resolve_device(name: str) -> torch.device:
-    """'auto' -> CUDA when available, else CPU; MTError for unknown or unavailable devices."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise MTError(f"--device: expected auto, cpu, cuda or cuda:N, got {name!r}") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise MTError(f"--device: '{name}' requested but CUDA is not available")
-    return device
-
-
 def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None, n_best: int | None,
                     max_tokens: int | None) -> DecodeConfig:
     """The checkpoint's decode settings with command-line overrides (None = keep), checked.
@@ -272,7 +216,7 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
 def _load(checkpoint: Path, device: str) -> tuple[Transformer, Tokenizer, Any, torch.device]:
     from mt.checkpoint import load_for_inference
 
-    dev = resolve_device(device)
+    dev = resolve_device(device, local_rank=0)
     model, tokenizer, cfg = load_for_inference(checkpoint, dev)
     return model, tokenizer, cfg, dev
 
@@ -323,11 +267,11 @@ def translate_file(
     if src_path is None and out_path is None and sys.stdin.isatty():
         stream = sys.stdin.buffer
         for number, raw in enumerate(iter(stream.readline, b""), start=1):
-            for text in render(number - 1, [_decode_line(raw, "<stdin>", number)], False):
+            for text in render(number - 1, [decode_line(raw, "<stdin>", number)], False):
                 sys.stdout.write(text + "\n")
             sys.stdout.flush()
         return
-    lines = read_lines(src_path) if src_path is not None else _read_stream(sys.stdin.buffer, "<stdin>")
+    lines = read_lines(src_path) if src_path is not None else list(iter_stream(sys.stdin.buffer, "<stdin>"))
     outputs = render(0, lines, src_path is not None and sys.stderr.isatty())
     if out_path is None:
         sys.stdout.writelines(text + "\n" for text in outputs)
@@ -337,14 +281,6 @@ def translate_file(
 
 
 # --------------------------------------------------------------------------- mt evaluate
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @dataclass
@@ -398,7 +334,7 @@ def _score_only(hyp: Path, ref: Path, out_dir: Path | None) -> None:
     _print_scores(scores)
     report_path = (out_dir or Path("eval")) / f"{hyp.name}.json"
     _write_report(report_path, {
-        "hypotheses": str(hyp), "reference": str(ref), "sentences": len(hyps), **scores.to_dict(),
+        "hypotheses": str(hyp.resolve()), "reference": str(ref.resolve()), "sentences": len(hyps), **scores.to_dict(),
         "timings": {"score_s": round(time.perf_counter() - started, 3)},
     })
     print(f"  report: {report_path}")
@@ -466,7 +402,7 @@ def evaluate_command(
     tests = [_read_split_set(cfg.data, split) for split in splits] + files
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=None, max_tokens=None)
     out_dir = out_dir if out_dir is not None else _default_out_dir(checkpoint)
-    sha = file_sha256(checkpoint)
+    sha = sha256_file(checkpoint)
     rows: list[tuple[str, Scores]] = []
     for test in tests:
         if not test.src:
@@ -481,9 +417,9 @@ def evaluate_command(
         hyp_path, report_path = out_dir / f"{stem}.hyp", out_dir / f"{stem}.json"
         write_lines_atomic(hyp_path, hyps)
         _write_report(report_path, {
-            "set": test.label, "source": test.source, "reference": test.reference, "hypotheses": str(hyp_path),
+            "set": test.label, "source": test.source, "reference": test.reference, "hypotheses": str(hyp_path.resolve()),
             "sentences": len(hyps), **scores.to_dict(),
-            "checkpoint": str(checkpoint), "checkpoint_sha256": sha, "decode": dataclasses.asdict(decode),
+            "checkpoint": str(checkpoint.resolve()), "checkpoint_sha256": sha, "decode": dataclasses.asdict(decode),
             "device": str(dev), "threads": torch.get_num_threads(),
             "timings": {"load_s": round(load_s, 3), "translate_s": round(translate_s, 3), "score_s": round(score_s, 3)},
             "sentences_per_s": round(len(hyps) / max(translate_s, 1e-9), 2),

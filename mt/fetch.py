@@ -9,7 +9,6 @@ only ever holds complete, verified files; files already there and verified are l
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import shutil
 import tempfile
@@ -19,6 +18,7 @@ import zlib
 from pathlib import Path
 
 from mt.errors import MTError
+from mt.textio import sha256_file
 
 BASE_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/"
 LANGS = ("en", "de")
@@ -43,14 +43,6 @@ def multi30k_files() -> list[tuple[str, int]]:
     return [(f"{split}.{lang}.gz", n) for split, n in LINES.items() for lang in LANGS]
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _count_lines(path: Path) -> int:
     try:
         with gzip.open(path, "rb") as f:
@@ -61,7 +53,7 @@ def _count_lines(path: Path) -> int:
 
 def _check(path: Path, name: str, lines: int, origin: str) -> None:
     """Raise MTError unless `path` (a fetched copy of `name` from `origin`) has the known checksum and line count."""
-    digest = _sha256(path)
+    digest = sha256_file(path)
     if digest != SHA256[name]:
         raise MTError(f"{origin}: SHA256 mismatch for {name} (expected {SHA256[name][:16]}..., got {digest[:16]}...); "
                       "the file is corrupt or not the Multi30k release")

@@ -61,7 +61,7 @@ from mt.validate import Validator, selection_metric
 def train(cfg: Config, *, resume: bool = False) -> Path:
     """Train `cfg` (preparing its data if needed) and return the checkpoint to evaluate."""
     info = distributed.env_info()
-    device = distributed.resolve_device(cfg.train.device, info.local_rank)
+    device = distributed.resolve_device(cfg.train.device, local_rank=info.local_rank)
     if cfg.train.precision == "fp16" and device.type != "cuda":
         raise MTError("config key 'train.precision': fp16 needs a CUDA device; use bf16 or fp32 on CPU")
     if cfg.train.threads > 0 and device.type == "cpu":

@@ -1,0 +1,102 @@
+"""Safe file I/O shared by every stage: UTF-8 lines with located errors, atomic writes, hashes.
+
+Reading: `iter_lines` yields decoded lines of a text file (or .gz) without their terminator and
+raises MTError naming the file and the line on invalid UTF-8. Writing: `atomic_write` gives a
+temporary file in the target's folder that replaces the target only once it is complete and
+fsynced, so an interrupted write never leaves a half file where a good one was.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import secrets
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from mt.errors import MTError
+
+
+def decode_line(raw: bytes, name: str, number: int) -> str:
+    """One line's bytes, with or without '\\n' / '\\r\\n' -> text; MTError naming file and line on bad UTF-8."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MTError(f"{name}: line {number}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+
+
+def iter_stream(stream: Iterable[bytes], name: str) -> Iterator[str]:
+    """Decoded lines of an open binary stream (e.g. stdin); `name` is used in error messages."""
+    for number, raw in enumerate(stream, start=1):
+        yield decode_line(raw, name, number)
+
+
+def iter_lines(path: Path) -> Iterator[str]:
+    """Decoded lines of a UTF-8 text file, gzip-compressed when its name ends in .gz."""
+    if not path.is_file():
+        raise MTError(f"{path}: file not found")
+    try:
+        opened: BinaryIO = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[assignment]
+        with opened as f:
+            yield from iter_stream(f, str(path))
+    except (OSError, EOFError, zlib.error) as e:
+        raise MTError(f"{path}: cannot read ({e})") from None
+
+
+def read_lines(path: Path) -> list[str]:
+    """All lines of a UTF-8 text file (or .gz), without line terminators."""
+    return list(iter_lines(path))
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename durable (not possible on every OS/filesystem; then best effort)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_write(path: Path) -> Iterator[BinaryIO]:
+    """Open a hidden temporary file beside `path` for binary writing; on success it is fsynced and
+    renamed over `path`, on any error it is removed and `path` is left as it was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Same folder, so the rename is atomic; open(..., "xb") honours the umask, unlike mkstemp's 0600.
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        with open(tmp, "xb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
+    """Write `lines` (each followed by '\\n') to `path` atomically."""
+    with atomic_write(path) as f:
+        f.write("".join(line + "\n" for line in lines).encode("utf-8"))
+
+
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -238,6 +238,15 @@ class DecoderCache:
 
         return DecoderCache(pick(self.self_k), pick(self.self_v), pick(self.cross_k), pick(self.cross_v))
 
+    def reorder_beams(self, index: Tensor) -> DecoderCache:
+        """Like `reorder`, for an `index` (B,) that only moves rows among the beams of one sentence.
+
+        Those rows share the same encoder memory, so their cross-attention keys/values are equal
+        and are kept as they are instead of being copied on every beam-search step.
+        """
+        return DecoderCache([t.index_select(0, index) for t in self.self_k],
+                            [t.index_select(0, index) for t in self.self_v], self.cross_k, self.cross_v)
+
 
 class Transformer(nn.Module):
     """Encoder-decoder Transformer. See the module docstring for masks, init and tying."""

@@ -253,7 +253,8 @@ def beam_search(
         now_lp = lp(torch.full_like(best_live, float(step + 1)), alpha=alpha, kind=kind)
         bound = best_live / torch.maximum(now_lp, final_lp)
         done = (num_finished >= k) | (max_lens < step) | (nth_best >= bound)
-        if bool(done.any()):
+        dropped = bool(done.any())
+        if dropped:
             keep = (~done).nonzero().squeeze(1)  # (N',)
             keep_rows = ((keep * k).unsqueeze(1) + torch.arange(k, device=device)).view(-1)  # (N'*K,)
             parents, toks, scores = parents.index_select(0, keep), toks.index_select(0, keep), scores.index_select(0, keep)
@@ -262,7 +263,8 @@ def beam_search(
             sent, max_lens, final_lp = sent[keep], max_lens[keep], final_lp[keep]
             num_finished, nth_best = num_finished[keep], nth_best[keep]
         if sent.numel() > 0:
-            cache = cache.reorder(parents.reshape(-1))
+            # Parents stay within their sentence; cross-attention entries move only when sentences leave.
+            cache = cache.reorder(parents.reshape(-1)) if dropped else cache.reorder_beams(parents.reshape(-1))
         last = toks.reshape(-1, 1)
 
     return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]

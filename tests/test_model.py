@@ -110,6 +110,25 @@ def test_cache_reorder_follows_rows() -> None:
     torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
 
 
+def test_reorder_beams_equals_full_reorder_within_sentences() -> None:
+    """Beams of one sentence share cross-attention entries, so reorder_beams may skip copying them."""
+    model = make().eval()
+    _, _, b = toy_batch(2)
+    rows = torch.tensor([0, 0, 0, 1, 1, 1])  # two sentences x three beams, sentence-major
+    memory, src_mask = model.encode(b.src, b.src_mask)[rows], b.src_mask[rows]
+    prefixes = torch.randint(4, 20, (6, 3), generator=torch.Generator().manual_seed(1))
+    cache = None
+    for t in range(3):
+        _, cache = model.decode_step(prefixes[:, t:t + 1], memory, src_mask, cache)
+    parents = torch.tensor([2, 2, 0, 4, 3, 3])  # every parent within its own sentence's rows
+    next_tok = torch.tensor([[5], [6], [7], [8], [9], [10]])
+    fast, _ = model.decode_step(next_tok, memory, src_mask, cache.reorder_beams(parents))
+    full, _ = model.decode_step(next_tok, memory, src_mask, cache.reorder(parents))
+    torch.testing.assert_close(fast, full, atol=0, rtol=0)
+    want = model.decode(torch.cat([prefixes[parents], next_tok], 1), memory, src_mask).log_softmax(-1)[:, -1]
+    torch.testing.assert_close(fast, want, atol=1e-5, rtol=0)
+
+
 def test_fast_causal_path_equals_explicit_mask_with_gradients() -> None:
     """is_causal without a key mask == causal AND padding mask, on real positions and in gradients."""
     _, _, b = toy_batch(3)

@@ -47,6 +47,9 @@ class RNNCache:
     def reorder(self, index: torch.Tensor) -> "RNNCache":
         return RNNCache(self.hidden.index_select(0, index))
 
+    def reorder_beams(self, index: torch.Tensor) -> "RNNCache":
+        return self.reorder(index)  # no per-sentence state to share
+
 
 class TinyRNN:
     """Seeded test double: memory = source embeddings; decoder = tanh RNN over the prefix plus the

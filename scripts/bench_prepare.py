@@ -6,7 +6,8 @@ RSS is that run's own. Reported: wall time, sentence pairs/s (whole stage and en
 sentencepiece training time, CPU seconds (main + workers: unaffected by other load on the machine),
 peak RSS of the main process (exact), and of the main process plus its workers (summed PSS, sampled
 every 0.2 s) over the whole stage and over the encoding phase alone: the sentencepiece sample is
-bounded by --sample-size, and encoding memory must not grow with --pairs.
+bounded by --sample-size, and encoding memory must not grow with --pairs. Last, the time from
+launching `mt train` on the prepared corpus to its first update (goal: under 30 s).
 
     .venv/bin/python scripts/bench_prepare.py --pairs 300000          # a quick check
     .venv/bin/python scripts/bench_prepare.py                         # the full 4.5M pairs, workers 1 and 2
@@ -127,11 +128,29 @@ def child(config_path: str) -> None:
     }), flush=True)
 
 
+def time_to_first_update(cfg_path: Path) -> float:
+    """Seconds from launching `mt train` on a prepared run until it logs update 1 (the process is
+    then stopped): loading the memory-mapped cache, building the model and the epoch's batches."""
+    args = [sys.executable, "-u", "-m", "mt", "train", str(cfg_path), "--set", "train.log_every=1",
+            "--set", "train.max_updates=2", "--set", "train.valid_bleu=false", "--set", "train.time_budget=",
+            "--set", "train.threads=2"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            if " update 1 |" in line:
+                return time.perf_counter() - start
+        sys.exit(f"bench_prepare: `mt train` ended without logging update 1 (exit {proc.wait()})")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=4_500_000, help="training sentence pairs (Multi30k train repeated)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="tokenizer.workers values to run")
-    parser.add_argument("--sample-size", type=int, default=1_000_000, help="tokenizer.sample_size (pairs)")
+    parser.add_argument("--sample-size", type=int, default=300_000, help="tokenizer.sample_size (pairs)")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--data", type=Path, default=REPO / "data" / "multi30k", help="folder with Multi30k train/val")
     parser.add_argument("--workdir", type=Path, default=None, help="where the corpus and runs go (default: a temp dir)")
@@ -167,13 +186,17 @@ def main() -> None:
             r["pairs_per_s"] = r["pairs"] / r["wall_s"]
             r["encode_pairs_per_s"] = r["pairs"] / r["encode_s"]
             r["spm_and_sampling_s"] = r["wall_s"] - r["encode_s"]
+            r["config"] = str(cfg_path)
             results.append(r)
             print(f"workers={workers}: {r['wall_s']:.1f}s wall ({r['spm_and_sampling_s']:.1f}s sample + sentencepiece, "
                   f"{r['encode_s']:.1f}s encoding), {r['pairs_per_s']:,.0f} pairs/s overall, "
                   f"{r['encode_pairs_per_s']:,.0f} pairs/s encoding, {r['cpu_s']:.1f} CPU-s; peak RSS "
                   f"{r['peak_rss_main_mib']:.0f} MiB main, {r['peak_rss_total_mib']:.0f} MiB main + workers (PSS), "
                   f"{r['peak_rss_encoding_mib']:.0f} MiB while encoding (sampled)", flush=True)
-        summary = {"pairs": args.pairs, "sample_size": args.sample_size, "vocab_size": args.vocab_size, "runs": results}
+        first_update_s = time_to_first_update(Path(results[-1]["config"]))
+        print(f"mt train on the prepared {args.pairs:,} pairs: first update after {first_update_s:.1f}s", flush=True)
+        summary = {"pairs": args.pairs, "sample_size": args.sample_size, "vocab_size": args.vocab_size, "runs": results,
+                   "train_start_to_first_update_s": first_update_s}
         if args.json:
             args.json.write_text(json.dumps(summary, indent=2) + "\n")
         print(json.dumps(summary))

@@ -62,6 +62,9 @@ class PrefixCache:
     def reorder(self, index: torch.Tensor) -> "PrefixCache":
         return PrefixCache(self.tokens.index_select(0, index))
 
+    def reorder_beams(self, index: torch.Tensor) -> "PrefixCache":
+        return self.reorder(index)
+
 
 class UncachedDecoder:
     """The search interface over a Transformer, re-decoding the whole prefix at every step."""

@@ -1,0 +1,37 @@
+"""The benchmark scripts run end to end on minimal settings (their figures are not checked here:
+speed is measured by running them on a quiet machine, never by timed unit tests)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(script: str, *args: str) -> str:
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_bench_model_runs() -> None:
+    out = run("bench_model.py", "--config", "configs/tiny.yaml", "--steps", "1", "--warmup", "0", "--threads", "1")
+    assert "tgt tok/s" in out and "mt" in out and "padding fraction" in out
+
+
+def test_bench_translate_runs(multi30k_dir: Path) -> None:
+    out = run("bench_translate.py", "--config", "configs/tiny.yaml", "--data", str(multi30k_dir), "--limit", "4",
+              "--no-hf", "--out-len", "3", "--threads", "1")
+    assert "cache speed-up" in out and "(identical output)" in out
+
+
+def test_bench_prepare_runs(multi30k_dir: Path, tmp_path: Path) -> None:
+    pytest.importorskip("sentencepiece")
+    out = run("bench_prepare.py", "--pairs", "3000", "--workers", "1", "--sample-size", "3000", "--vocab-size", "500",
+              "--data", str(multi30k_dir), "--workdir", str(tmp_path))
+    assert "pairs/s" in out and "first update after" in out

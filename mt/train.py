@@ -160,7 +160,7 @@ class _Loop:
         self.total_tokens = 0.0
         self.session_start = time.perf_counter()
         self.session_elapsed0 = state.elapsed
-        self.final_reserve = 0.0  # seconds of the last validation (x2 with averaging): kept free at the end
+        self.session_update0 = state.update
 
     # ---- the loop -------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -208,7 +208,7 @@ class _Loop:
         st, t, info = self.state, self.t, self.info
         self.timer.mark()
         # rank 0's clock, plus the time the closing validation(s) will take, so they fit the budget too
-        clock = self.elapsed() + self.final_reserve if info.is_main else 0.0
+        clock = self.elapsed() + st.final_reserve if info.is_main else 0.0
         sync = torch.tensor([local_tgt, local_src, float(self.stop.signum != 0), clock], dtype=torch.float64,
                             device=self.device)
         global_tgt, global_src, any_stop, elapsed = distributed.all_reduce_sum(sync, info).tolist()
@@ -337,7 +337,7 @@ class _Loop:
                           f"{' | early stopping' if early else ''}")
             # the end of training validates once more (twice with averaging): keep that time in the budget
             seconds = time.perf_counter() - self.timer.last_mark
-            self.final_reserve = seconds * (2 if t.average_last > 0 else 1)
+            st.final_reserve = seconds * (2 if t.average_last > 0 else 1)
         self._window_start += time.perf_counter() - self.timer.last_mark  # tok/s counts training time only
         st.last_valid_update = st.update
         early = distributed.broadcast_flag(early, self.info, self.device)
@@ -385,6 +385,12 @@ class _Loop:
                           f"continue with `mt train ... --resume`")
             if not best.is_file():  # stopped before the first validation
                 best = self.ckpt_dir / "last.pt"
+        elif st.update == self.session_update0 and best.is_file():
+            # A resumed run whose limits were already reached: nothing changed, so nothing is redone.
+            averaged = self.ckpt_dir / "averaged.pt"
+            best = averaged if averaged.is_file() else best
+            self.log.info(f"training already finished ({reason}) at update {st.update}; nothing to do: {best}")
+            return best
         else:
             if st.last_valid_update != st.update:  # else last.pt was written at that validation
                 self._validate_and_save(why="end")

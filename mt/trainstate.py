@@ -39,6 +39,7 @@ class TrainState:
     bad_validations: int = 0  # validations since the last improvement (patience)
     bad_losses: int = 0  # non-finite losses skipped so far
     last_valid_update: int = -1
+    final_reserve: float = 0.0  # seconds of the latest validation (x2 with averaging), kept free at the budget's end
     world_size: int = 1
     history: list[dict[str, Any]] = field(default_factory=list)  # validation records
 

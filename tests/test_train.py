@@ -176,3 +176,19 @@ def test_refuses_to_overwrite_or_resume_nothing(tmp_path: Path, tiny_run: Config
     fp16 = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="fp16"))
     with pytest.raises(MTError, match="fp16"):
         train(fp16)
+
+
+def test_resuming_a_finished_run_is_a_noop_until_limits_grow(tmp_path: Path, tiny_run: Config) -> None:
+    cfg = copy_run(tiny_run, tmp_path, max_updates=4, valid_every=0, valid_bleu=False, log_every=1000,
+                   threads=1, average_last=0)
+    first = train(cfg)
+    last = cfg.run_dir / "checkpoints" / "last.pt"
+    before = last.read_bytes()
+    assert train(cfg, resume=True) == first
+    assert last.read_bytes() == before  # nothing trained, validated or rewritten
+    log = (cfg.run_dir / "train.log").read_text()
+    assert "training already finished (max_updates) at update 4; nothing to do" in log
+
+    more = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, max_updates=6))
+    train(more, resume=True)
+    assert load_checkpoint(last)["update"] == 6

@@ -33,7 +33,7 @@ from mt.config import DataConfig, DecodeConfig
 from mt.distributed import resolve_device
 from mt.errors import MTError
 from mt.model import Transformer
-from mt.search import beam_search, greedy_search
+from mt.search import Hypothesis, beam_search, greedy_search
 from mt.textio import decode_line, iter_stream, read_lines, sha256_file, write_lines_atomic
 from mt.tokenizer import Tokenizer
 
@@ -122,6 +122,15 @@ def _map_sentences(
     return results
 
 
+def _beam(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+          n_best: int) -> list[list[Hypothesis]]:
+    """Beam search with the decode settings; outputs stay below the model's max_positions."""
+    return beam_search(model, src, src_mask, beam=decode.beam, alpha=decode.alpha,
+                       length_penalty=decode.length_penalty, max_len_a=decode.max_len_a,
+                       max_len_b=decode.max_len_b, n_best=n_best, forbid_unk=decode.forbid_unk,
+                       max_len_limit=model.cfg.max_positions - 1)
+
+
 def translate_lines(
     model: Transformer,
     tokenizer: Tokenizer,
@@ -133,17 +142,11 @@ def translate_lines(
 ) -> list[str]:
     """Translate raw lines (greedy when decode.beam == 1, else beam search) -> one detokenised
     line each, in input order. The model is put in eval mode and restored afterwards."""
-    max_len_limit = model.cfg.max_positions - 1
-
     def search(src: torch.Tensor, src_mask: torch.Tensor) -> list[list[int]]:
         if decode.beam == 1:
             return greedy_search(model, src, src_mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-                                 forbid_unk=decode.forbid_unk, max_len_limit=max_len_limit)
-        hyps = beam_search(model, src, src_mask, beam=decode.beam, alpha=decode.alpha,
-                           length_penalty=decode.length_penalty, max_len_a=decode.max_len_a,
-                           max_len_b=decode.max_len_b, n_best=1, forbid_unk=decode.forbid_unk,
-                           max_len_limit=max_len_limit)
-        return [h[0].tokens for h in hyps]
+                                 forbid_unk=decode.forbid_unk, max_len_limit=model.cfg.max_positions - 1)
+        return [h[0].tokens for h in _beam(model, src, src_mask, decode, n_best=1)]
 
     tokens = _map_sentences(model, tokenizer, lines, decode, device=device, progress=progress, search=search, empty=[])
     return tokenizer.decode_tgt(tokens)
@@ -160,14 +163,8 @@ def translate_nbest(
 ) -> list[list[tuple[str, float]]]:
     """The `decode.n_best` best translations of each line with their length-normalised scores,
     best first (beam search, also for beam 1). An empty line gives [("", 0.0)]."""
-    max_len_limit = model.cfg.max_positions - 1
-
     def search(src: torch.Tensor, src_mask: torch.Tensor) -> list[list[tuple[list[int], float]]]:
-        hyps = beam_search(model, src, src_mask, beam=decode.beam, alpha=decode.alpha,
-                           length_penalty=decode.length_penalty, max_len_a=decode.max_len_a,
-                           max_len_b=decode.max_len_b, n_best=decode.n_best, forbid_unk=decode.forbid_unk,
-                           max_len_limit=max_len_limit)
-        return [[(h.tokens, h.score) for h in nbest] for nbest in hyps]
+        return [[(h.tokens, h.score) for h in nbest] for nbest in _beam(model, src, src_mask, decode, n_best=decode.n_best)]
 
     found = _map_sentences(model, tokenizer, lines, decode, device=device, progress=progress, search=search,
                            empty=[([], 0.0)])

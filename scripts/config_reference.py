@@ -32,7 +32,7 @@ def _comments(cls: type) -> dict[str, str]:
 def reference() -> str:
     rows = ["| key | default | meaning |", "| --- | --- | --- |"]
     top = Config()
-    rows.append(f"| `name` | file name | run directory is `run_root/name` |")
+    rows.append("| `name` | file name | run directory is `run_root/name` |")
     rows.append(f"| `run_root` | `{top.run_root}` | where run directories live |")
     for section in dataclasses.fields(Config):
         value = getattr(top, section.name)

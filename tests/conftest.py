@@ -17,6 +17,17 @@ REPO = Path(__file__).resolve().parents[1]
 TINY_YAML = REPO / "configs" / "tiny.yaml"
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread; extra threads only contend on a busy CI machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def mirror_dir() -> Path:
     """The local Multi30k mirror: $MT_DATA_MIRROR, else ../shared/data/multi30k beside the repo."""

@@ -29,13 +29,7 @@ from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 NEG_INF = float("-inf")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread; extra threads only contend on a busy CI machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 class RNNCache:

@@ -192,3 +192,15 @@ def test_resuming_a_finished_run_is_a_noop_until_limits_grow(tmp_path: Path, tin
     more = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, max_updates=6))
     train(more, resume=True)
     assert load_checkpoint(last)["update"] == 6
+
+
+def test_early_stopping_after_patience_validations_without_gain(tmp_path: Path, tiny_run: Config) -> None:
+    """With lr = 0 the validation metric never improves after the first validation, so training
+    must stop after exactly `patience` further validations, long before max_updates."""
+    cfg = copy_run(tiny_run, tmp_path, max_updates=100, valid_every=2, patience=2, lr=0.0, schedule="constant",
+                   warmup=0, valid_bleu=False, log_every=1000, threads=1, average_last=0)
+    train(cfg)
+    state = load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")["training"]["state"]
+    assert state["update"] == 6  # validations at 2 (best), 4 and 6 (no gain: patience 2 reached)
+    assert state["best_update"] == 2 and state["bad_validations"] == 2
+    assert "training finished (early stopping) at update 6" in (cfg.run_dir / "train.log").read_text()

@@ -76,7 +76,7 @@ test: install-dev
 	$(BIN)/python -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-bench: install
+bench: data
 	$(BIN)/pip install --quiet -e ".[bench]"
 	$(BIN)/python scripts/bench_model.py
 	$(BIN)/python scripts/bench_translate.py

@@ -3,11 +3,12 @@
 #   make demo                 fetch Multi30k, prepare, train en->de for $(BUDGET), evaluate, plot
 #   make demo BUDGET=5m       a quicker look
 #   make test                 the test suite
-#   make TORCH_SPEC='torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128' install   (GPU)
+#   make TORCH_SPEC='torch==2.13.0 --index-url <CUDA wheel index URL>' install   (GPU)
 
 PYTHON     ?= python3
 VENV       ?= .venv
-# Pinned: on CPU-only machines an unpinned torch pulls several GB of CUDA packages.
+# Pinned: on CPU-only machines an unpinned torch pulls several GB of CUDA packages. Unquoted on
+# purpose, so a GPU build can add pip options: TORCH_SPEC="torch==2.13.0 --index-url URL".
 TORCH_SPEC ?= torch==2.13.0
 CONFIG     ?= configs/multi30k_en_de.yaml
 BUDGET     ?= 20m
@@ -32,7 +33,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet $(TORCH_SPEC)
 	$(BIN)/pip install --quiet -e .
 	touch $@
 

@@ -19,7 +19,8 @@ import argparse
 import math
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -127,7 +128,7 @@ def sampler_seconds(n: int = 4_500_000, max_tokens: int = 6000) -> float:
 
 def train_step_fn(model: nn.Module, precision: str) -> Callable[[Batch], None]:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else nullcontext
+    ctx = bf16_autocast if precision == "bf16" else nullcontext
 
     def step(b: Batch) -> None:
         with ctx():
@@ -141,8 +142,21 @@ def train_step_fn(model: nn.Module, precision: str) -> Callable[[Batch], None]:
     return step
 
 
+@contextmanager
+def bf16_autocast() -> Iterator[None]:
+    """bf16 autocast on CPU, with nn.Transformer's inference fast path off: its fused kernels
+    (`torch._transformer_encoder_layer_fwd`) do not follow autocast and fail on bf16 inputs."""
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
+
+
 def forward_fn(model: nn.Module, precision: str) -> Callable[[Batch], None]:
-    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if precision == "bf16" else nullcontext
+    ctx = bf16_autocast if precision == "bf16" else nullcontext
 
     def run(b: Batch) -> None:
         with torch.inference_mode(), ctx():
@@ -170,6 +184,8 @@ def main() -> None:
     ap.add_argument("--no-reference", action="store_true", help="skip the torch.nn.Transformer baseline")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile(mt model) training")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = default)")
+    ap.add_argument("--force", action="store_true",
+                    help="time every --precision even where it has no native support (slow; for tests)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -199,7 +215,7 @@ def main() -> None:
         return rate
 
     for prec in args.precision:
-        if peaks[prec] < peaks["fp32"] / 4:
+        if peaks[prec] < peaks["fp32"] / 4 and not args.force:
             print(f"{prec}: skipped, its matmuls run at {peaks[prec]:.1f} GFLOP/s here (no native support)")
             continue
         ref_rates: dict[str, float] = {}

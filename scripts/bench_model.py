@@ -1,4 +1,5 @@
-"""Benchmark mt.model.Transformer training and forward throughput against torch.nn.Transformer.
+"""Benchmark mt.model.Transformer training and forward throughput against torch.nn.Transformer and
+Hugging Face's MarianMTModel of the same dimensions.
 
     .venv/bin/python scripts/bench_model.py                       # default config, fp32 + bf16
     .venv/bin/python scripts/bench_model.py --steps 5 --warmup 1  # a quick look
@@ -6,7 +7,10 @@
 Batches come from the prepared training split of the config (runs/<name>/data) when it exists,
 otherwise from synthetic Multi30k-like lengths (source ~13 +- 4, target ~15 +- 5 subwords),
 cut by mt.batching.TokenBatchSampler at the config's train.max_tokens. One training step is
-forward + label-smoothed loss + backward + AdamW step. Throughput is real target tokens
+forward + label-smoothed loss + backward + AdamW step: mt's step is the trainer's (mt.optim's
+label_smoothed_nll and build_optimizer), the peers' the usual recipe (F.cross_entropy with
+label_smoothing, torch.optim.AdamW with its defaults). Marian is always post-LN (BART-style, it has
+no pre-LN option) and random-initialised, tied embeddings, dropout as the config, the mt batches. Throughput is real target tokens
 (|y| + 1 per sentence) per second. MFU = achieved model FLOP/s over the measured matmul peak of
 the same precision, with training FLOPs = 6 x parameters touched per real token (source-side
 parameters once per source token, target-side ones once per target token; attention score
@@ -16,11 +20,11 @@ products are left out) and forward FLOPs = 2 x the same.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Iterator
 
 import numpy as np
 import torch
@@ -28,9 +32,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mt.batching import Batch, TokenBatchSampler, collate
-from mt.config import ModelConfig, load_config
+from mt.config import ModelConfig, TrainConfig, load_config
 from mt.model import Transformer, sinusoidal_positions
-from mt.tokenizer import PAD_ID
+from mt.optim import build_optimizer, label_smoothed_nll
+from mt.tokenizer import EOS_ID, PAD_ID
 
 
 def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
@@ -72,6 +77,32 @@ class TorchReference(nn.Module):
         return F.linear(h, self.embed.weight)  # (B, T, V)
 
 
+class MarianReference(nn.Module):
+    """Hugging Face MarianMTModel with the config's dimensions, random init, tied embeddings.
+
+    Marian is post-LN only; a pre-LN mt config is compared against it as it is (the same number
+    of LayerNorm passes up to the final ones). Its sinusoidal positions are its own.
+    """
+
+    def __init__(self, cfg: ModelConfig, vocab: int) -> None:
+        super().__init__()
+        from transformers import MarianConfig, MarianMTModel
+
+        mcfg = MarianConfig(vocab_size=vocab, decoder_vocab_size=vocab, d_model=cfg.d_model,
+                            encoder_layers=cfg.encoder_layers, decoder_layers=cfg.decoder_layers,
+                            encoder_attention_heads=cfg.heads, decoder_attention_heads=cfg.heads,
+                            encoder_ffn_dim=cfg.d_ff, decoder_ffn_dim=cfg.d_ff, activation_function=cfg.activation,
+                            dropout=cfg.dropout, attention_dropout=cfg.attention_dropout, activation_dropout=0.0,
+                            max_position_embeddings=cfg.max_positions, scale_embedding=True,
+                            pad_token_id=PAD_ID, decoder_start_token_id=PAD_ID, eos_token_id=EOS_ID,
+                            share_encoder_decoder_embeddings=True, tie_word_embeddings=True, use_cache=False)
+        self.core = MarianMTModel(mcfg)
+
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
+        """The mt.model.Transformer.forward interface -> logits (B, T, V)."""
+        return self.core(input_ids=src, attention_mask=src_mask.long(), decoder_input_ids=tgt_in).logits
+
+
 def params_per_token(cfg: ModelConfig, vocab: int) -> tuple[int, int]:
     """(parameters touched per source token, per target token), embeddings' lookups excluded."""
     d, f = cfg.d_model, cfg.d_ff
@@ -93,14 +124,14 @@ def load_batches(config: str, max_tokens: int, count: int, seed: int) -> tuple[l
 
         split = load_split(cfg.run_dir, "train")
         src_len, tgt_len = split.src.lengths(), split.tgt.lengths()
-        get = lambda i: (split.src[i], split.tgt[i])  # noqa: E731
+        get = lambda i: (split.src[i], split.tgt[i])
         source = f"prepared data {data_dir} ({len(src_len)} pairs)"
     else:
         rng = np.random.default_rng(seed)
         n = 29000
         src_len = np.clip(np.rint(rng.normal(13, 4, n)), 1, None).astype(np.int64)
         tgt_len = np.clip(np.rint(rng.normal(15, 5, n)), 1, None).astype(np.int64)
-        get = lambda i: (rng.integers(4, vocab, src_len[i]), rng.integers(4, vocab, tgt_len[i]))  # noqa: E731
+        get = lambda i: (rng.integers(4, vocab, src_len[i]), rng.integers(4, vocab, tgt_len[i]))
         source = f"synthetic Multi30k-like lengths ({n} pairs)"
     sampler = TokenBatchSampler(src_len, tgt_len, max_tokens=max_tokens, max_sentences=cfg.train.max_sentences,
                                 seed=seed)
@@ -126,16 +157,26 @@ def sampler_seconds(n: int = 4_500_000, max_tokens: int = 6000) -> float:
     return time.perf_counter() - t0
 
 
-def train_step_fn(model: nn.Module, precision: str) -> Callable[[Batch], None]:
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+def train_step_fn(model: nn.Module, precision: str, train: TrainConfig | None) -> Callable[[Batch], None]:
+    """One update on a batch. `train` given: mt's trainer step (its loss and optimizer); None: the
+    usual recipe of a peer (F.cross_entropy with label smoothing, torch.optim.AdamW defaults)."""
+    if train is None:
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    else:
+        opt = build_optimizer(model, train)
+    params = [p for p in model.parameters() if p.requires_grad]
     ctx = bf16_autocast if precision == "bf16" else nullcontext
 
     def step(b: Batch) -> None:
         with ctx():
             logits = model(b.src, b.src_mask, b.tgt_in)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), b.tgt_out.flatten(), ignore_index=PAD_ID,
-                               label_smoothing=0.1, reduction="sum") / b.num_tgt_tokens
+        if train is None:
+            loss = F.cross_entropy(logits.float().flatten(0, 1), b.tgt_out.flatten(), ignore_index=PAD_ID,
+                                   label_smoothing=0.1, reduction="sum") / b.num_tgt_tokens
+        else:
+            loss = label_smoothed_nll(logits, b.tgt_out, train.label_smoothing)[0] / b.num_tgt_tokens
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)  # both the mt trainer and HF's Trainer clip at 1.0
         opt.step()
         opt.zero_grad(set_to_none=True)
 
@@ -181,7 +222,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20, help="timed training steps (batches) per measurement")
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps before each measurement")
     ap.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
-    ap.add_argument("--no-reference", action="store_true", help="skip the torch.nn.Transformer baseline")
+    ap.add_argument("--no-reference", action="store_true", help="skip the nn.Transformer and Marian baselines")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile(mt model) training")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = default)")
     ap.add_argument("--force", action="store_true",
@@ -205,40 +246,51 @@ def main() -> None:
     print(f"matmul peak (2048^3): fp32 {peaks['fp32']:.0f} GFLOP/s, bf16 {peaks['bf16']:.0f} GFLOP/s; "
           f"threads {torch.get_num_threads()}")
     print(f"training FLOPs per target token: {flop_per_tgt / 1e6:.1f} M")
-    print(f"{'model':<16}{'prec':<6}{'mode':<9}{'tgt tok/s':>10}{'MFU':>7}{'vs nn':>8}")
+    peers: dict[str, Callable[[ModelConfig, int], nn.Module]] = {}
+    if not args.no_reference:
+        peers["nn.Transformer"] = TorchReference
+        if importlib.util.find_spec("transformers") is not None:
+            peers["Marian"] = MarianReference
+        else:
+            print("Marian: skipped, transformers is not installed (pip install -e '.[bench]')")
+    cols = "".join(f"{'vs ' + n.split('.')[0]:>10}" for n in peers)
+    print(f"{'model':<16}{'prec':<6}{'mode':<9}{'tgt tok/s':>10}{'MFU':>7}{cols}")
 
-    def report(name: str, prec: str, mode: str, seconds: float, ref: float | None) -> float:
+    def report(name: str, prec: str, mode: str, seconds: float, refs: list[float]) -> float:
         rate = tgt_tokens / seconds
         mfu = rate * flop_per_tgt / (3 if mode == "forward" else 1) / (peaks[prec] * 1e9)
-        ratio = f"{rate / ref:.2f}x" if ref else ""
-        print(f"{name:<16}{prec:<6}{mode:<9}{rate:>10.0f}{mfu:>7.1%}{ratio:>8}", flush=True)
+        ratios = "".join(f"{rate / r:>9.2f}x" for r in refs)
+        print(f"{name:<16}{prec:<6}{mode:<9}{rate:>10.0f}{mfu:>7.1%}{ratios}", flush=True)
         return rate
 
+    train_rates: dict[str, float] = {}
     for prec in args.precision:
         if peaks[prec] < peaks["fp32"] / 4 and not args.force:
             print(f"{prec}: skipped, its matmuls run at {peaks[prec]:.1f} GFLOP/s here (no native support)")
             continue
-        ref_rates: dict[str, float] = {}
-        if not args.no_reference:
+        ref_rates: dict[str, list[float]] = {"train": [], "forward": []}
+        for name, build in peers.items():
             torch.manual_seed(0)
-            ref = TorchReference(cfg.model, vocab)
-            ref_rates["train"] = report("nn.Transformer", prec, "train",
-                                        timed(train_step_fn(ref.train(), prec), batches, args.warmup), None)
-            ref_rates["forward"] = report("nn.Transformer", prec, "forward",
-                                          timed(forward_fn(ref.eval(), prec), batches, args.warmup), None)
+            ref = build(cfg.model, vocab)
+            ref_rates["train"].append(report(name, prec, "train", timed(train_step_fn(ref.train(), prec, None),
+                                                                         batches, args.warmup), []))
+            ref_rates["forward"].append(report(name, prec, "forward",
+                                               timed(forward_fn(ref.eval(), prec), batches, args.warmup), []))
         torch.manual_seed(0)
         model = Transformer(cfg.model, vocab, vocab, joint_vocab=True)
-        report("mt", prec, "train", timed(train_step_fn(model.train(), prec), batches, args.warmup),
-               ref_rates.get("train"))
+        train_rates[prec] = report("mt", prec, "train", timed(train_step_fn(model.train(), prec, cfg.train), batches,
+                                                              args.warmup), ref_rates["train"])
         report("mt", prec, "forward", timed(forward_fn(model.eval(), prec), batches, args.warmup),
-               ref_rates.get("forward"))
+               ref_rates["forward"])
         if args.compile:
             compiled = torch.compile(model.train())
             t0 = time.perf_counter()
-            step = train_step_fn(compiled, prec)
+            step = train_step_fn(compiled, prec, cfg.train)
             step(batches[0])
             print(f"  torch.compile first step (compilation): {time.perf_counter() - t0:.0f} s")
-            report("mt compiled", prec, "train", timed(step, batches, args.warmup), ref_rates.get("train"))
+            report("mt compiled", prec, "train", timed(step, batches, args.warmup), ref_rates["train"])
+    if len(train_rates) == 2:
+        print(f"mt training step bf16 / fp32: {train_rates['bf16'] / train_rates['fp32']:.2f}x")
 
 
 if __name__ == "__main__":

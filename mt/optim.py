@@ -46,33 +46,35 @@ FLOOR = 0.0  # learning rate at the horizon, as a fraction of the base schedule'
 class _SmoothedNLL(torch.autograd.Function):
     """Fused label-smoothed cross-entropy over rows of logits, with a hand-written backward.
 
-    Per row: loss = lse - (1-ε)·x_y - ε·mean(x), since Σ_v -log p_v = V·lse - Σ_v x_v; the
-    gradient is softmax(x) - (1-ε)·onehot(y) - ε/V. Saves only the logits and the log-sum-exp,
-    and makes about half the passes over the (N, V) logits that autograd through log_softmax does.
+    Per row, with lp = log_softmax(x): loss = -(1-ε)·lp_y - ε·mean(lp), since
+    Σ_v -log p_v = -V·mean(lp); the gradient is softmax(x) - (1-ε)·onehot(y) - ε/V. The forward
+    makes one fused log_softmax pass over the (N, V) logits and saves its float32 result; the
+    backward turns that buffer into the gradient in place (exp, shift, scale), so no other (N, V)
+    temporary is allocated: fewer passes over the logits than autograd through log_softmax, or
+    than recomputing the softmax from saved logits (which also costs an extra bf16 -> float32 copy).
     """
 
     @staticmethod
     def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor, weight: torch.Tensor,
                 epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
         # logits (N, V), target (N,) long, weight (N,) float: 1 for real tokens, 0 for PAD
-        x = logits.float()
-        lse = torch.logsumexp(x, dim=-1)  # (N,)
-        nll = lse - x.gather(1, target.unsqueeze(1)).squeeze(1)  # (N,)
-        per_token = (1.0 - epsilon) * nll + epsilon * (lse - x.mean(-1)) if epsilon > 0 else nll
-        ctx.save_for_backward(logits, target, weight, lse)
-        ctx.epsilon = epsilon
+        lp = torch.log_softmax(logits.float(), dim=-1)  # (N, V) float32
+        nll = -lp.gather(1, target.unsqueeze(1)).squeeze(1)  # (N,)
+        per_token = (1.0 - epsilon) * nll - epsilon * lp.mean(-1) if epsilon > 0 else nll
+        ctx.save_for_backward(lp, target, weight)
+        ctx.epsilon, ctx.dtype = epsilon, logits.dtype
         return (per_token * weight).sum(), (nll * weight).sum()
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor, grad_nll: torch.Tensor) -> tuple:
-        logits, target, weight, lse = ctx.saved_tensors
-        eps, vocab = ctx.epsilon, logits.size(-1)
+        lp, target, weight = ctx.saved_tensors
+        eps, vocab = ctx.epsilon, lp.size(-1)
         w = (grad_loss * weight).unsqueeze(1)  # (N, 1); the NLL output is for reporting, not trained
-        grad = torch.sub(logits.float(), lse.unsqueeze(1)).exp_().mul_(w)  # softmax · w
+        grad = lp.exp_()  # softmax, in the saved buffer: this backward runs once (no retain_graph)
         if eps > 0:
-            grad.sub_(w * (eps / vocab))
-        grad.scatter_add_(1, target.unsqueeze(1), -(1.0 - eps) * w)
-        return grad.to(logits.dtype), None, None, None
+            grad.sub_(eps / vocab)
+        grad.mul_(w).scatter_add_(1, target.unsqueeze(1), -(1.0 - eps) * w)
+        return grad.to(ctx.dtype), None, None, None
 
 
 def label_smoothed_nll(

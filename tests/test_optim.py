@@ -137,3 +137,33 @@ def test_fused_gradient_matches_autograd() -> None:
     half = logits.detach().to(torch.bfloat16).requires_grad_(True)
     label_smoothed_nll(half, target, 0.2)[0].backward()
     assert half.grad is not None and half.grad.dtype == torch.bfloat16
+
+
+def test_fused_loss_matches_float64_reference_at_vocab_scale() -> None:
+    # Large-vocabulary rows in float32 (the trainer's case): sums and gradients equal the
+    # float64 formula loss = -(1-ε)·lp_y - ε·mean(lp) to within float32 rounding.
+    torch.manual_seed(0)
+    logits = (3 * torch.randn(6, 40, 8000)).requires_grad_(True)
+    target = torch.randint(4, 8000, (6, 40))
+    target[:, 30:] = 0
+    loss, nll, tokens = label_smoothed_nll(logits, target, 0.1)
+    loss.backward()
+    ref_logits = logits.detach().double().requires_grad_(True)
+    lp = ref_logits.log_softmax(-1)
+    real = target.ne(0).double()
+    ref_nll = -(lp.gather(-1, target.unsqueeze(-1)).squeeze(-1) * real).sum()
+    ref_loss = 0.9 * ref_nll - 0.1 * (lp.mean(-1) * real).sum()
+    ref_loss.backward()
+    assert tokens.item() == 180
+    assert loss.item() == pytest.approx(ref_loss.item(), rel=1e-6)
+    assert nll.item() == pytest.approx(ref_nll.item(), rel=1e-6)
+    assert torch.allclose(logits.grad.double(), ref_logits.grad, atol=1e-7, rtol=1e-5)
+
+
+def test_fused_loss_backward_twice_is_refused() -> None:
+    # The backward reuses its saved buffer in place; a second pass must fail loudly, not silently.
+    logits = torch.randn(2, 3, 5, requires_grad=True)
+    loss, _, _ = label_smoothed_nll(logits, torch.tensor([[1, 2, 3], [4, 1, 0]]), 0.1)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError):
+        loss.backward()

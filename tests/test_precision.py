@@ -1,0 +1,49 @@
+"""`train.precision: auto`: every branch of the choice runs on any CPU (detection and timing are
+monkeypatched), and the real probe gives an answer with a reason on this machine."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mt import precision
+from mt.precision import MIN_MATMUL_SPEEDUP, resolve_precision
+
+CPU = torch.device("cpu")
+
+
+def test_explicit_precision_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precision, "matmul_speedup", lambda: pytest.fail("no timing for an explicit choice"))
+    for p in ("fp32", "bf16", "fp16"):
+        assert resolve_precision(p, CPU).precision == p
+
+
+def test_avx2_only_cpu_trains_in_fp32_without_timing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precision, "cpu_bf16_feature", lambda: None)
+    monkeypatch.setattr(precision, "matmul_speedup", lambda: pytest.fail("no timing without native bf16"))
+    choice = resolve_precision("auto", CPU)
+    assert choice.precision == "fp32" and "no native bf16" in choice.reason
+
+
+@pytest.mark.parametrize("feature", ["AMX", "AVX-512 BF16"])
+def test_native_bf16_cpu_trains_in_bf16_when_the_check_confirms(monkeypatch: pytest.MonkeyPatch,
+                                                                 feature: str) -> None:
+    monkeypatch.setattr(precision, "cpu_bf16_feature", lambda: feature)
+    monkeypatch.setattr(precision, "matmul_speedup", lambda: 4.2)
+    choice = resolve_precision("auto", CPU)
+    assert choice.precision == "bf16" and feature in choice.reason and "4.2x" in choice.reason
+
+
+def test_native_bf16_cpu_keeps_fp32_when_bf16_is_not_faster(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precision, "cpu_bf16_feature", lambda: "AVX-512 BF16")
+    monkeypatch.setattr(precision, "matmul_speedup", lambda: MIN_MATMUL_SPEEDUP * 0.9)
+    choice = resolve_precision("auto", CPU)
+    assert choice.precision == "fp32" and "only" in choice.reason
+
+
+def test_real_probe_on_this_machine() -> None:
+    # Whatever this CPU is, auto resolves to fp32 or bf16 and says why; the timing is a ratio > 0.
+    choice = resolve_precision("auto", CPU)
+    assert choice.precision in ("fp32", "bf16") and choice.reason.startswith("auto:")
+    assert precision.matmul_speedup(n=128, reps=1) > 0
+    assert precision.cpu_bf16_feature() in (None, "AMX", "AVX-512 BF16")

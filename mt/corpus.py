@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mt.config import DataConfig
+from mt.config import DataConfig, check_data_format
 from mt.errors import MTError
 from mt.textio import iter_lines
 
@@ -83,14 +83,9 @@ def _text_files(data: DataConfig, split: str) -> list[Path]:
     return files
 
 
-def _check_format(data: DataConfig) -> None:
-    if data.format not in ("text", "tsv", "jsonl", "hub", "saved"):
-        raise MTError(f"data.format '{data.format}': unknown format; expected text, tsv, jsonl, hub or saved")
-
-
 def split_files(data: DataConfig, split: str) -> list[Path]:
     """The local files a split is read from (all files of a saved dataset; [] for hub). MTError if missing."""
-    _check_format(data)
+    check_data_format(data.format)
     if data.format == "hub":
         return []
     if data.format == "saved":
@@ -107,7 +102,7 @@ def split_available(data: DataConfig, split: str) -> bool:
     A split with only some of its files present counts as available, so that reading it reports
     the missing file instead of skipping it silently.
     """
-    _check_format(data)
+    check_data_format(data.format)
     root = Path(data.path)
     if data.format == "text":
         return any(_existing(root / f"{split}.{lang}") for lang in (data.src_lang, data.tgt_lang))
@@ -245,7 +240,7 @@ def iter_split(data: DataConfig, split: str) -> Iterator[tuple[str, str]]:
     Raises MTError for a missing file or split, line counts that differ (naming both files and
     counts; raised when the shorter file ends), invalid UTF-8 (file and line), an unknown format.
     """
-    _check_format(data)
+    check_data_format(data.format)
     if data.format == "hub":
         return _iter_hub(data, split)
     if data.format == "saved":

@@ -29,6 +29,21 @@ DROP_REASONS = ("empty", "too_long", "ratio")
 _HF_BATCH = 1000  # rows converted from Arrow per step when iterating a HF dataset
 
 
+@dataclass(frozen=True)
+class CleanLimits:
+    """Cleaning thresholds for training pairs; a value <= 0 disables that check.
+
+    max_len: most whitespace words on either side; max_len_ratio: largest word-length ratio.
+    """
+
+    max_len: int
+    max_len_ratio: float
+
+    @classmethod
+    def from_config(cls, data: DataConfig) -> CleanLimits:
+        return cls(data.max_len, data.max_len_ratio)
+
+
 @dataclass
 class CleanReport:
     """Counts of training pairs kept and dropped per reason (`DROP_REASONS`)."""
@@ -263,27 +278,27 @@ def read_split(data: DataConfig, split: str) -> tuple[list[str], list[str]]:
     return src, tgt
 
 
-def drop_reason(src: str, tgt: str, max_len: int, max_len_ratio: float) -> str | None:
+def drop_reason(src: str, tgt: str, limits: CleanLimits) -> str | None:
     """Why a stripped pair is dropped ('empty', 'too_long', 'ratio'), or None to keep it.
 
-    Lengths are whitespace-separated words; `max_len <= 0` or `max_len_ratio <= 0` disables that check.
+    Lengths are whitespace-separated words; a limit <= 0 disables that check.
     """
     if not src or not tgt:
         return "empty"
     ns, nt = len(src.split()), len(tgt.split())
-    if max_len > 0 and max(ns, nt) > max_len:
+    if limits.max_len > 0 and max(ns, nt) > limits.max_len:
         return "too_long"
-    if max_len_ratio > 0 and max(ns, nt) > max_len_ratio * min(ns, nt):
+    if limits.max_len_ratio > 0 and max(ns, nt) > limits.max_len_ratio * min(ns, nt):
         return "ratio"
     return None
 
 
-def clean_pairs(pairs: Iterable[tuple[str, str]], max_len: int, max_len_ratio: float,
+def clean_pairs(pairs: Iterable[tuple[str, str]], limits: CleanLimits,
                 report: CleanReport) -> Iterator[tuple[str, str]]:
     """Strip both sides and drop empty, too long and badly proportioned pairs, counting each in `report`."""
     for src, tgt in pairs:
         src, tgt = src.strip(), tgt.strip()
-        reason = drop_reason(src, tgt, max_len, max_len_ratio)
+        reason = drop_reason(src, tgt, limits)
         if reason is None:
             report.kept += 1
             yield src, tgt

@@ -24,14 +24,14 @@ rows leave the batch, and the search ends when every sentence has stopped.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
+from mt.config import LengthPenalty
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-
-LENGTH_PENALTIES = ("gnmt", "average", "none")
 
 
 class DecoderCache(Protocol):
@@ -81,7 +81,8 @@ def length_penalty(length: torch.Tensor | float, *, alpha: float, kind: str) -> 
         return length ** alpha
     if kind == "none":
         return torch.ones_like(length) if isinstance(length, torch.Tensor) else 1.0
-    raise ValueError(f"length_penalty: unknown kind {kind!r}; expected one of {', '.join(LENGTH_PENALTIES)}")
+    raise ValueError(f"length_penalty: unknown kind {kind!r}; "
+                     f"expected one of {', '.join(typing.get_args(LengthPenalty))}")
 
 
 _length_penalty = length_penalty  # beam_search's keyword argument `length_penalty` shadows the name

@@ -1,4 +1,5 @@
-"""`mt.translate.search_batch`: the one place a DecodeConfig becomes a search call.
+"""`mt.translate`: `search_batch` (the one place a DecodeConfig becomes a search call) and
+sources longer than the model can take.
 
 A tiny random Transformer with max_positions 8 whose EOS logit is zeroed (tied output), so
 outputs run to the length cap unless `max_len_limit = max_positions - 1` stops them.
@@ -13,10 +14,11 @@ import torch
 
 from mt.batching import collate_source
 from mt.config import DecodeConfig, ModelConfig
+from mt.errors import MTWarning
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search
 from mt.tokenizer import EOS_ID
-from mt.translate import search_batch
+from mt.translate import search_batch, translate_lines
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -59,3 +61,21 @@ def test_greedy_for_beam_1_beam_otherwise_and_nbest_within_the_model_limit(model
                                              max_len_a=2.0, max_len_b=20, n_best=1, forbid_unk=True,
                                              max_len_limit=LIMIT)]
         assert all(len(h.tokens) <= LIMIT for hyps in expected for h in hyps)
+
+
+class CharTokenizer:
+    """Test double for mt.tokenizer.Tokenizer: one source piece per character, ids as target text."""
+
+    def encode_src(self, lines: list[str]) -> list[list[int]]:
+        return [[4 + ord(c) % 20 for c in line] for line in lines]
+
+    def decode_tgt(self, seqs: list[list[int]]) -> list[str]:
+        return [" ".join(map(str, seq)) for seq in seqs]
+
+
+def test_long_source_is_cut_to_the_model_limit_with_a_warning(model):
+    tok, decode = CharTokenizer(), DecodeConfig(beam=1, max_len_a=1.0, max_len_b=2)
+    with pytest.warns(MTWarning, match="longer than 7 pieces are truncated"):
+        got = translate_lines(model, tok, ["abcdefghijkl", "", "abc"], decode, device="cpu")
+    assert got[0] == translate_lines(model, tok, ["abcdefg"], decode, device="cpu")[0]  # first LIMIT pieces
+    assert got[1] == "" and got[2] == translate_lines(model, tok, ["abc"], decode, device="cpu")[0]

@@ -1,19 +1,22 @@
 """The `mt` command line: one Typer subcommand per pipeline stage.
 
-Each command parses its options, loads the config and calls one library function. Library
-modules are imported inside the commands so `mt --help` stays fast. Errors a user can cause
-raise `MTError`; `main()` prints them as one line on stderr and exits with code 2.
+Each command parses its options, loads the config and calls one library function (or, for
+translate and evaluate, one function of mt/commands.py). Those modules are imported inside the
+commands so `mt --help` stays fast. Errors a user can cause raise `MTError`; `main()` prints
+them as one line on stderr and exits with code 2, and prints each `MTWarning` as one line too.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, TextIO
 
 import typer
 
-from mt.errors import MTError
+from mt.errors import MTError, MTWarning
 
 app = typer.Typer(
     add_completion=False,
@@ -76,9 +79,9 @@ def translate(
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order."""
-    from mt.evaluate import translate_file
+    from mt.commands import translate_command
 
-    translate_file(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best,
+    translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best,
                    max_tokens=max_tokens, device=device)
 
 
@@ -96,7 +99,7 @@ def evaluate(
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
-    from mt.evaluate import evaluate_command
+    from mt.commands import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
                      beam=beam, alpha=alpha, samples=samples, device=device)
@@ -127,10 +130,27 @@ def plot(
     plot_run(run_dir, attention=attention, sentence=sentence, layer=layer, checkpoint=checkpoint)
 
 
+ShowWarning = Callable[[Warning | str, type[Warning], str, int, TextIO | None, str | None], None]
+
+
+def _showing_mt_warnings(fallback: ShowWarning) -> ShowWarning:
+    """A `warnings.showwarning` that prints MTWarning as 'mt: warning: ...' and passes others on."""
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        if issubclass(category, MTWarning):
+            print(f"mt: warning: {message}", file=sys.stderr)
+        else:
+            fallback(message, category, filename, lineno, file, line)
+    return show
+
+
 def main() -> None:
     """Console entry point: runs the app; user errors become one line on stderr and exit 2."""
     try:
-        app()
+        with warnings.catch_warnings():  # restores the filters and showwarning afterwards
+            warnings.simplefilter("always", MTWarning)  # every time, as a message, not once per place
+            warnings.showwarning = _showing_mt_warnings(warnings.showwarning)
+            app()
     except MTError as e:
         print(f"mt: error: {e}", file=sys.stderr)
         sys.exit(2)

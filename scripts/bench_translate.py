@@ -21,7 +21,7 @@ the config's decode.max_tokens, divided by the beam). Measured:
 - HF: `MarianMTModel.generate` (random weights, `min_new_tokens = max_new_tokens = out_len + 1`
   so it runs the same number of decoder steps; beam search with the same beam) — only in
   random-model mode, where output lengths can be made equal;
-- mt end to end: `mt.evaluate.translate_lines` (tokenise, batch, search, detokenise).
+- mt end to end: `mt.translate.translate_lines` (tokenise, batch, search, detokenise).
 
 sent/s counts source sentences; target tokens/s counts the output's tokens plus EOS (decoder
 steps of the 1-best, not of every beam row). Model GFLOP/s estimates useful work (2 x weights
@@ -47,10 +47,10 @@ import typer
 from mt.batching import collate_source, decode_batches
 from mt.config import Config, DecodeConfig, load_config
 from mt.corpus import read_split
-from mt.evaluate import translate_lines
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
+from mt.translate import translate_lines
 
 Batches = list[tuple[torch.Tensor, torch.Tensor]]
 

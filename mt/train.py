@@ -128,9 +128,11 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
                                 max_sentences=t.max_sentences, seed=t.seed, rank=info.rank,
                                 world_size=info.world_size)
     files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints)
-    loop = _Loop(cfg=cfg, info=info, device=device, model=model, ddp=ddp, optimizer=optimizer, scaler=scaler,
-                 train_split=train_split, valid_split=valid_split, sampler=sampler, state=state, files=files,
-                 log=log, stop=stop)
+    step = _UpdateStep(ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
+                       device=device, timer=PhaseTimer())
+    validator = Validator(cfg, valid_split, tokenizer, device, lambda: _autocast(t.precision, device))
+    loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,
+                 train_split=train_split, sampler=sampler, state=state, files=files, log=log, stop=stop)
     try:
         return loop.run()
     finally:
@@ -202,13 +204,13 @@ class _UpdateStep:
 class _Loop:
     """The state of one training session; `run()` trains until a limit, a signal or early stopping."""
 
-    def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer,
-                 ddp: torch.nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
-                 train_split: EncodedSplit, valid_split: EncodedSplit, sampler: TokenBatchSampler,
-                 state: TrainState, files: CheckpointFiles, log: TrainLog, stop: StopSignal) -> None:
-        self.t, self.info, self.device, self.model, self.optimizer, self.scaler = \
-            cfg.train, info, device, model, optimizer, scaler
+    def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: _UpdateStep,
+                 validator: Validator, train_split: EncodedSplit, sampler: TokenBatchSampler, state: TrainState,
+                 files: CheckpointFiles, log: TrainLog, stop: StopSignal) -> None:
+        self.t, self.info, self.device, self.model, self.step, self.validator = \
+            cfg.train, info, device, model, step, validator
         self.sampler, self.state, self.files, self.log, self.stop = sampler, state, files, log, stop
+        self.optimizer, self.scaler, self.timer = step.optimizer, step.scaler, step.timer
         self.budget = parse_duration(self.t.time_budget)
         self.src_len = train_split.src.lengths() + 1  # + EOS
         self.tgt_len = train_split.tgt.lengths() + 1  # + EOS: the target tokens of the loss
@@ -217,12 +219,7 @@ class _Loop:
         self.horizon_updates = self.t.max_epochs * self.updates_per_epoch
         self.schedule = Schedule.from_config(self.t, d_model=cfg.model.d_model, has_horizon=bool(
             self.t.max_updates or self.horizon_updates or self.budget))
-        self.timer = PhaseTimer()
-        self.step = _UpdateStep(ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=self.t,
-                                info=info, device=device, timer=self.timer)
         self.flops = model.flops_per_token()
-        self.validator = Validator(cfg, valid_split, files.tokenizer, device,
-                                   lambda: _autocast(self.t.precision, device))
         self.window = Window()
         self.total_tokens = 0.0
         self.session_start = time.perf_counter()

@@ -12,7 +12,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import List, Optional, TextIO
+from typing import Optional, TextIO
 
 import typer
 
@@ -48,7 +48,7 @@ def data_fetch(
 
 
 @app.command()
-def prepare(config: Path = ConfigArg, overrides: List[str] = SetOpt,
+def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
             force: bool = typer.Option(False, help="Rebuild even if the cache is up to date.")) -> None:
     """Train the sentencepiece tokenizer and encode every split into the run directory."""
     from mt.config import load_config
@@ -58,7 +58,7 @@ def prepare(config: Path = ConfigArg, overrides: List[str] = SetOpt,
 
 
 @app.command()
-def train(config: Path = ConfigArg, overrides: List[str] = SetOpt,
+def train(config: Path = ConfigArg, overrides: list[str] = SetOpt,
           resume: bool = typer.Option(False, help="Continue exactly from runs/<name>/checkpoints/last.pt.")) -> None:
     """Train a model (preparing the data first when needed). Works under torchrun for DDP."""
     from mt.config import load_config
@@ -88,7 +88,7 @@ def translate(
 @app.command()
 def evaluate(
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="A checkpoint file (.pt)."),
-    split: List[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),
+    split: list[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),
     src: Optional[Path] = typer.Option(None, help="Source file to translate (with --ref)."),
     ref: Optional[Path] = typer.Option(None, help="Reference translations."),
     hyp: Optional[Path] = typer.Option(None, help="Score these hypotheses against --ref (no model needed)."),
@@ -107,7 +107,7 @@ def evaluate(
 
 @app.command()
 def average(
-    checkpoints: List[Path] = typer.Argument(..., help="Checkpoints of one run to average."),
+    checkpoints: list[Path] = typer.Argument(..., help="Checkpoints of one run to average."),
     output: Path = typer.Option(..., "--output", "-o", help="The averaged checkpoint to write."),
 ) -> None:
     """Average the weights of several checkpoints into one that translates."""

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -124,14 +124,20 @@ def load_batches(config: str, max_tokens: int, count: int, seed: int) -> tuple[l
 
         split = load_split(cfg.run_dir, "train")
         src_len, tgt_len = split.src.lengths(), split.tgt.lengths()
-        get = lambda i: (split.src[i], split.tgt[i])
+
+        def get(i: int) -> tuple[np.ndarray, np.ndarray]:
+            return split.src[i], split.tgt[i]
+
         source = f"prepared data {data_dir} ({len(src_len)} pairs)"
     else:
         rng = np.random.default_rng(seed)
         n = 29000
         src_len = np.clip(np.rint(rng.normal(13, 4, n)), 1, None).astype(np.int64)
         tgt_len = np.clip(np.rint(rng.normal(15, 5, n)), 1, None).astype(np.int64)
-        get = lambda i: (rng.integers(4, vocab, src_len[i]), rng.integers(4, vocab, tgt_len[i]))
+
+        def get(i: int) -> tuple[np.ndarray, np.ndarray]:
+            return rng.integers(4, vocab, src_len[i]), rng.integers(4, vocab, tgt_len[i])
+
         source = f"synthetic Multi30k-like lengths ({n} pairs)"
     sampler = TokenBatchSampler(src_len, tgt_len, max_tokens=max_tokens, max_sentences=cfg.train.max_sentences,
                                 seed=seed)

@@ -17,6 +17,10 @@ compute finite values that nothing reads: the next layer's real queries again se
 padded positions. `decode(..., tgt_mask=...)` runs the explicit causal-and-padding mask instead
 (for left-padded or gapped targets); tests check the two agree on real positions.
 
+Attention and dropout go through `mt.fastops`: the same maths, computed in the form that trains
+fastest on CPU (explicit attention for bf16 training, 16-bit dropout masks, dropout fused with
+the residual sum).
+
 Fully masked rows (a source with no real token; impossible through `mt.batching`, which ends
 every source with EOS) give zeros from SDPA in torch >= 2.5 rather than NaN, and
 `cross_attention` zeroes them explicitly.
@@ -47,6 +51,7 @@ from torch import Tensor, nn
 
 from mt.config import ModelConfig
 from mt.errors import MTError
+from mt.fastops import attention, dropout, dropout_add
 
 
 def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
@@ -95,7 +100,7 @@ class SelfAttention(nn.Module):
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
         """Attention of (B, H, T, d_k) queries over (B, H, S, d_k) keys/values -> (B, T, D)."""
         p = self.attention_dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=is_causal)
+        y = attention(q, k, v, mask, p, is_causal)
         return self.out(merge_heads(y))  # (B, T, D)
 
     def forward(self, x: Tensor, mask: Tensor | None, is_causal: bool = False) -> Tensor:
@@ -128,7 +133,7 @@ class CrossAttention(nn.Module):
     def forward(self, x: Tensor, k: Tensor, v: Tensor, src_mask: Tensor) -> Tensor:
         """x (B, T, D), k/v (B, H, S, d_k), src_mask (B, 1, 1, S) -> (B, T, D)."""
         p = self.attention_dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(self.query(x), k, v, attn_mask=src_mask, dropout_p=p)
+        y = attention(self.query(x), k, v, src_mask, p, False)
         return self.out(merge_heads(y))  # (B, T, D)
 
     def weights(self, x: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
@@ -172,8 +177,8 @@ class ResidualNorm(nn.LayerNorm):
 
     def add(self, x: Tensor, y: Tensor) -> Tensor:
         """The residual stream x plus the sublayer output y (dropped out), normalised after post-LN."""
-        y = F.dropout(y, self.dropout, self.training)
-        return x + y if self.pre_norm else self(x + y)
+        x = dropout_add(x, y, self.dropout, self.training)
+        return x if self.pre_norm else self(x)
 
     def around(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
         """x (B, T, D) -> the residual sublayer's output (B, T, D)."""
@@ -336,7 +341,7 @@ class Transformer(nn.Module):
         if end > self.pe.size(0):
             raise MTError(f"model: sequence of {end} tokens exceeds model.max_positions={self.pe.size(0)}")
         x = embedding(tokens) * math.sqrt(self.d_model) + self.pe[start:end]
-        return F.dropout(x, self.cfg.dropout, self.training)
+        return dropout(x, self.cfg.dropout, self.training)
 
     def _logits(self, h: Tensor) -> Tensor:
         """h (..., D) -> logits (..., V)."""

@@ -31,7 +31,7 @@ Activation = Literal["relu", "gelu"]
 Norm = Literal["post", "pre"]
 Optimizer = Literal["adam", "adamw"]
 Schedule = Literal["inverse_sqrt", "noam", "linear_decay", "constant"]
-Precision = Literal["fp32", "bf16", "fp16"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
 LengthPenalty = Literal["gnmt", "average", "none"]
 
 
@@ -110,7 +110,7 @@ class TrainConfig:
     keep_checkpoints: int = 5  # periodic checkpoints kept (besides last and best)
     save_every: int = 0  # write a periodic checkpoint every N updates (0 = at validations only)
     log_every: int = 100  # plain log line every N updates
-    precision: Precision = "fp32"  # bf16: autocast, CPU and GPU; fp16: autocast + grad scaler, CUDA
+    precision: Precision = "auto"  # auto: bf16 where native and faster (checked at start), else fp32; bf16: autocast; fp16: autocast + grad scaler, CUDA
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch intra-op threads on CPU (0 = torch default)
     max_bad_losses: int = 10  # NaN/inf losses skipped before training stops

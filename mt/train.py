@@ -53,6 +53,7 @@ from mt.distributed import DistInfo
 from mt.errors import MTError
 from mt.model import Transformer
 from mt.optim import Schedule, build_optimizer, label_smoothed_nll, set_lr, training_progress
+from mt.precision import PrecisionChoice, resolve_precision
 from mt.prepare import EncodedSplit, load_split, prepare
 from mt.tokenizer import Tokenizer
 from mt.trainlog import PhaseTimer, TrainLog, Window
@@ -72,21 +73,28 @@ def train(cfg: Config, *, resume: bool = False) -> Path:
     """Train `cfg` (preparing its data if needed) and return the checkpoint to evaluate."""
     info = distributed.env_info()
     device = distributed.resolve_device(cfg.train.device, local_rank=info.local_rank)
-    if cfg.train.precision == "fp16" and device.type != "cuda":
+    if cfg.train.precision == "fp16" and device.type != "cuda":  # auto never picks fp16
         raise MTError("config key 'train.precision': fp16 needs a CUDA device; use bf16 or fp32 on CPU")
     if cfg.train.threads > 0 and device.type == "cpu":
         torch.set_num_threads(cfg.train.threads)
     distributed.init(info, device)
+    choice = resolve_precision(cfg.train.precision, device)
+    if cfg.train.precision == "auto" and info.enabled:  # each rank timed its own check: follow rank 0
+        bf16 = distributed.broadcast_flag(choice.precision == "bf16", info, device)
+        if bf16 != (choice.precision == "bf16"):
+            choice = PrecisionChoice("bf16" if bf16 else "fp32", "auto: as chosen on rank 0")
     stop = StopSignal()
     stop.install()
     try:
-        return _run(cfg, resume=resume, info=info, device=device, stop=stop)
+        return _run(cfg, resume=resume, info=info, device=device, stop=stop, precision=choice)
     finally:
         stop.restore()
         distributed.shutdown(info)
 
 
-def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, stop: StopSignal) -> Path:
+def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, stop: StopSignal,
+         precision: PrecisionChoice) -> Path:
+    """The training run; `precision` is train.precision resolved for this device (auto -> fp32 or bf16)."""
     t = cfg.train
     run_dir = cfg.run_dir
     ckpt_dir = run_dir / "checkpoints"
@@ -108,7 +116,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
                         joint_vocab=tokenizer.joint).to(device)
     optimizer = build_optimizer(model, t)
-    scaler = torch.amp.GradScaler("cuda") if t.precision == "fp16" else None
+    scaler = torch.amp.GradScaler("cuda") if precision.precision == "fp16" else None
     log = TrainLog(run_dir, enabled=info.is_main, total_updates=t.max_updates)
     state = TrainState(world_size=info.world_size)
     if resume:
@@ -118,7 +126,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     else:
         seed_everything(t.seed + info.rank)  # same init on every rank (DDP checks), own dropout streams
     log.info(f"model: {model.num_parameters():,} parameters; device {device}, {info.world_size} process(es), "
-             f"{torch.get_num_threads()} threads; precision {t.precision}")
+             f"{torch.get_num_threads()} threads; precision {precision.precision} ({precision.reason})")
     ddp: torch.nn.Module = model
     if info.enabled:
         ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None,
@@ -129,8 +137,8 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
                                 world_size=info.world_size)
     files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints)
     step = _UpdateStep(ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
-                       device=device, timer=PhaseTimer())
-    validator = Validator(cfg, valid_split, tokenizer, device, lambda: _autocast(t.precision, device))
+                       device=device, timer=PhaseTimer(), precision=precision.precision)
+    validator = Validator(cfg, valid_split, tokenizer, device, lambda: _autocast(precision.precision, device))
     loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,
                  train_split=train_split, sampler=sampler, state=state, files=files, log=log, stop=stop)
     try:
@@ -153,8 +161,9 @@ class _UpdateStep:
 
     def __init__(self, *, ddp: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  scaler: torch.amp.GradScaler | None, train_split: EncodedSplit, t: TrainConfig, info: DistInfo,
-                 device: torch.device, timer: PhaseTimer) -> None:
+                 device: torch.device, timer: PhaseTimer, precision: str) -> None:
         self.ddp, self.optimizer, self.scaler, self.train_split = ddp, optimizer, scaler, train_split
+        self.precision = precision  # train.precision resolved: fp32 | bf16 | fp16
         self.t, self.info, self.device, self.timer = t, info, device, timer
         self.params = [p for p in ddp.parameters() if p.requires_grad]  # a DDP wrapper's are its module's
 
@@ -173,7 +182,7 @@ class _UpdateStep:
             last = i == len(chunk) - 1
             no_sync = self.ddp.no_sync() if (self.info.enabled and not last) else contextlib.nullcontext()
             with no_sync:
-                with _autocast(self.t.precision, self.device):
+                with _autocast(self.precision, self.device):
                     logits = self.ddp(batch.src, batch.src_mask, batch.tgt_in)  # (B, T, V)
                 loss, nll, _ = label_smoothed_nll(logits, batch.tgt_out, self.t.label_smoothing)
                 scaled = loss * scale

@@ -59,8 +59,10 @@ def test_learns_to_reverse(tmp_path: Path) -> None:
         "tokenizer": {"vocab_size": 45},
         "model": {"d_model": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2, "d_ff": 256, "dropout": 0.0,
                   "norm": "pre"},
-        # one thread: on a shared 2-core machine two OpenMP threads can run 10x slower, not 2x faster
-        "train": {"max_tokens": 3000, "lr": 5e-3, "warmup": 60, "max_updates": 400, "label_smoothing": 0.0,
+        # fp32 pinned: auto picks bf16 on AMX CPUs, and the test should not differ by machine; one
+        # thread: on a shared 2-core machine two OpenMP threads can run 10x slower, not 2x faster
+        "train": {"precision": "fp32", "max_tokens": 3000, "lr": 5e-3, "warmup": 60, "max_updates": 400,
+                  "label_smoothing": 0.0,
                   "valid_bleu": False, "log_every": 100, "threads": 1},
     })
     best = train(cfg)
@@ -204,3 +206,21 @@ def test_early_stopping_after_patience_validations_without_gain(tmp_path: Path, 
     assert state["update"] == 6  # validations at 2 (best), 4 and 6 (no gain: patience 2 reached)
     assert state["best_update"] == 2 and state["bad_validations"] == 2
     assert "training finished (early stopping) at update 6" in (cfg.run_dir / "train.log").read_text()
+
+
+@pytest.mark.parametrize("feature, precision", [(None, "fp32"), ("AMX", "bf16")])
+def test_auto_precision_is_chosen_and_logged(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.MonkeyPatch,
+                                              feature: str | None, precision: str) -> None:
+    """train.precision auto on an AVX2-only CPU (fp32) and on an AMX one (bf16), whatever this CPU is:
+    the detection is patched, the log names the choice and the reason, and the updates run."""
+    import mt.precision
+
+    monkeypatch.setattr(mt.precision, "cpu_bf16_feature", lambda: feature)
+    monkeypatch.setattr(mt.precision, "matmul_speedup", lambda: 5.0)
+    cfg = copy_run(tiny_run, tmp_path / "runs", precision="auto", max_updates=2, valid_every=0, valid_bleu=False,
+                   keep_checkpoints=0, threads=1)
+    train(cfg)
+    log = (cfg.run_dir / "train.log").read_text()
+    assert f"precision {precision} (auto: " in log
+    assert ("no native bf16" in log) if feature is None else ("AMX" in log and "5.0x" in log)
+    assert load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")["update"] == 2

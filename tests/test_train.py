@@ -61,7 +61,9 @@ def test_learns_to_reverse(tmp_path: Path) -> None:
                   "norm": "pre"},
         # fp32 pinned: auto picks bf16 on AMX CPUs, and the test should not differ by machine; one
         # thread: on a shared 2-core machine two OpenMP threads can run 10x slower, not 2x faster
-        "train": {"precision": "fp32", "max_tokens": 3000, "lr": 5e-3, "warmup": 60, "max_updates": 400,
+        # 600 updates: at 400 the result sat on the threshold (91.5-98% over seeds 1-3, with the
+        # loss before and after its log_softmax rewrite alike), so any rounding change flipped it
+        "train": {"precision": "fp32", "max_tokens": 3000, "lr": 5e-3, "warmup": 60, "max_updates": 600,
                   "label_smoothing": 0.0,
                   "valid_bleu": False, "log_every": 100, "threads": 1},
     })

@@ -20,7 +20,7 @@ import hashlib
 
 import torch
 
-from mt.search import DecoderCache, Hypothesis, Seq2Seq, mask_log_probs, max_output_lengths
+from mt.search import Hypothesis, SearchCache, Seq2Seq, mask_log_probs, max_output_lengths
 from mt.search import length_penalty as _length_penalty  # sample_search's keyword `length_penalty` shadows it
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -136,7 +136,7 @@ def sample_search(
     log_prob = torch.zeros(total, dtype=torch.float64, device=device)  # (R,) model log-prob so far
     rows = torch.arange(total, device=device)  # original row of each live row
     tokens = torch.full((total, 1), BOS_ID, dtype=torch.long, device=device)
-    cache: DecoderCache | None = None
+    cache: SearchCache | None = None
     step = 0
     while rows.numel() > 0:
         log_probs, cache = model.decode_step(tokens, memory, src_mask, cache)  # (R', V)

@@ -12,6 +12,7 @@ cached incremental decoding that search uses.
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ from tqdm import tqdm
 from mt.batching import collate_source, pair_batches
 from mt.config import DecodeConfig
 from mt.ensemble import Ensemble
-from mt.errors import MTError
+from mt.errors import MTError, MTWarning
 from mt.model import Transformer
 from mt.search import Seq2Seq, length_penalty
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
@@ -87,7 +88,7 @@ def score_pairs(
     tgt_ids = tokenizer.encode_tgt(list(tgt_lines))
     limit = max_positions - 1  # the source gets an EOS, the decoder input a BOS
     if any(len(seq) > limit for seq in src_ids):
-        print(f"mt: warning: source lines longer than {limit} pieces are truncated", file=sys.stderr)
+        warnings.warn(f"source lines longer than {limit} pieces are truncated", MTWarning, stacklevel=2)
         src_ids = [seq[:limit] for seq in src_ids]
     for number, seq in enumerate(tgt_ids, start=1):
         if len(seq) > limit:

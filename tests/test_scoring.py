@@ -12,7 +12,7 @@ import torch
 from mt.batching import collate_source, pair_batches
 from mt.config import Config
 from mt.ensemble import Ensemble, max_positions
-from mt.errors import MTError
+from mt.errors import MTError, MTWarning
 from mt.model import Transformer
 from mt.scoring import PairScore, score_pairs
 from mt.search import beam_search, length_penalty
@@ -102,7 +102,7 @@ def test_ensemble_scores_and_errors(setup):
     assert [s.log_prob for s in double] == pytest.approx([s.log_prob for s in single], abs=1e-4)
     with pytest.raises(MTError, match="2 source lines but 1 target lines"):
         score_pairs(model, tok, SRC[:2], tgt[:1], cfg.decode, max_positions=64, device="cpu")
-    with pytest.raises(MTError, match="target line 2: .* limit of 3"):
+    with pytest.warns(MTWarning, match="truncated"), pytest.raises(MTError, match="target line 2: .* limit of 3"):
         score_pairs(model, tok, SRC[:2], ["Hund", "Ein sehr langer Satz mit vielen Wörtern."], cfg.decode,
                     max_positions=4, device="cpu")
     assert isinstance(single[0], PairScore)

@@ -6,12 +6,14 @@ Sampled back-translations train better models than beam outputs (Edunov et al. 2
 `mt.search` (`encode`, `decode_step`, `cache.reorder`) and follows its conventions: tokens
 exclude BOS/EOS, `log_prob` is the model's own log-probability including the final EOS, the
 maximum output length is `floor(a * |src| + b)` with EOS forced there, and PAD/BOS (UNK with
-`forbid_unk`) are never emitted.
+`forbid_unk`) are never emitted. (A module of its own beside mt/search.py, which holds the
+two searches and their shared pieces and would pass ~400 lines with sampling added.)
 
 Reproducibility: every random number comes from `sample_uniforms`, one `torch.Generator` per
 (seed, sentence id, sample index), never from the global RNG. With sentence ids = input line
-numbers, the same file and seed give the same samples whatever the batch size, batch order or
-device; another seed gives other samples.
+numbers, the same file and seed give the same samples whatever the batch size or batch order
+(the draws are also the same on every device; only the model's own arithmetic may differ in the
+last bits there); another seed gives other samples.
 """
 
 from __future__ import annotations

@@ -155,13 +155,9 @@ def sample_search(
             memory, src_mask = memory.index_select(0, keep), src_mask.index_select(0, keep)
             cache = cache.reorder(keep)
         tokens = next_tok.unsqueeze(1)
-    results: list[list[Hypothesis]] = []
-    for b in range(batch):
-        hyps = []
-        for r in range(b * n_samples, (b + 1) * n_samples):
-            row = out[r].tolist()
-            toks = row[: row.index(EOS_ID)]  # every row ends in EOS (forced at max length)
-            value = float(log_prob[r])
-            hyps.append(Hypothesis(toks, value / float(lp(float(len(toks) + 1), alpha=alpha, kind=kind)), value))
-        results.append(sorted(hyps, key=lambda h: -h.score))  # stable: equal scores keep draw order
-    return results
+    hyps = []
+    for row, value in zip(out.tolist(), log_prob.tolist()):  # one transfer, not one per row
+        toks = row[: row.index(EOS_ID)]  # every row ends in EOS (forced at max length)
+        hyps.append(Hypothesis(toks, value / float(lp(float(len(toks) + 1), alpha=alpha, kind=kind)), value))
+    # Each sentence's samples, highest score first (stable: equal scores keep draw order).
+    return [sorted(hyps[b * n_samples:(b + 1) * n_samples], key=lambda h: -h.score) for b in range(batch)]

@@ -3,8 +3,9 @@ validation BLEU and the attention plot.
 
 Encode with the source sentencepiece model, batch sentences of similar length
 (`mt.batching.decode_batches`), run the search the `DecodeConfig` asks for (`search_batch`:
-greedy for beam 1, else beam search), put the results back in input order and detokenise with
-the target model. An empty input line gives an empty output line without running the model, so
+sampling when decode.sampling, else greedy for beam 1 and beam search above), put the results
+back in input order and detokenise with the target model. The model may be one Transformer or
+an `mt.ensemble.Ensemble` of several checkpoints. An empty input line gives an empty output line without running the model, so
 outputs always line up with inputs. Nothing here prints except a progress bar on request; a
 source line too long for the model is cut and reported as an `MTWarning`.
 """
@@ -23,11 +24,12 @@ import torch
 from tqdm import tqdm
 
 from mt.batching import collate_source, decode_batches
-from mt.checkpoint import load_for_inference
 from mt.config import Config, DecodeConfig
 from mt.distributed import resolve_device
+from mt.ensemble import Ensemble, load_models, max_positions
 from mt.errors import MTError, MTWarning
 from mt.model import Transformer
+from mt.sampling import sample_search
 from mt.search import Hypothesis, beam_search, greedy_search
 from mt.tokenizer import Tokenizer
 
@@ -35,19 +37,47 @@ T = TypeVar("T")
 
 
 def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None, n_best: int | None,
-                    max_tokens: int | None) -> DecodeConfig:
+                    max_tokens: int | None, sampling: bool | None = None, temperature: float | None = None,
+                    top_k: int | None = None, top_p: float | None = None, seed: int | None = None) -> DecodeConfig:
     """The checkpoint's decode settings with command-line overrides (None = keep), checked.
-    An --n-best above the configured beam raises the beam to it unless --beam was given too."""
+
+    Searching, an --n-best above the configured beam raises the beam to it unless --beam was
+    given too. Sampling (--sampling, or decode.sampling in the config), --n-best is the number of
+    samples per sentence and --beam does not apply; --temperature, --top-k, --top-p and --seed
+    apply only to sampling."""
     for flag, value in (("--beam", beam), ("--n-best", n_best), ("--max-tokens", max_tokens)):
         if value is not None and value < 1:
             raise MTError(f"{flag}: must be at least 1, got {value}")
+    if temperature is not None and not temperature > 0.0:
+        raise MTError(f"--temperature: must be positive, got {temperature}")
+    if top_k is not None and top_k < 0:
+        raise MTError(f"--top-k: must be 0 (no limit) or positive, got {top_k}")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise MTError(f"--top-p: must be in (0, 1], got {top_p}")
+
+    def keep(value: T | None, default: T) -> T:
+        return default if value is None else value
+
     decode = dataclasses.replace(
         base,
-        beam=base.beam if beam is None else beam,
-        alpha=base.alpha if alpha is None else alpha,
-        n_best=1 if n_best is None else n_best,
-        max_tokens=base.max_tokens if max_tokens is None else max_tokens,
+        beam=keep(beam, base.beam),
+        alpha=keep(alpha, base.alpha),
+        n_best=keep(n_best, 1),
+        max_tokens=keep(max_tokens, base.max_tokens),
+        sampling=keep(sampling, base.sampling),
+        temperature=keep(temperature, base.temperature),
+        top_k=keep(top_k, base.top_k),
+        top_p=keep(top_p, base.top_p),
+        seed=keep(seed, base.seed),
     )
+    if decode.sampling:
+        if beam is not None:
+            raise MTError("--beam: sampling draws translations, it does not search; drop --beam or --sampling")
+        return decode
+    given = [flag for flag, value in (("--temperature", temperature), ("--top-k", top_k), ("--top-p", top_p),
+                                      ("--seed", seed)) if value is not None]
+    if given:
+        raise MTError(f"{given[0]}: only applies to sampling; add --sampling")
     if decode.n_best > decode.beam:
         if beam is not None:
             raise MTError(f"--n-best {decode.n_best} exceeds --beam {decode.beam}")
@@ -55,29 +85,49 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
     return decode
 
 
-def load_model(checkpoint: Path, device: str) -> tuple[Transformer, Tokenizer, Config, torch.device]:
-    """(model in eval mode, tokenizer, config, device) from a checkpoint; device as in --device."""
+def load_model(checkpoints: Sequence[Path], device: str) -> tuple[Transformer | Ensemble, Tokenizer, Config,
+                                                                   torch.device]:
+    """(model in eval mode, tokenizer, config, device) from one checkpoint, or an `Ensemble` of
+    several (their tokenizers must be the same; config and decode settings are the first's)."""
     dev = resolve_device(device, local_rank=0)
-    model, tokenizer, cfg = load_for_inference(checkpoint, dev)
+    model, tokenizer, cfg = load_models(checkpoints, dev)
     return model, tokenizer, cfg, dev
 
 
+def rows_per_sentence(decode: DecodeConfig) -> int:
+    """Decoder rows one sentence takes: its samples when sampling, else the beam."""
+    return decode.n_best if decode.sampling else decode.beam
+
+
+Model = Transformer | Ensemble
+
+
 @overload
-def search_batch(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
-                 n_best: None = None) -> list[list[int]]: ...
+def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+                 n_best: None = None, sentence_ids: list[int] | None = None) -> list[list[int]]: ...
 @overload
-def search_batch(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
-                 n_best: int) -> list[list[Hypothesis]]: ...
-def search_batch(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
-                 n_best: int | None = None) -> list[list[int]] | list[list[Hypothesis]]:
+def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+                 n_best: int, sentence_ids: list[int] | None = None) -> list[list[Hypothesis]]: ...
+def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+                 n_best: int | None = None,
+                 sentence_ids: list[int] | None = None) -> list[list[int]] | list[list[Hypothesis]]:
     """The search `decode` asks for over one batch. src, src_mask: (B, S) on the model's device.
 
     Without `n_best`: the best output's tokens per sentence (no BOS/EOS), by greedy search when
     decode.beam == 1, else by beam search. With `n_best`: each sentence's `n_best` hypotheses
-    with their scores, best first, by beam search (also for beam 1). Outputs stay below the
-    model's max_positions. The caller chooses train/eval mode and gradient tracking.
+    with their scores, best first, by beam search (also for beam 1). With `decode.sampling`,
+    one sample per sentence, or with `n_best` that many, highest score first; `sentence_ids`
+    (B ints, default 0..B-1) key each sentence's random draws (see mt.sampling). Outputs stay
+    below the model's max_positions. The caller chooses train/eval mode and gradient tracking.
     """
-    limit = model.cfg.max_positions - 1
+    limit = max_positions(model) - 1
+    if decode.sampling:
+        samples = sample_search(model, src, src_mask, n_samples=1 if n_best is None else n_best,
+                                temperature=decode.temperature, top_k=decode.top_k, top_p=decode.top_p,
+                                seed=decode.seed, alpha=decode.alpha, length_penalty=decode.length_penalty,
+                                max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
+                                forbid_unk=decode.forbid_unk, sentence_ids=sentence_ids, max_len_limit=limit)
+        return [hyps[0].tokens for hyps in samples] if n_best is None else samples
     if n_best is None and decode.beam == 1:
         return greedy_search(model, src, src_mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
                              forbid_unk=decode.forbid_unk, max_len_limit=limit)
@@ -89,28 +139,29 @@ def search_batch(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, 
 
 
 def _map_sentences(
-    model: Transformer,
+    model: Model,
     tokenizer: Tokenizer,
     lines: Sequence[str],
     decode: DecodeConfig,
     *,
     device: torch.device | str,
     progress: bool,
-    search: Callable[[torch.Tensor, torch.Tensor], list[T]],
+    search: Callable[[torch.Tensor, torch.Tensor, list[int]], list[T]],
     empty: T,
 ) -> list[T]:
-    """Run `search(src (B, S), src_mask (B, S)) -> B results` over length-sorted batches of the
-    encoded lines; results come back in input order, `empty` for lines without any token."""
+    """Run `search(src (B, S), src_mask (B, S), line indices (B)) -> B results` over length-sorted
+    batches of the encoded lines; results come back in input order, `empty` for lines without
+    any token."""
     ids = tokenizer.encode_src(list(lines))
-    limit = model.cfg.max_positions - 1  # the source gets an EOS; longer input cannot be encoded
+    limit = max_positions(model) - 1  # the source gets an EOS; longer input cannot be encoded
     if any(len(seq) > limit for seq in ids):
         warnings.warn(f"source lines longer than {limit} pieces are truncated", MTWarning, stacklevel=3)
         ids = [seq[:limit] for seq in ids]
     todo = np.array([i for i, seq in enumerate(ids) if seq], dtype=np.int64)
     results: list[T] = [empty] * len(ids)
     lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
-    # decode.max_tokens bounds source tokens times the beam: beam search runs B * beam rows.
-    budget = max(1, decode.max_tokens // decode.beam)
+    # decode.max_tokens bounds source tokens times the beam (or samples): search runs B * beam rows.
+    budget = max(1, decode.max_tokens // rows_per_sentence(decode))
     was_training = model.training
     model.eval()
     try:
@@ -120,7 +171,7 @@ def _map_sentences(
             for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
                 rows = todo[batch]
                 src, src_mask = collate_source([ids[i] for i in rows])
-                for row, result in zip(rows.tolist(), search(src.to(device), src_mask.to(device))):
+                for row, result in zip(rows.tolist(), search(src.to(device), src_mask.to(device), rows.tolist())):
                     results[row] = result
                 bar.update(len(rows))
     finally:
@@ -129,37 +180,43 @@ def _map_sentences(
 
 
 def translate_lines(
-    model: Transformer,
+    model: Model,
     tokenizer: Tokenizer,
     lines: Sequence[str],
     decode: DecodeConfig,
     *,
     device: torch.device | str,
     progress: bool = False,
+    first_id: int = 0,
 ) -> list[str]:
-    """Translate raw lines (greedy when decode.beam == 1, else beam search) -> one detokenised
-    line each, in input order. The model is put in eval mode and restored afterwards, so the
-    trainer may pass its (unwrapped, not DDP) model for validation BLEU."""
-    def search(src: torch.Tensor, src_mask: torch.Tensor) -> list[list[int]]:
-        return search_batch(model, src, src_mask, decode)
+    """Translate raw lines (sampling when decode.sampling, else greedy when decode.beam == 1,
+    else beam search) -> one detokenised line each, in input order. The model is put in eval
+    mode and restored afterwards, so the trainer may pass its (unwrapped, not DDP) model for
+    validation BLEU. Sampling keys line i's draws by `first_id + i`: the same lines and seed
+    give the same output however they are batched (or fed one by one with matching first_id)."""
+    def search(src: torch.Tensor, src_mask: torch.Tensor, rows: list[int]) -> list[list[int]]:
+        return search_batch(model, src, src_mask, decode, sentence_ids=[first_id + r for r in rows])
 
     tokens = _map_sentences(model, tokenizer, lines, decode, device=device, progress=progress, search=search, empty=[])
     return tokenizer.decode_tgt(tokens)
 
 
 def translate_nbest(
-    model: Transformer,
+    model: Model,
     tokenizer: Tokenizer,
     lines: Sequence[str],
     decode: DecodeConfig,
     *,
     device: torch.device | str,
     progress: bool = False,
+    first_id: int = 0,
 ) -> list[list[tuple[str, float]]]:
     """The `decode.n_best` best translations of each line with their length-normalised scores,
-    best first (beam search, also for beam 1). An empty line gives [("", 0.0)]."""
-    def search(src: torch.Tensor, src_mask: torch.Tensor) -> list[list[tuple[list[int], float]]]:
-        found = search_batch(model, src, src_mask, decode, n_best=decode.n_best)
+    best first (beam search, also for beam 1), or `decode.n_best` samples when decode.sampling
+    (highest score first; keyed as in `translate_lines`). An empty line gives [("", 0.0)]."""
+    def search(src: torch.Tensor, src_mask: torch.Tensor, rows: list[int]) -> list[list[tuple[list[int], float]]]:
+        found = search_batch(model, src, src_mask, decode, n_best=decode.n_best,
+                             sentence_ids=[first_id + r for r in rows])
         return [[(h.tokens, h.score) for h in nbest] for nbest in found]
 
     found = _map_sentences(model, tokenizer, lines, decode, device=device, progress=progress, search=search,

@@ -3,6 +3,7 @@ transformers' `generate` on a MarianMTModel of the same dimensions, in one run.
 
     .venv/bin/python scripts/bench_translate.py --limit 100
     .venv/bin/python scripts/bench_translate.py --checkpoint runs/multi30k_en_de/checkpoints/best.pt
+    .venv/bin/python scripts/bench_translate.py -c runs/x/checkpoints/best.pt -c runs/x/checkpoints/averaged.pt
 
 Input: the source side of `--split` (default test_2016_flickr) of the config's corpus
 (`--data` overrides data.path). Model: the checkpoint's when `--checkpoint` is given (natural
@@ -21,7 +22,10 @@ the config's decode.max_tokens, divided by the beam). Measured:
 - HF: `MarianMTModel.generate` (random weights, `min_new_tokens = max_new_tokens = out_len + 1`
   so it runs the same number of decoder steps; beam search with the same beam) — only in
   random-model mode, where output lengths can be made equal;
-- mt end to end: `mt.translate.translate_lines` (tokenise, batch, search, detokenise).
+- mt end to end: `mt.translate.translate_lines` (tokenise, batch, search, detokenise);
+- mt ensemble (with several `-c`, or `--ensemble M` random models): `mt.ensemble.Ensemble` of
+  the M models in the same searches, reported as its speed relative to the first model alone
+  (ideally about 1/M: every member runs its own encoder and decoder steps).
 
 sent/s counts source sentences; target tokens/s counts the output's tokens plus EOS (decoder
 steps of the 1-best, not of every beam row). Model GFLOP/s estimates useful work (2 x weights
@@ -47,6 +51,7 @@ import typer
 from mt.batching import collate_source, decode_batches
 from mt.config import Config, DecodeConfig, load_config
 from mt.corpus import read_split
+from mt.ensemble import Ensemble
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
@@ -150,6 +155,18 @@ def run_hf(hf: torch.nn.Module, batches: Batches, beam: int, steps: int) -> list
     return out
 
 
+def random_model(cfg: Config, tokenizer: Tokenizer, seed: int) -> Transformer:
+    """Random weights whose EOS is never chosen before the length limit (see the module docstring)."""
+    torch.manual_seed(seed)
+    model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, joint_vocab=tokenizer.joint).eval()
+    with torch.no_grad():
+        model.tgt_embed.weight[EOS_ID] = 0.0  # EOS logit 0 (tied): never chosen before the length limit
+        if model.out_proj is not None:
+            model.out_proj.weight[EOS_ID] = 0.0
+            model.out_proj.bias[EOS_ID] = -1e4
+    return model
+
+
 def tokenizer_for(cfg: Config) -> Tokenizer:
     if (cfg.run_dir / "spm.model").is_file() or (cfg.run_dir / "spm.src.model").is_file():
         return Tokenizer.from_files(cfg.run_dir)
@@ -167,7 +184,10 @@ def tokenizer_for(cfg: Config) -> Tokenizer:
 
 def main(
     config: Path = typer.Option(Path("configs/multi30k_en_de.yaml"), help="Model size and corpus."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="A trained checkpoint (else random weights)."),
+    checkpoint: list[Path] = typer.Option(
+        [], "--checkpoint", "-c",
+        help="A trained checkpoint (else random weights); repeat to also time their ensemble against the first."),
+    ensemble: int = typer.Option(0, help="Random-model mode: also time an ensemble of this many random models."),
     data: Optional[str] = typer.Option(None, help="Override data.path (e.g. the Multi30k mirror folder)."),
     split: str = typer.Option("test_2016_flickr", help="Split whose source side is translated."),
     limit: int = typer.Option(0, help="Translate only the first N sentences (0 = all)."),
@@ -183,21 +203,22 @@ def main(
         torch.set_num_threads(threads)
     from mt.checkpoint import load_for_inference
 
-    if checkpoint is not None:
-        model, tokenizer, cfg = load_for_inference(checkpoint, "cpu")
+    members: list[Transformer] = []  # the ensemble's models (the first is `model`); empty: no ensemble run
+    if checkpoint:
+        from mt.ensemble import load_models
+
+        model, tokenizer, cfg = load_for_inference(checkpoint[0], "cpu")
+        if len(checkpoint) > 1:
+            members = list(load_models(checkpoint, "cpu")[0].members)  # checks the tokenizers match
         decode = cfg.decode
-        what = f"checkpoint {checkpoint}"
+        what = f"checkpoint {checkpoint[0]}" + (f" (+{len(checkpoint) - 1} in the ensemble)" if members else "")
         hf = False  # natural output lengths cannot be matched by a random HF model
     else:
         cfg = load_config(config)
         tokenizer = tokenizer_for(dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data or cfg.data.path)))
-        torch.manual_seed(0)
-        model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, joint_vocab=tokenizer.joint).eval()
-        with torch.no_grad():
-            model.tgt_embed.weight[EOS_ID] = 0.0  # EOS logit 0 (tied): never chosen before the length limit
-            if model.out_proj is not None:
-                model.out_proj.weight[EOS_ID] = 0.0
-                model.out_proj.bias[EOS_ID] = -1e4
+        model = random_model(cfg, tokenizer, 0)
+        if ensemble > 1:
+            members = [model] + [random_model(cfg, tokenizer, seed) for seed in range(1, ensemble)]
         decode = dataclasses.replace(cfg.decode, max_len_a=0.0, max_len_b=out_len)
         what = f"random weights, fixed output length {out_len} (+EOS)"
     if data:
@@ -214,9 +235,11 @@ def main(
     hf_model = marian_like(model) if hf else None
     print(f"{'search':<8} {'implementation':<22} {'sent/s':>8} {'tgt tok/s':>10} {'GFLOP/s':>8} {'MFU':>6} {'time s':>7}")
 
-    def report(label: str, impl: str, seconds: float, outputs: list[list[int]], rows: int) -> float:
+    def report(label: str, impl: str, seconds: float, outputs: list[list[int]], rows: int,
+               models: Optional[list[Transformer]] = None) -> float:
         tokens = sum(len(o) + 1 for o in outputs)
-        flops = sum(decode_flops(model, len(s) + 1, len(o) + 1, rows) for s, o in zip(ids, outputs))
+        flops = sum(decode_flops(m, len(s) + 1, len(o) + 1, rows) for m in models or [model]
+                    for s, o in zip(ids, outputs))
         gflops = flops / seconds / 1e9
         print(f"{label:<8} {impl:<22} {len(ids) / seconds:8.1f} {tokens / seconds:10.0f} {gflops:8.2f} "
               f"{100 * gflops / peak_gflops:5.1f}% {seconds:7.2f}")
@@ -245,6 +268,13 @@ def main(
             seconds_h, out_h = timed(partial(run_hf, hf_model, batches, k, out_len + 1))
             hf_speed = report(label, "HF Marian generate", seconds_h, [o[:out_len] for o in out_h], k)
             line += f" mt/HF x{cached / hf_speed:.2f};"
+        if members:
+            ens = Ensemble(members).eval()
+            timed(partial(run_mt, ens, warm, decode, k))
+            seconds_m, out_m = timed(partial(run_mt, ens, batches, decode, k))
+            ens_speed = report(label, f"mt ensemble of {len(members)}", seconds_m, [out_m[p] for p in position], k,
+                               models=members)
+            line += f" ensemble of {len(members)} at x{ens_speed / cached:.2f} of one model's sent/s;"
         dk = dataclasses.replace(decode, beam=k)
         seconds_e, _ = timed(partial(translate_lines, model, tokenizer, src_lines, dk, device="cpu"))
         report(label, "mt translate_lines e2e", seconds_e, outputs, k)

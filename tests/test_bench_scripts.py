@@ -37,8 +37,9 @@ def test_bench_model_bf16_branch_runs_on_any_cpu() -> None:
 
 def test_bench_translate_runs(multi30k_dir: Path) -> None:
     out = run("bench_translate.py", "--config", "configs/tiny.yaml", "--data", str(multi30k_dir), "--limit", "4",
-              "--no-hf", "--out-len", "3", "--threads", "1")
+              "--no-hf", "--out-len", "3", "--threads", "1", "--ensemble", "2")
     assert "cache speed-up" in out and "(identical output)" in out
+    assert "mt ensemble of 2" in out and "ensemble of 2 at x" in out
 
 
 def test_bench_prepare_runs(multi30k_dir: Path, tmp_path: Path) -> None:

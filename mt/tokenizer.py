@@ -3,6 +3,15 @@
 Every model mt trains has the fixed ids PAD=0, UNK=1, BOS=2, EOS=3. A tokenizer is either joint
 (one model for both languages) or separate (a source and a target model). Ids never include
 BOS/EOS from `encode_*`; the batching code adds them.
+
+Text goes through sentencepiece's normalisation rule `tokenizer.normalization` (default
+`identity`: nothing is rewritten, so the model learns to write full-width ，？！ and … as the
+references have them; `nmt_nfkc`, sentencepiece's own default, turns them into ASCII), and with
+`tokenizer.byte_fallback` a character the training sample never showed is encoded as its UTF-8
+bytes instead of <unk>, so it decodes back to itself. Together they make
+`decode(encode(line)) == line` hold for target lines (`round_trip_failures` finds the
+exceptions: runs of spaces, which sentencepiece collapses to one, and whatever a
+non-identity rule rewrites).
 """
 
 from __future__ import annotations
@@ -75,12 +84,19 @@ def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str) -> byt
             model_type=cfg.type, vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
+            normalization_rule_name=cfg.normalization, byte_fallback=cfg.byte_fallback,
             # The sample is already drawn (seeded) by the caller: no second sampling or shuffling.
             input_sentence_size=0, shuffle_input_sentence=False,
             num_threads=TRAIN_THREADS, max_sentence_length=_MAX_SENTENCE_BYTES, minloglevel=2,
         )
     except RuntimeError as e:
         msg = str(e)
+        small = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", msg)
+        if small:
+            fallback = (" (the sample's characters plus 256 byte pieces for tokenizer.byte_fallback; "
+                        "or --set tokenizer.byte_fallback=false)" if cfg.byte_fallback else "")
+            raise MTError(f"tokenizer.vocab_size: {small.group(1)} is too small for this corpus ({what} sample); "
+                          f"use at least {small.group(2)}{fallback}") from None
         m = re.search(r"Vocabulary size too high \((\d+)\).*?<= (\d+)", msg)
         if m:
             raise MTError(f"tokenizer.vocab_size: {m.group(1)} is too large for this corpus ({what} sample of "
@@ -196,6 +212,13 @@ class Tokenizer:
                     out.append(i)
             cleaned.append(out)
         return self._tgt.decode(cleaned)
+
+    def round_trip_failures(self, lines: Sequence[str], ids: Sequence[Sequence[int]] | None = None) -> list[int]:
+        """Indices of target `lines` for which decode(encode(line)) != line (`ids`: their encoding, if known)."""
+        if ids is None:
+            ids = self.encode_tgt(list(lines))
+        decoded = self._tgt.decode([list(seq) for seq in ids])
+        return [i for i, (line, back) in enumerate(zip(lines, decoded)) if line != back]
 
     def src_pieces(self, line: str) -> list[str]:
         """The source pieces of one line (labels for attention plots)."""

@@ -117,3 +117,55 @@ def test_nul_bytes_do_not_crash_training_or_encoding(train_sample: tuple[list[st
     tok = train_sentencepiece(src, tgt, TokenizerConfig(vocab_size=300, type="bpe"))
     ids = tok.encode_src(["a\x00b"])[0]
     assert UNK_ID in ids and tok.decode_tgt([ids]) == ["a \u2047 b"]  # NUL is <unk>, decoded as ' ⁇ '
+
+
+# --------------------------------------------------------------------------- other scripts (issue 11)
+
+
+def _lang_tokenizer(lang: str, **cfg: object) -> tuple[Tokenizer, list[str]]:
+    """A joint en+`lang` tokenizer trained on 300 synthetic pairs; returns it and 200 held-out target lines."""
+    from langdata import pairs
+
+    train = pairs(lang, 300)
+    tok = train_sentencepiece([s for s, _ in train], [t for _, t in train], TokenizerConfig(vocab_size=340, **cfg))
+    return tok, [t for _, t in pairs(lang, 200, seed=1)]
+
+
+@pytest.mark.parametrize("lang", ["zh", "ja", "ko", "ru", "ar", "de"])
+def test_target_text_survives_the_default_tokenizer(lang: str) -> None:
+    """decode(encode(line)) == line on held-out lines with the language's own punctuation
+    (，？！：（）… in Chinese and Japanese, «» „“ ، ؟ ...) and on characters the tokenizer never saw."""
+    from langdata import RARE
+
+    tok, held_out = _lang_tokenizer(lang)
+    lines = [*held_out, RARE[lang], "（全角）：，？！…「」『』、。１２３"]
+    assert tok.round_trip_failures(lines) == []
+    assert UNK_ID not in tok.encode_tgt([RARE[lang]])[0]  # unseen characters become bytes, not <unk>
+
+
+@pytest.mark.parametrize("lang", ["zh", "ja"])
+def test_nfkc_rules_rewrite_cjk_punctuation(lang: str) -> None:
+    """Why `identity` is the default: sentencepiece's nmt_nfkc/nfkc turn ，？！（） into ASCII and … into ..."""
+    for rule in ("nmt_nfkc", "nfkc"):
+        tok, held_out = _lang_tokenizer(lang, normalization=rule)
+        failures = tok.round_trip_failures(held_out)
+        assert len(failures) > len(held_out) // 2
+        back = tok.decode_tgt(tok.encode_tgt(["注意：（）…！"]))[0]
+        assert back == "注意:()...!"
+
+
+def test_round_trip_exceptions_are_runs_of_spaces() -> None:
+    """The one thing the default still changes: sentencepiece collapses runs of spaces."""
+    tok, _ = _lang_tokenizer("de")
+    assert tok.round_trip_failures(["Die Katze  isst.", "Die Katze isst.", "Die\tKatze"]) == [0]
+
+
+def test_vocab_too_small_for_byte_fallback_is_a_friendly_error() -> None:
+    from langdata import pairs
+
+    train = pairs("zh", 50)
+    with pytest.raises(MTError, match=r"tokenizer.vocab_size: 100 is too small .* use at least \d+ .*byte_fallback=false"):
+        train_sentencepiece([s for s, _ in train], [t for _, t in train], TokenizerConfig(vocab_size=100))
+    tok = train_sentencepiece([s for s, _ in train], [t for _, t in train],
+                              TokenizerConfig(vocab_size=100, byte_fallback=False))
+    assert UNK_ID in tok.encode_tgt(["龘"])[0]

@@ -4,6 +4,8 @@ Reading: `iter_lines` yields decoded lines of a text file (or .gz) without their
 raises MTError naming the file and the line on invalid UTF-8. Lines end at b"\\n" only ("\\r\\n"
 loses its "\\r" too; a lone "\\r", U+2028, form feeds ... stay inside the line), and a UTF-8
 byte-order mark at the start of the first line (as Windows editors write) is removed.
+`check_same_length` is the one check that two line-aligned files (source/reference,
+hypotheses/reference) pair up.
 
 Writing: `atomic_write` gives a temporary file in the target's folder that replaces the target
 only once it is complete and fsynced, so an interrupted write never leaves a half file where a
@@ -64,6 +66,12 @@ def iter_lines(path: Path) -> Iterator[str]:
 def read_lines(path: Path) -> list[str]:
     """All lines of a UTF-8 text file (or .gz), without line terminators."""
     return list(iter_lines(path))
+
+
+def check_same_length(a_path: Path | str, b_path: Path | str, a_len: int, b_len: int) -> None:
+    """MTError naming both files when two line-aligned files have different line counts."""
+    if a_len != b_len:
+        raise MTError(f"line counts differ: {a_path} has {a_len} lines, {b_path} has {b_len}")
 
 
 def _fsync_dir(folder: Path) -> None:

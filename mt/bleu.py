@@ -22,9 +22,9 @@ same message when its packages are missing.
 from __future__ import annotations
 
 import importlib.util
-import sys
+import warnings
 
-from mt.errors import MTError
+from mt.errors import MTError, MTWarning
 
 DEFAULT = "13a"
 FALLBACK = "char"
@@ -72,7 +72,7 @@ def bleu_tokenizer_for(lang: str, override: str = "") -> str:
     """The sacreBLEU tokenizer for BLEU on `lang` text; `override` ("" = automatic) wins when given.
 
     Raises MTError for an unknown override or one whose packages are missing. An automatic
-    mecab choice without its packages falls back to `char`, with a message on stderr once.
+    mecab choice without its packages falls back to `char`, with an MTWarning (once per process).
     """
     if override:
         valid = known_tokenizers()
@@ -86,6 +86,6 @@ def bleu_tokenizer_for(lang: str, override: str = "") -> str:
         return chosen
     if chosen not in _warned:
         _warned.add(chosen)
-        print(f"mt: note: BLEU on '{lang}' is tokenised with '{FALLBACK}', not '{chosen}': {missing_message(chosen)}",
-              file=sys.stderr)
+        warnings.warn(f"BLEU on '{lang}' is tokenised with '{FALLBACK}', not '{chosen}': {missing_message(chosen)}",
+                      MTWarning, stacklevel=2)
     return FALLBACK

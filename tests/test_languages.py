@@ -23,7 +23,7 @@ from langdata import RARE, pairs, write_text_corpus
 from mt.bleu import is_available
 
 TINY = {
-    "tokenizer": {"vocab_size": 340},
+    "tokenizer": {"vocab_size": 360},
     "model": {"d_model": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "d_ff": 64, "dropout": 0.0},
     "train": {"max_tokens": 1024, "lr": 5e-3, "warmup": 10, "max_updates": 30, "valid_every": 15,
               "valid_max_sentences": 20, "log_every": 10, "threads": 1, "keep_checkpoints": 1},

@@ -9,9 +9,8 @@ Text goes through sentencepiece's normalisation rule `tokenizer.normalization` (
 references have them; `nmt_nfkc`, sentencepiece's own default, turns them into ASCII), and with
 `tokenizer.byte_fallback` a character the training sample never showed is encoded as its UTF-8
 bytes instead of <unk>, so it decodes back to itself. Together they make
-`decode(encode(line)) == line` hold for target lines (`round_trip_failures` finds the
-exceptions: runs of spaces, which sentencepiece collapses to one, and whatever a
-non-identity rule rewrites).
+`decode(encode(line)) == line` hold for target lines; with `identity` runs of spaces are kept
+too (the other rules collapse them). `round_trip_failures` finds the exceptions.
 """
 
 from __future__ import annotations
@@ -86,6 +85,8 @@ def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str) -> byt
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
             normalization_rule_name=cfg.normalization, byte_fallback=cfg.byte_fallback,
+            # identity means text as written: runs of spaces too (the other rules collapse them).
+            remove_extra_whitespaces=cfg.normalization != "identity",
             # The sample is already drawn (seeded) by the caller: no second sampling or shuffling.
             input_sentence_size=0, shuffle_input_sentence=False,
             num_threads=TRAIN_THREADS, max_sentence_length=_MAX_SENTENCE_BYTES, minloglevel=2,

@@ -165,10 +165,13 @@ def test_nfkc_rules_rewrite_cjk_punctuation(lang: str) -> None:
         assert back == "注意:()...!"
 
 
-def test_round_trip_exceptions_are_runs_of_spaces() -> None:
-    """The one thing the default still changes: sentencepiece collapses runs of spaces."""
+def test_runs_of_spaces_survive_identity_only() -> None:
+    """`identity` keeps text as written, runs of spaces included; nmt_nfkc collapses them."""
+    lines = ["Die Katze  isst.", "Die Katze isst.", "Die\tKatze", "Die   Katze"]
     tok, _ = _lang_tokenizer("de")
-    assert tok.round_trip_failures(["Die Katze  isst.", "Die Katze isst.", "Die\tKatze"]) == [0]
+    assert tok.round_trip_failures(lines) == []
+    tok, _ = _lang_tokenizer("de", normalization="nmt_nfkc")
+    assert tok.round_trip_failures(lines) == [0, 2, 3]
 
 
 def test_vocab_too_small_for_byte_fallback_is_a_friendly_error() -> None:

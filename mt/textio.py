@@ -26,7 +26,6 @@ from typing import BinaryIO
 
 from mt.errors import MTError
 
-
 UTF8_BOM = b"\xef\xbb\xbf"
 
 

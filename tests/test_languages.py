@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from langdata import RARE, pairs, write_text_corpus
+
 from mt.bleu import is_available
+
+pytestmark = pytest.mark.slow  # ~15-50 s each: four CLI processes and a few seconds of training
 
 TINY = {
     "tokenizer": {"vocab_size": 360},

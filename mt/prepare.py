@@ -50,7 +50,9 @@ DROP_WARNING = 0.05  # warn when cleaning drops more than this fraction of the t
 ROUND_TRIP_WARNING = 0.001  # warn when more target lines than this fraction change in the tokenizer
 ROUND_TRIP_EXAMPLES = 3  # changed lines quoted per split in clean_report.json
 # The tokenizer's training sample is drawn before any tokenizer exists, so it is filtered by
-# characters: empty pairs and lines longer than sentencepiece trains on (it skips them anyway).
+# characters: empty pairs, and lines that could exceed the 4192 UTF-8 bytes sentencepiece trains
+# on (1048 characters of up to 4 bytes; it would skip them anyway). No ratio rule: a misaligned
+# pair is still good text to learn pieces from.
 SAMPLE_LIMITS = corpus.CleanLimits(max_len=4192 // 4, max_len_ratio=0)
 
 

@@ -116,12 +116,15 @@ def evaluate(
     alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
     samples: int = typer.Option(0, help="Print this many sample translations beside their references."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    tokenize: Optional[str] = typer.Option(
+        None, help="sacreBLEU tokenizer for BLEU (13a, intl, zh, ja-mecab, ko-mecab, char, flores200, ...); "
+        "default: decode.bleu_tokenize, else by the target language."),
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
     from mt.commands import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
-                     beam=beam, alpha=alpha, samples=samples, device=device)
+                     beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize)
 
 
 @app.command()

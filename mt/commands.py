@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from mt.bleu import bleu_tokenizer_for
 from mt.ensemble import max_positions
 from mt.errors import MTError
 from mt.evaluate import (
@@ -122,6 +123,12 @@ def _print_table(rows: list[tuple[str, Scores]]) -> None:
         print(f"{label:<{width}} | {s.bleu:6.2f} | {s.chrf:6.2f} | {s.ter:6.2f}")
 
 
+def _suffix_language(path: Path) -> str:
+    """'test.ja' -> 'ja', 'newstest.zh.gz' -> 'zh', 'refs.txt' -> 'txt' (which maps to 13a)."""
+    suffixes = [x.lstrip(".") for x in path.suffixes if x != ".gz"]
+    return suffixes[-1] if suffixes else ""
+
+
 def evaluate_command(
     checkpoints: Sequence[Path],
     *,
@@ -134,12 +141,16 @@ def evaluate_command(
     alpha: float | None,
     samples: int,
     device: str,
+    tokenize: str | None = None,
 ) -> None:
     """`mt evaluate`: translate splits of the checkpoint's corpus (--split, repeatable) or a
     --src file, score against the references, print scores with signatures (a table when there
     are several sets) and `samples` example translations, and write `<label>.<ckpt>.beam<K>.hyp`
     plus a JSON report beside it in `out_dir`. Several checkpoints are evaluated as one ensemble
-    (`<ckpt>` joins their names with '+'). With --hyp/--ref only scores (no checkpoint)."""
+    (`<ckpt>` joins their names with '+'). With --hyp/--ref only scores (no checkpoint).
+    BLEU's tokenizer: `tokenize` (--tokenize) if given, else the checkpoint's `decode.bleu_tokenize`,
+    else chosen for its `data.tgt_lang`; with --hyp/--ref the language is the reference file's
+    suffix (`test.ja` -> ja)."""
     if samples < 0:
         raise MTError(f"--samples: must be at least 0, got {samples}")
     if hyp is not None:
@@ -147,7 +158,7 @@ def evaluate_command(
             raise MTError("--hyp needs --ref: the reference translations to score against")
         if checkpoints or splits or src is not None:
             raise MTError("--hyp scores existing translations; do not combine it with --checkpoint, --split or --src")
-        result = score_files(hyp, ref, out_dir)
+        result = score_files(hyp, ref, out_dir, bleu_tokenize=bleu_tokenizer_for(_suffix_language(ref), tokenize or ""))
         print(f"{hyp} ({result.sentences} sentences) against {ref}")
         _print_scores(result.scores)
         print(f"  report: {result.report_path}")
@@ -166,6 +177,7 @@ def evaluate_command(
     load_s = time.perf_counter() - started
     tests = [read_split_set(cfg.data, split) for split in splits] + files
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=None, max_tokens=None)
+    bleu_tokenize = bleu_tokenizer_for(cfg.data.tgt_lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
     shas = [sha256_file(path) for path in checkpoints]
     how = f"sampling (seed {decode.seed})" if decode.sampling else f"beam {decode.beam}, alpha {decode.alpha}"
@@ -174,7 +186,8 @@ def evaluate_command(
     rows: list[tuple[str, Scores]] = []
     for test in tests:
         result = evaluate_set(model, tokenizer, test, decode, device=dev, checkpoints=checkpoints,
-                              checkpoint_sha256s=shas, load_s=load_s, out_dir=out_dir, progress=sys.stderr.isatty())
+                              checkpoint_sha256s=shas, load_s=load_s, out_dir=out_dir, progress=sys.stderr.isatty(),
+                              bleu_tokenize=bleu_tokenize)
         n, seconds = len(result.hyps), result.translate_s
         print(f"{test.label}: {n} sentences in {seconds:.1f} s ({n / max(seconds, 1e-9):.1f} sent/s), {how}")
         _print_scores(result.scores)

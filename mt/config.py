@@ -33,6 +33,8 @@ Optimizer = Literal["adam", "adamw"]
 Schedule = Literal["inverse_sqrt", "noam", "linear_decay", "constant"]
 Precision = Literal["fp32", "bf16", "fp16"]
 LengthPenalty = Literal["gnmt", "average", "none"]
+# sentencepiece's normalisation rules (normalization_rule_name); `identity` leaves text as written.
+Normalization = Literal["identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"]
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,8 @@ class DataConfig:
     valid_split: str = "val"
     test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
     train_limit: int = 0  # keep only the first N training pairs (0 = all); for quick runs and tests
-    max_len: int = 250  # cleaning: drop training pairs with more whitespace words than this on either side
-    max_len_ratio: float = 9.0  # cleaning: drop training pairs whose word-length ratio exceeds this
+    max_len: int = 250  # cleaning: drop training pairs with more subword pieces than this on either side
+    max_len_ratio: float = 9.0  # cleaning: drop training pairs whose length ratio (in pieces) exceeds this
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class TokenizerConfig:
     character_coverage: float = 1.0
     sample_size: int = 300_000  # sentence pairs sampled (seeded) from the training split to train sentencepiece (~1 GiB RAM per 300k)
     workers: int = 1  # processes used to encode the corpus
+    normalization: Normalization = "identity"  # identity keeps text as written (full-width ，？！ and … too)
+    byte_fallback: bool = True  # unseen characters become UTF-8 byte pieces, not <unk> (uses 256 vocab entries)
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,7 @@ class DecodeConfig:
     max_len_b: int = 10
     n_best: int = 1  # hypotheses per sentence (samples, with sampling)
     max_tokens: int = 8000  # source tokens per decoding batch (times the beam)
+    bleu_tokenize: str = ""  # sacreBLEU tokenizer for BLEU ("" = by data.tgt_lang: zh, ja-mecab, ko-mecab, char, 13a)
     forbid_unk: bool = True  # never emit <unk>
     sampling: bool = False  # draw translations at random instead of searching (back-translation)
     temperature: float = 1.0  # sampling: divides the log-probs (< 1 sharper, > 1 flatter); > 0

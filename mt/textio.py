@@ -1,10 +1,15 @@
 """Safe file I/O shared by every stage: UTF-8 lines with located errors, atomic writes, hashes.
 
 Reading: `iter_lines` yields decoded lines of a text file (or .gz) without their terminator and
-raises MTError naming the file and the line on invalid UTF-8; `check_same_length` is the one
-check that two line-aligned files (source/reference, hypotheses/reference) pair up. Writing:
-`atomic_write` gives a temporary file in the target's folder that replaces the target only once
-it is complete and fsynced, so an interrupted write never leaves a half file where a good one was.
+raises MTError naming the file and the line on invalid UTF-8. Lines end at b"\\n" only ("\\r\\n"
+loses its "\\r" too; a lone "\\r", U+2028, form feeds ... stay inside the line), and a UTF-8
+byte-order mark at the start of the first line (as Windows editors write) is removed.
+`check_same_length` is the one check that two line-aligned files (source/reference,
+hypotheses/reference) pair up.
+
+Writing: `atomic_write` gives a temporary file in the target's folder that replaces the target
+only once it is complete and fsynced, so an interrupted write never leaves a half file where a
+good one was.
 """
 
 from __future__ import annotations
@@ -21,11 +26,18 @@ from typing import BinaryIO
 
 from mt.errors import MTError
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
 
 def decode_line(raw: bytes, name: str, number: int) -> str:
-    """One line's bytes, with or without '\\n' / '\\r\\n' -> text; MTError naming file and line on bad UTF-8."""
+    """One line's bytes, with or without '\\n' / '\\r\\n' -> text; MTError naming file and line on bad UTF-8.
+
+    Line `number` 1 loses a leading UTF-8 byte-order mark.
+    """
     if raw.endswith(b"\n"):
         raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+    if number == 1 and raw.startswith(UTF8_BOM):
+        raw = raw[len(UTF8_BOM):]
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:

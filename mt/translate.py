@@ -152,10 +152,13 @@ def _map_sentences(
     """Run `search(src (B, S), src_mask (B, S), line indices (B)) -> B results` over length-sorted
     batches of the encoded lines; results come back in input order, `empty` for lines without
     any token."""
-    ids = tokenizer.encode_src(list(lines))
+    # Stripped as prepare strips the corpus: a whitespace-only line is empty, not a run of spaces.
+    ids = tokenizer.encode_src([line.strip() for line in lines])
     limit = max_positions(model) - 1  # the source gets an EOS; longer input cannot be encoded
-    if any(len(seq) > limit for seq in ids):
-        warnings.warn(f"source lines longer than {limit} pieces are truncated", MTWarning, stacklevel=3)
+    too_long = sum(len(seq) > limit for seq in ids)
+    if too_long:
+        warnings.warn(f"{too_long} of {len(ids)} source lines longer than {limit} pieces are truncated "
+                      f"(model.max_positions={limit + 1}, EOS included)", MTWarning, stacklevel=3)
         ids = [seq[:limit] for seq in ids]
     todo = np.array([i for i, seq in enumerate(ids) if seq], dtype=np.int64)
     results: list[T] = [empty] * len(ids)

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from mt.batching import Batch, TokenBatchSampler, collate
+from mt.bleu import bleu_tokenizer_for
 from mt.config import Config
 from mt.corpus import read_split
 from mt.evaluate import score
@@ -35,6 +36,8 @@ class Validator:
         self.cfg, self.split, self.tokenizer, self.device, self.autocast = cfg, valid_split, tokenizer, device, autocast
         self._batches: list[Batch] | None = None
         self._lines: tuple[list[str], list[str]] | None = None
+        # The tokenizer `mt evaluate` would use for this target language (chosen once: one fallback note).
+        self.bleu_tokenize = bleu_tokenizer_for(cfg.data.tgt_lang, cfg.decode.bleu_tokenize) if cfg.train.valid_bleu else ""
 
     def batches(self) -> list[Batch]:
         if self._batches is None:
@@ -71,7 +74,8 @@ class Validator:
             if t.valid_bleu:
                 decode = dataclasses.replace(self.cfg.decode, beam=t.valid_beam, n_best=1, sampling=False)
                 src, ref = self.lines()
-                scores = score(translate_lines(model, self.tokenizer, src, decode, device=self.device), ref)
+                hyps = translate_lines(model, self.tokenizer, src, decode, device=self.device)
+                scores = score(hyps, ref, tokenize=self.bleu_tokenize)
                 record.update(bleu=scores.bleu, chrf=scores.chrf)
         finally:
             model.train(was_training)

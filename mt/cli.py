@@ -69,7 +69,7 @@ def train(config: Path = ConfigArg, overrides: list[str] = SetOpt,
 
 @app.command()
 def translate(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint file (.pt)."),
+    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint (.pt) or an `mt export` directory."),
     input: str = typer.Option("-", "--input", "-i", help="Source text, one sentence per line; '-' = stdin."),
     output: str = typer.Option("-", "--output", "-o", help="Where to write translations; '-' = stdout."),
     beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the checkpoint config."),
@@ -87,7 +87,8 @@ def translate(
 
 @app.command()
 def evaluate(
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="A checkpoint file (.pt)."),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c",
+                                              help="A checkpoint (.pt) or an `mt export` directory."),
     split: list[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),
     src: Optional[Path] = typer.Option(None, help="Source file to translate (with --ref)."),
     ref: Optional[Path] = typer.Option(None, help="Reference translations."),
@@ -103,6 +104,25 @@ def evaluate(
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
                      beam=beam, alpha=alpha, samples=samples, device=device)
+
+
+@app.command()
+def export(
+    checkpoint: Path = typer.Argument(..., help="The checkpoint (.pt) to export."),
+    format: str = typer.Option(..., "--format", help="Export format: ctranslate2."),
+    output: Path = typer.Option(..., "--output", "-o", help="The model directory to write."),
+    quantization: str = typer.Option("none", help="Weights: none (float32) | int8 | int8_float32 | int16."),
+    force: bool = typer.Option(False, help="Replace a non-empty output directory."),
+) -> None:
+    """Export a checkpoint for deployment (CTranslate2: `mt translate/evaluate -c DIR` run it too)."""
+    if format != "ctranslate2":
+        raise MTError(f"--format: unknown format {format!r}; expected ctranslate2")
+    if not checkpoint.is_file():
+        raise MTError(f"checkpoint '{checkpoint}': file not found")
+    from mt.export import export_ctranslate2
+
+    out = export_ctranslate2(checkpoint, output, quantization=quantization, force=force)
+    print(f"exported {checkpoint} to {out} (CTranslate2, quantization {quantization})")
 
 
 @app.command()

@@ -23,7 +23,7 @@ from mt.evaluate import (
     score_files,
 )
 from mt.textio import decode_line, iter_stream, read_lines, sha256_file, write_lines_atomic
-from mt.translate import decode_settings, load_model, translate_lines, translate_nbest
+from mt.translate import decode_settings, load_engine, translate_lines, translate_nbest
 
 # --------------------------------------------------------------------------- mt translate
 
@@ -59,7 +59,7 @@ def translate_command(
     out_path = None if output == "-" else Path(output)
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
-    model, tokenizer, cfg, dev = load_model(checkpoint, device)
+    model, tokenizer, cfg, dev = load_engine(checkpoint, device)
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens)
 
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
@@ -149,12 +149,12 @@ def evaluate_command(
     # User files are read (and checked) before the slower model load.
     files = [read_file_set(src, ref)] if src is not None and ref is not None else []
     started = time.perf_counter()
-    model, tokenizer, cfg, dev = load_model(checkpoint, device)
+    model, tokenizer, cfg, dev = load_engine(checkpoint, device)
     load_s = time.perf_counter() - started
     tests = [read_split_set(cfg.data, split) for split in splits] + files
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=None, max_tokens=None)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoint)
-    sha = sha256_file(checkpoint)
+    sha = sha256_file(checkpoint / "model.bin" if checkpoint.is_dir() else checkpoint)  # an export: its weights
     rows: list[tuple[str, Scores]] = []
     for test in tests:
         result = evaluate_set(model, tokenizer, test, decode, device=dev, checkpoint=checkpoint, checkpoint_sha256=sha,

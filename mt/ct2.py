@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from mt.config import DecodeConfig
 from mt.errors import MTError
 from mt.export import import_ctranslate2, read_export_info
 from mt.search import length_penalty as mt_length_penalty
@@ -63,7 +64,7 @@ class CT2Translator:
     def __init__(self, model_dir: Path, *, compute_type: str = "default", threads: int = 0,
                  max_batch_size: int = 64) -> None:
         """`compute_type`: CTranslate2's (default = the exported weights' type); `threads`: intra-op
-        threads (0 = torch's current count); `max_batch_size`: sentences per CTranslate2 batch."""
+        threads (0 = torch's current count); `max_batch_size`: sentences per CTranslate2 batch (0 = no limit)."""
         ct2 = import_ctranslate2()
         self.model_dir = Path(model_dir)
         self.info = read_export_info(self.model_dir)
@@ -188,6 +189,15 @@ class CT2Translator:
         scores = self.score_ids([src_ids[i] for i, _ in todo], [raw[i][j][0] for i, j in todo])
         for (i, j), lps in zip(todo, scores):
             raw[i][j] = (raw[i][j][0], float(sum(lps)), True)
+
+    def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *,
+                   n_best: int | None) -> list[list[tuple[list[int], float]]]:
+        """`mt.translate.Engine`'s search: the 1-best of `decode`'s search (greedy for beam 1), or
+        its `n_best` beam hypotheses re-scored with the model's own log-probs (`exact_scores`)."""
+        found = self.translate_ids(src_ids, beam=decode.beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
+                                   max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=n_best or 1,
+                                   forbid_unk=decode.forbid_unk, exact_scores=n_best is not None)
+        return found
 
     def describe(self) -> dict[str, Any]:
         """What `mt translate/evaluate -c DIR` may print: the export's settings and source checkpoint."""

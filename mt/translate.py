@@ -7,6 +7,11 @@ greedy for beam 1, else beam search), put the results back in input order and de
 the target model. An empty input line gives an empty output line without running the model, so
 outputs always line up with inputs. Nothing here prints except a progress bar on request; a
 source line too long for the model is cut and reported as an `MTWarning`.
+
+The model behind it is an `Engine`: mt's own Transformer (`NativeEngine`: greedy or beam search
+through `search_batch`) or a model exported to CTranslate2 (`mt.ct2.CT2Translator`, `mt export`).
+Both take and return token ids; `load_engine` picks one from what `-c` names (a .pt file or an
+exported directory), and `translate_lines`/`translate_nbest` accept either (or a bare Transformer).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import sys
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar, overload
+from typing import Protocol, TypeVar, overload
 
 import numpy as np
 import torch
@@ -26,7 +31,9 @@ from mt.batching import collate_source, decode_batches
 from mt.checkpoint import load_for_inference
 from mt.config import Config, DecodeConfig
 from mt.distributed import resolve_device
+from mt.config import config_from_dict
 from mt.errors import MTError, MTWarning
+from mt.export import is_export_dir
 from mt.model import Transformer
 from mt.search import Hypothesis, beam_search, greedy_search
 from mt.tokenizer import Tokenizer
@@ -88,21 +95,80 @@ def search_batch(model: Transformer, src: torch.Tensor, src_mask: torch.Tensor, 
     return [hyps[0].tokens for hyps in found] if n_best is None else found
 
 
+class Engine(Protocol):
+    """What translation needs from a model: its position limit and a search over token ids."""
+
+    max_positions: int
+
+    def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *,
+                   n_best: int | None) -> list[list[tuple[list[int], float]]]:
+        """For each source (ids without EOS): with `n_best` None, the one output of the search
+        `decode` asks for (greedy for beam 1, its score may be NaN); else its `n_best` beam-search
+        hypotheses with their length-normalised scores, best first."""
+        ...
+
+
+class NativeEngine:
+    """mt's own Transformer as an `Engine`: `search_batch` in eval mode without autograd."""
+
+    def __init__(self, model: Transformer, device: torch.device | str) -> None:
+        self.model, self.device = model, device
+        self.max_positions = model.cfg.max_positions
+
+    def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *,
+                   n_best: int | None) -> list[list[tuple[list[int], float]]]:
+        src, src_mask = collate_source(src_ids)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.inference_mode():
+                found = search_batch(self.model, src.to(self.device), src_mask.to(self.device), decode, n_best=n_best)
+        finally:
+            self.model.train(was_training)
+        if n_best is None:
+            return [[(tokens, float("nan"))] for tokens in found]
+        return [[(h.tokens, h.score) for h in hyps] for hyps in found]
+
+
+def as_engine(model: Transformer | Engine, device: torch.device | str) -> Engine:
+    """A Transformer wrapped in a `NativeEngine`; an engine as it is."""
+    return NativeEngine(model, device) if isinstance(model, Transformer) else model
+
+
+def load_engine(path: Path, device: str) -> tuple[Engine, Tokenizer, Config, torch.device]:
+    """(engine, tokenizer, config, device) for `-c PATH`: a checkpoint file runs natively on
+    `device`; a directory written by `mt export` runs in CTranslate2 on the CPU, with the config
+    (decode defaults included) stored in its mt_export.json."""
+    if not is_export_dir(path):
+        model, tokenizer, cfg, dev = load_model(path, device)
+        return NativeEngine(model, dev), tokenizer, cfg, dev
+    if device not in ("auto", "cpu"):
+        raise MTError(f"--device {device}: an exported CTranslate2 model ('{path}') runs on the CPU here; "
+                      "use --device cpu or the .pt checkpoint")
+    from mt.ct2 import CT2Translator
+
+    translator = CT2Translator(path, max_batch_size=0)  # one CTranslate2 batch per mt batch (decode.max_tokens)
+    try:
+        cfg = config_from_dict(translator.info["config"])
+    except MTError as e:
+        raise MTError(f"'{path}': stored config is invalid: {e}") from None
+    return translator, Tokenizer.from_files(path), cfg, torch.device("cpu")
+
+
 def _map_sentences(
-    model: Transformer,
+    engine: Engine,
     tokenizer: Tokenizer,
     lines: Sequence[str],
     decode: DecodeConfig,
     *,
-    device: torch.device | str,
     progress: bool,
-    search: Callable[[torch.Tensor, torch.Tensor], list[T]],
+    search: Callable[[list[list[int]]], list[T]],
     empty: T,
 ) -> list[T]:
-    """Run `search(src (B, S), src_mask (B, S)) -> B results` over length-sorted batches of the
-    encoded lines; results come back in input order, `empty` for lines without any token."""
+    """Run `search(B source id lists) -> B results` over length-sorted batches of the encoded
+    lines; results come back in input order, `empty` for lines without any token."""
     ids = tokenizer.encode_src(list(lines))
-    limit = model.cfg.max_positions - 1  # the source gets an EOS; longer input cannot be encoded
+    limit = engine.max_positions - 1  # the source gets an EOS; longer input cannot be encoded
     if any(len(seq) > limit for seq in ids):
         warnings.warn(f"source lines longer than {limit} pieces are truncated", MTWarning, stacklevel=3)
         ids = [seq[:limit] for seq in ids]
@@ -111,25 +177,18 @@ def _map_sentences(
     lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
     # decode.max_tokens bounds source tokens times the beam: beam search runs B * beam rows.
     budget = max(1, decode.max_tokens // decode.beam)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode(), tqdm(total=len(ids), disable=not progress, file=sys.stderr,
-                                          unit="sent", desc="translate") as bar:
-            bar.update(len(ids) - len(todo))
-            for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
-                rows = todo[batch]
-                src, src_mask = collate_source([ids[i] for i in rows])
-                for row, result in zip(rows.tolist(), search(src.to(device), src_mask.to(device))):
-                    results[row] = result
-                bar.update(len(rows))
-    finally:
-        model.train(was_training)
+    with tqdm(total=len(ids), disable=not progress, file=sys.stderr, unit="sent", desc="translate") as bar:
+        bar.update(len(ids) - len(todo))
+        for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
+            rows = todo[batch]
+            for row, result in zip(rows.tolist(), search([ids[i] for i in rows])):
+                results[row] = result
+            bar.update(len(rows))
     return results
 
 
 def translate_lines(
-    model: Transformer,
+    model: Transformer | Engine,
     tokenizer: Tokenizer,
     lines: Sequence[str],
     decode: DecodeConfig,
@@ -140,15 +199,17 @@ def translate_lines(
     """Translate raw lines (greedy when decode.beam == 1, else beam search) -> one detokenised
     line each, in input order. The model is put in eval mode and restored afterwards, so the
     trainer may pass its (unwrapped, not DDP) model for validation BLEU."""
-    def search(src: torch.Tensor, src_mask: torch.Tensor) -> list[list[int]]:
-        return search_batch(model, src, src_mask, decode)
+    engine = as_engine(model, device)
 
-    tokens = _map_sentences(model, tokenizer, lines, decode, device=device, progress=progress, search=search, empty=[])
+    def search(src_ids: list[list[int]]) -> list[list[int]]:
+        return [hyps[0][0] for hyps in engine.search_ids(src_ids, decode, n_best=None)]
+
+    tokens = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[])
     return tokenizer.decode_tgt(tokens)
 
 
 def translate_nbest(
-    model: Transformer,
+    model: Transformer | Engine,
     tokenizer: Tokenizer,
     lines: Sequence[str],
     decode: DecodeConfig,
@@ -158,11 +219,12 @@ def translate_nbest(
 ) -> list[list[tuple[str, float]]]:
     """The `decode.n_best` best translations of each line with their length-normalised scores,
     best first (beam search, also for beam 1). An empty line gives [("", 0.0)]."""
-    def search(src: torch.Tensor, src_mask: torch.Tensor) -> list[list[tuple[list[int], float]]]:
-        found = search_batch(model, src, src_mask, decode, n_best=decode.n_best)
-        return [[(h.tokens, h.score) for h in nbest] for nbest in found]
+    engine = as_engine(model, device)
 
-    found = _map_sentences(model, tokenizer, lines, decode, device=device, progress=progress, search=search,
+    def search(src_ids: list[list[int]]) -> list[list[tuple[list[int], float]]]:
+        return engine.search_ids(src_ids, decode, n_best=decode.n_best)
+
+    found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search,
                            empty=[([], 0.0)])
     texts = iter(tokenizer.decode_tgt([tokens for nbest in found for tokens, _ in nbest]))
     return [[(next(texts), s) for _, s in nbest] for nbest in found]

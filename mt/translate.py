@@ -29,9 +29,8 @@ from tqdm import tqdm
 
 from mt.batching import collate_source, decode_batches
 from mt.checkpoint import load_for_inference
-from mt.config import Config, DecodeConfig
+from mt.config import Config, DecodeConfig, config_from_dict
 from mt.distributed import resolve_device
-from mt.config import config_from_dict
 from mt.errors import MTError, MTWarning
 from mt.export import is_export_dir
 from mt.model import Transformer

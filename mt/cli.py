@@ -67,6 +67,10 @@ def train(config: Path = ConfigArg, overrides: list[str] = SetOpt,
     run_train(load_config(config, overrides), resume=resume)
 
 
+PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "
+                 "(AVX512-BF16/AMX CPUs, bf16 GPUs), opt-in: check BLEU against fp32.")
+
+
 @app.command()
 def translate(
     checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint (.pt) or an `mt export` directory."),
@@ -77,12 +81,13 @@ def translate(
     n_best: Optional[int] = typer.Option(None, "--n-best", help="Write N hypotheses per sentence: 'i ||| text ||| score'."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Source tokens per decoding batch."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order."""
     from mt.commands import translate_command
 
     translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best,
-                   max_tokens=max_tokens, device=device)
+                   max_tokens=max_tokens, device=device, precision=precision)
 
 
 @app.command()
@@ -98,12 +103,13 @@ def evaluate(
     alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
     samples: int = typer.Option(0, help="Print this many sample translations beside their references."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
     from mt.commands import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
-                     beam=beam, alpha=alpha, samples=samples, device=device)
+                     beam=beam, alpha=alpha, samples=samples, device=device, precision=precision)
 
 
 @app.command()

@@ -43,6 +43,7 @@ def translate_command(
     n_best: int | None,
     max_tokens: int | None,
     device: str,
+    precision: str | None = None,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
@@ -60,7 +61,8 @@ def translate_command(
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
     model, tokenizer, cfg, dev = load_engine(checkpoint, device)
-    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens)
+    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
+                             precision=precision)
 
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
         if n_best is not None:
@@ -122,6 +124,7 @@ def evaluate_command(
     alpha: float | None,
     samples: int,
     device: str,
+    precision: str | None = None,
 ) -> None:
     """`mt evaluate`: translate splits of the checkpoint's corpus (--split, repeatable) or a
     --src file, score against the references, print scores with signatures (a table when there
@@ -152,7 +155,7 @@ def evaluate_command(
     model, tokenizer, cfg, dev = load_engine(checkpoint, device)
     load_s = time.perf_counter() - started
     tests = [read_split_set(cfg.data, split) for split in splits] + files
-    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=None, max_tokens=None)
+    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=None, max_tokens=None, precision=precision)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoint)
     sha = sha256_file(checkpoint / "model.bin" if checkpoint.is_dir() else checkpoint)  # an export: its weights
     rows: list[tuple[str, Scores]] = []

@@ -33,6 +33,7 @@ Optimizer = Literal["adam", "adamw"]
 Schedule = Literal["inverse_sqrt", "noam", "linear_decay", "constant"]
 Precision = Literal["fp32", "bf16", "fp16"]
 LengthPenalty = Literal["gnmt", "average", "none"]
+DecodePrecision = Literal["fp32", "bf16"]
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class DecodeConfig:
     n_best: int = 1
     max_tokens: int = 8000  # source tokens per decoding batch (times the beam)
     forbid_unk: bool = True  # never emit <unk>
+    precision: DecodePrecision = "fp32"  # bf16: a bf16 copy of the model, only on hardware with native bf16
 
 
 @dataclass(frozen=True)

@@ -194,6 +194,9 @@ class CT2Translator:
                    n_best: int | None) -> list[list[tuple[list[int], float]]]:
         """`mt.translate.Engine`'s search: the 1-best of `decode`'s search (greedy for beam 1), or
         its `n_best` beam hypotheses re-scored with the model's own log-probs (`exact_scores`)."""
+        if decode.precision != "fp32":
+            raise MTError(f"--precision {decode.precision}: an exported model's precision is its export's "
+                          f"--quantization ({self.info.get('quantization')})")
         found = self.translate_ids(src_ids, beam=decode.beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
                                    max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=n_best or 1,
                                    forbid_unk=decode.forbid_unk, exact_scores=n_best is not None)

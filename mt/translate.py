@@ -16,6 +16,7 @@ exported directory), and `translate_lines`/`translate_nbest` accept either (or a
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 import warnings
@@ -41,7 +42,7 @@ T = TypeVar("T")
 
 
 def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None, n_best: int | None,
-                    max_tokens: int | None) -> DecodeConfig:
+                    max_tokens: int | None, precision: str | None = None) -> DecodeConfig:
     """The checkpoint's decode settings with command-line overrides (None = keep), checked.
     An --n-best above the configured beam raises the beam to it unless --beam was given too."""
     for flag, value in (("--beam", beam), ("--n-best", n_best), ("--max-tokens", max_tokens)):
@@ -53,7 +54,10 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
         alpha=base.alpha if alpha is None else alpha,
         n_best=1 if n_best is None else n_best,
         max_tokens=base.max_tokens if max_tokens is None else max_tokens,
+        precision=base.precision if precision is None else precision,
     )
+    if decode.precision not in ("fp32", "bf16"):
+        raise MTError(f"--precision: expected fp32 or bf16, got {decode.precision!r}")
     if decode.n_best > decode.beam:
         if beam is not None:
             raise MTError(f"--n-best {decode.n_best} exceeds --beam {decode.beam}")
@@ -107,23 +111,49 @@ class Engine(Protocol):
         ...
 
 
+def native_bf16(device: torch.device | str) -> bool:
+    """Whether `device` computes bf16 natively (CUDA with bf16, or a CPU with AVX512-BF16 or AMX);
+    elsewhere bf16 matmuls are emulated and far slower than fp32."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(probe() for probe in probes if probe is not None)
+
+
 class NativeEngine:
-    """mt's own Transformer as an `Engine`: `search_batch` in eval mode without autograd."""
+    """mt's own Transformer as an `Engine`: `search_batch` in eval mode without autograd.
+
+    decode.precision bf16 runs a bf16 copy of the model (weights cast once; log-probs and search
+    stay float32), opt-in and only where bf16 is native: check its BLEU against fp32 first.
+    """
 
     def __init__(self, model: Transformer, device: torch.device | str) -> None:
         self.model, self.device = model, device
         self.max_positions = model.cfg.max_positions
+        self._bf16: Transformer | None = None
+
+    def _model_for(self, decode: DecodeConfig) -> Transformer:
+        if decode.precision == "fp32":
+            return self.model
+        if not native_bf16(self.device):
+            raise MTError(f"--precision bf16: {self.device} has no native bf16 (needs AVX512-BF16/AMX or a bf16 GPU); "
+                          "use fp32")
+        if self._bf16 is None:
+            self._bf16 = copy.deepcopy(self.model).to(torch.bfloat16).eval()
+        return self._bf16
 
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *,
                    n_best: int | None) -> list[list[tuple[list[int], float]]]:
+        model = self._model_for(decode)
         src, src_mask = collate_source(src_ids)
-        was_training = self.model.training
-        self.model.eval()
+        was_training = model.training
+        model.eval()
         try:
             with torch.inference_mode():
-                found = search_batch(self.model, src.to(self.device), src_mask.to(self.device), decode, n_best=n_best)
+                found = search_batch(model, src.to(self.device), src_mask.to(self.device), decode, n_best=n_best)
         finally:
-            self.model.train(was_training)
+            model.train(was_training)
         if n_best is None:
             return [[(tokens, float("nan"))] for tokens in found]
         return [[(h.tokens, h.score) for h in hyps] for hyps in found]

@@ -88,3 +88,25 @@ def test_cache_grows_and_copies_on_write() -> None:
     again, _ = model.decode_step(tgt[:, -1:], memory, src_mask, cache.reorder(torch.arange(3)))
     want = model.decode(torch.cat([tgt, tgt[:, -1:]], 1), memory, src_mask).log_softmax(-1)[:, -1]
     torch.testing.assert_close(again, want, atol=1e-5, rtol=0)
+
+
+def test_bf16_precision_is_opt_in_and_needs_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mt.translate as tr
+    from mt.config import DecodeConfig
+    from mt.errors import MTError
+
+    model = _model()
+    decode = tr.decode_settings(DecodeConfig(beam=2, max_len_b=5), beam=None, alpha=None, n_best=None, max_tokens=None)
+    assert decode.precision == "fp32"
+    with pytest.raises(MTError, match="--precision"):
+        tr.decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, precision="fp16")
+    bf16 = tr.decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, precision="bf16")
+    src = [[5, 6, 7], [8, 9]]
+    monkeypatch.setattr(tr, "native_bf16", lambda device: True)  # run the bf16 branch on any CPU
+    engine = tr.NativeEngine(model, "cpu")
+    out = engine.search_ids(src, bf16, n_best=None)
+    assert len(out) == 2 and all(isinstance(t, int) for hyps in out for t in hyps[0][0])
+    assert next(model.parameters()).dtype == torch.float32  # the caller's model is left as it was
+    monkeypatch.setattr(tr, "native_bf16", lambda device: False)
+    with pytest.raises(MTError, match="native bf16"):
+        tr.NativeEngine(model, "cpu").search_ids(src, bf16, n_best=None)

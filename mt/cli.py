@@ -29,6 +29,9 @@ app.add_typer(data_app, name="data")
 
 ConfigArg = typer.Argument(..., help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml.")
 SetOpt = typer.Option([], "--set", help="Override a config value: section.key=value (repeatable).")
+CKPT_HELP = ("A checkpoint file (.pt). Repeat for an ensemble: the models' probabilities are averaged at every "
+             "step; they must share one tokenizer, and the first one's config and decode settings apply. "
+             "translate/evaluate also take one `mt export` directory (run in CTranslate2).")
 
 
 @data_app.command("fetch")
@@ -73,27 +76,43 @@ PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only
 
 @app.command()
 def translate(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint (.pt) or an `mt export` directory."),
+    checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
     input: str = typer.Option("-", "--input", "-i", help="Source text, one sentence per line; '-' = stdin."),
     output: str = typer.Option("-", "--output", "-o", help="Where to write translations; '-' = stdout."),
     beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the checkpoint config."),
     alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
-    n_best: Optional[int] = typer.Option(None, "--n-best", help="Write N hypotheses per sentence: 'i ||| text ||| score'."),
+    n_best: Optional[int] = typer.Option(
+        None, "--n-best", help="Write N hypotheses per sentence (N samples with --sampling): 'i ||| text ||| score'."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Source tokens per decoding batch."),
+    sampling: Optional[bool] = typer.Option(
+        None, "--sampling/--no-sampling",
+        help="Draw each translation at random from the model instead of searching (e.g. for back-translation); "
+             "default from the config (decode.sampling)."),
+    temperature: Optional[float] = typer.Option(
+        None, help="Sampling: divide the log-probabilities by T (< 1 sharper, > 1 flatter; default 1)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="Sampling: draw from the K most probable tokens (0 = all)."),
+    top_p: Optional[float] = typer.Option(
+        None, "--top-p", help="Sampling: nucleus, the fewest most probable tokens holding probability P (1 = all)."),
+    seed: Optional[int] = typer.Option(
+        None, help="Sampling: the same seed and input give the same output, whatever the batching; default 0."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
     precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
 ) -> None:
-    """Translate raw text: same number of lines out as in, in the same order."""
+    """Translate raw text: same number of lines out as in, in the same order.
+
+    Beam search (greedy with --beam 1) by default; --sampling draws translations instead.
+    Several -c checkpoints translate as one ensemble.
+    """
     from mt.commands import translate_command
 
-    translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best,
-                   max_tokens=max_tokens, device=device, precision=precision)
+    translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
+                      sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                      device=device, precision=precision)
 
 
 @app.command()
 def evaluate(
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c",
-                                              help="A checkpoint (.pt) or an `mt export` directory."),
+    checkpoint: list[Path] = typer.Option([], "--checkpoint", "-c", help=CKPT_HELP),
     split: list[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),
     src: Optional[Path] = typer.Option(None, help="Source file to translate (with --ref)."),
     ref: Optional[Path] = typer.Option(None, help="Reference translations."),
@@ -129,6 +148,25 @@ def export(
 
     out = export_ctranslate2(checkpoint, output, quantization=quantization, force=force)
     print(f"exported {checkpoint} to {out} (CTranslate2, quantization {quantization})")
+
+
+@app.command()
+def score(
+    checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
+    src: Path = typer.Option(..., help="Source sentences, one per line."),
+    tgt: Path = typer.Option(..., help="Target sentences: line i is scored as a translation of --src line i."),
+    output: str = typer.Option("-", "--output", "-o", help="Where to write the scores; '-' = stdout."),
+    normalize: bool = typer.Option(
+        False, help="Add a third column: the log-probability divided by the config's length penalty "
+                    "(decode.length_penalty, decode.alpha), the score beam search ranks by."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Padded source + target tokens per batch."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+) -> None:
+    """Score sentence pairs under the model: per line 'log_prob<TAB>per_token' (forced decoding,
+    EOS included), e.g. to filter a noisy corpus or rerank n-best lists."""
+    from mt.commands import score_command
+
+    score_command(checkpoint, src, tgt, output, normalize=normalize, max_tokens=max_tokens, device=device)
 
 
 @app.command()

@@ -127,10 +127,15 @@ class DecodeConfig:
     alpha: float = 0.6
     max_len_a: float = 1.5  # maximum output length = a * |src| + b
     max_len_b: int = 10
-    n_best: int = 1
+    n_best: int = 1  # hypotheses per sentence (samples, with sampling)
     max_tokens: int = 8000  # source tokens per decoding batch (times the beam)
     forbid_unk: bool = True  # never emit <unk>
     precision: DecodePrecision = "fp32"  # bf16: a bf16 copy of the model, only on hardware with native bf16
+    sampling: bool = False  # draw translations at random instead of searching (back-translation)
+    temperature: float = 1.0  # sampling: divides the log-probs (< 1 sharper, > 1 flatter); > 0
+    top_k: int = 0  # sampling: draw from the k most probable tokens only (0 = all)
+    top_p: float = 1.0  # sampling: nucleus, the fewest best tokens holding this probability; in (0, 1]
+    seed: int = 0  # sampling: same seed and input, same output
 
 
 @dataclass(frozen=True)
@@ -386,8 +391,14 @@ def _check_values(cfg: Config) -> None:
                        "train.label_smoothing": t.label_smoothing}.items():
         if not 0.0 <= value < 1.0:
             raise MTError(f"config key '{key}': must be in [0, 1), got {value}")
-    if d.n_best > d.beam:
+    if d.n_best > d.beam and not d.sampling:  # sampling draws n_best samples, whatever the beam
         raise MTError(f"config key 'decode.n_best': {d.n_best} exceeds decode.beam={d.beam}")
+    if not d.temperature > 0.0:
+        raise MTError(f"config key 'decode.temperature': must be positive, got {d.temperature}")
+    if d.top_k < 0:
+        raise MTError(f"config key 'decode.top_k': must be 0 (no limit) or positive, got {d.top_k}")
+    if not 0.0 < d.top_p <= 1.0:
+        raise MTError(f"config key 'decode.top_p': must be in (0, 1], got {d.top_p}")
     parse_duration(t.time_budget)
     if not cfg.name or "/" in cfg.name:
         raise MTError(f"config key 'name': must be a non-empty name without '/', got {cfg.name!r}")

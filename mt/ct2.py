@@ -190,10 +190,12 @@ class CT2Translator:
         for (i, j), lps in zip(todo, scores):
             raw[i][j] = (raw[i][j][0], float(sum(lps)), True)
 
-    def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *,
-                   n_best: int | None) -> list[list[tuple[list[int], float]]]:
+    def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
+                   sentence_ids: list[int] | None = None) -> list[list[tuple[list[int], float]]]:
         """`mt.translate.Engine`'s search: the 1-best of `decode`'s search (greedy for beam 1), or
         its `n_best` beam hypotheses re-scored with the model's own log-probs (`exact_scores`)."""
+        if decode.sampling:
+            raise MTError("--sampling: runs with .pt checkpoints only; an exported model searches (greedy/beam)")
         if decode.precision != "fp32":
             raise MTError(f"--precision {decode.precision}: an exported model's precision is its export's "
                           f"--quantization ({self.info.get('quantization')})")

@@ -50,12 +50,13 @@ def _gather(bufs: list[Tensor], length: int, index: Tensor | None, capacity: int
 class DecoderCache:
     """Per-layer attention keys/values of the positions decoded so far.
 
-    self_k/self_v[l]: (capacity, B, H, d_k) buffers, positions [0, length) filled (time-major).
+    k_bufs/v_bufs[l]: (capacity, B, H, d_k) self-attention buffers, positions [0, length) filled
+    (time-major); `self_k`/`self_v[l]` view the filled part as (B, H, length, d_k).
     cross_k/cross_v[l]: (B, H, S, d_k) contiguous, projected from the encoder memory on the first step.
     """
 
-    self_k: list[Tensor]
-    self_v: list[Tensor]
+    k_bufs: list[Tensor]
+    v_bufs: list[Tensor]
     cross_k: list[Tensor]
     cross_v: list[Tensor]
     length: int = 0
@@ -72,31 +73,37 @@ class DecoderCache:
 
         return cls(buffers(), buffers(), cross_k, cross_v, 0)
 
-    def self_kv(self, layer: int, upto: int) -> tuple[Tensor, Tensor]:
-        """Layer `layer`'s self-attention keys/values of positions [0, upto) as (B, H, upto, d_k) views."""
-        return self.self_k[layer][:upto].permute(1, 2, 0, 3), self.self_v[layer][:upto].permute(1, 2, 0, 3)
+    @property
+    def self_k(self) -> list[Tensor]:
+        """Each layer's self-attention keys so far, (B, H, length, d_k) views of the buffers."""
+        return [buf[: self.length].permute(1, 2, 0, 3) for buf in self.k_bufs]
+
+    @property
+    def self_v(self) -> list[Tensor]:
+        """Each layer's self-attention values so far, (B, H, length, d_k) views of the buffers."""
+        return [buf[: self.length].permute(1, 2, 0, 3) for buf in self.v_bufs]
 
     def writable(self) -> DecoderCache:
         """This cache, ready to take position `length`: grown when full, copied when its buffers
         already hold a later position (another branch decoded from the same cache)."""
-        capacity = self.self_k[0].size(0)
+        capacity = self.k_bufs[0].size(0)
         if self.length < capacity and self._written[0] == self.length:
             return self
         capacity = 2 * capacity if self.length == capacity else capacity
-        return DecoderCache(_gather(self.self_k, self.length, None, capacity),
-                            _gather(self.self_v, self.length, None, capacity),
+        return DecoderCache(_gather(self.k_bufs, self.length, None, capacity),
+                            _gather(self.v_bufs, self.length, None, capacity),
                             self.cross_k, self.cross_v, self.length, [self.length])
 
     def advanced(self) -> DecoderCache:
         """The cache after `decode_step` wrote position `length` into these buffers."""
         self._written[0] = self.length + 1
-        return DecoderCache(self.self_k, self.self_v, self.cross_k, self.cross_v, self.length + 1, self._written)
+        return DecoderCache(self.k_bufs, self.v_bufs, self.cross_k, self.cross_v, self.length + 1, self._written)
 
     def reorder(self, index: Tensor) -> DecoderCache:
         """Select batch rows `index` (B',) long: follow beams, or drop finished sentences."""
-        capacity = self.self_k[0].size(0)
-        return DecoderCache(_gather(self.self_k, self.length, index, capacity),
-                            _gather(self.self_v, self.length, index, capacity),
+        capacity = self.k_bufs[0].size(0)
+        return DecoderCache(_gather(self.k_bufs, self.length, index, capacity),
+                            _gather(self.v_bufs, self.length, index, capacity),
                             [t.index_select(0, index) for t in self.cross_k],
                             [t.index_select(0, index) for t in self.cross_v], self.length, [self.length])
 
@@ -106,7 +113,7 @@ class DecoderCache:
         Those rows share the same encoder memory, so their cross-attention keys/values are equal
         and are kept as they are instead of being copied on every beam-search step.
         """
-        capacity = self.self_k[0].size(0)
-        return DecoderCache(_gather(self.self_k, self.length, index, capacity),
-                            _gather(self.self_v, self.length, index, capacity),
+        capacity = self.k_bufs[0].size(0)
+        return DecoderCache(_gather(self.k_bufs, self.length, index, capacity),
+                            _gather(self.v_bufs, self.length, index, capacity),
                             self.cross_k, self.cross_v, self.length, [self.length])

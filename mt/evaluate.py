@@ -26,6 +26,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from mt.config import DataConfig, DecodeConfig
 from mt.corpus import read_split, split_available
+from mt.ensemble import Ensemble
 from mt.errors import MTError
 from mt.model import Transformer
 from mt.textio import check_same_length, read_lines, write_lines_atomic
@@ -80,8 +81,8 @@ class Provenance:
 
     set: str  # the test set's label
     source: str  # where its source lines came from
-    checkpoint: Path
-    checkpoint_sha256: str
+    checkpoints: Sequence[Path]  # one, or the members of an ensemble (config and decode from the first)
+    checkpoint_sha256s: Sequence[str]
     decode: DecodeConfig
     device: str
     threads: int
@@ -103,7 +104,9 @@ def build_report(hypotheses: Path, reference: str, scores: Scores, *, sentences:
         report["timings"] = {"score_s": round(score_s, 3)}
         return report
     report.update(
-        checkpoint=str(made.checkpoint.resolve()), checkpoint_sha256=made.checkpoint_sha256,
+        checkpoint=str(made.checkpoints[0].resolve()), checkpoint_sha256=made.checkpoint_sha256s[0],
+        checkpoints=[{"path": str(path.resolve()), "sha256": sha}
+                     for path, sha in zip(made.checkpoints, made.checkpoint_sha256s)],
         decode=dataclasses.asdict(made.decode), device=made.device, threads=made.threads,
         timings={"load_s": round(made.load_s, 3), "translate_s": round(made.translate_s, 3),
                  "score_s": round(score_s, 3)},
@@ -191,20 +194,21 @@ class SetResult:
 
 
 def evaluate_set(
-    model: Transformer | Engine,
+    model: Transformer | Ensemble | Engine,
     tokenizer: Tokenizer,
     test: EvalSet,
     decode: DecodeConfig,
     *,
     device: torch.device,
-    checkpoint: Path,
-    checkpoint_sha256: str,
+    checkpoints: Sequence[Path],
+    checkpoint_sha256s: Sequence[str],
     load_s: float,
     out_dir: Path,
     progress: bool,
 ) -> SetResult:
     """Translate a test set, score it against its references (stripped at the end) and write
-    `<out_dir>/<label>.<checkpoint stem>.beam<K>.hyp` and the `.json` report beside it."""
+    `<out_dir>/<label>.<checkpoint stem>.beam<K>.hyp` and the `.json` report beside it (stems
+    joined by '+' for an ensemble; `sample<seed>` instead of `beam<K>` when decode.sampling)."""
     if not test.src:
         raise MTError(f"{test.label}: no sentences to translate")
     t0 = time.perf_counter()
@@ -213,10 +217,11 @@ def evaluate_set(
     t0 = time.perf_counter()
     scores = score(hyps, [r.rstrip() for r in test.ref])
     score_s = time.perf_counter() - t0
-    stem = f"{test.label}.{checkpoint.stem}.beam{decode.beam}"
+    how = f"sample{decode.seed}" if decode.sampling else f"beam{decode.beam}"
+    stem = f"{test.label}.{'+'.join(path.stem for path in checkpoints)}.{how}"
     hyp_path, report_path = out_dir / f"{stem}.hyp", out_dir / f"{stem}.json"
     write_lines_atomic(hyp_path, hyps)
-    made = Provenance(test.label, test.source, checkpoint, checkpoint_sha256, decode, str(device),
+    made = Provenance(test.label, test.source, checkpoints, checkpoint_sha256s, decode, str(device),
                       torch.get_num_threads(), load_s, translate_s)
     write_report(report_path, build_report(hyp_path, test.reference, scores, sentences=len(hyps),
                                            score_s=score_s, made=made))

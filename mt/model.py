@@ -375,7 +375,7 @@ class Transformer(nn.Module):
         t = cache.length
         x = self._embed(self.tgt_embed, tokens, t)  # (B, 1, D)
         for i, layer in enumerate(self.decoder):
-            x = layer.step(x, cache.self_k[i], cache.self_v[i], t, cache.cross_k[i], cache.cross_v[i], key_mask)
+            x = layer.step(x, cache.k_bufs[i], cache.v_bufs[i], t, cache.cross_k[i], cache.cross_v[i], key_mask)
         logits = self._logits(self.dec_norm(x[:, -1]))  # (B, V)
         return logits.float().log_softmax(dim=-1), cache.advanced()
 

@@ -5,7 +5,7 @@ Both searches only need `model.encode(src, src_mask)` and
 `cache.reorder(index)` / `cache.reorder_beams(index)` (`SearchCache`): the decoder sees one new
 token per row and step, never the prefix again.
 
-Conventions (shared by greedy, beam and `force_decode_score`):
+Conventions (shared by greedy, beam, sampling in mt/sampling.py and forced decoding in mt/scoring.py):
 - A hypothesis is `y_1 .. y_n EOS`; `tokens` exclude BOS and EOS. Its `log_prob` sums the
   log-probabilities of all n+1 decisions, the final EOS included.
 - `|y|` in the length penalty counts EOS too (`|y| = n + 1`, the number of scored decisions), so
@@ -326,21 +326,3 @@ def beam_search(
 
     return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
 
-
-def force_decode_score(
-    model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt: list[list[int]]
-) -> torch.Tensor:
-    """Log-probability of each target `y EOS` under teacher forcing with the full (uncached)
-    decoder. src, src_mask: (B, S); tgt: B token lists without BOS/EOS -> (B,) float32."""
-    batch = len(tgt)
-    width = max((len(t) for t in tgt), default=0) + 1
-    tgt_in = torch.full((batch, width), PAD_ID, dtype=torch.long, device=src.device)  # BOS y PAD..
-    tgt_out = torch.full((batch, width), PAD_ID, dtype=torch.long, device=src.device)  # y EOS PAD..
-    for i, seq in enumerate(tgt):
-        tgt_in[i, : len(seq) + 1] = torch.tensor([BOS_ID, *seq], dtype=torch.long)
-        tgt_out[i, : len(seq) + 1] = torch.tensor([*seq, EOS_ID], dtype=torch.long)
-    log_probs = torch.log_softmax(model.forward(src, src_mask, tgt_in).float(), dim=-1)  # (B, T, V)
-    picked = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)  # (B, T)
-    lengths = torch.tensor([len(t) for t in tgt], device=src.device)
-    real = torch.arange(width, device=src.device).unsqueeze(0) <= lengths.unsqueeze(1)  # (B, T) y and EOS
-    return picked.masked_fill(~real, 0.0).sum(dim=1)

@@ -243,14 +243,8 @@ class _Loop:
         At each epoch end: validate and save unless that update just did. At the end: `_finish`.
         """
         st, t = self.state, self.t
-        if t.average_last > t.keep_checkpoints:
-            self.log.info(f"note: average_last={t.average_last} > keep_checkpoints={t.keep_checkpoints}: "
-                          f"averaging at most {t.keep_checkpoints}")
-        global_batch = t.max_tokens * t.accumulate * self.info.world_size
-        self.log.info(f"training: global batch ≤ {t.max_tokens} max_tokens × {t.accumulate} accumulate × "
-                      f"{self.info.world_size} rank(s) = {global_batch} padded tokens per update; "
-                      f"{self.updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {t.warmup} updates)")
-        reason = self._limit_reached()
+        _log_plan(self.log, t, self.info.world_size, self.updates_per_epoch)
+        reason = _limit_reached(st, t)
         self.window = Window()
         while not reason:
             batches = self.sampler.epoch_batches(st.epoch)
@@ -267,16 +261,8 @@ class _Loop:
                 if validated and not reason:  # validated and patience ran out
                     reason = StopReason.EARLY_STOPPING
                 if not reason:
-                    reason = self._limit_reached()
+                    reason = _limit_reached(self.state, self.t)
         return self._finish(reason)
-
-    def _limit_reached(self) -> StopReason | None:
-        st, t = self.state, self.t
-        if t.max_updates and st.update >= t.max_updates:
-            return StopReason.MAX_UPDATES
-        if t.max_epochs and st.epoch > t.max_epochs:
-            return StopReason.MAX_EPOCHS
-        return None
 
     def _one_update(self, chunk: list[np.ndarray], local_tgt: float, local_src: float, end: int) -> StopReason | None:
         """Agree with the other ranks, run one update (or skip it), report; returns a stop reason or None."""
@@ -300,13 +286,7 @@ class _Loop:
         loss, nll, gnorm, ok = self.step(chunk, scale=info.world_size / global_tgt)
         st.position = end
         if not ok:
-            st.bad_losses += 1
-            if st.bad_losses > t.max_bad_losses:  # no checkpoint now: last.pt keeps the last good state
-                raise MTError(f"train: {st.bad_losses} non-finite losses (train.max_bad_losses={t.max_bad_losses}); "
-                              f"stopped at update {st.update}, the last good state is in "
-                              f"{self.files.last}; try a lower train.lr or fp32")
-            self.log.info(f"warning: non-finite loss/gradient at update {st.update + 1} (loss {loss}, grad norm "
-                          f"{gnorm}); update skipped ({st.bad_losses}/{t.max_bad_losses})")
+            _skip_bad_update(st, t, self.log, self.files.last, loss=loss, gnorm=gnorm)
             return None
         st.update += 1
         # 5. log
@@ -327,7 +307,7 @@ class _Loop:
             self._save_last()
         if early:
             return StopReason.EARLY_STOPPING
-        return self._limit_reached()
+        return _limit_reached(self.state, self.t)
 
     def _validate_and_save(self, *, why: str) -> bool:
         """Validate on rank 0, write best/periodic/last checkpoints; True when patience ran out."""
@@ -422,6 +402,38 @@ class _Loop:
         self.log.info(f"averaged checkpoints validate worse ({name} {abs(metric):.2f}, best.pt "
                       f"{best_metric:.2f}): not written; use best.pt")
         return best
+
+
+def _limit_reached(st: TrainState, t: TrainConfig) -> StopReason | None:
+    """The update or epoch limit that training has reached, if any."""
+    if t.max_updates and st.update >= t.max_updates:
+        return StopReason.MAX_UPDATES
+    if t.max_epochs and st.epoch > t.max_epochs:
+        return StopReason.MAX_EPOCHS
+    return None
+
+
+def _skip_bad_update(st: TrainState, t: TrainConfig, log: TrainLog, last: Path, *, loss: float,
+                     gnorm: float) -> None:
+    """Count a non-finite loss or gradient (the update was not applied); too many stop training."""
+    st.bad_losses += 1
+    if st.bad_losses > t.max_bad_losses:  # no checkpoint now: last.pt keeps the last good state
+        raise MTError(f"train: {st.bad_losses} non-finite losses (train.max_bad_losses={t.max_bad_losses}); "
+                      f"stopped at update {st.update}, the last good state is in {last}; "
+                      f"try a lower train.lr or fp32")
+    log.info(f"warning: non-finite loss/gradient at update {st.update + 1} (loss {loss}, grad norm "
+             f"{gnorm}); update skipped ({st.bad_losses}/{t.max_bad_losses})")
+
+
+def _log_plan(log: TrainLog, t: TrainConfig, world_size: int, updates_per_epoch: int) -> None:
+    """The opening lines of a session: batch size, epoch length, schedule."""
+    if t.average_last > t.keep_checkpoints:
+        log.info(f"note: average_last={t.average_last} > keep_checkpoints={t.keep_checkpoints}: "
+                 f"averaging at most {t.keep_checkpoints}")
+    global_batch = t.max_tokens * t.accumulate * world_size
+    log.info(f"training: global batch ≤ {t.max_tokens} max_tokens × {t.accumulate} accumulate × "
+             f"{world_size} rank(s) = {global_batch} padded tokens per update; "
+             f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {t.warmup} updates)")
 
 
 def _metric_name(valid_bleu: bool) -> str:

@@ -3,7 +3,8 @@
 Loss is teacher-forced over the whole encoded val split (batches collated once and kept on the
 device). BLEU and chrF come from decoding the first `train.valid_max_sentences` raw val lines
 (all when 0) with `mt.translate.translate_lines` and `mt.evaluate.score`, the code `mt evaluate`
-runs, greedy unless `train.valid_beam` > 1, with the rest of the `decode` section as configured.
+runs, greedy unless `train.valid_beam` > 1, with the rest of the `decode` section as configured
+(never sampling: validation BLEU measures the model's search output).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class Validator:
             record: dict[str, Any] = {"loss": loss_sum / tokens, "nll": nll_sum / tokens,
                                       "ppl": math.exp(min(nll_sum / tokens, 50.0))}
             if t.valid_bleu:
-                decode = dataclasses.replace(self.cfg.decode, beam=t.valid_beam, n_best=1)
+                decode = dataclasses.replace(self.cfg.decode, beam=t.valid_beam, n_best=1, sampling=False)
                 src, ref = self.lines()
                 scores = score(translate_lines(model, self.tokenizer, src, decode, device=self.device), ref)
                 record.update(bleu=scores.bleu, chrf=scores.chrf)

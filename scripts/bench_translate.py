@@ -4,6 +4,7 @@ of the same dimensions, in one run.
 
     .venv/bin/python scripts/bench_translate.py --limit 100
     .venv/bin/python scripts/bench_translate.py --checkpoint runs/multi30k_en_de/checkpoints/best.pt
+    .venv/bin/python scripts/bench_translate.py -c runs/x/checkpoints/best.pt -c runs/x/checkpoints/averaged.pt
 
 Input: the source side of `--split` (default test_2016_flickr) of the config's corpus
 (`--data` overrides data.path). Model: the checkpoint's when `--checkpoint` is given (natural
@@ -24,9 +25,12 @@ the config's decode.max_tokens, divided by the beam). Measured:
   random-model mode, where output lengths can be made equal;
 - mt bf16: the same search over a bf16 copy of the model (`--precision bf16`), only on CPUs with
   native bf16 (AVX512-BF16/AMX) unless --bf16 is forced;
-- CTranslate2 fp32 / int8: the model exported by `mt export` (into a temporary folder) and run by
-  `mt.ct2.CT2Translator` on the same batches with mt's decode settings (`--no-ct2` skips them);
-- mt end to end: `mt.translate.translate_lines` (tokenise, batch, search, detokenise).
+- CTranslate2 fp32 / int8: the (first) model exported by `mt export` (into a temporary folder) and
+  run by `mt.ct2.CT2Translator` on the same batches with mt's decode settings (`--no-ct2` skips them);
+- mt end to end: `mt.translate.translate_lines` (tokenise, batch, search, detokenise);
+- mt ensemble (with several `-c`, or `--ensemble M` random models): `mt.ensemble.Ensemble` of
+  the M models in the same searches, reported as its speed relative to the first model alone
+  (ideally about 1/M: every member runs its own encoder and decoder steps).
 
 With a checkpoint every row also shows BLEU (sacreBLEU against the split's references; the int8
 export should stay within 0.5 BLEU of native fp32); with random weights BLEU is meaningless ("-").
@@ -58,6 +62,7 @@ from mt.batching import collate_source, decode_batches
 from mt.checkpoint import inference_state, save_checkpoint
 from mt.config import Config, DecodeConfig, load_config
 from mt.corpus import read_split
+from mt.ensemble import Ensemble
 from mt.evaluate import score
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search
@@ -184,6 +189,18 @@ def run_hf(hf: torch.nn.Module, batches: Batches, beam: int, steps: int) -> list
     return out
 
 
+def random_model(cfg: Config, tokenizer: Tokenizer, seed: int) -> Transformer:
+    """Random weights whose EOS is never chosen before the length limit (see the module docstring)."""
+    torch.manual_seed(seed)
+    model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, joint_vocab=tokenizer.joint).eval()
+    with torch.no_grad():
+        model.tgt_embed.weight[EOS_ID] = 0.0  # EOS logit 0 (tied): never chosen before the length limit
+        if model.out_proj is not None:
+            model.out_proj.weight[EOS_ID] = 0.0
+            model.out_proj.bias[EOS_ID] = -1e4
+    return model
+
+
 def tokenizer_for(cfg: Config) -> Tokenizer:
     if (cfg.run_dir / "spm.model").is_file() or (cfg.run_dir / "spm.src.model").is_file():
         return Tokenizer.from_files(cfg.run_dir)
@@ -201,7 +218,10 @@ def tokenizer_for(cfg: Config) -> Tokenizer:
 
 def main(
     config: Path = typer.Option(Path("configs/multi30k_en_de.yaml"), help="Model size and corpus."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="A trained checkpoint (else random weights)."),
+    checkpoint: list[Path] = typer.Option(
+        [], "--checkpoint", "-c",
+        help="A trained checkpoint (else random weights); repeat to also time their ensemble against the first."),
+    ensemble: int = typer.Option(0, help="Random-model mode: also time an ensemble of this many random models."),
     data: Optional[str] = typer.Option(None, help="Override data.path (e.g. the Multi30k mirror folder)."),
     split: str = typer.Option("test_2016_flickr", help="Split whose source side is translated."),
     limit: int = typer.Option(0, help="Translate only the first N sentences (0 = all)."),
@@ -221,21 +241,22 @@ def main(
 
     from mt.checkpoint import load_for_inference
 
-    if checkpoint is not None:
-        model, tokenizer, cfg = load_for_inference(checkpoint, "cpu")
+    members: list[Transformer] = []  # the ensemble's models (the first is `model`); empty: no ensemble run
+    if checkpoint:
+        from mt.ensemble import load_models
+
+        model, tokenizer, cfg = load_for_inference(checkpoint[0], "cpu")
+        if len(checkpoint) > 1:
+            members = list(load_models(checkpoint, "cpu")[0].members)  # checks the tokenizers match
         decode = cfg.decode
-        what = f"checkpoint {checkpoint}"
+        what = f"checkpoint {checkpoint[0]}" + (f" (+{len(checkpoint) - 1} in the ensemble)" if members else "")
         hf = False  # natural output lengths cannot be matched by a random HF model
     else:
         cfg = load_config(config)
         tokenizer = tokenizer_for(dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data or cfg.data.path)))
-        torch.manual_seed(0)
-        model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, joint_vocab=tokenizer.joint).eval()
-        with torch.no_grad():
-            model.tgt_embed.weight[EOS_ID] = 0.0  # EOS logit 0 (tied): never chosen before the length limit
-            if model.out_proj is not None:
-                model.out_proj.weight[EOS_ID] = 0.0
-                model.out_proj.bias[EOS_ID] = -1e4
+        model = random_model(cfg, tokenizer, 0)
+        if ensemble > 1:
+            members = [model] + [random_model(cfg, tokenizer, seed) for seed in range(1, ensemble)]
         decode = dataclasses.replace(cfg.decode, max_len_a=0.0, max_len_b=out_len)
         what = f"random weights, fixed output length {out_len} (+EOS)"
     if data:
@@ -257,13 +278,14 @@ def main(
     print(f"{'search':<8} {'implementation':<22} {'sent/s':>8} {'tgt tok/s':>10} {'GFLOP/s':>8} {'MFU':>6} "
           f"{'time s':>7} {'BLEU':>6}")
 
-    def report(label: str, impl: str, seconds: float, outputs: list[list[int]], rows: int, *,
-               bleu: bool = True) -> float:
+    def report(label: str, impl: str, seconds: float, outputs: list[list[int]], rows: int,
+               models: Optional[list[Transformer]] = None, *, bleu: bool = True) -> float:
         tokens = sum(len(o) + 1 for o in outputs)
-        flops = sum(decode_flops(model, len(s) + 1, len(o) + 1, rows) for s, o in zip(ids, outputs))
+        flops = sum(decode_flops(m, len(s) + 1, len(o) + 1, rows) for m in models or [model]
+                    for s, o in zip(ids, outputs))
         gflops = flops / seconds / 1e9
         shown = "-"
-        if bleu and checkpoint is not None:
+        if bleu and checkpoint:
             shown = f"{score(tokenizer.decode_tgt(outputs), [r.rstrip() for r in ref_lines]).bleu:6.2f}"
         print(f"{label:<8} {impl:<22} {len(ids) / seconds:8.1f} {tokens / seconds:10.0f} {gflops:8.2f} "
               f"{100 * gflops / peak_gflops:5.1f}% {seconds:7.2f} {shown:>6}")
@@ -305,6 +327,13 @@ def main(
             speed = report(label, name, seconds_c, [out_c[p] for p in position], k)
             same = "" if quant != "none" else (", identical output" if out_c == out else ", output differs")
             line += f" mt/{name} x{cached / speed:.2f}{same};"
+        if members:
+            ens = Ensemble(members).eval()
+            timed(partial(run_mt, ens, warm, decode, k))
+            seconds_m, out_m = timed(partial(run_mt, ens, batches, decode, k))
+            ens_speed = report(label, f"mt ensemble of {len(members)}", seconds_m, [out_m[p] for p in position], k,
+                               models=members)
+            line += f" ensemble of {len(members)} at x{ens_speed / cached:.2f} of one model's sent/s;"
         dk = dataclasses.replace(decode, beam=k)
         seconds_e, _ = timed(partial(translate_lines, model, tokenizer, src_lines, dk, device="cpu"))
         report(label, "mt translate_lines e2e", seconds_e, outputs, k, bleu=False)

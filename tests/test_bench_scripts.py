@@ -39,8 +39,9 @@ def test_bench_model_bf16_branch_runs_on_any_cpu() -> None:
 
 def test_bench_translate_runs(multi30k_dir: Path) -> None:
     out = run("bench_translate.py", "--config", "configs/tiny.yaml", "--data", str(multi30k_dir), "--limit", "4",
-              "--no-hf", "--out-len", "3", "--threads", "1")
+              "--no-hf", "--out-len", "3", "--threads", "1", "--ensemble", "2")
     assert "cache speed-up" in out and "(identical output)" in out
+    assert "mt ensemble of 2" in out and "ensemble of 2 at x" in out
     if importlib.util.find_spec("ctranslate2") is not None:
         assert "CTranslate2 fp32" in out and "CTranslate2 int8" in out
 

@@ -77,7 +77,7 @@ def test_cache_grows_and_copies_on_write() -> None:
         steps.append(log_probs)
         if t == 4:
             branch = cache
-    assert cache.length == tgt.size(1) and cache.self_k[0].size(0) >= tgt.size(1)
+    assert cache.length == tgt.size(1) and cache.k_bufs[0].size(0) >= tgt.size(1)
     torch.testing.assert_close(torch.stack(steps, 1), full, atol=1e-5, rtol=0)
     # decoding again from an earlier cache (its buffers now hold later positions) copies first
     other = torch.full((3, 1), 7)
@@ -104,9 +104,9 @@ def test_bf16_precision_is_opt_in_and_needs_native_bf16(monkeypatch: pytest.Monk
     src = [[5, 6, 7], [8, 9]]
     monkeypatch.setattr(tr, "native_bf16", lambda device: True)  # run the bf16 branch on any CPU
     engine = tr.NativeEngine(model, "cpu")
-    out = engine.search_ids(src, bf16, n_best=None)
+    out = engine.search_ids(src, bf16, n_best=None, sentence_ids=[0, 1])
     assert len(out) == 2 and all(isinstance(t, int) for hyps in out for t in hyps[0][0])
     assert next(model.parameters()).dtype == torch.float32  # the caller's model is left as it was
     monkeypatch.setattr(tr, "native_bf16", lambda device: False)
     with pytest.raises(MTError, match="native bf16"):
-        tr.NativeEngine(model, "cpu").search_ids(src, bf16, n_best=None)
+        tr.NativeEngine(model, "cpu").search_ids(src, bf16, n_best=None, sentence_ids=[0, 1])

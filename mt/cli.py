@@ -30,7 +30,8 @@ app.add_typer(data_app, name="data")
 ConfigArg = typer.Argument(..., help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml.")
 SetOpt = typer.Option([], "--set", help="Override a config value: section.key=value (repeatable).")
 CKPT_HELP = ("A checkpoint file (.pt). Repeat for an ensemble: the models' probabilities are averaged at every "
-             "step; they must share one tokenizer, and the first one's config and decode settings apply.")
+             "step; they must share one tokenizer, and the first one's config and decode settings apply. "
+             "translate/evaluate also take one `mt export` directory (run in CTranslate2).")
 
 
 @data_app.command("fetch")
@@ -69,6 +70,10 @@ def train(config: Path = ConfigArg, overrides: list[str] = SetOpt,
     run_train(load_config(config, overrides), resume=resume)
 
 
+PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "
+                 "(AVX512-BF16/AMX CPUs, bf16 GPUs), opt-in: check BLEU against fp32.")
+
+
 @app.command()
 def translate(
     checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
@@ -91,6 +96,7 @@ def translate(
     seed: Optional[int] = typer.Option(
         None, help="Sampling: the same seed and input give the same output, whatever the batching; default 0."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order.
 
@@ -101,7 +107,7 @@ def translate(
 
     translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                       sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                      device=device)
+                      device=device, precision=precision)
 
 
 @app.command()
@@ -119,12 +125,33 @@ def evaluate(
     tokenize: Optional[str] = typer.Option(
         None, help="sacreBLEU tokenizer for BLEU (13a, intl, zh, ja-mecab, ko-mecab, char, flores200, ...); "
         "default: decode.bleu_tokenize, else by the target language."),
+    precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
     from mt.commands import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
-                     beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize)
+                     beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize,
+                     precision=precision)
+
+
+@app.command()
+def export(
+    checkpoint: Path = typer.Argument(..., help="The checkpoint (.pt) to export."),
+    format: str = typer.Option(..., "--format", help="Export format: ctranslate2."),
+    output: Path = typer.Option(..., "--output", "-o", help="The model directory to write."),
+    quantization: str = typer.Option("none", help="Weights: none (float32) | int8 | int8_float32 | int16."),
+    force: bool = typer.Option(False, help="Replace a non-empty output directory."),
+) -> None:
+    """Export a checkpoint for deployment (CTranslate2: `mt translate/evaluate -c DIR` run it too)."""
+    if format != "ctranslate2":
+        raise MTError(f"--format: unknown format {format!r}; expected ctranslate2")
+    if not checkpoint.is_file():
+        raise MTError(f"checkpoint '{checkpoint}': file not found")
+    from mt.export import export_ctranslate2
+
+    out = export_ctranslate2(checkpoint, output, quantization=quantization, force=force)
+    print(f"exported {checkpoint} to {out} (CTranslate2, quantization {quantization})")
 
 
 @app.command()

@@ -28,7 +28,7 @@ from mt.evaluate import (
 )
 from mt.scoring import score_pairs
 from mt.textio import check_same_length, decode_line, iter_stream, read_lines, sha256_file, write_lines_atomic
-from mt.translate import decode_settings, load_model, translate_lines, translate_nbest
+from mt.translate import decode_settings, load_engine, load_model, translate_lines, translate_nbest
 
 # --------------------------------------------------------------------------- mt translate
 
@@ -53,6 +53,7 @@ def translate_command(
     top_p: float | None,
     seed: int | None,
     device: str,
+    precision: str | None = None,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
@@ -71,9 +72,10 @@ def translate_command(
     out_path = None if output == "-" else Path(output)
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
-    model, tokenizer, cfg, dev = load_model(checkpoints, device)
+    model, tokenizer, cfg, dev = load_engine(checkpoints, device)
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
-                             sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+                             sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                             precision=precision)
 
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
         if n_best is not None:
@@ -142,6 +144,7 @@ def evaluate_command(
     samples: int,
     device: str,
     tokenize: str | None = None,
+    precision: str | None = None,
 ) -> None:
     """`mt evaluate`: translate splits of the checkpoint's corpus (--split, repeatable) or a
     --src file, score against the references, print scores with signatures (a table when there
@@ -173,13 +176,13 @@ def evaluate_command(
     # User files are read (and checked) before the slower model load.
     files = [read_file_set(src, ref)] if src is not None and ref is not None else []
     started = time.perf_counter()
-    model, tokenizer, cfg, dev = load_model(checkpoints, device)
+    model, tokenizer, cfg, dev = load_engine(checkpoints, device)
     load_s = time.perf_counter() - started
     tests = [read_split_set(cfg.data, split) for split in splits] + files
-    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=None, max_tokens=None)
+    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=None, max_tokens=None, precision=precision)
     bleu_tokenize = bleu_tokenizer_for(cfg.data.tgt_lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
-    shas = [sha256_file(path) for path in checkpoints]
+    shas = [sha256_file(path / "model.bin" if path.is_dir() else path) for path in checkpoints]  # an export: its weights
     how = f"sampling (seed {decode.seed})" if decode.sampling else f"beam {decode.beam}, alpha {decode.alpha}"
     if len(checkpoints) > 1:
         how += f", ensemble of {len(checkpoints)} checkpoints"

@@ -35,6 +35,7 @@ Precision = Literal["fp32", "bf16", "fp16"]
 LengthPenalty = Literal["gnmt", "average", "none"]
 # sentencepiece's normalisation rules (normalization_rule_name); `identity` leaves text as written.
 Normalization = Literal["identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"]
+DecodePrecision = Literal["fp32", "bf16"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ class DecodeConfig:
     max_tokens: int = 8000  # source tokens per decoding batch (times the beam)
     bleu_tokenize: str = ""  # sacreBLEU tokenizer for BLEU ("" = by data.tgt_lang: zh, ja-mecab, ko-mecab, char, 13a)
     forbid_unk: bool = True  # never emit <unk>
+    precision: DecodePrecision = "fp32"  # bf16: a bf16 copy of the model, only on hardware with native bf16
     sampling: bool = False  # draw translations at random instead of searching (back-translation)
     temperature: float = 1.0  # sampling: divides the log-probs (< 1 sharper, > 1 flatter); > 0
     top_k: int = 0  # sampling: draw from the k most probable tokens only (0 = all)

@@ -33,7 +33,7 @@ from mt.errors import MTError
 from mt.model import Transformer
 from mt.textio import check_same_length, read_lines, write_lines_atomic
 from mt.tokenizer import Tokenizer
-from mt.translate import translate_lines
+from mt.translate import Engine, translate_lines
 
 # --------------------------------------------------------------------------- scoring
 
@@ -204,7 +204,7 @@ class SetResult:
 
 
 def evaluate_set(
-    model: Transformer | Ensemble,
+    model: Transformer | Ensemble | Engine,
     tokenizer: Tokenizer,
     test: EvalSet,
     decode: DecodeConfig,

@@ -3,6 +3,8 @@ speed is measured by running them on a quiet machine, never by timed unit tests)
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +42,37 @@ def test_bench_translate_runs(multi30k_dir: Path) -> None:
               "--no-hf", "--out-len", "3", "--threads", "1", "--ensemble", "2")
     assert "cache speed-up" in out and "(identical output)" in out
     assert "mt ensemble of 2" in out and "ensemble of 2 at x" in out
+    if importlib.util.find_spec("ctranslate2") is not None:
+        assert "CTranslate2 fp32" in out and "CTranslate2 int8" in out
+
+
+def test_bench_translate_checkpoint_mode_reports_bleu(multi30k_dir: Path, tmp_path: Path) -> None:
+    """-c CKPT: native, CTranslate2 fp32 and int8 rows each with a BLEU figure (random tiny model)."""
+    pytest.importorskip("ctranslate2")
+    import gzip
+
+    import torch
+
+    from mt.checkpoint import inference_state, save_checkpoint
+    from mt.model import Transformer
+    from mt.tokenizer import train_sentencepiece
+    from tests.conftest import tiny_config_at
+
+    cfg = tiny_config_at(multi30k_dir, tmp_path / "runs")
+    lines = {lang: gzip.open(multi30k_dir / f"train.{lang}.gz", "rt", encoding="utf-8").read().splitlines()[:2000]
+             for lang in ("en", "de")}
+    tok = train_sentencepiece(lines["en"], lines["de"], dataclasses.replace(cfg.tokenizer, vocab_size=300))
+    torch.manual_seed(0)
+    model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, joint_vocab=tok.joint).eval()
+    ckpt = tmp_path / "ckpt.pt"
+    save_checkpoint(ckpt, inference_state(cfg, tok, model, update=1, epoch=0))
+    out = run("bench_translate.py", "--checkpoint", str(ckpt), "--data", str(multi30k_dir), "--limit", "3",
+              "--no-uncached", "--no-bf16", "--threads", "1")
+    rows = {(r[0], " ".join(r[1:-6])): r[-1] for r in (line.split() for line in out.splitlines()) if len(r) >= 8}
+    for search in ("greedy", "beam"):
+        for impl in ("mt (cached)", "CTranslate2 fp32", "CTranslate2 int8"):
+            key = next(k for k in rows if k[0] == search and k[1].endswith(impl))
+            float(rows[key])  # a BLEU figure, not "-"
 
 
 def test_bench_prepare_runs(multi30k_dir: Path, tmp_path: Path) -> None:

@@ -1,0 +1,109 @@
+"""Bad values and bad moments a user can meet outside training itself (issue 14).
+
+The standard everywhere: one line on stderr naming the thing and the problem, a non-zero exit,
+no traceback, nothing already written lost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import mt
+from mt.distributed import resolve_device
+from mt.errors import MTError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_mt(*args: str, env: dict[str, str] | None = None, stdin: str = "") -> subprocess.CompletedProcess:
+    """`python -m mt ARGS` with this checkout first on the path."""
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "mt", *args], check=False, capture_output=True, text=True, input=stdin,
+                          env=full_env, timeout=300)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
+    """Exit code != 0, exactly one line on stderr, no traceback, and the line names each needle."""
+    assert proc.returncode != 0, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+# --------------------------------------------------------------------------- devices
+
+
+def test_cuda_index_beyond_the_visible_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("cuda:1", local_rank=0) == torch.device("cuda", 1)
+    assert resolve_device("cuda", local_rank=1) == torch.device("cuda", 1)
+    with pytest.raises(MTError, match=r"device 'cuda:7': no CUDA device 7 .*2 visible"):
+        resolve_device("cuda:7", local_rank=0)
+    with pytest.raises(MTError, match="no CUDA device 2"):
+        resolve_device("cuda", local_rank=2)  # a torchrun rank without its GPU
+
+
+@pytest.mark.parametrize("name, problem", [("mps", "MPS"), ("cuda:0", "CUDA is not available"),
+                                           ("xpu", "expected auto, cpu"), ("gpu", "expected auto, cpu")])
+def test_unavailable_or_unknown_devices(monkeypatch: pytest.MonkeyPatch, name: str, problem: str) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(MTError, match=problem):
+        resolve_device(name, local_rank=0)
+    assert resolve_device("auto", local_rank=0) == torch.device("cpu")
+
+
+@pytest.mark.skipif(torch.backends.mps.is_available() or torch.cuda.device_count() > 7,
+                    reason="this machine has the device")
+@pytest.mark.parametrize("device", ["mps", "cuda:7"])
+def test_translate_on_a_missing_device_is_one_line(tmp_path: Path, device: str) -> None:
+    proc = run_mt("translate", "-c", str(tmp_path / "none.pt"), "--device", device, stdin="a\n")
+    assert_one_line_error(proc, f"device '{device}'")
+
+
+# --------------------------------------------------------------------------- torch version
+
+
+@pytest.mark.parametrize("version", ["2.1.0", "2.5.1+cpu", "1.13.1", "nonsense"])
+def test_old_torch_is_one_clear_message(version: str) -> None:
+    with pytest.raises(MTError, match=rf"mt needs torch >= 2\.6, found {re.escape(version)}"):
+        mt.check_torch(version)
+
+
+@pytest.mark.parametrize("version", ["2.6.0", "2.13.0+cpu", "2.7.0a0+git1234", "3.0"])
+def test_new_enough_torch_passes(version: str) -> None:
+    mt.check_torch(version)
+
+
+def test_installed_torch_meets_the_minimum_and_pyproject_agrees() -> None:
+    mt.check_torch()
+    need = ".".join(map(str, mt.TORCH_MIN))
+    assert f'"torch>={need}"' in (REPO / "pyproject.toml").read_text()
+
+
+# --------------------------------------------------------------------------- the test suite itself
+
+
+def test_a_data_test_without_data_fails_unless_offline_is_asked_for(tmp_path: Path) -> None:
+    """`make test` without Multi30k must not go green by skipping; MT_TESTS_OFFLINE=1 allows it."""
+    target = "tests/test_corpus.py::test_multi30k_val_read"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MT_DATA_MIRROR": str(tmp_path / "no-mirror")}
+    env.pop("MT_TESTS_OFFLINE", None)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", target]
+    strict = subprocess.run(cmd, check=False, cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+    assert strict.returncode == 1, strict.stdout
+    assert "Multi30k not found" in strict.stdout and "MT_TESTS_OFFLINE=1" in strict.stdout
+    offline = subprocess.run(cmd, check=False, cwd=REPO, capture_output=True, text=True, timeout=300,
+                             env={**env, "MT_TESTS_OFFLINE": "1"})
+    assert offline.returncode == 0, offline.stdout
+    assert "1 skipped" in offline.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import secrets
 import zlib
 from collections.abc import Iterable, Iterator
@@ -42,8 +43,7 @@ def iter_lines(path: Path) -> Iterator[str]:
     if not path.is_file():
         raise MTError(f"{path}: file not found")
     try:
-        opened: BinaryIO = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[assignment]
-        with opened as f:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:
             yield from iter_stream(f, str(path))
     except (OSError, EOFError, zlib.error) as e:
         raise MTError(f"{path}: cannot read ({e})") from None
@@ -85,6 +85,36 @@ def atomic_write(path: Path) -> Iterator[BinaryIO]:
         tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+# `atomic_write`'s temporary files: .<target name>.<pid>.<8 hex>.tmp
+_TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. PermissionError: it exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temp_files(folder: Path) -> list[Path]:
+    """Delete the temporary files of `atomic_write`s that were killed (kill -9, power loss) in
+    `folder`: only names of that exact pattern whose writing process is gone. Returns them."""
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for path in folder.iterdir():
+        found = _TEMP_NAME.match(path.name)
+        if found and path.is_file() and not _process_alive(int(found["pid"])):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:

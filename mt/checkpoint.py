@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -36,10 +36,38 @@ KIND = "mt-checkpoint"
 _MODEL_SECTIONS = ("model", "tokenizer")
 
 
+class _KeepWriteError:
+    """A file wrapper that remembers the OSError of a failed write: torch.save turns it into a
+    RuntimeError about zip positions, and the real cause (e.g. a full disk) must reach the user."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def __getattr__(self, name: str) -> Any:  # flush, seek, tell, ...: the file's own
+        return getattr(self.f, name)
+
+
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Write `state` to `path` atomically (temp file + fsync + rename + fsync of the folder)."""
+    """Write `state` to `path` atomically (temp file + fsync + rename + fsync of the folder).
+
+    A failed write (full disk, ...) is an MTError naming `path`; the previous file there is intact.
+    """
     with atomic_write(Path(path)) as f:
-        torch.save(state, f)
+        out = _KeepWriteError(f)
+        try:
+            torch.save(state, out)
+        except RuntimeError:
+            if out.error is not None:
+                raise out.error from None  # atomic_write reports it as one line naming the file
+            raise
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -51,7 +79,7 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         with warnings.catch_warnings():  # torch warns about foreign pickle protocols: we refuse those anyway
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # torch raises UnpicklingError, RuntimeError, EOFError, ... for bad files
+    except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, EOFError, ... for bad files
         reason = "refuses to run code from it" if "Unsupported global" in str(e) else "truncated or corrupt"
         raise MTError(f"checkpoint '{path}': not a readable mt checkpoint ({reason})") from None
     if not isinstance(state, dict) or state.get("kind") != KIND:

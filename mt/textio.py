@@ -71,9 +71,17 @@ def _fsync_dir(folder: Path) -> None:
 @contextmanager
 def atomic_write(path: Path) -> Iterator[BinaryIO]:
     """Open a hidden temporary file beside `path` for binary writing; on success it is fsynced and
-    renamed over `path`, on any error it is removed and `path` is left as it was."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    renamed over `path`, on any error it is removed and `path` is left as it was.
+
+    An OSError while writing (a full disk, a quota, a read-only folder) becomes an MTError naming
+    `path`: the previous file is intact, and the message says so.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise MTError(f"{path}: cannot create its folder ({e.strerror or e})") from None
     # Same folder, so the rename is atomic; open(..., "xb") honours the umask, unlike mkstemp's 0600.
+    # The name pattern is what `remove_stale_temp_files` cleans after a kill -9.
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         with open(tmp, "xb") as f:
@@ -81,10 +89,21 @@ def atomic_write(path: Path) -> Iterator[BinaryIO]:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        _unlink_quietly(tmp)
+        kept = "the previous file is unchanged" if path.exists() else "nothing was written"
+        raise MTError(f"{path}: cannot write ({e.strerror or e}); {kept}") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _unlink_quietly(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:  # e.g. a folder that became read-only: the next start cleans it up
+        pass
 
 
 # `atomic_write`'s temporary files: .<target name>.<pid>.<8 hex>.tmp

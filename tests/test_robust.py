@@ -6,18 +6,24 @@ no traceback, nothing already written lost.
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 import mt
+import mt.textio
+from mt.checkpoint import save_checkpoint
 from mt.distributed import resolve_device
 from mt.errors import MTError
+from mt.textio import remove_stale_temp_files, write_lines_atomic
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -107,3 +113,59 @@ def test_a_data_test_without_data_fails_unless_offline_is_asked_for(tmp_path: Pa
                              env={**env, "MT_TESTS_OFFLINE": "1"})
     assert offline.returncode == 0, offline.stdout
     assert "1 skipped" in offline.stdout
+
+
+# --------------------------------------------------------------------------- full disks, killed writes
+
+
+class _FillingDisk(io.FileIO):
+    """A file whose writes fail with ENOSPC once `room` bytes were written (a disk filling up)."""
+
+    room = 0
+
+    def write(self, data: Any) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(data)
+        return super().write(data)
+
+
+def full_disk_after(monkeypatch: pytest.MonkeyPatch, room: int) -> None:
+    """Every file mt.textio.atomic_write opens from now on runs out of space after `room` bytes."""
+    monkeypatch.setattr(_FillingDisk, "room", room)
+    monkeypatch.setattr(mt.textio, "open", lambda path, mode: _FillingDisk(path, mode.replace("b", "")),
+                        raising=False)
+
+
+@pytest.mark.parametrize("room", [0, 100, 5000])
+def test_full_disk_while_saving_a_checkpoint_is_one_line_and_keeps_the_previous(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room: int) -> None:
+    path = tmp_path / "checkpoints" / "last.pt"
+    save_checkpoint(path, {"model": torch.arange(4.0)})
+    before = path.read_bytes()
+    full_disk_after(monkeypatch, room)
+    with pytest.raises(MTError) as e:
+        save_checkpoint(path, {"model": torch.zeros(100_000)})
+    assert str(e.value) == f"{path}: cannot write (No space left on device); the previous file is unchanged"
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == ["last.pt"]  # no temp file left behind
+
+
+def test_full_disk_for_a_new_file_says_nothing_was_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    full_disk_after(monkeypatch, 10)
+    with pytest.raises(MTError, match="cannot write .No space left on device.; nothing was written"):
+        write_lines_atomic(tmp_path / "out.txt", ["a line longer than ten bytes"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stale_temp_files_of_killed_writers_are_removed(tmp_path: Path) -> None:
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    stale = [tmp_path / f".last.pt.{dead}.0123abcd.tmp", tmp_path / f".update_6.pt.{dead}.deadbeef.tmp"]
+    kept = [tmp_path / f".last.pt.{os.getpid()}.0123abcd.tmp",  # a writer still alive (this process)
+            tmp_path / f".last.pt.{dead}.xyz.tmp", tmp_path / "notes.tmp", tmp_path / "last.pt"]
+    for p in stale + kept:
+        p.write_bytes(b"x")
+    assert sorted(remove_stale_temp_files(tmp_path)) == sorted(stale)
+    assert sorted(tmp_path.iterdir()) == sorted(kept)
+    assert remove_stale_temp_files(tmp_path / "missing") == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import os
 import re
 import subprocess
@@ -23,7 +24,9 @@ import mt.textio
 from mt.checkpoint import save_checkpoint
 from mt.distributed import resolve_device
 from mt.errors import MTError
+from mt.plot import read_metrics
 from mt.textio import remove_stale_temp_files, write_lines_atomic
+from mt.trainlog import TrainLog, cut_torn_last_line
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -169,3 +172,58 @@ def test_stale_temp_files_of_killed_writers_are_removed(tmp_path: Path) -> None:
     assert sorted(remove_stale_temp_files(tmp_path)) == sorted(stale)
     assert sorted(tmp_path.iterdir()) == sorted(kept)
     assert remove_stale_temp_files(tmp_path / "missing") == []
+
+
+# --------------------------------------------------------------------------- torn metrics.jsonl
+
+RECORDS = [{"kind": "train", "update": 1, "epoch": 1, "wall": 1.0, "loss": 5.0},
+           {"kind": "valid", "update": 1, "epoch": 1, "wall": 2.0, "loss": 4.5, "bleu": 1.0}]
+WHOLE = "".join(json.dumps(r) + "\n" for r in RECORDS).encode()
+
+
+@pytest.mark.parametrize("tail", [b'{"kind": "train", "upd', b'{"kind": "x\xc3', b"\x00\x00\x00"])
+def test_a_torn_last_metrics_line_is_skipped_with_a_warning(tmp_path: Path, tail: bytes,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(WHOLE + tail)
+    assert read_metrics(path) == RECORDS
+    assert "line 3: incomplete (an interrupted write); skipped" in capsys.readouterr().err
+
+
+def test_a_bad_metrics_line_before_the_last_is_still_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(b'{"kind": "tr\n' + WHOLE)
+    with pytest.raises(MTError, match="line 1: not valid JSON"):
+        read_metrics(path)
+
+
+def test_plot_reads_a_run_whose_last_metrics_line_is_torn(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_bytes(WHOLE + b'{"kind": "valid", "bl')
+    proc = run_mt("plot", str(run))
+    assert proc.returncode == 0, proc.stderr
+    assert "incomplete (an interrupted write); skipped" in proc.stderr and "Traceback" not in proc.stderr
+    assert (run / "plots" / "curves.png").is_file()
+
+
+@pytest.mark.parametrize("content, kept", [(WHOLE + b'{"kind": "tr', WHOLE), (WHOLE, WHOLE), (b"", b""),
+                                           (b'{"no newline at all": 1}', b""), (b"x" * 200_000 + b"\n" + b"y" * 70_000,
+                                                                               b"x" * 200_000 + b"\n")])
+def test_cut_torn_last_line(tmp_path: Path, content: bytes, kept: bytes) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(content)
+    assert cut_torn_last_line(path) == len(content) - len(kept)
+    assert path.read_bytes() == kept
+    assert cut_torn_last_line(tmp_path / "missing.jsonl") == 0
+
+
+def test_a_resumed_run_repairs_a_torn_metrics_file(tmp_path: Path) -> None:
+    (tmp_path / "metrics.jsonl").write_bytes(WHOLE + b'{"kind": "train", "upd')
+    log = TrainLog(tmp_path, enabled=True, total_updates=0, start_update=0)
+    log.metrics({"kind": "train", "update": 2, "epoch": 1, "wall": 3.0, "loss": 4.0})
+    log.close()
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line) for line in lines] == [*RECORDS, {"kind": "train", "update": 2, "epoch": 1,
+                                                                "wall": 3.0, "loss": 4.0}]
+    assert "removed an incomplete last record" in (tmp_path / "train.log").read_text()

@@ -91,7 +91,42 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                if k not in state]
     if missing:
         raise MTError(f"checkpoint '{path}': missing {', '.join(missing)}")
+    wrong = _wrong_field(state)
+    if wrong:
+        raise MTError(f"checkpoint '{path}': not an mt checkpoint ({wrong})")
     return state
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Every field a reader uses: (key, required, check, what it must be). Keys a checkpoint lacks and
+# does not require are skipped; `training` is checked in depth by mt.trainstate.restore.
+_FIELDS: tuple[tuple[str, bool, Any, str], ...] = (
+    ("config", True, lambda v: isinstance(v, dict) and all(isinstance(v.get(s, {}), dict) for s in _MODEL_SECTIONS),
+     "a dict of config sections"),
+    ("tokenizer", True, lambda v: isinstance(v, dict) and isinstance(v.get("src"), bytes)
+     and isinstance(v.get("tgt", b""), bytes) and set(v) <= {"src", "tgt"}, "{'src': bytes, 'tgt': bytes}"),
+    ("model", True, lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(t, torch.Tensor)
+                                                           for k, t in v.items()), "a dict of named tensors"),
+    ("src_vocab_size", True, lambda v: _is_int(v) and v > 0, "a positive integer"),
+    ("tgt_vocab_size", True, lambda v: _is_int(v) and v > 0, "a positive integer"),
+    ("joint_vocab", True, lambda v: isinstance(v, bool), "true or false"),
+    ("update", False, lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    ("epoch", False, lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    ("training", False, lambda v: isinstance(v, dict), "a dict"),
+    ("averaged_from", False, lambda v: isinstance(v, list), "a list"),
+    ("valid", False, lambda v: isinstance(v, dict), "a dict"),
+)
+
+
+def _wrong_field(state: dict[str, Any]) -> str:
+    """'' when every known field of a loaded checkpoint has the type readers expect, else which does not."""
+    for key, required, ok, what in _FIELDS:
+        if (required or key in state) and not ok(state.get(key)):
+            return f"'{key}' is {type(state.get(key)).__name__}, expected {what}"
+    return ""
 
 
 def inference_state(cfg: Config, tokenizer: Any, model: torch.nn.Module, *, update: int = 0,

@@ -14,9 +14,10 @@ import math
 import random
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -120,16 +121,20 @@ def restore(path: Path, cfg: Config, tokenizer: Any, model: torch.nn.Module, opt
     if "training" not in ckpt:
         raise MTError(f"train --resume: '{path}' holds no training state (an inference checkpoint)")
     tr = ckpt["training"]
-    model.load_state_dict(ckpt["model"])
-    optimizer.load_state_dict(tr["optimizer"])
-    if scaler is not None and tr.get("scaler"):
-        scaler.load_state_dict(tr["scaler"])
-    state = TrainState(**tr["state"])
-    if state.world_size != world_size:
-        log(f"resume: world size {state.world_size} -> {world_size}; continuing with epoch {state.epoch + 1}")
-        state = dataclasses.replace(state, epoch=state.epoch + 1, position=0, world_size=world_size)
-        seed_everything(cfg.train.seed + state.update + rank)
-    else:
-        set_rng_state(tr["rng"][rank])
+    try:  # a checkpoint of the right kind whose training fields hold the wrong things: a user error
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(tr["optimizer"])
+        if scaler is not None and tr.get("scaler"):
+            scaler.load_state_dict(tr["scaler"])
+        state = TrainState(**tr["state"])
+        if state.world_size != world_size:
+            log(f"resume: world size {state.world_size} -> {world_size}; continuing with epoch {state.epoch + 1}")
+            state = dataclasses.replace(state, epoch=state.epoch + 1, position=0, world_size=world_size)
+            seed_everything(cfg.train.seed + state.update + rank)
+        else:
+            set_rng_state(tr["rng"][rank])
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RuntimeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise MTError(f"train --resume: '{path}': training state is not readable ({type(e).__name__}: {first})") from None
     log(f"resumed from {path} at update {state.update}, epoch {state.epoch}, batch {state.position}")
     return state

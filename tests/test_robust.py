@@ -21,7 +21,7 @@ import torch
 
 import mt
 import mt.textio
-from mt.checkpoint import save_checkpoint
+from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.distributed import resolve_device
 from mt.errors import MTError
 from mt.plot import read_metrics
@@ -227,3 +227,42 @@ def test_a_resumed_run_repairs_a_torn_metrics_file(tmp_path: Path) -> None:
     assert [json.loads(line) for line in lines] == [*RECORDS, {"kind": "train", "update": 2, "epoch": 1,
                                                                 "wall": 3.0, "loss": 4.0}]
     assert "removed an incomplete last record" in (tmp_path / "train.log").read_text()
+
+
+# --------------------------------------------------------------------------- checkpoints of the wrong shape
+
+
+@pytest.fixture(scope="module")
+def random_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight checkpoint (scripts/tiny_checkpoint.py): no corpus needed."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from tiny_checkpoint import write_random_checkpoint
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    return write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt")
+
+
+@pytest.mark.parametrize("key, value", [
+    ("tokenizer", [b"spm"]), ("tokenizer", {"src": "not bytes"}), ("tokenizer", {"src": b"x", "tgt": 3}),
+    ("model", [torch.zeros(2)]), ("model", {"w": [1.0, 2.0]}), ("config", "name: x"), ("config", {"model": [1]}),
+    ("src_vocab_size", "400"), ("tgt_vocab_size", -1), ("src_vocab_size", True), ("joint_vocab", "yes"),
+    ("update", 2.5), ("epoch", None), ("training", []), ("averaged_from", "a.pt"),
+])
+def test_right_keys_wrong_types_is_not_an_mt_checkpoint(tmp_path: Path, random_ckpt: Path, key: str,
+                                                        value: object) -> None:
+    state = torch.load(random_ckpt, weights_only=True)
+    state[key] = value
+    bad = tmp_path / "bad.pt"
+    torch.save(state, bad)
+    with pytest.raises(MTError, match=rf"checkpoint '{re.escape(str(bad))}': not an mt checkpoint \('{key}' is "):
+        load_checkpoint(bad)
+
+
+def test_translate_with_a_list_for_tokenizer_is_one_line(tmp_path: Path, random_ckpt: Path) -> None:
+    state = torch.load(random_ckpt, weights_only=True)
+    state["tokenizer"] = [state["tokenizer"]["src"]]
+    bad = tmp_path / "bad.pt"
+    torch.save(state, bad)
+    proc = run_mt("translate", "-c", str(bad), "--device", "cpu", stdin="hello\n")
+    assert_one_line_error(proc, "not an mt checkpoint ('tokenizer' is list")

@@ -37,17 +37,18 @@ _MODEL_SECTIONS = ("model", "tokenizer")
 
 
 class _KeepWriteError:
-    """A file wrapper that remembers the OSError of a failed write: torch.save turns it into a
-    RuntimeError about zip positions, and the real cause (e.g. a full disk) must reach the user."""
+    """A file wrapper that remembers why a write failed: torch.save turns an OSError (or an
+    interrupt) into a RuntimeError about zip positions, and the real cause (e.g. a full disk)
+    must reach the user."""
 
     def __init__(self, f: BinaryIO) -> None:
         self.f = f
-        self.error: OSError | None = None
+        self.error: BaseException | None = None
 
     def write(self, data: bytes) -> int:
         try:
             return self.f.write(data)
-        except OSError as e:
+        except BaseException as e:  # OSError, or the KeyboardInterrupt of a second signal
             self.error = e
             raise
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 import signal
 import threading
@@ -45,8 +46,19 @@ class TrainState:
     history: list[dict[str, Any]] = field(default_factory=list)  # validation records
 
 
+class Interrupted(BaseException):
+    """A second SIGINT/SIGTERM during training: abort at once, without saving. The CLI exits
+    with 128 + `signum` (130 for SIGINT, 143 for SIGTERM), as a shell reports a signal. A
+    BaseException like KeyboardInterrupt, but not one: click would swallow that into "Aborted!"."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 class StopSignal:
-    """SIGINT/SIGTERM set a flag; the loop stops after the current update. A second signal aborts."""
+    """SIGINT/SIGTERM set a flag; the loop stops after the current update and saves last.pt.
+    A second signal raises `Interrupted` (whatever is being written is discarded, nothing torn)."""
 
     def __init__(self) -> None:
         self.signum = 0
@@ -59,8 +71,12 @@ class StopSignal:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum:
+            raise Interrupted(signum)
         self.signum = signum
-        signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))  # the next one acts at once
+        # os.write, not print: the handler may run inside a print to the same stream
+        os.write(2, f"mt: {signal.Signals(signum).name} received: finishing this update and saving last.pt "
+                    f"(send it again to abort without saving)\n".encode())
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():

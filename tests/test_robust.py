@@ -11,8 +11,10 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from mt.errors import MTError
 from mt.plot import read_metrics
 from mt.textio import remove_stale_temp_files, write_lines_atomic
 from mt.trainlog import TrainLog, cut_torn_last_line
+from mt.trainstate import Interrupted, StopSignal
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -266,3 +269,64 @@ def test_translate_with_a_list_for_tokenizer_is_one_line(tmp_path: Path, random_
     torch.save(state, bad)
     proc = run_mt("translate", "-c", str(bad), "--device", "cpu", stdin="hello\n")
     assert_one_line_error(proc, "not an mt checkpoint ('tokenizer' is list")
+
+
+# --------------------------------------------------------------------------- signals
+
+
+def test_first_signal_sets_the_flag_second_aborts() -> None:
+    stop = StopSignal()
+    stop.install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert stop.signum == signal.SIGTERM
+        with pytest.raises(Interrupted) as e:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.1)  # the handler runs at the next bytecode
+        assert e.value.signum == signal.SIGINT
+    finally:
+        stop.restore()
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_second_signal_aborts_with_128_plus_its_number(tmp_path: Path, random_ckpt: Path, sig: int,
+                                                         code: int) -> None:
+    """`mt train`: the first signal says it will save; the second aborts at once, exit 128 + signum,
+    one line, no traceback; whatever was saved before stays readable."""
+    pytest.importorskip("sentencepiece")
+    data = tmp_path / "data"
+    data.mkdir()
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from tiny_checkpoint import synthetic_sentences
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    for split, n in (("train", 3000), ("val", 20)):
+        for lang, seed in (("en", 1), ("de", 2)):
+            (data / f"{split}.{lang}").write_text("\n".join(synthetic_sentences(n, seed)) + "\n", encoding="utf-8")
+    config = tmp_path / "sig.yaml"
+    config.write_text(f"name: sig\nrun_root: {tmp_path / 'runs'}\ndata: {{path: {data}, test_splits: []}}\n"
+                      "tokenizer: {vocab_size: 300}\nmodel: {d_model: 64, heads: 2, encoder_layers: 2, "
+                      "decoder_layers: 2, d_ff: 256}\ntrain: {max_tokens: 6000, max_updates: 100000, valid_every: 0,"
+                      " valid_bleu: false, log_every: 1, threads: 1}\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    for attempt in range(3):  # the second signal must land before the first one's save ends: retry if late
+        args = [sys.executable, "-m", "mt", "train", str(config), *(["--resume"] if attempt else [])]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        assert proc.stdout is not None and proc.stderr is not None
+        for line in proc.stdout:  # training has started
+            if " update " in line and " | epoch " in line:
+                break
+        proc.send_signal(sig)
+        first = proc.stderr.readline()
+        assert f"{signal.Signals(sig).name} received" in first and "send it again to abort" in first
+        proc.send_signal(sig)
+        out, rest = proc.communicate(timeout=120)
+        if proc.returncode != 0 or "stopped by signal" not in out:
+            break
+    assert proc.returncode == code, first + rest
+    lines = rest.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in rest, rest
+    assert f"second {signal.Signals(sig).name}" in lines[0] and "without saving" in lines[0]
+    assert remove_stale_temp_files(tmp_path / "runs" / "sig" / "checkpoints") == []

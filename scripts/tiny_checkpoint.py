@@ -27,11 +27,12 @@ _ALPHABETS = ("abcdefghijklmnopqrstuvwxyz", "äöüßéèàçñ", "αβγδεζ�
 
 
 def tiny_config(name: str = "tiny-random") -> Config:
-    """The config stored in the checkpoint (d_model 32, 1+1 layers, greedy, short outputs)."""
+    """The config stored in the checkpoint (d_model 32, 1+1 layers, 256 positions, greedy, short outputs)."""
     return config_from_dict({
         "name": name,
         "tokenizer": {"vocab_size": 400, "joint": True},
-        "model": {"d_model": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "d_ff": 64, "dropout": 0.0},
+        "model": {"d_model": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "d_ff": 64, "dropout": 0.0,
+                  "max_positions": 256},
         "decode": {"beam": 1, "max_len_a": 0.5, "max_len_b": 5, "max_tokens": 4000},
     })
 

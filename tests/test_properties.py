@@ -1,21 +1,29 @@
 """Property tests (hypothesis): whatever bytes or text a user feeds in, the answer is a result or
 an MTError, never another exception.
 
-Covered: the corpus readers (text, TSV, JSONL, plain and gzip).
+Covered: the config loader (`--set` strings), the corpus readers (text, TSV, JSONL, plain and
+gzip) and the line contract of translation: one output line per input line, in order, for any
+text (in-process with a tiny random-weight model, plus a few runs of the real CLI).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
+import math
+import os
+import subprocess
+import sys
 import tempfile
+import typing
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mt.config import DataConfig
+from mt.config import Config, DataConfig, config_to_dict, load_config
 from mt.corpus import read_split
 from mt.errors import MTError
 
@@ -126,3 +134,135 @@ def test_truncated_gzip_is_an_mt_error(fmt: str, name: str) -> None:
             (Path(tmp) / (n + ".gz")).write_bytes(data)
         with pytest.raises(MTError, match="cannot read"):
             read_split(DataConfig(format=fmt, path=tmp), "train")
+
+
+# --------------------------------------------------------------------------- config overrides
+
+def _keys() -> list[str]:
+    """Every `section.key` of the config (and the top-level scalars)."""
+    keys = []
+    for f in dataclasses.fields(Config):
+        if dataclasses.is_dataclass(f.type) or f.name in ("data", "tokenizer", "model", "train", "decode"):
+            section = typing.get_type_hints(Config)[f.name]
+            keys += [f"{f.name}.{g.name}" for g in dataclasses.fields(section)]
+        else:
+            keys.append(f.name)
+    return keys
+
+
+KEYS = _keys()
+VALUES = st.one_of(
+    st.integers(-10**6, 10**6).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from([".nan", ".inf", "-.inf", "nan", "inf", "1e400", "-0", "0", "1", "-1", "[]", "[0.9, 1.5]",
+                     "[0.9]", "{}", "{a: 1}", "null", "~", "true", "no", "..", ".", "a/b", "2020-01-01", "!!binary AA==",
+                     "!!python/object:os.system x", "9" * 5000, "[" * 2000, "&a [*a]", "'", "\"", "20m", "-5", "1h-3m"]),
+    TEXT,
+)
+OVERRIDE = st.one_of(
+    st.tuples(st.sampled_from(KEYS), VALUES).map(lambda kv: f"{kv[0]}={kv[1]}"),
+    TEXT,  # anything at all, '=' or not
+    st.tuples(TEXT, VALUES).map(lambda kv: f"{kv[0]}={kv[1]}"),
+)
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cfg") / "prop.yaml"
+    path.write_text("model: {d_model: 64, heads: 4}\n", encoding="utf-8")
+    return path
+
+
+@SETTINGS
+@given(overrides=st.lists(OVERRIDE, max_size=4))
+@example(overrides=["model.heads=0"])
+@example(overrides=["train.log_every=0"])
+@example(overrides=["train.lr=nan"])
+@example(overrides=["model.max_positions=" + "9" * 5000])
+def test_set_overrides_give_a_config_or_an_mt_error(config_file: Path, overrides: list[str]) -> None:
+    try:
+        cfg = load_config(config_file, overrides)
+    except MTError as e:
+        assert "\n" not in str(e), "an MTError message is one line"
+        return
+    # what was accepted is sane: no NaN/inf anywhere, a run directory inside run_root
+    for section in config_to_dict(cfg).values():
+        for value in (section.values() if isinstance(section, dict) else [section]):
+            for v in (value if isinstance(value, list) else [value]):
+                assert not (isinstance(v, float) and not math.isfinite(v)), (overrides, v)
+    assert cfg.run_dir.parent == Path(cfg.run_root) and cfg.name not in ("", ".", "..")
+
+
+# --------------------------------------------------------------------------- the translate line contract
+
+REPO = Path(__file__).resolve().parents[1]
+# what users paste: control characters and NUL, separators, combining marks, emoji, RTL, CJK ...
+LINE = st.one_of(
+    st.just(""),
+    st.text(st.sampled_from(" \t\u3000\u00a0\u200b\x0b\x0c"), min_size=1, max_size=5),  # whitespace only
+    st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\n"), max_size=60),
+    st.text(st.sampled_from("abc αβγ абв 中文 🙂 e\u0301 \u202e\x00\x01\r\x85\u2028\ufeff"), max_size=40),
+    st.integers(1, 2_000).map(lambda n: ("Grüße 中文 abc " * 200)[:n]),  # long lines (10,000 in the example)
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, object, object]:
+    """(checkpoint, model, tokenizer, decode settings) of a random-weight model (scripts/tiny_checkpoint.py)."""
+    from mt.checkpoint import load_for_inference
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from tiny_checkpoint import write_random_checkpoint
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    path = write_random_checkpoint(tmp_path_factory.mktemp("tiny") / "tiny.pt")
+    model, tokenizer, cfg = load_for_inference(path, "cpu")
+    return path, model, tokenizer, cfg.decode
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(LINE, max_size=12), beam=st.sampled_from([1, 2]))
+@example(lines=["", "   ", "\x00", "a" * 10_000, "中文 \u2028 text"], beam=1)
+def test_translate_gives_one_line_per_input_line(tiny_model: tuple, lines: list[str], beam: int) -> None:
+    import dataclasses as dc
+
+    from mt.evaluate import translate_lines
+
+    _, model, tokenizer, decode = tiny_model
+    out = translate_lines(model, tokenizer, lines, dc.replace(decode, beam=beam), device="cpu")
+    assert len(out) == len(lines)
+    assert all("\n" not in text for text in out)
+    assert all(text == "" for text, line in zip(out, lines) if not line.strip())
+    # in order: each output is what that line alone translates to (checked for two of them)
+    for i in {0, len(lines) // 2} & set(range(len(lines))):
+        assert out[i] == translate_lines(model, tokenizer, [lines[i]], dc.replace(decode, beam=beam), device="cpu")[0]
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(LINE.map(lambda t: t.encode("utf-8")) | st.sampled_from(
+    [b"\xed\xa0\x80 lone surrogate", b"\xff\xfe", b"ok \xc3"]), min_size=1, max_size=6))
+def test_translate_cli_line_contract(tiny_model: tuple, lines: list[bytes]) -> None:
+    """The real CLI: one output line per input line, or (invalid UTF-8) exit 2, one line naming the line."""
+    path = tiny_model[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "in.txt", Path(tmp) / "out.txt"
+        src.write_bytes(b"".join(line + b"\n" for line in lines))
+        env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+        proc = subprocess.run([sys.executable, "-m", "mt", "translate", "-c", str(path), "-i", str(src), "-o", str(out),
+                               "--device", "cpu"], capture_output=True, text=True, env=env, timeout=300, check=False)
+        bad = [i for i, line in enumerate(lines, start=1) if not _valid_utf8(line)]
+        if bad:
+            assert proc.returncode == 2 and not out.exists(), proc.stderr
+            messages = proc.stderr.strip().splitlines()
+            assert len(messages) == 1 and f"line {bad[0]}: invalid UTF-8" in messages[0], proc.stderr
+        else:
+            assert proc.returncode == 0, proc.stderr
+            assert out.read_bytes().count(b"\n") == len(lines)
+
+
+def _valid_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -72,8 +72,10 @@ demo: prepare
 	$(MAKE) --no-print-directory evaluate CONFIG=$(CONFIG)
 	$(MAKE) --no-print-directory plot CONFIG=$(CONFIG)
 
+# Lint first (rules in pyproject.toml): a ruff finding fails the target before any test runs.
 # pytest exits 5 when it collected no tests: that is a failure, not a pass.
 test: install-dev
+	$(BIN)/ruff check mt tests scripts
 	$(BIN)/python -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 

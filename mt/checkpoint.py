@@ -16,6 +16,10 @@ Layout of a checkpoint (a plain dict; only tensors, numbers, strings, bytes, lis
 
 Writes are atomic: a temp file in the same folder, fsync'd, then `os.replace`d over the target
 and the folder fsync'd, so a crash leaves either the old or the new file, never a torn one.
+
+`CheckpointFiles` names the files of a run's checkpoints folder (best.pt, update_<N>.pt,
+last.pt, averaged.pt; see mt/train.py for when each is written) and writes them, refusing
+weights that are not finite so a diverged model never replaces a good checkpoint.
 """
 
 from __future__ import annotations
@@ -28,7 +32,9 @@ import torch
 
 from mt.config import Config, config_from_dict, config_to_dict
 from mt.errors import MTError
+from mt.model import Transformer
 from mt.textio import atomic_write
+from mt.tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 KIND = "mt-checkpoint"
@@ -130,11 +136,11 @@ def _wrong_field(state: dict[str, Any]) -> str:
     return ""
 
 
-def inference_state(cfg: Config, tokenizer: Any, model: torch.nn.Module, *, update: int = 0,
+def inference_state(cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, *, update: int = 0,
                     epoch: int = 0) -> dict[str, Any]:
     """Everything `load_for_inference` needs: config, tokenizer models, vocab sizes and weights.
 
-    `tokenizer` is an `mt.tokenizer.Tokenizer`; `model` may be DDP-wrapped (its module is saved).
+    `model` may be DDP-wrapped (its module is saved).
     Weights are copied to CPU so the dict stays valid while training goes on.
     """
     module = getattr(model, "module", model)
@@ -161,11 +167,8 @@ def checkpoint_config(state: dict[str, Any], path: str | Path) -> Config:
         raise MTError(f"checkpoint '{path}': stored config is invalid: {e}") from None
 
 
-def load_for_inference(path: str | Path, device: str | torch.device) -> tuple[Any, Any, Config]:
+def load_for_inference(path: str | Path, device: str | torch.device) -> tuple[Transformer, Tokenizer, Config]:
     """(Transformer in eval mode on `device`, Tokenizer, Config) from any mt checkpoint."""
-    from mt.model import Transformer
-    from mt.tokenizer import Tokenizer
-
     state = load_checkpoint(path)
     cfg = checkpoint_config(state, path)
     tok = state["tokenizer"]
@@ -225,3 +228,68 @@ def average_checkpoints(paths: list[str | Path] | list[Path], out: str | Path) -
     out_state["model"] = averaged
     out_state["averaged_from"] = [p.name for p in paths]
     save_checkpoint(out, out_state)
+
+
+class CheckpointFiles:
+    """The checkpoint files of one run, in `ckpt_dir`; only rank 0 writes them.
+
+    best.pt, last.pt, averaged.pt and update_<N>.pt, of which the newest `keep` are kept (none
+    are written when `keep` <= 0). Every write first checks that the weights are finite.
+    """
+
+    def __init__(self, ckpt_dir: Path, cfg: Config, tokenizer: Tokenizer, *, keep: int) -> None:
+        self.dir, self.cfg, self.tokenizer, self.keep = ckpt_dir, cfg, tokenizer, keep
+        self.best = ckpt_dir / "best.pt"
+        self.last = ckpt_dir / "last.pt"
+        self.averaged = ckpt_dir / "averaged.pt"
+
+    def state(self, model: torch.nn.Module, *, update: int, epoch: int) -> dict[str, Any]:
+        """`inference_state` of `model`; an MTError (and nothing written) when a weight is not finite."""
+        bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+        if bad:  # never replace a good checkpoint with a broken model
+            raise MTError(f"train: non-finite weights ({bad[0]}, ...) at update {update}; "
+                          f"checkpoints left as they were")
+        return inference_state(self.cfg, self.tokenizer, model, update=update, epoch=epoch)
+
+    def save_best(self, model: torch.nn.Module, *, update: int, epoch: int, valid: dict[str, Any]) -> None:
+        """best.pt, with the validation record that made it the best under "valid"."""
+        state = self.state(model, update=update, epoch=epoch)
+        state["valid"] = valid
+        save_checkpoint(self.best, state)
+
+    def save_periodic(self, model: torch.nn.Module, *, update: int, epoch: int) -> None:
+        """update_<update>.pt; then only the newest `keep` periodic files are left."""
+        if self.keep <= 0:
+            return
+        save_checkpoint(self.dir / f"update_{update}.pt", self.state(model, update=update, epoch=epoch))
+        for old in self.periodic()[:-self.keep]:
+            old.unlink(missing_ok=True)
+
+    def save_last(self, model: torch.nn.Module, *, update: int, epoch: int, training: dict[str, Any]) -> None:
+        """last.pt: the weights plus `training`, what --resume needs (see mt/trainstate.py)."""
+        state = self.state(model, update=update, epoch=epoch)
+        state["training"] = training
+        save_checkpoint(self.last, state)
+
+    def periodic(self) -> list[Path]:
+        """The update_<N>.pt files, oldest first."""
+        found = []
+        for p in self.dir.glob("update_*.pt"):
+            number = p.stem.split("_", 1)[1]
+            if number.isdigit():
+                found.append((int(number), p))
+        return [p for _, p in sorted(found)]
+
+    def average_candidate(self, sources: list[Path]) -> Path:
+        """The mean of `sources` in a candidate file, to validate before `keep_averaged`."""
+        candidate = self.dir / ".averaged.candidate.pt"
+        average_checkpoints(sources, candidate)
+        return candidate
+
+    def keep_averaged(self, candidate: Path, keep: bool) -> None:
+        """Make `candidate` averaged.pt, or drop it and any averaged.pt of an earlier session."""
+        if keep:
+            candidate.replace(self.averaged)
+            return
+        candidate.unlink(missing_ok=True)
+        self.averaged.unlink(missing_ok=True)  # a stale one would be picked by `make evaluate`

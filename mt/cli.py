@@ -1,19 +1,22 @@
 """The `mt` command line: one Typer subcommand per pipeline stage.
 
-Each command parses its options, loads the config and calls one library function. Library
-modules are imported inside the commands so `mt --help` stays fast. Errors a user can cause
-raise `MTError`; `main()` prints them as one line on stderr and exits with code 2.
+Each command parses its options, loads the config and calls one library function (or, for
+translate and evaluate, one function of mt/commands.py). Those modules are imported inside the
+commands so `mt --help` stays fast. Errors a user can cause raise `MTError`; `main()` prints
+them as one line on stderr and exits with code 2, and prints each `MTWarning` as one line too.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import List, Optional
+from typing import Optional, TextIO
 
 import typer
 
-from mt.errors import MTError
+from mt.errors import MTError, MTWarning
 
 app = typer.Typer(
     add_completion=False,
@@ -45,7 +48,7 @@ def data_fetch(
 
 
 @app.command()
-def prepare(config: Path = ConfigArg, overrides: List[str] = SetOpt,
+def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
             force: bool = typer.Option(False, help="Rebuild even if the cache is up to date.")) -> None:
     """Train the sentencepiece tokenizer and encode every split into the run directory."""
     from mt.config import load_config
@@ -55,7 +58,7 @@ def prepare(config: Path = ConfigArg, overrides: List[str] = SetOpt,
 
 
 @app.command()
-def train(config: Path = ConfigArg, overrides: List[str] = SetOpt,
+def train(config: Path = ConfigArg, overrides: list[str] = SetOpt,
           resume: bool = typer.Option(False, help="Continue exactly from runs/<name>/checkpoints/last.pt.")) -> None:
     """Train a model (preparing the data first when needed). Works under torchrun for DDP."""
     from mt.config import load_config
@@ -76,16 +79,16 @@ def translate(
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order."""
-    from mt.evaluate import translate_file
+    from mt.commands import translate_command
 
-    translate_file(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best,
+    translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best,
                    max_tokens=max_tokens, device=device)
 
 
 @app.command()
 def evaluate(
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="A checkpoint file (.pt)."),
-    split: List[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),
+    split: list[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),
     src: Optional[Path] = typer.Option(None, help="Source file to translate (with --ref)."),
     ref: Optional[Path] = typer.Option(None, help="Reference translations."),
     hyp: Optional[Path] = typer.Option(None, help="Score these hypotheses against --ref (no model needed)."),
@@ -96,7 +99,7 @@ def evaluate(
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
-    from mt.evaluate import evaluate_command
+    from mt.commands import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
                      beam=beam, alpha=alpha, samples=samples, device=device)
@@ -104,7 +107,7 @@ def evaluate(
 
 @app.command()
 def average(
-    checkpoints: List[Path] = typer.Argument(..., help="Checkpoints of one run to average."),
+    checkpoints: list[Path] = typer.Argument(..., help="Checkpoints of one run to average."),
     output: Path = typer.Option(..., "--output", "-o", help="The averaged checkpoint to write."),
 ) -> None:
     """Average the weights of several checkpoints into one that translates."""
@@ -127,10 +130,27 @@ def plot(
     plot_run(run_dir, attention=attention, sentence=sentence, layer=layer, checkpoint=checkpoint)
 
 
+ShowWarning = Callable[[Warning | str, type[Warning], str, int, TextIO | None, str | None], None]
+
+
+def _showing_mt_warnings(fallback: ShowWarning) -> ShowWarning:
+    """A `warnings.showwarning` that prints MTWarning as 'mt: warning: ...' and passes others on."""
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        if issubclass(category, MTWarning):
+            print(f"mt: warning: {message}", file=sys.stderr)
+        else:
+            fallback(message, category, filename, lineno, file, line)
+    return show
+
+
 def main() -> None:
     """Console entry point: runs the app; user errors become one line on stderr and exit 2."""
     try:
-        app()
+        with warnings.catch_warnings():  # restores the filters and showwarning afterwards
+            warnings.simplefilter("always", MTWarning)  # every time, as a message, not once per place
+            warnings.showwarning = _showing_mt_warnings(warnings.showwarning)
+            app()
     except MTError as e:
         print(f"mt: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -16,18 +16,30 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from mt.errors import MTError
+from mt.textio import atomic_write
+
+# The values a choice key accepts. The loader reads them from the field annotations, so each
+# alias is the one list of its choices (e.g. `typing.get_args(LengthPenalty)` in mt.search).
+DataFormat = Literal["text", "tsv", "jsonl", "hub", "saved"]
+TokenizerType = Literal["unigram", "bpe"]
+Activation = Literal["relu", "gelu"]
+Norm = Literal["post", "pre"]
+Optimizer = Literal["adam", "adamw"]
+Schedule = Literal["inverse_sqrt", "noam", "linear_decay", "constant"]
+Precision = Literal["fp32", "bf16", "fp16"]
+LengthPenalty = Literal["gnmt", "average", "none"]
 
 
 @dataclass(frozen=True)
 class DataConfig:
     """Where the parallel text comes from and how the training split is cleaned."""
 
-    format: str = "text"  # text: {split}.{lang}[.gz] in `path`; tsv: {split}.tsv; jsonl: {split}.jsonl; hub; saved
+    format: DataFormat = "text"  # text: {split}.{lang}[.gz] in `path`; tsv: {split}.tsv; jsonl: {split}.jsonl
     path: str = "data/multi30k"  # folder holding the split files (text/tsv/jsonl) or a saved HF dataset (saved)
     hub_name: str = ""  # format=hub: dataset name on the Hugging Face hub, e.g. "wmt14"
     hub_config: str = ""  # format=hub: dataset config, e.g. "de-en"
@@ -45,7 +57,7 @@ class DataConfig:
 class TokenizerConfig:
     """Sentencepiece training. Ids are fixed: pad=0, unk=1, bos=2, eos=3."""
 
-    type: str = "unigram"  # unigram | bpe
+    type: TokenizerType = "unigram"
     vocab_size: int = 8000
     joint: bool = True  # one model for both languages (enables three-way weight tying)
     character_coverage: float = 1.0
@@ -64,8 +76,8 @@ class ModelConfig:
     d_ff: int = 1024
     dropout: float = 0.1
     attention_dropout: float = 0.0
-    activation: str = "relu"  # relu | gelu
-    norm: str = "post"  # post (the paper) | pre (with a final LayerNorm)
+    activation: Activation = "relu"
+    norm: Norm = "post"  # post: the paper; pre: with a final LayerNorm
     tie_embeddings: bool = True  # decoder embedding = output projection; plus source embedding when joint
     max_positions: int = 1024
 
@@ -78,9 +90,9 @@ class TrainConfig:
     max_tokens: int = 4096  # per batch: padded (source + target) tokens, per rank
     max_sentences: int = 512  # per batch, per rank
     accumulate: int = 1  # batches per update (gradient accumulation)
-    optimizer: str = "adamw"  # adam | adamw
+    optimizer: Optimizer = "adamw"
     lr: float = 1e-3  # peak learning rate (schedule=inverse_sqrt); scale factor for schedule=noam
-    schedule: str = "inverse_sqrt"  # inverse_sqrt | noam | linear_decay | constant
+    schedule: Schedule = "inverse_sqrt"
     warmup: int = 4000  # updates of linear warmup
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
@@ -98,7 +110,7 @@ class TrainConfig:
     keep_checkpoints: int = 5  # periodic checkpoints kept (besides last and best)
     save_every: int = 0  # write a periodic checkpoint every N updates (0 = at validations only)
     log_every: int = 100  # plain log line every N updates
-    precision: str = "fp32"  # fp32 | bf16 (autocast, CPU and GPU) | fp16 (autocast + grad scaler, CUDA)
+    precision: Precision = "fp32"  # bf16: autocast, CPU and GPU; fp16: autocast + grad scaler, CUDA
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int = 0  # torch intra-op threads on CPU (0 = torch default)
     max_bad_losses: int = 10  # NaN/inf losses skipped before training stops
@@ -110,7 +122,7 @@ class DecodeConfig:
     """Search settings for `mt translate`, `mt evaluate` and validation BLEU."""
 
     beam: int = 5  # 1 = greedy
-    length_penalty: str = "gnmt"  # gnmt: ((5+|y|)/6)^alpha | average: |y|^alpha | none
+    length_penalty: LengthPenalty = "gnmt"  # gnmt: ((5+|y|)/6)^alpha; average: |y|^alpha; none: 1
     alpha: float = 0.6
     max_len_a: float = 1.5  # maximum output length = a * |src| + b
     max_len_b: int = 10
@@ -136,18 +148,6 @@ class Config:
         return Path(self.run_root) / self.name
 
 
-_CHOICES: dict[str, tuple[str, ...]] = {
-    "data.format": ("text", "tsv", "jsonl", "hub", "saved"),
-    "tokenizer.type": ("unigram", "bpe"),
-    "model.activation": ("relu", "gelu"),
-    "model.norm": ("post", "pre"),
-    "train.optimizer": ("adam", "adamw"),
-    "train.schedule": ("inverse_sqrt", "noam", "linear_decay", "constant"),
-    "train.precision": ("fp32", "bf16", "fp16"),
-    "decode.length_penalty": ("gnmt", "average", "none"),
-}
-
-
 def _type_name(tp: Any) -> str:
     if isinstance(tp, type):
         return tp.__name__
@@ -159,9 +159,35 @@ def _closest(key: str, valid: list[str]) -> str:
     return f" (did you mean '{match[0]}'?)" if match else f" (valid keys: {', '.join(valid)})"
 
 
+def _is_text(tp: Any) -> bool:
+    """Whether a field holds text: `str`, or a `Literal` of strings (a choice key)."""
+    if tp is str:
+        return True
+    return typing.get_origin(tp) is Literal and all(isinstance(a, str) for a in typing.get_args(tp))
+
+
+def check_data_format(data_format: str) -> None:
+    """MTError unless `data_format` is one of `DataFormat`: for a DataConfig built in code, which
+    bypasses the loader's checks."""
+    formats = typing.get_args(DataFormat)
+    if data_format not in formats:
+        raise MTError(f"data.format '{data_format}': unknown format; "
+                      f"expected {', '.join(formats[:-1])} or {formats[-1]}")
+
+
 def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check `value` against the annotation `tp`, converting only where lossless (int -> float, list -> tuple)."""
+    """Check `value` against the annotation `tp`, converting only where lossless (int -> float, list -> tuple).
+
+    A `Literal[...]` of strings is a choice key: the value must be a string and one of its choices.
+    """
     origin = typing.get_origin(tp)
+    if origin is Literal:
+        choices = typing.get_args(tp)
+        if not isinstance(value, str):
+            raise MTError(f"config key '{where}': expected str, got {value!r}")
+        if value not in choices:
+            raise MTError(f"config key '{where}': expected one of {', '.join(choices)}, got {value!r}")
+        return value
     bad = MTError(f"config key '{where}': expected {_type_name(tp)}, got {value!r}")
     if tp is bool:
         if isinstance(value, bool):
@@ -213,9 +239,6 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
             kwargs[key] = _build(tp, value if value is not None else {}, where)
             continue
         kwargs[key] = _coerce(value, tp, where)
-        choices = _CHOICES.get(where)
-        if choices and kwargs[key] not in choices:
-            raise MTError(f"config key '{where}': expected one of {', '.join(choices)}, got {value!r}")
     return cls(**kwargs)
 
 
@@ -283,7 +306,7 @@ def _stringify_for_str_fields(raw: dict[str, Any]) -> dict[str, Any]:
                 continue
             if dataclasses.is_dataclass(tp):
                 out[key] = walk(tp, value)
-            elif tp is str and isinstance(value, (int, float)) and not isinstance(value, bool):
+            elif _is_text(tp) and isinstance(value, (int, float)) and not isinstance(value, bool):
                 out[key] = str(value)
         return out
 
@@ -310,9 +333,15 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     return config_from_dict(apply_overrides(raw, overrides or []))
 
 
+def config_to_yaml(cfg: Config) -> str:
+    """The resolved config as YAML text (what `save_config` writes)."""
+    return yaml.safe_dump(config_to_dict(cfg), sort_keys=False)
+
+
 def save_config(cfg: Config, path: str | Path) -> None:
-    """Write the resolved config as YAML (what `load_config` reads back to an equal Config)."""
-    Path(path).write_text(yaml.safe_dump(config_to_dict(cfg), sort_keys=False), encoding="utf-8")
+    """Write the resolved config as YAML, atomically (what `load_config` reads back to an equal Config)."""
+    with atomic_write(Path(path)) as f:
+        f.write(config_to_yaml(cfg).encode("utf-8"))
 
 
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")

@@ -21,12 +21,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mt.config import DataConfig
+from mt.config import DataConfig, check_data_format
 from mt.errors import MTError
 from mt.textio import iter_lines
 
 DROP_REASONS = ("empty", "too_long", "ratio")
 _HF_BATCH = 1000  # rows converted from Arrow per step when iterating a HF dataset
+
+
+@dataclass(frozen=True)
+class CleanLimits:
+    """Cleaning thresholds for training pairs; a value <= 0 disables that check.
+
+    max_len: most whitespace words on either side; max_len_ratio: largest word-length ratio.
+    """
+
+    max_len: int
+    max_len_ratio: float
+
+    @classmethod
+    def from_config(cls, data: DataConfig) -> CleanLimits:
+        return cls(data.max_len, data.max_len_ratio)
 
 
 @dataclass
@@ -83,14 +98,9 @@ def _text_files(data: DataConfig, split: str) -> list[Path]:
     return files
 
 
-def _check_format(data: DataConfig) -> None:
-    if data.format not in ("text", "tsv", "jsonl", "hub", "saved"):
-        raise MTError(f"data.format '{data.format}': unknown format; expected text, tsv, jsonl, hub or saved")
-
-
 def split_files(data: DataConfig, split: str) -> list[Path]:
     """The local files a split is read from (all files of a saved dataset; [] for hub). MTError if missing."""
-    _check_format(data)
+    check_data_format(data.format)
     if data.format == "hub":
         return []
     if data.format == "saved":
@@ -107,7 +117,7 @@ def split_available(data: DataConfig, split: str) -> bool:
     A split with only some of its files present counts as available, so that reading it reports
     the missing file instead of skipping it silently.
     """
-    _check_format(data)
+    check_data_format(data.format)
     root = Path(data.path)
     if data.format == "text":
         return any(_existing(root / f"{split}.{lang}") for lang in (data.src_lang, data.tgt_lang))
@@ -247,7 +257,7 @@ def iter_split(data: DataConfig, split: str) -> Iterator[tuple[str, str]]:
     Raises MTError for a missing file or split, line counts that differ (naming both files and
     counts; raised when the shorter file ends), invalid UTF-8 (file and line), an unknown format.
     """
-    _check_format(data)
+    check_data_format(data.format)
     if data.format == "hub":
         return _iter_hub(data, split)
     if data.format == "saved":
@@ -270,27 +280,27 @@ def read_split(data: DataConfig, split: str) -> tuple[list[str], list[str]]:
     return src, tgt
 
 
-def drop_reason(src: str, tgt: str, max_len: int, max_len_ratio: float) -> str | None:
+def drop_reason(src: str, tgt: str, limits: CleanLimits) -> str | None:
     """Why a stripped pair is dropped ('empty', 'too_long', 'ratio'), or None to keep it.
 
-    Lengths are whitespace-separated words; `max_len <= 0` or `max_len_ratio <= 0` disables that check.
+    Lengths are whitespace-separated words; a limit <= 0 disables that check.
     """
     if not src or not tgt:
         return "empty"
     ns, nt = len(src.split()), len(tgt.split())
-    if max_len > 0 and max(ns, nt) > max_len:
+    if limits.max_len > 0 and max(ns, nt) > limits.max_len:
         return "too_long"
-    if max_len_ratio > 0 and max(ns, nt) > max_len_ratio * min(ns, nt):
+    if limits.max_len_ratio > 0 and max(ns, nt) > limits.max_len_ratio * min(ns, nt):
         return "ratio"
     return None
 
 
-def clean_pairs(pairs: Iterable[tuple[str, str]], max_len: int, max_len_ratio: float,
+def clean_pairs(pairs: Iterable[tuple[str, str]], limits: CleanLimits,
                 report: CleanReport) -> Iterator[tuple[str, str]]:
     """Strip both sides and drop empty, too long and badly proportioned pairs, counting each in `report`."""
     for src, tgt in pairs:
         src, tgt = src.strip(), tgt.strip()
-        reason = drop_reason(src, tgt, max_len, max_len_ratio)
+        reason = drop_reason(src, tgt, limits)
         if reason is None:
             report.kept += 1
             yield src, tgt

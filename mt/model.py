@@ -60,6 +60,17 @@ def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
     return pe.float()
 
 
+def key_padding_mask(mask: Tensor) -> Tensor:
+    """A (B, S) bool padding mask over keys -> (B, 1, 1, S): the same keys for every head and query."""
+    return mask[:, None, None, :]
+
+
+def merge_heads(y: Tensor) -> Tensor:
+    """Per-head outputs (B, H, T, d_k) -> (B, T, H * d_k), heads side by side."""
+    B, H, T, d_k = y.shape
+    return y.transpose(1, 2).reshape(B, T, H * d_k)
+
+
 def _xavier_blocks(weight: Tensor, blocks: int) -> None:
     """Xavier-uniform init of a fused (blocks*d_out, d_in) weight, one (d_out, d_in) block at a time."""
     for chunk in weight.data.chunk(blocks, dim=0):
@@ -85,8 +96,7 @@ class SelfAttention(nn.Module):
         """Attention of (B, H, T, d_k) queries over (B, H, S, d_k) keys/values -> (B, T, D)."""
         p = self.attention_dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=is_causal)
-        B, H, T, d_k = y.shape
-        return self.out(y.transpose(1, 2).reshape(B, T, H * d_k))  # (B, T, D)
+        return self.out(merge_heads(y))  # (B, T, D)
 
     def forward(self, x: Tensor, mask: Tensor | None, is_causal: bool = False) -> Tensor:
         """x (B, T, D), mask broadcastable to (B, H, T, T) or None -> (B, T, D)."""
@@ -119,8 +129,7 @@ class CrossAttention(nn.Module):
         """x (B, T, D), k/v (B, H, S, d_k), src_mask (B, 1, 1, S) -> (B, T, D)."""
         p = self.attention_dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(self.query(x), k, v, attn_mask=src_mask, dropout_p=p)
-        B, H, T, d_k = y.shape
-        return self.out(y.transpose(1, 2).reshape(B, T, H * d_k))
+        return self.out(merge_heads(y))  # (B, T, D)
 
     def weights(self, x: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
         """Explicit attention probabilities (B, H, T, S); rows with no real key are all zero."""
@@ -143,73 +152,91 @@ class FeedForward(nn.Module):
         return self.down(self.act(self.up(x)))  # (B, T, D)
 
 
+class ResidualNorm(nn.LayerNorm):
+    """The LayerNorm of one sublayer and the residual connection around it (the Annotated
+    Transformer's SublayerConnection). Pre-LN: x + drop(f(LN(x))). Post-LN (the paper): LN(x + drop(f(x))).
+
+    It is the sublayer's LayerNorm itself (a subclass), so the state-dict keys stay those of a
+    plain LayerNorm attribute (`decoder.0.norm_self.weight`). `around(x, f)` runs the whole
+    sublayer; `input` and `add` are its two halves, for a caller that needs what f computes inside
+    (incremental decoding keeps the self-attention keys/values).
+    """
+
+    def __init__(self, d_model: int, *, pre_norm: bool, dropout: float) -> None:
+        super().__init__(d_model)
+        self.pre_norm, self.dropout = pre_norm, dropout
+
+    def input(self, x: Tensor) -> Tensor:
+        """What the sublayer reads: LN(x) pre-LN, x post-LN.  # (B, T, D)"""
+        return self(x) if self.pre_norm else x
+
+    def add(self, x: Tensor, y: Tensor) -> Tensor:
+        """The residual stream x plus the sublayer output y (dropped out), normalised after post-LN."""
+        y = F.dropout(y, self.dropout, self.training)
+        return x + y if self.pre_norm else self(x + y)
+
+    def around(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        """x (B, T, D) -> the residual sublayer's output (B, T, D)."""
+        return self.add(x, sublayer(self.input(x)))
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, pre_norm={self.pre_norm}, dropout={self.dropout}"
+
+
 class EncoderLayer(nn.Module):
-    """Self-attention and feed-forward sublayers, each wrapped by `_residual`."""
+    """Self-attention and feed-forward sublayers, each inside a `ResidualNorm`."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.pre_norm, self.dropout = cfg.norm == "pre", cfg.dropout
         self.attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation)
-        self.norm_attn, self.norm_ff = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.norm_attn, self.norm_ff = (ResidualNorm(cfg.d_model, pre_norm=cfg.norm == "pre", dropout=cfg.dropout)
+                                        for _ in range(2))
 
-    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
-        """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D)."""
-        x = _residual(x, self.norm_attn, lambda h: self.attn(h, src_mask), self.pre_norm, self.dropout, self.training)
-        return _residual(x, self.norm_ff, self.ff, self.pre_norm, self.dropout, self.training)
+    def forward(self, x: Tensor, key_mask: Tensor) -> Tensor:
+        """x (B, S, D), key_mask (B, 1, 1, S) -> (B, S, D)."""
+        x = self.norm_attn.around(x, lambda h: self.attn(h, key_mask))
+        return self.norm_ff.around(x, self.ff)
 
 
 class DecoderLayer(nn.Module):
-    """Causal self-attention, cross-attention and feed-forward sublayers."""
+    """Causal self-attention, cross-attention and feed-forward sublayers, each inside a `ResidualNorm`."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.pre_norm, self.dropout = cfg.norm == "pre", cfg.dropout
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.cross_attn = CrossAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation)
-        self.norm_self, self.norm_cross, self.norm_ff = (nn.LayerNorm(cfg.d_model) for _ in range(3))
+        self.norm_self, self.norm_cross, self.norm_ff = (
+            ResidualNorm(cfg.d_model, pre_norm=cfg.norm == "pre", dropout=cfg.dropout) for _ in range(3))
 
-    def _sub(self, x: Tensor, norm: nn.LayerNorm, fn: Callable[[Tensor], Tensor]) -> Tensor:
-        return _residual(x, norm, fn, self.pre_norm, self.dropout, self.training)
-
-    def forward(self, x: Tensor, mem_k: Tensor, mem_v: Tensor, src_mask: Tensor, tgt_mask: Tensor | None) -> Tensor:
-        """x (B, T, D); mem_k/mem_v (B, H, S, d_k); tgt_mask None (causal fast path) or (B, 1, T, T)."""
-        x = self._sub(x, self.norm_self, lambda h: self.self_attn(h, tgt_mask, is_causal=tgt_mask is None))
-        x = self._sub(x, self.norm_cross, lambda h: self.cross_attn(h, mem_k, mem_v, src_mask))
-        return self._sub(x, self.norm_ff, self.ff)
+    def forward(self, x: Tensor, mem_k: Tensor, mem_v: Tensor, key_mask: Tensor, tgt_mask: Tensor | None) -> Tensor:
+        """x (B, T, D); mem_k/mem_v (B, H, S, d_k); key_mask (B, 1, 1, S);
+        tgt_mask None (causal fast path) or (B, 1, T, T) -> (B, T, D)."""
+        x = self.norm_self.around(x, lambda h: self.self_attn(h, tgt_mask, is_causal=tgt_mask is None))
+        x = self.norm_cross.around(x, lambda h: self.cross_attn(h, mem_k, mem_v, key_mask))
+        return self.norm_ff.around(x, self.ff)
 
     def step(self, x: Tensor, past_k: Tensor | None, past_v: Tensor | None, mem_k: Tensor, mem_v: Tensor,
-             src_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+             key_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """One new position: x (B, 1, D), past self-attn k/v (B, H, t, d_k) or None.
 
         Returns the output (B, 1, D) and the self-attn k/v extended to (B, H, t+1, d_k). The new
         query may attend every cached key (they are all earlier positions), so no mask is needed.
         """
-        new_kv: list[Tensor] = []
+        # 1. self-attention: project the new position, append its key/value to the cache, attend
+        q, k, v = self.self_attn.project(self.norm_self.input(x))  # each (B, H, 1, d_k)
+        if past_k is not None and past_v is not None:
+            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)  # (B, H, t+1, d_k)
+        x = self.norm_self.add(x, self.self_attn.attend(q, k, v, None, False))
+        # 2. cross-attention over the cached encoder keys/values, 3. feed-forward
+        x = self.norm_cross.around(x, lambda h: self.cross_attn(h, mem_k, mem_v, key_mask))
+        return self.norm_ff.around(x, self.ff), k, v
 
-        def self_block(h: Tensor) -> Tensor:
-            q, k, v = self.self_attn.project(h)  # (B, H, 1, d_k)
-            if past_k is not None:
-                k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)
-            new_kv.extend((k, v))
-            return self.self_attn.attend(q, k, v, None, False)
-
-        x = self._sub(x, self.norm_self, self_block)
-        x = self._sub(x, self.norm_cross, lambda h: self.cross_attn(h, mem_k, mem_v, src_mask))
-        return self._sub(x, self.norm_ff, self.ff), new_kv[0], new_kv[1]
-
-    def cross_weights(self, x: Tensor, memory: Tensor, src_mask: Tensor) -> Tensor:
+    def cross_weights(self, x: Tensor, memory: Tensor, key_mask: Tensor) -> Tensor:
         """Cross-attention probabilities (B, H, T, S) of this layer for input x (B, T, D)."""
-        x = self._sub(x, self.norm_self, lambda h: self.self_attn(h, None, is_causal=True))
-        return self.cross_attn.weights(self.norm_cross(x) if self.pre_norm else x, memory, src_mask)
-
-
-def _residual(x: Tensor, norm: nn.LayerNorm, fn: Callable[[Tensor], Tensor], pre_norm: bool, p: float, training: bool) -> Tensor:
-    """Pre-LN: x + drop(fn(LN(x))).  Post-LN (the paper): LN(x + drop(fn(x)))."""
-    if pre_norm:
-        return x + F.dropout(fn(norm(x)), p, training)
-    return norm(x + F.dropout(fn(x), p, training))
+        x = self.norm_self.around(x, lambda h: self.self_attn(h, None, is_causal=True))
+        return self.cross_attn.weights(self.norm_cross.input(x), memory, key_mask)
 
 
 @dataclass
@@ -290,6 +317,19 @@ class Transformer(nn.Module):
         """Number of distinct parameter elements (tied tensors counted once)."""
         return sum(p.numel() for p in self.parameters())
 
+    def flops_per_token(self) -> tuple[float, float]:
+        """≈ 6 × matrix parameters a token passes through: (FLOPs per source token, per target token).
+
+        Training FLOPs (forward + backward), as in nanoGPT's estimate_mfu. Source tokens pass the
+        encoder; target tokens the decoder and the output projection. Attention-score FLOPs (short
+        sentences) and embedding lookups are left out.
+        """
+        def matrices(prefix: str) -> int:
+            return sum(p.numel() for n, p in self.named_parameters() if n.startswith(prefix) and p.dim() >= 2)
+
+        out = self.tgt_embed.weight.numel()  # the output projection (tied or not, the same size)
+        return 6.0 * matrices("encoder"), 6.0 * (matrices("decoder") + out)
+
     def _embed(self, embedding: nn.Embedding, tokens: Tensor, start: int) -> Tensor:
         """tokens (B, T) -> dropout(emb * sqrt(D) + PE[start:start+T])  # (B, T, D)"""
         end = start + tokens.size(1)
@@ -306,7 +346,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src (B, S) long, src_mask (B, S) bool (True = real) -> memory (B, S, D)."""
-        key_mask = src_mask[:, None, None, :]  # (B, 1, 1, S), shared by every layer
+        key_mask = key_padding_mask(src_mask)  # shared by every layer
         x = self._embed(self.src_embed, src, 0)
         for layer in self.encoder:
             x = layer(x, key_mask)
@@ -318,12 +358,12 @@ class Transformer(nn.Module):
         tgt_mask None (training, search): right-padded targets on the causal fast path. Given a
         (B, T) bool mask, attention uses causal AND key padding explicitly (any padding layout).
         """
-        key_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+        key_mask = key_padding_mask(src_mask)
         self_mask = None
         if tgt_mask is not None:
             T = tgt_in.size(1)
             causal = torch.ones(T, T, dtype=torch.bool, device=tgt_in.device).tril()  # (T, T)
-            self_mask = causal & tgt_mask[:, None, None, :]  # (B, 1, T, T)
+            self_mask = causal & key_padding_mask(tgt_mask)  # (B, 1, T, T)
         x = self._embed(self.tgt_embed, tgt_in, 0)
         for layer in self.decoder:
             k, v = layer.cross_attn.memory_kv(memory)
@@ -348,7 +388,7 @@ class Transformer(nn.Module):
         cache's batch rows. Every vocabulary entry is scored, PAD and BOS included: search
         decides what may be emitted.
         """
-        key_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+        key_mask = key_padding_mask(src_mask)
         if cache is None:
             kvs = [layer.cross_attn.memory_kv(memory) for layer in self.decoder]
             cache = DecoderCache([], [], [k for k, _ in kvs], [v for _, v in kvs])
@@ -375,7 +415,7 @@ class Transformer(nn.Module):
         self.eval()
         try:
             memory = self.encode(src, src_mask)
-            key_mask = src_mask[:, None, None, :]  # (B, 1, 1, S)
+            key_mask = key_padding_mask(src_mask)
             x = self._embed(self.tgt_embed, tgt_in, 0)
             for block in self.decoder[:layer]:
                 k, v = block.cross_attn.memory_kv(memory)

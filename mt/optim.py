@@ -144,7 +144,7 @@ class Schedule:
     floor: float = FLOOR
 
     @classmethod
-    def from_config(cls, train: TrainConfig, *, d_model: int, has_horizon: bool) -> "Schedule":
+    def from_config(cls, train: TrainConfig, *, d_model: int, has_horizon: bool) -> Schedule:
         return cls(kind=train.schedule, lr=train.lr, warmup=train.warmup, d_model=d_model,
                    has_horizon=has_horizon)
 

@@ -12,7 +12,15 @@ import json
 import sys
 from pathlib import Path
 
+import torch
+
+from mt.batching import collate_source
+from mt.checkpoint import load_checkpoint, load_for_inference
+from mt.config import config_from_dict
+from mt.corpus import read_split
 from mt.errors import MTError
+from mt.tokenizer import BOS_ID
+from mt.translate import search_batch
 
 
 def read_metrics(path: Path) -> list[dict]:
@@ -88,12 +96,6 @@ def plot_attention(checkpoint: Path, sentence: str, layer: int, out: Path) -> st
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import torch
-
-    from mt.batching import collate_source
-    from mt.checkpoint import load_for_inference
-    from mt.search import beam_search
-    from mt.tokenizer import BOS_ID
 
     model, tokenizer, cfg = load_for_inference(checkpoint, "cpu")
     n_layers = cfg.model.decoder_layers
@@ -104,16 +106,14 @@ def plot_attention(checkpoint: Path, sentence: str, layer: int, out: Path) -> st
     if not src_ids:
         raise MTError("attention plot: the sentence is empty")
     src, src_mask = collate_source([src_ids])
-    d = cfg.decode
     with torch.inference_mode():
-        best = beam_search(model, src, src_mask, beam=d.beam, alpha=d.alpha, length_penalty=d.length_penalty,
-                           max_len_a=d.max_len_a, max_len_b=d.max_len_b, n_best=1, forbid_unk=d.forbid_unk)[0][0]
-        tgt_in = torch.tensor([[BOS_ID] + best.tokens], dtype=torch.long)
+        best = search_batch(model, src, src_mask, cfg.decode)[0]  # the output `mt translate` gives
+        tgt_in = torch.tensor([[BOS_ID] + best], dtype=torch.long)
         weights = model.cross_attention(src, src_mask, tgt_in, layer)[0].mean(dim=0)  # (T, S)
     # The source ends with EOS (mt.batching); row t is the attention used to predict output
     # token t from BOS + the tokens before it, so the last row is the one that predicted EOS.
     src_labels = tokenizer.src_pieces(sentence) + ["</s>"]
-    tgt_labels = tokenizer.tgt_pieces(best.tokens) + ["</s>"]
+    tgt_labels = tokenizer.tgt_pieces(best) + ["</s>"]
     weights = weights.numpy()
 
     fig, ax = plt.subplots(figsize=(max(5, 0.45 * len(src_labels) + 2), max(4, 0.4 * len(tgt_labels) + 1.5)))
@@ -127,7 +127,7 @@ def plot_attention(checkpoint: Path, sentence: str, layer: int, out: Path) -> st
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
-    return tokenizer.decode_tgt([best.tokens])[0]
+    return tokenizer.decode_tgt([best])[0]
 
 
 def plot_run(run_dir: Path, *, attention: bool, sentence: str | None, layer: int, checkpoint: Path | None) -> list[Path]:
@@ -144,10 +144,6 @@ def plot_run(run_dir: Path, *, attention: bool, sentence: str | None, layer: int
     if attention:
         checkpoint = checkpoint or run_dir / "checkpoints" / "best.pt"
         if sentence is None:
-            from mt.checkpoint import load_checkpoint
-            from mt.config import config_from_dict
-            from mt.corpus import read_split
-
             cfg = config_from_dict(load_checkpoint(checkpoint)["config"])
             sentence = read_split(cfg.data, cfg.data.valid_split)[0][0]
         heatmap = out_dir / "attention.png"

@@ -19,6 +19,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -26,8 +27,9 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from mt import corpus
-from mt.config import Config, DataConfig, save_config
+from mt.config import Config, DataConfig, config_to_yaml, save_config
 from mt.errors import MTError
+from mt.textio import atomic_write
 from mt.tokenizer import JOINT_MODEL, SRC_MODEL, TGT_MODEL, Tokenizer, reservoir_sample, train_sentencepiece
 
 CACHE_VERSION = 1
@@ -178,9 +180,9 @@ def _flatten(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return flat, lengths
 
 
-def _encode_chunk(pairs: list[tuple[str, str]], clean: tuple[int, float] | None,
+def _encode_chunk(pairs: list[tuple[str, str]], clean: corpus.CleanLimits | None,
                   tokenizer: Tokenizer | None = None) -> _Encoded:
-    """Strip (and for training, clean) a chunk of raw pairs and encode both sides."""
+    """Strip a chunk of raw pairs, clean it when given `clean` limits (training), and encode both sides."""
     tok = tokenizer or _worker_tokenizer
     assert tok is not None, "worker tokenizer not initialised"
     report = corpus.CleanReport()
@@ -188,7 +190,7 @@ def _encode_chunk(pairs: list[tuple[str, str]], clean: tuple[int, float] | None,
         kept = [(s.strip(), t.strip()) for s, t in pairs]
         report.kept = len(kept)
     else:
-        kept = list(corpus.clean_pairs(pairs, clean[0], clean[1], report))
+        kept = list(corpus.clean_pairs(pairs, clean, report))
     src, tgt = [s for s, _ in kept], [t for _, t in kept]
     # One sentencepiece thread per process: parallelism comes from the worker processes.
     src_ids, src_len = _flatten(tok.encode_src(src, threads=1))
@@ -202,7 +204,7 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[
         yield chunk
 
 
-def _ordered_map(pool: Any, chunks: Iterator[list[tuple[str, str]]], clean: tuple[int, float] | None,
+def _ordered_map(pool: Any, chunks: Iterator[list[tuple[str, str]]], clean: corpus.CleanLimits | None,
                  workers: int) -> Iterator[_Encoded]:
     """Encode chunks in the pool, results in input order, with at most 2*workers chunks in flight.
 
@@ -218,12 +220,10 @@ def _ordered_map(pool: Any, chunks: Iterator[list[tuple[str, str]]], clean: tupl
 
 
 class _SplitWriter:
-    """Appends encoded chunks to the four binary files of one split."""
+    """Appends encoded chunks to the four binary files of one split, keyed (side, kind)."""
 
-    def __init__(self, data_dir: Path, split: str) -> None:
-        self.paths = {(side, kind): _split_path(data_dir, split, side, kind)
-                      for side in ("src", "tgt") for kind in ("ids", "offsets")}
-        self.files: dict[tuple[str, str], BinaryIO] = {k: p.open("wb") for k, p in self.paths.items()}
+    def __init__(self, files: dict[tuple[str, str], BinaryIO]) -> None:
+        self.files = files
         self.totals = {"src": 0, "tgt": 0}
         self.sentences = 0
         for side in ("src", "tgt"):
@@ -236,24 +236,22 @@ class _SplitWriter:
             self.totals[side] += int(lengths.sum())
         self.sentences += len(enc.src_lengths)
 
-    def close(self) -> None:
-        for f in self.files.values():
-            f.close()
 
-
-def _encode_split(pairs: Iterable[tuple[str, str]], clean: tuple[int, float] | None, tokenizer: Tokenizer,
+def _encode_split(pairs: Iterable[tuple[str, str]], clean: corpus.CleanLimits | None, tokenizer: Tokenizer,
                   pool: Any, workers: int, data_dir: Path, split: str) -> tuple[dict[str, int], corpus.CleanReport]:
-    writer = _SplitWriter(data_dir, split)
+    """Encode one split into its four files in `data_dir` (each written atomically); returns its
+    counts and the clean report of its chunks."""
     report = corpus.CleanReport()
-    try:
+    with ExitStack() as stack:
+        files = {(side, kind): stack.enter_context(atomic_write(_split_path(data_dir, split, side, kind)))
+                 for side in ("src", "tgt") for kind in ("ids", "offsets")}
+        writer = _SplitWriter(files)
         chunks = _chunks(pairs, CHUNK_LINES)
         results = (_ordered_map(pool, chunks, clean, workers) if pool is not None
                    else (_encode_chunk(c, clean, tokenizer) for c in chunks))
         for enc in results:
             writer.append(enc)
             report.add(enc.report)
-    finally:
-        writer.close()
     return {"sentences": writer.sentences, "src_tokens": writer.totals["src"], "tgt_tokens": writer.totals["tgt"]}, report
 
 
@@ -283,30 +281,24 @@ def _install(staging: Path, run_dir: Path, data_dir: Path, joint: bool) -> None:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    with atomic_write(path) as f:
+        f.write((json.dumps(obj, indent=2) + "\n").encode("utf-8"))
 
 
 def _refresh_config(cfg: Config, run_dir: Path) -> None:
     """Rewrite run_dir/config.yaml when settings outside the fingerprint (e.g. train.*) changed."""
-    tmp = run_dir / "config.yaml.tmp"
-    save_config(cfg, tmp)
+    text = config_to_yaml(cfg).encode("utf-8")
     current = run_dir / "config.yaml"
-    if current.is_file() and current.read_bytes() == tmp.read_bytes():
-        tmp.unlink()
-    else:
-        tmp.replace(current)
+    if not (current.is_file() and current.read_bytes() == text):
+        with atomic_write(current) as f:
+            f.write(text)
 
 
-def prepare(cfg: Config, *, force: bool = False) -> Path:
-    """Train the tokenizer and encode train (cleaned), valid and test splits into `cfg.run_dir`.
+def _splits_to_prepare(data: DataConfig) -> tuple[list[str], list[str]]:
+    """(splits to encode: train, valid and the test splits found, in that order; test splits skipped).
 
-    A no-op ("up to date"; only config.yaml is refreshed if other sections changed) when the
-    manifest fingerprint matches the inputs and config, unless `force`. Missing train/valid files are an error; a test split without files is skipped with a note.
+    Missing train/valid files are an error; a test split without files is skipped with a note.
     """
-    data, tok_cfg = cfg.data, cfg.tokenizer
-    run_dir, data_dir = cfg.run_dir, cfg.run_dir / "data"
     for split in (data.train_split, data.valid_split):
         corpus.split_files(data, split)  # MTError naming the missing file
         if not corpus.split_available(data, split):
@@ -318,6 +310,82 @@ def prepare(cfg: Config, *, force: bool = False) -> Path:
         else:
             print(f"prepare: test split '{split}' not found in {data.path}; skipped")
     splits = list(dict.fromkeys([data.train_split, data.valid_split, *tests]))
+    return splits, [s for s in data.test_splits if s not in tests]
+
+
+def _train_tokenizer(cfg: Config, staging: Path) -> Tokenizer:
+    """Pass 1: train sentencepiece on a bounded, seeded sample of cleaned training pairs and save
+    its model file(s) into `staging`."""
+    data, tok_cfg = cfg.data, cfg.tokenizer
+    report = corpus.CleanReport()
+    sample = reservoir_sample(corpus.clean_pairs(_train_pairs(data), corpus.CleanLimits.from_config(data), report),
+                              tok_cfg.sample_size, cfg.train.seed)
+    if report.kept == 0:
+        raise _empty_after_cleaning(data, report)
+    t0 = time.perf_counter()
+    tokenizer = train_sentencepiece([s for s, _ in sample], [t for _, t in sample], tok_cfg)
+    del sample
+    print(f"prepare: trained {tok_cfg.type} sentencepiece ({'joint' if tokenizer.joint else 'separate'}, "
+          f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}) on {min(report.kept, tok_cfg.sample_size)} "
+          f"sampled pairs in {time.perf_counter() - t0:.1f}s")
+    tokenizer.save(staging)
+    return tokenizer
+
+
+@dataclass(frozen=True)
+class _EncodeResult:
+    """What pass 2 reports for the manifest and clean_report.json."""
+
+    stats: dict[str, dict[str, int]]  # split -> {"sentences", "src_tokens", "tgt_tokens"}
+    clean_report: dict[str, Any]  # the training split's counts and cleaning settings
+    seconds: float
+    pairs_per_second: float
+
+
+def _encode_splits(cfg: Config, splits: list[str], tokenizer: Tokenizer, staging: Path) -> _EncodeResult:
+    """Pass 2: encode every split into `staging`, streamed, in `tokenizer.workers` processes
+    (cleaning only the training split)."""
+    data, workers = cfg.data, cfg.tokenizer.workers
+    t0 = time.perf_counter()
+    stats: dict[str, dict[str, int]] = {}
+    clean_report: dict[str, Any] = {}
+    pool = (_pool_context().Pool(workers, initializer=_init_worker, initargs=(tokenizer.model_bytes(),))
+            if workers > 1 else None)
+    try:
+        for split in splits:
+            is_train = split == data.train_split
+            pairs = _train_pairs(data) if is_train else corpus.iter_split(data, split)
+            clean = corpus.CleanLimits.from_config(data) if is_train else None
+            stats[split], rep = _encode_split(pairs, clean, tokenizer, pool, workers, staging, split)
+            if is_train:
+                if rep.kept == 0:
+                    raise _empty_after_cleaning(data, rep)
+                clean_report = {"split": split, **rep.to_dict(), "max_len": data.max_len,
+                                "max_len_ratio": data.max_len_ratio, "train_limit": data.train_limit}
+            s = stats[split]
+            dropped = f"; {rep.summary()}" if is_train else ""
+            print(f"  {split}: {s['sentences']} sentences, {s['src_tokens']} src / {s['tgt_tokens']} tgt tokens{dropped}")
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    seconds = time.perf_counter() - t0
+    total = sum(s["sentences"] for s in stats.values())
+    rate = total / seconds if seconds > 0 else float("inf")
+    print(f"prepare: encoded {total} sentence pairs in {seconds:.1f}s ({rate:,.0f} pairs/s, {workers} worker(s))")
+    return _EncodeResult(stats, clean_report, seconds, rate)
+
+
+def prepare(cfg: Config, *, force: bool = False) -> Path:
+    """Train the tokenizer and encode train (cleaned), valid and test splits into `cfg.run_dir`.
+
+    A no-op ("up to date"; only config.yaml is refreshed if other sections changed) when the
+    manifest fingerprint matches the inputs and config, unless `force`. Missing train/valid files
+    are an error; a test split without files is skipped with a note. Everything is built in a
+    staging folder and moved into place; the manifest is written last.
+    """
+    run_dir, data_dir = cfg.run_dir, cfg.run_dir / "data"
+    splits, skipped = _splits_to_prepare(cfg.data)
     digest, payload = _fingerprint(cfg, splits)
     if not force and _is_up_to_date(data_dir, digest):
         _refresh_config(cfg, run_dir)
@@ -330,51 +398,9 @@ def prepare(cfg: Config, *, force: bool = False) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        # Pass 1: a bounded, seeded sample of cleaned training pairs for sentencepiece.
-        report = corpus.CleanReport()
-        sample = reservoir_sample(corpus.clean_pairs(_train_pairs(data), data.max_len, data.max_len_ratio, report),
-                                  tok_cfg.sample_size, cfg.train.seed)
-        if report.kept == 0:
-            raise _empty_after_cleaning(data, report)
-        t0 = time.perf_counter()
-        tokenizer = train_sentencepiece([s for s, _ in sample], [t for _, t in sample], tok_cfg)
-        del sample
-        print(f"prepare: trained {tok_cfg.type} sentencepiece ({'joint' if tokenizer.joint else 'separate'}, "
-              f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}) on {min(report.kept, tok_cfg.sample_size)} "
-              f"sampled pairs in {time.perf_counter() - t0:.1f}s")
-        tokenizer.save(staging)
-
-        # Pass 2: encode every split, streamed, in worker processes.
-        t0 = time.perf_counter()
-        stats: dict[str, dict[str, int]] = {}
-        clean_report: dict[str, Any] = {}
-        workers = tok_cfg.workers
-        pool = (_pool_context().Pool(workers, initializer=_init_worker, initargs=(tokenizer.model_bytes(),))
-                if workers > 1 else None)
-        try:
-            for split in splits:
-                is_train = split == data.train_split
-                pairs = _train_pairs(data) if is_train else corpus.iter_split(data, split)
-                clean = (data.max_len, data.max_len_ratio) if is_train else None
-                stats[split], rep = _encode_split(pairs, clean, tokenizer, pool, workers, staging, split)
-                if is_train:
-                    if rep.kept == 0:
-                        raise _empty_after_cleaning(data, rep)
-                    clean_report = {"split": split, **rep.to_dict(), "max_len": data.max_len,
-                                    "max_len_ratio": data.max_len_ratio, "train_limit": data.train_limit}
-                s = stats[split]
-                dropped = f"; {rep.summary()}" if is_train else ""
-                print(f"  {split}: {s['sentences']} sentences, {s['src_tokens']} src / {s['tgt_tokens']} tgt tokens{dropped}")
-        finally:
-            if pool is not None:
-                pool.terminate()
-                pool.join()
-        encode_s = time.perf_counter() - t0
-        total = sum(s["sentences"] for s in stats.values())
-        rate = total / encode_s if encode_s > 0 else float("inf")
-        print(f"prepare: encoded {total} sentence pairs in {encode_s:.1f}s ({rate:,.0f} pairs/s, {workers} worker(s))")
-
-        _write_json(staging / CLEAN_REPORT, clean_report)
+        tokenizer = _train_tokenizer(cfg, staging)
+        encoded = _encode_splits(cfg, splits, tokenizer, staging)
+        _write_json(staging / CLEAN_REPORT, encoded.clean_report)
         save_config(cfg, staging / "config.yaml")
         _install(staging, run_dir, data_dir, tokenizer.joint)
     finally:
@@ -382,8 +408,8 @@ def prepare(cfg: Config, *, force: bool = False) -> Path:
     manifest = {
         "fingerprint": digest, "cache_version": CACHE_VERSION, "joint": tokenizer.joint,
         "src_vocab_size": tokenizer.src_vocab_size, "tgt_vocab_size": tokenizer.tgt_vocab_size,
-        "splits": stats, "skipped_test_splits": [s for s in data.test_splits if s not in tests],
-        "encode_seconds": round(encode_s, 3), "pairs_per_second": round(rate, 1),
+        "splits": encoded.stats, "skipped_test_splits": skipped,
+        "encode_seconds": round(encoded.seconds, 3), "pairs_per_second": round(encoded.pairs_per_second, 1),
         "total_seconds": round(time.perf_counter() - start, 3), "inputs": payload["inputs"],
     }
     _write_json(data_dir / MANIFEST, manifest)  # last: its presence marks the cache complete

@@ -2,7 +2,8 @@
 
 Both searches only need `model.encode(src, src_mask)` and
 `model.decode_step(tokens (R, 1), memory, src_mask, cache) -> (log_probs (R, V), cache)` with
-`cache.reorder(index)`: the decoder sees one new token per row and step, never the prefix again.
+`cache.reorder(index)` / `cache.reorder_beams(index)` (`SearchCache`): the decoder sees one new
+token per row and step, never the prefix again.
 
 Conventions (shared by greedy, beam and `force_decode_score`):
 - A hypothesis is `y_1 .. y_n EOS`; `tokens` exclude BOS and EOS. Its `log_prob` sums the
@@ -24,21 +25,27 @@ rows leave the batch, and the search ends when every sentence has stopped.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
+from mt.config import LengthPenalty
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
-LENGTH_PENALTIES = ("gnmt", "average", "none")
 
+class SearchCache(Protocol):
+    """What search needs from the model's incremental decoding state (one entry per batch row),
+    e.g. mt.model.DecoderCache."""
 
-class DecoderCache(Protocol):
-    """The model's incremental decoding state: one entry per batch row."""
+    def reorder(self, index: torch.Tensor) -> SearchCache:
+        """Keep/duplicate/drop rows: new row i is old row `index[i]` (index: (R',) long)."""
+        ...
 
-    def reorder(self, index: torch.Tensor) -> "DecoderCache":
-        """Keep/duplicate rows: new row i is old row `index[i]` (index: (R',) long)."""
+    def reorder_beams(self, index: torch.Tensor) -> SearchCache:
+        """Like `reorder`, for an `index` (R,) that only moves rows among the beams of one
+        sentence (so state shared by a sentence's beams need not be copied)."""
         ...
 
 
@@ -50,8 +57,8 @@ class Seq2Seq(Protocol):
         ...
 
     def decode_step(
-        self, tokens: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor, cache: DecoderCache | None
-    ) -> tuple[torch.Tensor, DecoderCache]:
+        self, tokens: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor, cache: SearchCache | None
+    ) -> tuple[torch.Tensor, SearchCache]:
         """tokens (R, 1) -> next-token log-probs (R, V) float32 and the extended cache."""
         ...
 
@@ -81,7 +88,8 @@ def length_penalty(length: torch.Tensor | float, *, alpha: float, kind: str) -> 
         return length ** alpha
     if kind == "none":
         return torch.ones_like(length) if isinstance(length, torch.Tensor) else 1.0
-    raise ValueError(f"length_penalty: unknown kind {kind!r}; expected one of {', '.join(LENGTH_PENALTIES)}")
+    raise ValueError(f"length_penalty: unknown kind {kind!r}; "
+                     f"expected one of {', '.join(typing.get_args(LengthPenalty))}")
 
 
 _length_penalty = length_penalty  # beam_search's keyword argument `length_penalty` shadows the name
@@ -148,7 +156,7 @@ def greedy_search(
     out = torch.full((batch, int(max_lens.max().item()) + 1), PAD_ID, dtype=torch.long, device=device)
     rows = torch.arange(batch, device=device)  # original sentence of each live row
     tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
-    cache: DecoderCache | None = None
+    cache: SearchCache | None = None
     step = 0
     while rows.numel() > 0:
         log_probs, cache = model.decode_step(tokens, memory, src_mask, cache)  # (R, V)
@@ -207,7 +215,7 @@ def beam_search(
     scores[:, 0] = 0.0  # one live hypothesis at the start, so the beam holds no duplicates
     history = torch.empty((batch * k, 0), dtype=torch.long, device=device)  # (N*K, t)
     last = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
-    cache: DecoderCache | None = None
+    cache: SearchCache | None = None
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     num_finished = torch.zeros(batch, dtype=torch.long, device=device)  # (N,)
     nth_best = torch.full((batch,), neg_inf, device=device)  # n_best-th best finished score (N,)

@@ -1,9 +1,10 @@
 """Safe file I/O shared by every stage: UTF-8 lines with located errors, atomic writes, hashes.
 
 Reading: `iter_lines` yields decoded lines of a text file (or .gz) without their terminator and
-raises MTError naming the file and the line on invalid UTF-8. Writing: `atomic_write` gives a
-temporary file in the target's folder that replaces the target only once it is complete and
-fsynced, so an interrupted write never leaves a half file where a good one was.
+raises MTError naming the file and the line on invalid UTF-8; `check_same_length` is the one
+check that two line-aligned files (source/reference, hypotheses/reference) pair up. Writing:
+`atomic_write` gives a temporary file in the target's folder that replaces the target only once
+it is complete and fsynced, so an interrupted write never leaves a half file where a good one was.
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ def iter_lines(path: Path) -> Iterator[str]:
 def read_lines(path: Path) -> list[str]:
     """All lines of a UTF-8 text file (or .gz), without line terminators."""
     return list(iter_lines(path))
+
+
+def check_same_length(a_path: Path | str, b_path: Path | str, a_len: int, b_len: int) -> None:
+    """MTError naming both files when two line-aligned files have different line counts."""
+    if a_len != b_len:
+        raise MTError(f"line counts differ: {a_path} has {a_len} lines, {b_path} has {b_len}")
 
 
 def _fsync_dir(folder: Path) -> None:

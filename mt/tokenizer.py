@@ -19,6 +19,7 @@ import sentencepiece as spm
 
 from mt.config import TokenizerConfig
 from mt.errors import MTError
+from mt.textio import atomic_write
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 JOINT_MODEL, SRC_MODEL, TGT_MODEL = "spm.model", "spm.src.model", "spm.tgt.model"
@@ -139,14 +140,13 @@ class Tokenizer:
         raise MTError(f"{run_dir}: no tokenizer model ({JOINT_MODEL}, or {SRC_MODEL} and {TGT_MODEL}); run `mt prepare` first")
 
     def save(self, run_dir: Path) -> list[Path]:
-        """Write the model file(s) into `run_dir` (temp file + rename each); returns the paths written."""
+        """Write the model file(s) into `run_dir`, each atomically; returns the paths written."""
         files = {JOINT_MODEL: self._src_bytes} if self.joint else {SRC_MODEL: self._src_bytes, TGT_MODEL: self._tgt_bytes}
         written = []
         for name, data in files.items():
             path = Path(run_dir) / name
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(data)  # type: ignore[arg-type]
-            tmp.replace(path)
+            with atomic_write(path) as f:
+                f.write(data)  # type: ignore[arg-type]
             written.append(path)
         return written
 

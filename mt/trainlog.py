@@ -9,9 +9,11 @@ lr, tok_s, grad_norm; bleu, chrf for validations).
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,21 +21,22 @@ from typing import Any
 class TrainLog:
     """Plain log (stdout + train.log), JSON metrics, optional tqdm bar and TensorBoard writer."""
 
-    def __init__(self, run_dir: Path, *, enabled: bool, total_updates: int, start_update: int) -> None:
+    def __init__(self, run_dir: Path, *, enabled: bool, total_updates: int) -> None:
         self.enabled = enabled
         self.bar = None
         self.tb = None
         if not enabled:
             return
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.log_file = open(run_dir / "train.log", "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        # open for the whole run; close() closes them
+        self.log_file = open(run_dir / "train.log", "a", encoding="utf-8")  # noqa: SIM115
         # a record torn by a kill -9 or a full disk would glue itself to the next one: cut it first
         torn = cut_torn_last_line(run_dir / "metrics.jsonl")
         self.metrics_file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         if sys.stdout.isatty():  # a bar in a file or pipe is noise: plain lines only there
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total_updates or None, initial=start_update, unit="upd",
+            self.bar = tqdm(total=total_updates or None, unit="upd",
                             dynamic_ncols=True, mininterval=0.5, leave=False)
         if torn:
             self.info(f"metrics.jsonl: removed an incomplete last record ({torn} bytes; an interrupted write)")
@@ -43,6 +46,11 @@ class TrainLog:
             self.tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
         except ImportError:  # tensorboard is optional
             self.tb = None
+
+    def resume_at(self, update: int) -> None:
+        """Count updates from `update` (a resumed run) on the progress bar."""
+        if self.bar is not None:
+            self.bar.n = update
 
     def info(self, message: str) -> None:
         """A line on stdout (above the bar) and in train.log."""
@@ -68,6 +76,30 @@ class TrainLog:
                 if key not in ("kind", "update", "epoch") and isinstance(value, (int, float)):
                     self.tb.add_scalar(f"{kind}/{key}", value, step)
 
+    def train(self, window: Window, *, update: int, epoch: int, wall: float, lr: float, gnorm: float,
+              flops: tuple[float, float]) -> None:
+        """A train line and record: the means over `window`, throughput from `flops` (per source,
+        per target token, `Transformer.flops_per_token`)."""
+        seconds = window.seconds()
+        tok_s = window.tgt_tokens / seconds
+        gflops = (window.src_tokens * flops[0] + window.tgt_tokens * flops[1]) / seconds / 1e9
+        loss, nll = window.loss / window.tgt_tokens, window.nll / window.tgt_tokens
+        record = {"kind": "train", "update": update, "epoch": epoch, "wall": round(wall, 2), "loss": loss,
+                  "nll": nll, "ppl": math.exp(min(nll, 50.0)), "lr": lr, "grad_norm": gnorm,
+                  "tok_s": round(tok_s, 1), "gflop_s": round(gflops, 2)}
+        self.metrics(record)
+        self.info(f"update {update} | epoch {epoch} | loss {loss:.3f} | nll {nll:.3f} | ppl {record['ppl']:.1f} "
+                  f"| lr {lr:.2e} | gnorm {gnorm:.2f} | {tok_s:,.0f} tgt tok/s | ~{gflops:.1f} GFLOP/s "
+                  f"| {_clock(wall)}")
+
+    def validation(self, record: dict[str, Any], *, why: str, improved: bool, early: bool) -> None:
+        """A validation: its record in metrics.jsonl and one line (BLEU/chrF when scored)."""
+        self.metrics(record)
+        scores = f" | BLEU {record['bleu']:.2f} | chrF {record['chrf']:.2f}" if "bleu" in record else ""
+        self.info(f"valid ({why}) update {record['update']} | loss {record['loss']:.3f} | nll {record['nll']:.3f} | "
+                  f"ppl {record['ppl']:.2f}{scores}{' | new best' if improved else ''}"
+                  f"{' | early stopping' if early else ''}")
+
     def step(self, *, loss: float, lr: float, tok_s: float, left_s: float | None) -> None:
         """Advance the bar by one update and show the running figures."""
         if self.bar is None:
@@ -89,16 +121,48 @@ class TrainLog:
         self.metrics_file.close()
 
 
+@dataclass
+class Window:
+    """Training figures summed over the updates since the last train log line, and when it began."""
+
+    loss: float = 0.0  # summed label-smoothed loss (over target tokens, all ranks)
+    nll: float = 0.0  # summed NLL
+    tgt_tokens: float = 0.0
+    src_tokens: float = 0.0
+    updates: int = 0
+    start: float = field(default_factory=time.perf_counter)
+
+    def add(self, *, loss: float, nll: float, tgt_tokens: float, src_tokens: float) -> None:
+        """One more update's sums."""
+        self.loss += loss
+        self.nll += nll
+        self.tgt_tokens += tgt_tokens
+        self.src_tokens += src_tokens
+        self.updates += 1
+
+    def seconds(self) -> float:
+        """Seconds since the window began (never 0)."""
+        return max(1e-9, time.perf_counter() - self.start)
+
+    def exclude(self, seconds: float) -> None:
+        """Leave `seconds` (e.g. a validation) out of the window's time, so tok/s counts training only."""
+        self.start += seconds
+
+
 class PhaseTimer:
     """Seconds spent per phase of training (host time; on CUDA a phase ends at its next sync)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
-        self._last = self.last_mark = time.perf_counter()
+        self._last = self._mark = time.perf_counter()
 
     def mark(self) -> None:
         """Start timing from now (time since the last mark/lap is dropped)."""
-        self._last = self.last_mark = time.perf_counter()
+        self._last = self._mark = time.perf_counter()
+
+    def since_mark(self) -> float:
+        """Seconds since the last `mark` (laps in between included)."""
+        return time.perf_counter() - self._mark
 
     def lap(self, phase: str) -> None:
         """Charge the time since the last mark/lap to `phase`."""
@@ -109,6 +173,12 @@ class PhaseTimer:
     def summary(self) -> str:
         total = sum(self.seconds.values()) or 1.0
         return ", ".join(f"{k} {v:.1f}s ({100 * v / total:.0f}%)" for k, v in self.seconds.items())
+
+
+def _clock(seconds: float) -> str:
+    """h:mm:ss"""
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def cut_torn_last_line(path: Path) -> int:

@@ -17,6 +17,7 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import torch
 from mt.checkpoint import inference_state, load_checkpoint, same_model
 from mt.config import Config
 from mt.errors import MTError
+from mt.tokenizer import Tokenizer
 
 
 @dataclass
@@ -44,6 +46,16 @@ class TrainState:
     final_reserve: float = 0.0  # seconds of the latest validation (x2 with averaging), kept free at the budget's end
     world_size: int = 1
     history: list[dict[str, Any]] = field(default_factory=list)  # validation records
+
+
+class StopReason(Enum):
+    """Why training stopped; the value is the word the log uses."""
+
+    MAX_UPDATES = "max_updates"
+    MAX_EPOCHS = "max_epochs"
+    TIME_BUDGET = "time_budget"
+    SIGNAL = "signal"
+    EARLY_STOPPING = "early stopping"
 
 
 class Interrupted(BaseException):
@@ -112,19 +124,17 @@ def set_rng_state(rng: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(rng["cuda"])
 
 
-def training_checkpoint(base: dict[str, Any], state: TrainState, optimizer: torch.optim.Optimizer, scaler: Any,
-                        rngs: list[dict[str, Any]]) -> dict[str, Any]:
-    """An inference state dict (`base`) extended with everything --resume needs."""
-    out = dict(base)
-    out["training"] = {
+def training_state(state: TrainState, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
+                   rngs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Everything --resume needs beyond the weights: last.pt's "training" entry."""
+    return {
         "state": dataclasses.asdict(state), "optimizer": optimizer.state_dict(),
         "scaler": scaler.state_dict() if scaler is not None else {}, "rng": rngs,
     }
-    return out
 
 
-def restore(path: Path, cfg: Config, tokenizer: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-            scaler: Any, *, rank: int, world_size: int, log: Callable[[str], None]) -> TrainState:
+def restore(path: Path, cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+            scaler: torch.amp.GradScaler | None, *, rank: int, world_size: int, log: Callable[[str], None]) -> TrainState:
     """Load last.pt into model/optimizer/scaler/RNG; returns the saved TrainState.
 
     With a different world size the rest of the current epoch (sharded for the old one) cannot

@@ -2,8 +2,8 @@
 
 Loss is teacher-forced over the whole encoded val split (batches collated once and kept on the
 device). BLEU and chrF come from decoding the first `train.valid_max_sentences` raw val lines
-(all when 0) with `mt.evaluate.validation_scores`, the code `mt evaluate` runs, greedy unless
-`train.valid_beam` > 1, with the rest of the `decode` section as configured.
+(all when 0) with `mt.translate.translate_lines` and `mt.evaluate.score`, the code `mt evaluate`
+runs, greedy unless `train.valid_beam` > 1, with the rest of the `decode` section as configured.
 """
 
 from __future__ import annotations
@@ -11,19 +11,25 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from mt.batching import Batch, TokenBatchSampler, collate
 from mt.config import Config
+from mt.corpus import read_split
+from mt.evaluate import score
 from mt.optim import label_smoothed_nll
+from mt.prepare import EncodedSplit
+from mt.tokenizer import Tokenizer
+from mt.translate import translate_lines
 
 
 class Validator:
     """Scores a model on the val split; caches the collated batches and the raw lines."""
 
-    def __init__(self, cfg: Config, valid_split: Any, tokenizer: Any, device: torch.device,
+    def __init__(self, cfg: Config, valid_split: EncodedSplit, tokenizer: Tokenizer, device: torch.device,
                  autocast: Callable[[], contextlib.AbstractContextManager]) -> None:
         self.cfg, self.split, self.tokenizer, self.device, self.autocast = cfg, valid_split, tokenizer, device, autocast
         self._batches: list[Batch] | None = None
@@ -41,8 +47,6 @@ class Validator:
     def lines(self) -> tuple[list[str], list[str]]:
         """The raw val source/reference lines decoded for BLEU."""
         if self._lines is None:
-            from mt.corpus import read_split
-
             src, ref = read_split(self.cfg.data, self.cfg.data.valid_split)
             limit = self.cfg.train.valid_max_sentences
             self._lines = (src[:limit], ref[:limit]) if limit > 0 else (src, ref)
@@ -64,10 +68,9 @@ class Validator:
             record: dict[str, Any] = {"loss": loss_sum / tokens, "nll": nll_sum / tokens,
                                       "ppl": math.exp(min(nll_sum / tokens, 50.0))}
             if t.valid_bleu:
-                from mt.evaluate import validation_scores
-
                 decode = dataclasses.replace(self.cfg.decode, beam=t.valid_beam, n_best=1)
-                scores = validation_scores(model, self.tokenizer, *self.lines(), decode, device=self.device)
+                src, ref = self.lines()
+                scores = score(translate_lines(model, self.tokenizer, src, decode, device=self.device), ref)
                 record.update(bleu=scores.bleu, chrf=scores.chrf)
         finally:
             model.train(was_training)

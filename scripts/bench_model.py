@@ -18,9 +18,8 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Iterator
 
 import numpy as np
 import torch

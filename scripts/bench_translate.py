@@ -21,7 +21,7 @@ the config's decode.max_tokens, divided by the beam). Measured:
 - HF: `MarianMTModel.generate` (random weights, `min_new_tokens = max_new_tokens = out_len + 1`
   so it runs the same number of decoder steps; beam search with the same beam) — only in
   random-model mode, where output lengths can be made equal;
-- mt end to end: `mt.evaluate.translate_lines` (tokenise, batch, search, detokenise).
+- mt end to end: `mt.translate.translate_lines` (tokenise, batch, search, detokenise).
 
 sent/s counts source sentences; target tokens/s counts the output's tokens plus EOS (decoder
 steps of the 1-best, not of every beam row). Model GFLOP/s estimates useful work (2 x weights
@@ -35,8 +35,10 @@ import dataclasses
 import platform
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 import torch
@@ -45,10 +47,10 @@ import typer
 from mt.batching import collate_source, decode_batches
 from mt.config import Config, DecodeConfig, load_config
 from mt.corpus import read_split
-from mt.evaluate import translate_lines
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
+from mt.translate import translate_lines
 
 Batches = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -59,10 +61,10 @@ class PrefixCache:
     def __init__(self, tokens: torch.Tensor) -> None:
         self.tokens = tokens
 
-    def reorder(self, index: torch.Tensor) -> "PrefixCache":
+    def reorder(self, index: torch.Tensor) -> PrefixCache:
         return PrefixCache(self.tokens.index_select(0, index))
 
-    def reorder_beams(self, index: torch.Tensor) -> "PrefixCache":
+    def reorder_beams(self, index: torch.Tensor) -> PrefixCache:
         return self.reorder(index)
 
 
@@ -227,24 +229,24 @@ def main(
         position = np.empty(len(ids), dtype=np.int64)
         position[np.concatenate(order)] = np.arange(len(ids))  # input index -> place in batch order
         warm = batches[-1:]  # the shortest batch, once per implementation: first-call allocations untimed
-        timed(lambda: run_mt(model, warm, decode, k))
-        seconds, out = timed(lambda: run_mt(model, batches, decode, k))
+        timed(partial(run_mt, model, warm, decode, k))
+        seconds, out = timed(partial(run_mt, model, batches, decode, k))
         outputs = [out[p] for p in position]
         cached = report(label, "mt (cached)", seconds, outputs, k)
         line = f"{label}:"
         if uncached:
-            timed(lambda: run_mt(UncachedDecoder(model), warm, decode, k))
-            seconds_u, out_u = timed(lambda: run_mt(UncachedDecoder(model), batches, decode, k))
+            timed(partial(run_mt, UncachedDecoder(model), warm, decode, k))
+            seconds_u, out_u = timed(partial(run_mt, UncachedDecoder(model), batches, decode, k))
             same = "identical output" if out_u == out else "OUTPUT DIFFERS"
             slow = report(label, "mt (uncached prefix)", seconds_u, outputs, k)
             line += f" cache speed-up x{cached / slow:.2f} ({same});"
         if hf_model is not None:
-            timed(lambda: run_hf(hf_model, warm, k, out_len + 1))
-            seconds_h, out_h = timed(lambda: run_hf(hf_model, batches, k, out_len + 1))
+            timed(partial(run_hf, hf_model, warm, k, out_len + 1))
+            seconds_h, out_h = timed(partial(run_hf, hf_model, batches, k, out_len + 1))
             hf_speed = report(label, "HF Marian generate", seconds_h, [o[:out_len] for o in out_h], k)
             line += f" mt/HF x{cached / hf_speed:.2f};"
         dk = dataclasses.replace(decode, beam=k)
-        seconds_e, _ = timed(lambda: translate_lines(model, tokenizer, src_lines, dk, device="cpu"))
+        seconds_e, _ = timed(partial(translate_lines, model, tokenizer, src_lines, dk, device="cpu"))
         report(label, "mt translate_lines e2e", seconds_e, outputs, k)
         summary.append(line)
     print("\n".join(summary))

@@ -11,7 +11,9 @@ import dataclasses
 import inspect
 import re
 import sys
+import typing
 from pathlib import Path
+from typing import Any, Literal
 
 from mt.config import Config
 
@@ -29,6 +31,14 @@ def _comments(cls: type) -> dict[str, str]:
     return out
 
 
+def _meaning(comment: str, tp: Any) -> str:
+    """The table cell: the field's comment plus, for a choice key, its choices (from the Literal)."""
+    parts = [comment] if comment else []
+    if typing.get_origin(tp) is Literal:
+        parts.append("choices: " + ", ".join(f"`{c}`" for c in typing.get_args(tp)))
+    return "; ".join(parts).replace("|", "\\|")  # a bare | would end the table cell
+
+
 def reference() -> str:
     rows = ["| key | default | meaning |", "| --- | --- | --- |"]
     top = Config()
@@ -39,12 +49,14 @@ def reference() -> str:
         if not dataclasses.is_dataclass(value):
             continue
         notes = _comments(type(value))
+        hints = typing.get_type_hints(type(value))
         doc = (type(value).__doc__ or "").strip().splitlines()[0]
         rows.append(f"| **{section.name}** | | {doc} |")
         for f in dataclasses.fields(value):
             default = getattr(value, f.name)
             shown = list(default) if isinstance(default, tuple) else default
-            rows.append(f"| `{section.name}.{f.name}` | `{shown!r}` | {notes.get(f.name, '').replace('|', '/')} |")
+            meaning = _meaning(notes.get(f.name, ""), hints[f.name])
+            rows.append(f"| `{section.name}.{f.name}` | `{shown!r}` | {meaning} |")
     return "\n".join(rows)
 
 

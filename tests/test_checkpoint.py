@@ -10,8 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from mt.checkpoint import FORMAT_VERSION, average_checkpoints, inference_state, load_checkpoint, \
-    load_for_inference, save_checkpoint
+from mt.checkpoint import (
+    FORMAT_VERSION,
+    average_checkpoints,
+    inference_state,
+    load_checkpoint,
+    load_for_inference,
+    save_checkpoint,
+)
 from mt.config import Config
 from mt.errors import MTError
 from mt.model import Transformer

@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from mt.config import DataConfig
-from mt.corpus import CleanReport, clean_pairs, iter_split, read_split, split_available, split_files
+from mt.corpus import (
+    CleanLimits,
+    CleanReport,
+    clean_pairs,
+    iter_split,
+    read_split,
+    split_available,
+    split_files,
+)
 from mt.errors import MTError
 
 SRC = ["A dog runs.", "Zwei\u2028Hunde  ", "caf\u00e9 \u00fcber", "tab\tinside"]
@@ -173,7 +181,7 @@ def test_clean_pairs_counts_each_reason() -> None:
         ("\u3000a\t", " y\n"),  # kept, stripped of unicode whitespace too
     ]
     report = CleanReport()
-    kept = list(clean_pairs(pairs, max_len=5, max_len_ratio=2.0, report=report))
+    kept = list(clean_pairs(pairs, CleanLimits(max_len=5, max_len_ratio=2.0), report))
     assert kept == [("a b", "x y"), ("a b c d", "x y"), ("a", "y")]
     assert report.kept == 3 and report.dropped == {"empty": 2, "too_long": 1, "ratio": 1}
     assert report.total == len(pairs)
@@ -182,7 +190,7 @@ def test_clean_pairs_counts_each_reason() -> None:
 
 def test_clean_limits_disabled_with_zero() -> None:
     report = CleanReport()
-    kept = list(clean_pairs([("a " * 300, "x")], max_len=0, max_len_ratio=0, report=report))
+    kept = list(clean_pairs([("a " * 300, "x")], CleanLimits(max_len=0, max_len_ratio=0), report))
     assert len(kept) == 1 and report.kept == 1
 
 

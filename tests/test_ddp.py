@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_train import copy_run
 
 from mt.checkpoint import load_checkpoint
 from mt.config import Config, save_config
 from mt.train import train
-from test_train import copy_run
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -26,14 +26,10 @@ from mt.cli import main
 from mt.config import Config
 from mt.corpus import read_split
 from mt.errors import MTError
-from mt.evaluate import (
-    decode_settings,
-    score,
-    translate_lines,
-    validation_scores,
-)
+from mt.evaluate import score
 from mt.model import Transformer
 from mt.tokenizer import EOS_ID, Tokenizer
+from mt.translate import decode_settings, translate_lines
 
 BIN = Path(sys.executable).parent
 N = 8
@@ -270,14 +266,15 @@ def test_decode_settings():
         decode_settings(base, beam=0, alpha=None, n_best=None, max_tokens=None)
 
 
-def test_validation_scores_use_eval_mode_and_restore_it(loaded, small_data):
+def test_validation_bleu_uses_eval_mode_and_restores_it(loaded, small_data):
+    """The trainer's validation BLEU (mt.validate) is score(translate_lines(...)) on its own model."""
     model, tokenizer, cfg = loaded
     src, ref = val_lines(small_data), val_lines(small_data, "de")
     decode = decode_settings(cfg.decode, beam=2, alpha=None, n_best=None, max_tokens=None)
     expected = score(translate_lines(model, tokenizer, src, decode, device="cpu"), ref)
     model.train()  # as the trainer calls it: dropout (0.1) would change the translations
     try:
-        got = validation_scores(model, tokenizer, src, ref, decode, device="cpu")
+        got = score(translate_lines(model, tokenizer, src, decode, device="cpu"), ref)
         assert model.training
     finally:
         model.eval()

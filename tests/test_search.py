@@ -38,10 +38,10 @@ class RNNCache:
     def __init__(self, hidden: torch.Tensor) -> None:
         self.hidden = hidden  # (R, D)
 
-    def reorder(self, index: torch.Tensor) -> "RNNCache":
+    def reorder(self, index: torch.Tensor) -> RNNCache:
         return RNNCache(self.hidden.index_select(0, index))
 
-    def reorder_beams(self, index: torch.Tensor) -> "RNNCache":
+    def reorder_beams(self, index: torch.Tensor) -> RNNCache:
         return self.reorder(index)  # no per-sentence state to share
 
 

@@ -1,0 +1,81 @@
+"""`mt.translate`: `search_batch` (the one place a DecodeConfig becomes a search call) and
+sources longer than the model can take.
+
+A tiny random Transformer with max_positions 8 whose EOS logit is zeroed (tied output), so
+outputs run to the length cap unless `max_len_limit = max_positions - 1` stops them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from mt.batching import collate_source
+from mt.config import DecodeConfig, ModelConfig
+from mt.errors import MTWarning
+from mt.model import Transformer
+from mt.search import beam_search, greedy_search
+from mt.tokenizer import EOS_ID
+from mt.translate import search_batch, translate_lines
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+LIMIT = 7  # max_positions - 1
+
+
+@pytest.fixture(scope="module")
+def model() -> Transformer:
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=32, heads=2, encoder_layers=1, decoder_layers=1, d_ff=64, dropout=0.0, max_positions=8)
+    model = Transformer(cfg, 24, 24, joint_vocab=True).eval()
+    with torch.no_grad():
+        model.tgt_embed.weight[EOS_ID] = 0.0  # EOS logit 0: rarely the best, so lengths hit the caps
+    return model
+
+
+def batch() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return collate_source([torch.randint(4, 24, (n,), generator=g).tolist() for n in (5, 1, 6, 3)])
+
+
+def test_greedy_for_beam_1_beam_otherwise_and_nbest_within_the_model_limit(model):
+    src, mask = batch()
+    decode = DecodeConfig(beam=1, alpha=0.6, max_len_a=2.0, max_len_b=20)  # a * |src| + b > LIMIT
+    with torch.inference_mode():
+        greedy = search_batch(model, src, mask, decode)
+        assert greedy == greedy_search(model, src, mask, max_len_a=2.0, max_len_b=20, forbid_unk=True,
+                                       max_len_limit=LIMIT)
+        assert max(len(t) for t in greedy) == LIMIT  # the cap binds, and it is max_positions - 1
+        assert search_batch(model, src, mask, decode, n_best=1) == beam_search(
+            model, src, mask, beam=1, alpha=0.6, length_penalty="gnmt", max_len_a=2.0, max_len_b=20, n_best=1,
+            forbid_unk=True, max_len_limit=LIMIT)
+
+        decode = dataclasses.replace(decode, beam=3)
+        expected = beam_search(model, src, mask, beam=3, alpha=0.6, length_penalty="gnmt", max_len_a=2.0,
+                               max_len_b=20, n_best=2, forbid_unk=True, max_len_limit=LIMIT)
+        assert search_batch(model, src, mask, decode, n_best=2) == expected
+        assert search_batch(model, src, mask, decode) == [
+            h[0].tokens for h in beam_search(model, src, mask, beam=3, alpha=0.6, length_penalty="gnmt",
+                                             max_len_a=2.0, max_len_b=20, n_best=1, forbid_unk=True,
+                                             max_len_limit=LIMIT)]
+        assert all(len(h.tokens) <= LIMIT for hyps in expected for h in hyps)
+
+
+class CharTokenizer:
+    """Test double for mt.tokenizer.Tokenizer: one source piece per character, ids as target text."""
+
+    def encode_src(self, lines: list[str]) -> list[list[int]]:
+        return [[4 + ord(c) % 20 for c in line] for line in lines]
+
+    def decode_tgt(self, seqs: list[list[int]]) -> list[str]:
+        return [" ".join(map(str, seq)) for seq in seqs]
+
+
+def test_long_source_is_cut_to_the_model_limit_with_a_warning(model):
+    tok, decode = CharTokenizer(), DecodeConfig(beam=1, max_len_a=1.0, max_len_b=2)
+    with pytest.warns(MTWarning, match="longer than 7 pieces are truncated"):
+        got = translate_lines(model, tok, ["abcdefghijkl", "", "abc"], decode, device="cpu")
+    assert got[0] == translate_lines(model, tok, ["abcdefg"], decode, device="cpu")[0]  # first LIMIT pieces
+    assert got[1] == "" and got[2] == translate_lines(model, tok, ["abc"], decode, device="cpu")[0]

@@ -18,9 +18,14 @@ def check_torch(version: str | None = None) -> None:
     from mt.errors import MTError
 
     if version is None:
-        import torch
+        from importlib import metadata
 
-        version = str(torch.__version__)
+        try:  # the installed distribution's version: no need to import torch (slow) for `mt --help`
+            version = metadata.version("torch")
+        except metadata.PackageNotFoundError:
+            import torch
+
+            version = str(torch.__version__)
     found = re.match(r"(\d+)\.(\d+)", version)
     if found is None or (int(found[1]), int(found[2])) < TORCH_MIN:
         need = ".".join(map(str, TORCH_MIN))

@@ -9,7 +9,7 @@ x axis, the model's own output subwords on the y axis.
 from __future__ import annotations
 
 import json
-import sys
+import warnings
 from pathlib import Path
 
 import torch
@@ -18,7 +18,7 @@ from mt.batching import collate_source
 from mt.checkpoint import load_checkpoint, load_for_inference
 from mt.config import config_from_dict
 from mt.corpus import read_split
-from mt.errors import MTError
+from mt.errors import MTError, MTWarning
 from mt.tokenizer import BOS_ID
 from mt.translate import search_batch
 
@@ -41,8 +41,8 @@ def read_metrics(path: Path) -> list[dict]:
                 records.append(json.loads(line))
         except (UnicodeDecodeError, json.JSONDecodeError):
             if torn:
-                print(f"mt: warning: metrics file '{path}', line {number}: incomplete (an interrupted write); "
-                      f"skipped", file=sys.stderr)
+                warnings.warn(f"metrics file '{path}', line {number}: incomplete (an interrupted write); skipped",
+                              MTWarning, stacklevel=2)
                 continue
             raise MTError(f"metrics file '{path}', line {number}: not valid JSON") from None
     return records

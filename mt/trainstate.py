@@ -26,7 +26,7 @@ import torch
 
 from mt.checkpoint import inference_state, load_checkpoint, same_model
 from mt.config import Config
-from mt.errors import MTError
+from mt.errors import Interrupted, MTError
 from mt.tokenizer import Tokenizer
 
 
@@ -56,16 +56,6 @@ class StopReason(Enum):
     TIME_BUDGET = "time_budget"
     SIGNAL = "signal"
     EARLY_STOPPING = "early stopping"
-
-
-class Interrupted(BaseException):
-    """A second SIGINT/SIGTERM during training: abort at once, without saving. The CLI exits
-    with 128 + `signum` (130 for SIGINT, 143 for SIGTERM), as a shell reports a signal. A
-    BaseException like KeyboardInterrupt, but not one: click would swallow that into "Aborted!"."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
 
 
 class StopSignal:

@@ -226,7 +226,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, 
 def test_translate_gives_one_line_per_input_line(tiny_model: tuple, lines: list[str], beam: int) -> None:
     import dataclasses as dc
 
-    from mt.evaluate import translate_lines
+    from mt.translate import translate_lines
 
     _, model, tokenizer, decode = tiny_model
     out = translate_lines(model, tokenizer, lines, dc.replace(decode, beam=beam), device="cpu")

@@ -25,11 +25,11 @@ import mt
 import mt.textio
 from mt.checkpoint import load_checkpoint, save_checkpoint
 from mt.distributed import resolve_device
-from mt.errors import MTError
+from mt.errors import Interrupted, MTError, MTWarning
 from mt.plot import read_metrics
 from mt.textio import remove_stale_temp_files, write_lines_atomic
 from mt.trainlog import TrainLog, cut_torn_last_line
-from mt.trainstate import Interrupted, StopSignal
+from mt.trainstate import StopSignal
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -185,12 +185,11 @@ WHOLE = "".join(json.dumps(r) + "\n" for r in RECORDS).encode()
 
 
 @pytest.mark.parametrize("tail", [b'{"kind": "train", "upd', b'{"kind": "x\xc3', b"\x00\x00\x00"])
-def test_a_torn_last_metrics_line_is_skipped_with_a_warning(tmp_path: Path, tail: bytes,
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_torn_last_metrics_line_is_skipped_with_a_warning(tmp_path: Path, tail: bytes) -> None:
     path = tmp_path / "metrics.jsonl"
     path.write_bytes(WHOLE + tail)
-    assert read_metrics(path) == RECORDS
-    assert "line 3: incomplete (an interrupted write); skipped" in capsys.readouterr().err
+    with pytest.warns(MTWarning, match=r"line 3: incomplete \(an interrupted write\); skipped"):
+        assert read_metrics(path) == RECORDS
 
 
 def test_a_bad_metrics_line_before_the_last_is_still_an_error(tmp_path: Path) -> None:
@@ -223,7 +222,7 @@ def test_cut_torn_last_line(tmp_path: Path, content: bytes, kept: bytes) -> None
 
 def test_a_resumed_run_repairs_a_torn_metrics_file(tmp_path: Path) -> None:
     (tmp_path / "metrics.jsonl").write_bytes(WHOLE + b'{"kind": "train", "upd')
-    log = TrainLog(tmp_path, enabled=True, total_updates=0, start_update=0)
+    log = TrainLog(tmp_path, enabled=True, total_updates=0)
     log.metrics({"kind": "train", "update": 2, "epoch": 1, "wall": 3.0, "loss": 4.0})
     log.close()
     lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
@@ -330,3 +329,25 @@ def test_a_second_signal_aborts_with_128_plus_its_number(tmp_path: Path, random_
     assert len(lines) == 1 and "Traceback" not in rest, rest
     assert f"second {signal.Signals(sig).name}" in lines[0] and "without saving" in lines[0]
     assert remove_stale_temp_files(tmp_path / "runs" / "sig" / "checkpoints") == []
+
+
+def test_old_torch_through_the_cli_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    from mt.cli import main
+
+    monkeypatch.setattr(metadata, "version", lambda name: "2.5.1")
+    monkeypatch.setattr(sys, "argv", ["mt", "--help"])
+    with pytest.raises(SystemExit) as e:
+        main()
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "mt: error: mt needs torch >= 2.6, found 2.5.1; install a newer torch (e.g. `make install` pins a tested one)"]
+
+
+def test_an_os_error_in_a_command_is_one_line(tmp_path: Path) -> None:
+    """An OSError no command turns into an MTError itself (here: a checkpoint path through a file)."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    proc = run_mt("average", str(blocker / "a.pt"), str(blocker / "b.pt"), "-o", str(blocker / "out.pt"))
+    assert_one_line_error(proc, "mt: error:")

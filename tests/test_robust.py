@@ -351,3 +351,66 @@ def test_an_os_error_in_a_command_is_one_line(tmp_path: Path) -> None:
     blocker.write_text("x")
     proc = run_mt("average", str(blocker / "a.pt"), str(blocker / "b.pt"), "-o", str(blocker / "out.pt"))
     assert_one_line_error(proc, "mt: error:")
+
+
+# --------------------------------------------------------------------------- config values
+
+
+def test_every_numeric_config_key_has_a_range() -> None:
+    import dataclasses as dc
+    import typing
+
+    from mt.config import RANGES, Config
+
+    numeric = set()
+    for section in dc.fields(Config):
+        tp = typing.get_type_hints(Config)[section.name]
+        if dc.is_dataclass(tp):
+            for f in dc.fields(tp):
+                t = typing.get_type_hints(tp)[f.name]
+                if t in (int, float) or (typing.get_origin(t) is tuple and typing.get_args(t)[0] in (int, float)):
+                    numeric.add(f"{section.name}.{f.name}")
+    assert numeric == set(RANGES)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.heads=0", "'model.heads': must be positive (>= 1), got 0"),
+    ("train.log_every=0", "'train.log_every': must be positive (>= 1), got 0"),
+    ("train.lr=-1", "'train.lr': must be positive (> 0) and finite, got -1.0"),
+    ("train.lr=nan", "'train.lr': must be positive (> 0) and finite, got nan"),
+    ("train.lr=.inf", "'train.lr': must be positive (> 0) and finite, got inf"),
+    ("train.eps=-1", "'train.eps': must be positive (> 0) and finite, got -1.0"),
+    ("train.betas=[0.9,1.5]", "'train.betas': must be in [0, 1) and finite, got (0.9, 1.5)"),
+    ("train.weight_decay=-1", "'train.weight_decay': must be at least 0 and finite, got -1.0"),
+    ("decode.max_len_b=-100", "'decode.max_len_b': must be at least 0, got -100"),
+    ("decode.alpha=nan", "'decode.alpha': must be at least 0 and finite, got nan"),
+    ("model.dropout=1", "'model.dropout': must be in [0, 1) and finite, got 1.0"),
+    ("tokenizer.character_coverage=0", "'tokenizer.character_coverage': must be in (0, 1] and finite, got 0.0"),
+    ("train.time_budget=-5", "'train.time_budget': must be a duration >= 0 like '20m', got '-5'"),
+    ("train.time_budget=nan", "'train.time_budget': must be a duration >= 0 like '20m', got 'nan'"),
+    ("name=..", "'name': '..' names the run folder"),
+    ("name=.hidden", "'name': '.hidden' names the run folder"),
+    ("name=a/b", "'name': 'a/b' names the run folder"),
+    ("name=a b", "'name': 'a b' names the run folder"),
+    ("model.max_positions=" + "9" * 5000, "'model.max_positions': expected int, got '99999999999"),
+    ("data.test_splits=" + "[" * 5000, "value nested too deeply"),
+])
+def test_bad_config_values_are_one_line_naming_key_and_range(override: str, message: str) -> None:
+    from mt.config import load_config
+
+    with pytest.raises(MTError) as e:
+        load_config(REPO / "configs" / "tiny.yaml", [override])
+    assert message in str(e.value) and "\n" not in str(e.value) and len(str(e.value)) < 300
+
+
+def test_bad_config_value_through_the_cli_is_one_line() -> None:
+    proc = run_mt("train", str(REPO / "configs" / "tiny.yaml"), "--set", "model.heads=0")
+    assert_one_line_error(proc, "'model.heads': must be positive (>= 1), got 0")
+    assert proc.returncode == 2
+
+
+@pytest.mark.parametrize("name", ["tiny", "multi30k_en_de", "run-2.b", "A_1"])
+def test_good_names_pass(name: str) -> None:
+    from mt.config import load_config
+
+    assert load_config(REPO / "configs" / "tiny.yaml", [f"name={name}"]).name == name

@@ -12,6 +12,7 @@ source line too long for the model is cut and reported as an `MTWarning`.
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -37,15 +38,20 @@ T = TypeVar("T")
 def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None, n_best: int | None,
                     max_tokens: int | None) -> DecodeConfig:
     """The checkpoint's decode settings with command-line overrides (None = keep), checked.
-    An --n-best above the configured beam raises the beam to it unless --beam was given too."""
+    An --n-best above the configured beam raises the beam to it unless --beam was given too;
+    without --n-best the config's decode.n_best counts (at most --beam when that is given)."""
     for flag, value in (("--beam", beam), ("--n-best", n_best), ("--max-tokens", max_tokens)):
         if value is not None and value < 1:
             raise MTError(f"{flag}: must be at least 1, got {value}")
+    if alpha is not None and not (math.isfinite(alpha) and alpha >= 0):
+        raise MTError(f"--alpha: must be a finite number >= 0, got {alpha}")
+    if n_best is None:
+        n_best = base.n_best if beam is None else min(base.n_best, beam)
     decode = dataclasses.replace(
         base,
         beam=base.beam if beam is None else beam,
         alpha=base.alpha if alpha is None else alpha,
-        n_best=1 if n_best is None else n_best,
+        n_best=n_best,
         max_tokens=base.max_tokens if max_tokens is None else max_tokens,
     )
     if decode.n_best > decode.beam:

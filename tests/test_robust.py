@@ -414,3 +414,81 @@ def test_good_names_pass(name: str) -> None:
     from mt.config import load_config
 
     assert load_config(REPO / "configs" / "tiny.yaml", [f"name={name}"]).name == name
+
+
+# --------------------------------------------------------------------------- mt translate: streaming, flags
+
+
+def _translate(ckpt: Path, src: Path, out: Path, *, n_best: int | None = None, alpha: float | None = None) -> None:
+    from mt.commands import translate_command
+
+    translate_command(ckpt, str(src), str(out), beam=None, alpha=alpha, n_best=n_best, max_tokens=None, device="cpu")
+
+
+def test_translate_streams_in_chunks_with_the_same_output(tmp_path: Path, random_ckpt: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import mt.commands
+    from mt.checkpoint import load_for_inference
+    from mt.translate import translate_lines
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from tiny_checkpoint import synthetic_sentences
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    lines = synthetic_sentences(23, seed=5)
+    lines[4] = lines[11] = ""
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    model, tokenizer, cfg = load_for_inference(random_ckpt, "cpu")
+    whole = translate_lines(model, tokenizer, lines, cfg.decode, device="cpu")
+
+    seen: list[int] = []
+    real = mt.commands.translate_lines
+
+    def counting(model: Any, tokenizer: Any, chunk: list[str], *args: Any, **kw: Any) -> list[str]:
+        seen.append(len(chunk))
+        return real(model, tokenizer, chunk, *args, **kw)
+
+    monkeypatch.setattr(mt.commands, "CHUNK_LINES", 5)
+    monkeypatch.setattr(mt.commands, "translate_lines", counting)
+    _translate(random_ckpt, src, out)
+    assert seen == [5, 5, 5, 5, 3]  # never more than a chunk in memory
+    assert out.read_text(encoding="utf-8").split("\n") == [*whole, ""]
+
+    # n-best numbering runs on across chunks
+    monkeypatch.setattr(mt.commands, "translate_lines", real)
+    _translate(random_ckpt, src, out, n_best=1)
+    assert [int(line.split(" ||| ")[0]) for line in out.read_text(encoding="utf-8").splitlines()] == list(range(23))
+
+
+def test_a_bad_line_in_a_late_chunk_leaves_the_earlier_output_file(tmp_path: Path, random_ckpt: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import mt.commands
+
+    monkeypatch.setattr(mt.commands, "CHUNK_LINES", 2)
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    out.write_text("an earlier result\n")
+    src.write_bytes(b"a b\nc d\ne f\ng h\nbad \xff byte\n")
+    with pytest.raises(MTError, match=r"in.txt: line 5: invalid UTF-8"):
+        _translate(random_ckpt, src, out)
+    assert out.read_text() == "an earlier result\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.txt"]
+
+
+def test_config_n_best_gives_n_best_output(tmp_path: Path, random_ckpt: Path) -> None:
+    state = torch.load(random_ckpt, weights_only=True)
+    state["config"]["decode"].update(beam=3, n_best=3)
+    ckpt = tmp_path / "nbest.pt"
+    save_checkpoint(ckpt, state)
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("a b c\nαβγ\n", encoding="utf-8")
+    _translate(ckpt, src, out)
+    ids = [line.split(" ||| ")[0] for line in out.read_text(encoding="utf-8").splitlines()]
+    assert ids == ["0", "0", "0", "1", "1", "1"]
+
+
+@pytest.mark.parametrize("alpha", ["nan", "inf", "-1"])
+def test_translate_refuses_a_bad_alpha(random_ckpt: Path, alpha: str) -> None:
+    proc = run_mt("translate", "-c", str(random_ckpt), "--device", "cpu", "--alpha", alpha, stdin="a\n")
+    assert_one_line_error(proc, "--alpha: must be a finite number >= 0")

@@ -346,11 +346,13 @@ def test_old_torch_through_the_cli_is_one_line(monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_an_os_error_in_a_command_is_one_line(tmp_path: Path) -> None:
-    """An OSError no command turns into an MTError itself (here: a checkpoint path through a file)."""
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
-    proc = run_mt("average", str(blocker / "a.pt"), str(blocker / "b.pt"), "-o", str(blocker / "out.pt"))
-    assert_one_line_error(proc, "mt: error:")
+    """An OSError no command turns into an MTError itself: here `plots` is a file, not a folder."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_bytes(WHOLE)
+    (run / "plots").write_text("in the way")
+    proc = run_mt("plot", str(run))
+    assert_one_line_error(proc, "mt: error:", "plots: File exists")
 
 
 # --------------------------------------------------------------------------- config values
@@ -492,3 +494,31 @@ def test_config_n_best_gives_n_best_output(tmp_path: Path, random_ckpt: Path) ->
 def test_translate_refuses_a_bad_alpha(random_ckpt: Path, alpha: str) -> None:
     proc = run_mt("translate", "-c", str(random_ckpt), "--device", "cpu", "--alpha", alpha, stdin="a\n")
     assert_one_line_error(proc, "--alpha: must be a finite number >= 0")
+
+
+def test_full_disk_during_training_stops_with_one_line_and_last_pt_intact(
+        tmp_path: Path, tiny_run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_train import copy_run
+
+    from mt.train import train
+
+    cfg = copy_run(tiny_run, tmp_path, max_updates=6, valid_every=0, valid_bleu=False, save_every=2,
+                   keep_checkpoints=0, log_every=1000, threads=1)
+    writes = {"last": 0}
+    real_open = open
+
+    def filling(path: Path, mode: str) -> Any:
+        if Path(path).name.startswith(".last.pt."):
+            writes["last"] += 1
+            if writes["last"] == 2:  # the disk is full by the second last.pt
+                monkeypatch.setattr(_FillingDisk, "room", 1000)
+                return _FillingDisk(path, mode.replace("b", ""))
+        return real_open(path, mode)
+
+    monkeypatch.setattr(mt.textio, "open", filling, raising=False)
+    last = cfg.run_dir / "checkpoints" / "last.pt"
+    with pytest.raises(MTError) as e:
+        train(cfg)
+    assert str(e.value) == f"{last}: cannot write (No space left on device); the previous file is unchanged"
+    assert load_checkpoint(last)["update"] == 2
+    assert sorted(p.name for p in last.parent.iterdir()) == ["last.pt"]

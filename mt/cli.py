@@ -8,6 +8,7 @@ them as one line on stderr and exits with code 2, and prints each `MTWarning` as
 
 from __future__ import annotations
 
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import Optional, TextIO
 
 import typer
 
-from mt.errors import MTError, MTWarning
+from mt.errors import Interrupted, MTError, MTWarning
 
 app = typer.Typer(
     add_completion=False,
@@ -213,8 +214,16 @@ def _showing_mt_warnings(fallback: ShowWarning) -> ShowWarning:
 
 
 def main() -> None:
-    """Console entry point: runs the app; user errors become one line on stderr and exit 2."""
+    """Console entry point: runs the app; user errors become one line on stderr and exit 2.
+
+    Also one line: an OSError (a full disk, a vanished folder; exit 2), a torch older than mt
+    needs (exit 2) and a second SIGINT/SIGTERM during training (exit 128 + the signal number:
+    130 / 143, as a shell reports a signal).
+    """
+    from mt import check_torch
+
     try:
+        check_torch()
         with warnings.catch_warnings():  # restores the filters and showwarning afterwards
             warnings.simplefilter("always", MTWarning)  # every time, as a message, not once per place
             warnings.showwarning = _showing_mt_warnings(warnings.showwarning)
@@ -222,9 +231,15 @@ def main() -> None:
     except MTError as e:
         print(f"mt: error: {e}", file=sys.stderr)
         sys.exit(2)
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
-        print(f"mt: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+    except OSError as e:  # e.g. ENOSPC outside an atomic write; the file named when the OS names it
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"mt: error: {where}{e.strerror or e}".replace("\n", " "), file=sys.stderr)
         sys.exit(2)
+    except Interrupted as e:
+        name = signal.Signals(e.signum).name
+        print(f"mt: interrupted by a second {name}: stopped at once without saving; the checkpoints on disk "
+              f"hold the last saved state", file=sys.stderr)
+        sys.exit(128 + e.signum)
     except KeyboardInterrupt:
         print("mt: interrupted", file=sys.stderr)
         sys.exit(130)

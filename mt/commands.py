@@ -8,10 +8,11 @@ or more checkpoints: several decode as an ensemble (mt.ensemble).
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from mt.bleu import bleu_tokenizer_for
@@ -27,10 +28,21 @@ from mt.evaluate import (
     score_files,
 )
 from mt.scoring import score_pairs
-from mt.textio import check_same_length, decode_line, iter_stream, read_lines, sha256_file, write_lines_atomic
+from mt.textio import (
+    atomic_write,
+    check_same_length,
+    decode_line,
+    iter_lines,
+    iter_stream,
+    read_lines,
+    sha256_file,
+    write_lines_atomic,
+)
 from mt.translate import decode_settings, load_engine, load_model, translate_lines, translate_nbest
 
 # --------------------------------------------------------------------------- mt translate
+
+CHUNK_LINES = 10_000  # lines `mt translate` reads, translates and writes at a time (bounded memory)
 
 
 def _format_nbest(first: int, found: list[list[tuple[str, float]]]) -> list[str]:
@@ -58,13 +70,16 @@ def translate_command(
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
     Interactive stdin (a terminal) with stdout output is translated line by line, each result
-    flushed at once; otherwise all input is read and translated in length-sorted batches, with
-    a progress bar on stderr for file input when stderr is a terminal. An output file is
-    written to a temp file and renamed only after every line is translated, so a failure never
-    truncates an earlier result. With --n-best, each input line gives N lines
-    'i ||| text ||| score' (i 0-based; an empty line gives one line with score 0): the N best
-    hypotheses, or N samples with --sampling. Sampled line i depends only on the seed, i and
-    its text, so file, pipe and interactive input give the same output.
+    flushed at once. Otherwise the input is streamed: CHUNK_LINES lines at a time are read,
+    translated in length-sorted batches and written, so memory stays flat for any input size
+    (with a progress bar per chunk on stderr for file input when stderr is a terminal). An output
+    file is written to a temp file and renamed only after every line is translated, so a failure
+    (e.g. invalid UTF-8 on line 1,000,001) never truncates an earlier result; on stdout the
+    chunks before the failure have been written. With N-best output (--n-best, or decode.n_best
+    > 1 in the checkpoint's config) each input line gives N lines 'i ||| text ||| score'
+    (i 0-based; an empty line gives one line with score 0): the N best hypotheses, or N samples
+    with --sampling. Sampled line i depends only on the seed, i and its text, so file, pipe and
+    interactive input, and any chunking, give the same output.
     """
     src_path = None if input == "-" else Path(input)
     if src_path is not None and not src_path.is_file():
@@ -76,9 +91,10 @@ def translate_command(
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                              precision=precision)
+    with_scores = n_best is not None or decode.n_best > 1
 
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
-        if n_best is not None:
+        if with_scores:
             found = translate_nbest(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
             return _format_nbest(first, found)
         return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
@@ -90,13 +106,24 @@ def translate_command(
                 sys.stdout.write(text + "\n")
             sys.stdout.flush()
         return
-    lines = read_lines(src_path) if src_path is not None else list(iter_stream(sys.stdin.buffer, "<stdin>"))
-    outputs = render(0, lines, src_path is not None and sys.stderr.isatty())
+    lines = iter_lines(src_path) if src_path is not None else iter_stream(sys.stdin.buffer, "<stdin>")
+    progress = src_path is not None and sys.stderr.isatty()
     if out_path is None:
-        sys.stdout.writelines(text + "\n" for text in outputs)
-        sys.stdout.flush()
-    else:
-        write_lines_atomic(out_path, outputs)
+        for first, chunk in _chunks(lines, CHUNK_LINES):
+            sys.stdout.writelines(text + "\n" for text in render(first, chunk, progress))
+            sys.stdout.flush()
+        return
+    with atomic_write(out_path) as f:
+        for first, chunk in _chunks(lines, CHUNK_LINES):
+            f.write("".join(text + "\n" for text in render(first, chunk, progress)).encode("utf-8"))
+
+
+def _chunks(lines: Iterator[str], size: int) -> Iterator[tuple[int, list[str]]]:
+    """(index of the first line, up to `size` lines) until `lines` runs out."""
+    first = 0
+    while chunk := list(itertools.islice(lines, size)):
+        yield first, chunk
+        first += len(chunk)
 
 
 # --------------------------------------------------------------------------- mt evaluate
@@ -179,7 +206,8 @@ def evaluate_command(
     model, tokenizer, cfg, dev = load_engine(checkpoints, device)
     load_s = time.perf_counter() - started
     tests = [read_split_set(cfg.data, split) for split in splits] + files
-    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=None, max_tokens=None, precision=precision)
+    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=1, max_tokens=None,  # scores the 1-best
+                             precision=precision)
     bleu_tokenize = bleu_tokenizer_for(cfg.data.tgt_lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
     shas = [sha256_file(path / "model.bin" if path.is_dir() else path) for path in checkpoints]  # an export: its weights

@@ -208,6 +208,8 @@ def _iter_jsonl(path: Path, data: DataConfig) -> Iterator[tuple[str, str]]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise MTError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
+        except RecursionError:  # json recurses per nesting level: "[[[[...]]]]" can exhaust the stack
+            raise MTError(f"{where}: invalid JSON (nested too deeply)") from None
         yield _pair_from_row(row, data, where)
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -51,7 +52,8 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
     """The checkpoint's decode settings with command-line overrides (None = keep), checked.
 
     Searching, an --n-best above the configured beam raises the beam to it unless --beam was
-    given too. Sampling (--sampling, or decode.sampling in the config), --n-best is the number of
+    given too; without --n-best the config's decode.n_best counts (at most --beam when that is
+    given). Sampling (--sampling, or decode.sampling in the config), --n-best is the number of
     samples per sentence and --beam does not apply; --temperature, --top-k, --top-p and --seed
     apply only to sampling. --precision bf16 decodes a bf16 copy of the model (see NativeEngine)."""
     for flag, value in (("--beam", beam), ("--n-best", n_best), ("--max-tokens", max_tokens)):
@@ -63,6 +65,8 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
         raise MTError(f"--top-k: must be 0 (no limit) or positive, got {top_k}")
     if top_p is not None and not 0.0 < top_p <= 1.0:
         raise MTError(f"--top-p: must be in (0, 1], got {top_p}")
+    if alpha is not None and not (math.isfinite(alpha) and alpha >= 0):
+        raise MTError(f"--alpha: must be a finite number >= 0, got {alpha}")
     if precision is not None and precision not in ("fp32", "bf16"):
         raise MTError(f"--precision: expected fp32 or bf16, got {precision!r}")
 
@@ -73,7 +77,7 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
         base,
         beam=keep(beam, base.beam),
         alpha=keep(alpha, base.alpha),
-        n_best=keep(n_best, 1),
+        n_best=keep(n_best, base.n_best if beam is None else min(base.n_best, beam)),
         max_tokens=keep(max_tokens, base.max_tokens),
         sampling=keep(sampling, base.sampling),
         temperature=keep(temperature, base.temperature),

@@ -80,3 +80,13 @@ def test_bench_prepare_runs(multi30k_dir: Path, tmp_path: Path) -> None:
     out = run("bench_prepare.py", "--pairs", "3000", "--workers", "1", "--sample-size", "3000", "--vocab-size", "500",
               "--data", str(multi30k_dir), "--workdir", str(tmp_path))
     assert "pairs/s" in out and "first update after" in out
+
+
+def test_fuzz_translate_runs() -> None:
+    out = run("fuzz_translate.py", "--lines", "30")
+    assert "lines in 30, lines out 30: OK" in out and "invalid UTF-8 at line 31" in out
+
+
+def test_bench_translate_stream_runs() -> None:
+    out = run("bench_translate_stream.py", "--lines", "50", "200")
+    assert "200 OK" in out and "peak RSS MiB" in out

@@ -177,3 +177,17 @@ def decode_batches(src_lengths: np.ndarray, *, max_tokens: int, max_sentences: i
     widths = src_lengths[order] + 1
     sizes = _pack(widths, np.zeros_like(widths), max_tokens, max_sentences)
     return _split(order, sizes)
+
+
+def pair_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, max_tokens: int,
+                 max_sentences: int) -> list[np.ndarray]:
+    """Batches of pair indices for forced decoding (`mt score`), longest sources first.
+
+    Sorted by (source length, target length), cut greedily so that a batch holds at most
+    `max_sentences` pairs and B * (max|x| + 1 + max|y| + 1) <= max_tokens padded tokens (a
+    longer single pair gets its own batch). Callers restore input order with the indices.
+    """
+    src_lengths, tgt_lengths = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
+    order = np.lexsort((-tgt_lengths, -src_lengths))  # (N,) the last key is the primary one
+    sizes = _pack(src_lengths[order] + 1, tgt_lengths[order] + 1, max_tokens, max_sentences)
+    return _split(order, sizes)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -42,10 +42,39 @@ KIND = "mt-checkpoint"
 _MODEL_SECTIONS = ("model", "tokenizer")
 
 
+class _KeepWriteError:
+    """A file wrapper that remembers why a write failed: torch.save turns an OSError (or an
+    interrupt) into a RuntimeError about zip positions, and the real cause (e.g. a full disk)
+    must reach the user."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+        self.error: BaseException | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.f.write(data)
+        except BaseException as e:  # OSError, or the KeyboardInterrupt of a second signal
+            self.error = e
+            raise
+
+    def __getattr__(self, name: str) -> Any:  # flush, seek, tell, ...: the file's own
+        return getattr(self.f, name)
+
+
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Write `state` to `path` atomically (temp file + fsync + rename + fsync of the folder)."""
+    """Write `state` to `path` atomically (temp file + fsync + rename + fsync of the folder).
+
+    A failed write (full disk, ...) is an MTError naming `path`; the previous file there is intact.
+    """
     with atomic_write(Path(path)) as f:
-        torch.save(state, f)
+        out = _KeepWriteError(f)
+        try:
+            torch.save(state, out)
+        except RuntimeError:
+            if out.error is not None:
+                raise out.error from None  # atomic_write reports it as one line naming the file
+            raise
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -69,7 +98,42 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                if k not in state]
     if missing:
         raise MTError(f"checkpoint '{path}': missing {', '.join(missing)}")
+    wrong = _wrong_field(state)
+    if wrong:
+        raise MTError(f"checkpoint '{path}': not an mt checkpoint ({wrong})")
     return state
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Every field a reader uses: (key, required, check, what it must be). Keys a checkpoint lacks and
+# does not require are skipped; `training` is checked in depth by mt.trainstate.restore.
+_FIELDS: tuple[tuple[str, bool, Any, str], ...] = (
+    ("config", True, lambda v: isinstance(v, dict) and all(isinstance(v.get(s, {}), dict) for s in _MODEL_SECTIONS),
+     "a dict of config sections"),
+    ("tokenizer", True, lambda v: isinstance(v, dict) and isinstance(v.get("src"), bytes)
+     and isinstance(v.get("tgt", b""), bytes) and set(v) <= {"src", "tgt"}, "{'src': bytes, 'tgt': bytes}"),
+    ("model", True, lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(t, torch.Tensor)
+                                                           for k, t in v.items()), "a dict of named tensors"),
+    ("src_vocab_size", True, lambda v: _is_int(v) and v > 0, "a positive integer"),
+    ("tgt_vocab_size", True, lambda v: _is_int(v) and v > 0, "a positive integer"),
+    ("joint_vocab", True, lambda v: isinstance(v, bool), "true or false"),
+    ("update", False, lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    ("epoch", False, lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    ("training", False, lambda v: isinstance(v, dict), "a dict"),
+    ("averaged_from", False, lambda v: isinstance(v, list), "a list"),
+    ("valid", False, lambda v: isinstance(v, dict), "a dict"),
+)
+
+
+def _wrong_field(state: dict[str, Any]) -> str:
+    """'' when every known field of a loaded checkpoint has the type readers expect, else which does not."""
+    for key, required, ok, what in _FIELDS:
+        if (required or key in state) and not ok(state.get(key)):
+            return f"'{key}' is {type(state.get(key)).__name__}, expected {what}"
+    return ""
 
 
 def inference_state(cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, *, update: int = 0,

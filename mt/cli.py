@@ -8,6 +8,7 @@ them as one line on stderr and exits with code 2, and prints each `MTWarning` as
 
 from __future__ import annotations
 
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from typing import Optional, TextIO
 
 import typer
 
-from mt.errors import MTError, MTWarning
+from mt.errors import Interrupted, MTError, MTWarning
 
 app = typer.Typer(
     add_completion=False,
@@ -29,6 +30,9 @@ app.add_typer(data_app, name="data")
 
 ConfigArg = typer.Argument(..., help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml.")
 SetOpt = typer.Option([], "--set", help="Override a config value: section.key=value (repeatable).")
+CKPT_HELP = ("A checkpoint file (.pt). Repeat for an ensemble: the models' probabilities are averaged at every "
+             "step; they must share one tokenizer, and the first one's config and decode settings apply. "
+             "translate/evaluate also take one `mt export` directory (run in CTranslate2).")
 
 
 @data_app.command("fetch")
@@ -67,27 +71,49 @@ def train(config: Path = ConfigArg, overrides: list[str] = SetOpt,
     run_train(load_config(config, overrides), resume=resume)
 
 
+PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "
+                 "(AVX512-BF16/AMX CPUs, bf16 GPUs), opt-in: check BLEU against fp32.")
+
+
 @app.command()
 def translate(
-    checkpoint: Path = typer.Option(..., "--checkpoint", "-c", help="A checkpoint file (.pt)."),
+    checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
     input: str = typer.Option("-", "--input", "-i", help="Source text, one sentence per line; '-' = stdin."),
     output: str = typer.Option("-", "--output", "-o", help="Where to write translations; '-' = stdout."),
     beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the checkpoint config."),
     alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
-    n_best: Optional[int] = typer.Option(None, "--n-best", help="Write N hypotheses per sentence: 'i ||| text ||| score'."),
+    n_best: Optional[int] = typer.Option(
+        None, "--n-best", help="Write N hypotheses per sentence (N samples with --sampling): 'i ||| text ||| score'."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Source tokens per decoding batch."),
+    sampling: Optional[bool] = typer.Option(
+        None, "--sampling/--no-sampling",
+        help="Draw each translation at random from the model instead of searching (e.g. for back-translation); "
+             "default from the config (decode.sampling)."),
+    temperature: Optional[float] = typer.Option(
+        None, help="Sampling: divide the log-probabilities by T (< 1 sharper, > 1 flatter; default 1)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="Sampling: draw from the K most probable tokens (0 = all)."),
+    top_p: Optional[float] = typer.Option(
+        None, "--top-p", help="Sampling: nucleus, the fewest most probable tokens holding probability P (1 = all)."),
+    seed: Optional[int] = typer.Option(
+        None, help="Sampling: the same seed and input give the same output, whatever the batching; default 0."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
 ) -> None:
-    """Translate raw text: same number of lines out as in, in the same order."""
+    """Translate raw text: same number of lines out as in, in the same order.
+
+    Beam search (greedy with --beam 1) by default; --sampling draws translations instead.
+    Several -c checkpoints translate as one ensemble.
+    """
     from mt.commands import translate_command
 
-    translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best,
-                   max_tokens=max_tokens, device=device)
+    translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
+                      sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                      device=device, precision=precision)
 
 
 @app.command()
 def evaluate(
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="A checkpoint file (.pt)."),
+    checkpoint: list[Path] = typer.Option([], "--checkpoint", "-c", help=CKPT_HELP),
     split: list[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),
     src: Optional[Path] = typer.Option(None, help="Source file to translate (with --ref)."),
     ref: Optional[Path] = typer.Option(None, help="Reference translations."),
@@ -97,12 +123,55 @@ def evaluate(
     alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
     samples: int = typer.Option(0, help="Print this many sample translations beside their references."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    tokenize: Optional[str] = typer.Option(
+        None, help="sacreBLEU tokenizer for BLEU (13a, intl, zh, ja-mecab, ko-mecab, char, flores200, ...); "
+        "default: decode.bleu_tokenize, else by the target language."),
+    precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
     from mt.commands import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
-                     beam=beam, alpha=alpha, samples=samples, device=device)
+                     beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize,
+                     precision=precision)
+
+
+@app.command()
+def export(
+    checkpoint: Path = typer.Argument(..., help="The checkpoint (.pt) to export."),
+    format: str = typer.Option(..., "--format", help="Export format: ctranslate2."),
+    output: Path = typer.Option(..., "--output", "-o", help="The model directory to write."),
+    quantization: str = typer.Option("none", help="Weights: none (float32) | int8 | int8_float32 | int16."),
+    force: bool = typer.Option(False, help="Replace a non-empty output directory."),
+) -> None:
+    """Export a checkpoint for deployment (CTranslate2: `mt translate/evaluate -c DIR` run it too)."""
+    if format != "ctranslate2":
+        raise MTError(f"--format: unknown format {format!r}; expected ctranslate2")
+    if not checkpoint.is_file():
+        raise MTError(f"checkpoint '{checkpoint}': file not found")
+    from mt.export import export_ctranslate2
+
+    out = export_ctranslate2(checkpoint, output, quantization=quantization, force=force)
+    print(f"exported {checkpoint} to {out} (CTranslate2, quantization {quantization})")
+
+
+@app.command()
+def score(
+    checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
+    src: Path = typer.Option(..., help="Source sentences, one per line."),
+    tgt: Path = typer.Option(..., help="Target sentences: line i is scored as a translation of --src line i."),
+    output: str = typer.Option("-", "--output", "-o", help="Where to write the scores; '-' = stdout."),
+    normalize: bool = typer.Option(
+        False, help="Add a third column: the log-probability divided by the config's length penalty "
+                    "(decode.length_penalty, decode.alpha), the score beam search ranks by."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Padded source + target tokens per batch."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+) -> None:
+    """Score sentence pairs under the model: per line 'log_prob<TAB>per_token' (forced decoding,
+    EOS included), e.g. to filter a noisy corpus or rerank n-best lists."""
+    from mt.commands import score_command
+
+    score_command(checkpoint, src, tgt, output, normalize=normalize, max_tokens=max_tokens, device=device)
 
 
 @app.command()
@@ -145,8 +214,16 @@ def _showing_mt_warnings(fallback: ShowWarning) -> ShowWarning:
 
 
 def main() -> None:
-    """Console entry point: runs the app; user errors become one line on stderr and exit 2."""
+    """Console entry point: runs the app; user errors become one line on stderr and exit 2.
+
+    Also one line: an OSError (a full disk, a vanished folder; exit 2), a torch older than mt
+    needs (exit 2) and a second SIGINT/SIGTERM during training (exit 128 + the signal number:
+    130 / 143, as a shell reports a signal).
+    """
+    from mt import check_torch
+
     try:
+        check_torch()
         with warnings.catch_warnings():  # restores the filters and showwarning afterwards
             warnings.simplefilter("always", MTWarning)  # every time, as a message, not once per place
             warnings.showwarning = _showing_mt_warnings(warnings.showwarning)
@@ -154,9 +231,15 @@ def main() -> None:
     except MTError as e:
         print(f"mt: error: {e}", file=sys.stderr)
         sys.exit(2)
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
-        print(f"mt: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+    except OSError as e:  # e.g. ENOSPC outside an atomic write; the file named when the OS names it
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"mt: error: {where}{e.strerror or e}".replace("\n", " "), file=sys.stderr)
         sys.exit(2)
+    except Interrupted as e:
+        name = signal.Signals(e.signum).name
+        print(f"mt: interrupted by a second {name}: stopped at once without saving; the checkpoints on disk "
+              f"hold the last saved state", file=sys.stderr)
+        sys.exit(128 + e.signum)
     except KeyboardInterrupt:
         print("mt: interrupted", file=sys.stderr)
         sys.exit(130)

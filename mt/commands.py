@@ -1,17 +1,22 @@
-"""`mt translate` and `mt evaluate`: flag checks, stdin/stdout handling and what they print.
+"""`mt translate`, `mt evaluate` and `mt score`: flag checks, stdin/stdout handling and what
+they print.
 
 mt/cli.py parses the options and calls these; the work itself is library code (mt.translate,
-mt.evaluate) that returns data and prints nothing but progress bars.
+mt.evaluate, mt.scoring) that returns data and prints nothing but progress bars. Each takes one
+or more checkpoints: several decode as an ensemble (mt.ensemble).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from mt.bleu import bleu_tokenizer_for
+from mt.ensemble import max_positions
 from mt.errors import MTError
 from mt.evaluate import (
     EvalSet,
@@ -22,10 +27,22 @@ from mt.evaluate import (
     read_split_set,
     score_files,
 )
-from mt.textio import decode_line, iter_stream, read_lines, sha256_file, write_lines_atomic
-from mt.translate import decode_settings, load_model, translate_lines, translate_nbest
+from mt.scoring import score_pairs
+from mt.textio import (
+    atomic_write,
+    check_same_length,
+    decode_line,
+    iter_lines,
+    iter_stream,
+    read_lines,
+    sha256_file,
+    write_lines_atomic,
+)
+from mt.translate import decode_settings, load_engine, load_model, translate_lines, translate_nbest
 
 # --------------------------------------------------------------------------- mt translate
+
+CHUNK_LINES = 10_000  # lines `mt translate` reads, translates and writes at a time (bounded memory)
 
 
 def _format_nbest(first: int, found: list[list[tuple[str, float]]]) -> list[str]:
@@ -34,7 +51,7 @@ def _format_nbest(first: int, found: list[list[tuple[str, float]]]) -> list[str]
 
 
 def translate_command(
-    checkpoint: Path,
+    checkpoints: Sequence[Path],
     input: str,
     output: str,
     *,
@@ -42,16 +59,27 @@ def translate_command(
     alpha: float | None,
     n_best: int | None,
     max_tokens: int | None,
+    sampling: bool | None,
+    temperature: float | None,
+    top_k: int | None,
+    top_p: float | None,
+    seed: int | None,
     device: str,
+    precision: str | None = None,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
     Interactive stdin (a terminal) with stdout output is translated line by line, each result
-    flushed at once; otherwise all input is read and translated in length-sorted batches, with
-    a progress bar on stderr for file input when stderr is a terminal. An output file is
-    written to a temp file and renamed only after every line is translated, so a failure never
-    truncates an earlier result. With --n-best, each input line gives N lines
-    'i ||| text ||| score' (i 0-based; an empty line gives one line with score 0).
+    flushed at once. Otherwise the input is streamed: CHUNK_LINES lines at a time are read,
+    translated in length-sorted batches and written, so memory stays flat for any input size
+    (with a progress bar per chunk on stderr for file input when stderr is a terminal). An output
+    file is written to a temp file and renamed only after every line is translated, so a failure
+    (e.g. invalid UTF-8 on line 1,000,001) never truncates an earlier result; on stdout the
+    chunks before the failure have been written. With N-best output (--n-best, or decode.n_best
+    > 1 in the checkpoint's config) each input line gives N lines 'i ||| text ||| score'
+    (i 0-based; an empty line gives one line with score 0): the N best hypotheses, or N samples
+    with --sampling. Sampled line i depends only on the seed, i and its text, so file, pipe and
+    interactive input, and any chunking, give the same output.
     """
     src_path = None if input == "-" else Path(input)
     if src_path is not None and not src_path.is_file():
@@ -59,14 +87,17 @@ def translate_command(
     out_path = None if output == "-" else Path(output)
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
-    model, tokenizer, cfg, dev = load_model(checkpoint, device)
-    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens)
+    model, tokenizer, cfg, dev = load_engine(checkpoints, device)
+    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
+                             sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                             precision=precision)
+    with_scores = n_best is not None or decode.n_best > 1
 
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
-        if n_best is not None:
-            found = translate_nbest(model, tokenizer, lines, decode, device=dev, progress=progress)
+        if with_scores:
+            found = translate_nbest(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
             return _format_nbest(first, found)
-        return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress)
+        return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
 
     if src_path is None and out_path is None and sys.stdin.isatty():
         stream = sys.stdin.buffer
@@ -75,13 +106,24 @@ def translate_command(
                 sys.stdout.write(text + "\n")
             sys.stdout.flush()
         return
-    lines = read_lines(src_path) if src_path is not None else list(iter_stream(sys.stdin.buffer, "<stdin>"))
-    outputs = render(0, lines, src_path is not None and sys.stderr.isatty())
+    lines = iter_lines(src_path) if src_path is not None else iter_stream(sys.stdin.buffer, "<stdin>")
+    progress = src_path is not None and sys.stderr.isatty()
     if out_path is None:
-        sys.stdout.writelines(text + "\n" for text in outputs)
-        sys.stdout.flush()
-    else:
-        write_lines_atomic(out_path, outputs)
+        for first, chunk in _chunks(lines, CHUNK_LINES):
+            sys.stdout.writelines(text + "\n" for text in render(first, chunk, progress))
+            sys.stdout.flush()
+        return
+    with atomic_write(out_path) as f:
+        for first, chunk in _chunks(lines, CHUNK_LINES):
+            f.write("".join(text + "\n" for text in render(first, chunk, progress)).encode("utf-8"))
+
+
+def _chunks(lines: Iterator[str], size: int) -> Iterator[tuple[int, list[str]]]:
+    """(index of the first line, up to `size` lines) until `lines` runs out."""
+    first = 0
+    while chunk := list(itertools.islice(lines, size)):
+        yield first, chunk
+        first += len(chunk)
 
 
 # --------------------------------------------------------------------------- mt evaluate
@@ -110,8 +152,14 @@ def _print_table(rows: list[tuple[str, Scores]]) -> None:
         print(f"{label:<{width}} | {s.bleu:6.2f} | {s.chrf:6.2f} | {s.ter:6.2f}")
 
 
+def _suffix_language(path: Path) -> str:
+    """'test.ja' -> 'ja', 'newstest.zh.gz' -> 'zh', 'refs.txt' -> 'txt' (which maps to 13a)."""
+    suffixes = [x.lstrip(".") for x in path.suffixes if x != ".gz"]
+    return suffixes[-1] if suffixes else ""
+
+
 def evaluate_command(
-    checkpoint: Path | None,
+    checkpoints: Sequence[Path],
     *,
     splits: Sequence[str],
     src: Path | None,
@@ -122,24 +170,30 @@ def evaluate_command(
     alpha: float | None,
     samples: int,
     device: str,
+    tokenize: str | None = None,
+    precision: str | None = None,
 ) -> None:
     """`mt evaluate`: translate splits of the checkpoint's corpus (--split, repeatable) or a
     --src file, score against the references, print scores with signatures (a table when there
     are several sets) and `samples` example translations, and write `<label>.<ckpt>.beam<K>.hyp`
-    plus a JSON report beside it in `out_dir`. With --hyp/--ref only scores (no checkpoint)."""
+    plus a JSON report beside it in `out_dir`. Several checkpoints are evaluated as one ensemble
+    (`<ckpt>` joins their names with '+'). With --hyp/--ref only scores (no checkpoint).
+    BLEU's tokenizer: `tokenize` (--tokenize) if given, else the checkpoint's `decode.bleu_tokenize`,
+    else chosen for its `data.tgt_lang`; with --hyp/--ref the language is the reference file's
+    suffix (`test.ja` -> ja)."""
     if samples < 0:
         raise MTError(f"--samples: must be at least 0, got {samples}")
     if hyp is not None:
         if ref is None:
             raise MTError("--hyp needs --ref: the reference translations to score against")
-        if checkpoint is not None or splits or src is not None:
+        if checkpoints or splits or src is not None:
             raise MTError("--hyp scores existing translations; do not combine it with --checkpoint, --split or --src")
-        result = score_files(hyp, ref, out_dir)
+        result = score_files(hyp, ref, out_dir, bleu_tokenize=bleu_tokenizer_for(_suffix_language(ref), tokenize or ""))
         print(f"{hyp} ({result.sentences} sentences) against {ref}")
         _print_scores(result.scores)
         print(f"  report: {result.report_path}")
         return
-    if checkpoint is None:
+    if not checkpoints:
         raise MTError("give --checkpoint with --split or --src/--ref, or --hyp/--ref to score existing translations")
     if (src is None) != (ref is None):
         raise MTError("--src and --ref go together (or use --split, or --hyp with --ref)")
@@ -149,19 +203,24 @@ def evaluate_command(
     # User files are read (and checked) before the slower model load.
     files = [read_file_set(src, ref)] if src is not None and ref is not None else []
     started = time.perf_counter()
-    model, tokenizer, cfg, dev = load_model(checkpoint, device)
+    model, tokenizer, cfg, dev = load_engine(checkpoints, device)
     load_s = time.perf_counter() - started
     tests = [read_split_set(cfg.data, split) for split in splits] + files
-    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=None, max_tokens=None)
-    out_dir = out_dir if out_dir is not None else default_out_dir(checkpoint)
-    sha = sha256_file(checkpoint)
+    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=1, max_tokens=None,  # scores the 1-best
+                             precision=precision)
+    bleu_tokenize = bleu_tokenizer_for(cfg.data.tgt_lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
+    out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
+    shas = [sha256_file(path / "model.bin" if path.is_dir() else path) for path in checkpoints]  # an export: its weights
+    how = f"sampling (seed {decode.seed})" if decode.sampling else f"beam {decode.beam}, alpha {decode.alpha}"
+    if len(checkpoints) > 1:
+        how += f", ensemble of {len(checkpoints)} checkpoints"
     rows: list[tuple[str, Scores]] = []
     for test in tests:
-        result = evaluate_set(model, tokenizer, test, decode, device=dev, checkpoint=checkpoint, checkpoint_sha256=sha,
-                              load_s=load_s, out_dir=out_dir, progress=sys.stderr.isatty())
+        result = evaluate_set(model, tokenizer, test, decode, device=dev, checkpoints=checkpoints,
+                              checkpoint_sha256s=shas, load_s=load_s, out_dir=out_dir, progress=sys.stderr.isatty(),
+                              bleu_tokenize=bleu_tokenize)
         n, seconds = len(result.hyps), result.translate_s
-        print(f"{test.label}: {n} sentences in {seconds:.1f} s ({n / max(seconds, 1e-9):.1f} sent/s), "
-              f"beam {decode.beam}, alpha {decode.alpha}")
+        print(f"{test.label}: {n} sentences in {seconds:.1f} s ({n / max(seconds, 1e-9):.1f} sent/s), {how}")
         _print_scores(result.scores)
         print(f"  hypotheses: {result.hyp_path}  report: {result.report_path}")
         if samples:
@@ -170,3 +229,37 @@ def evaluate_command(
     if len(rows) > 1:
         print()
         _print_table(rows)
+
+
+# --------------------------------------------------------------------------- mt score
+
+
+def score_command(
+    checkpoints: Sequence[Path],
+    src: Path,
+    tgt: Path,
+    output: str,
+    *,
+    normalize: bool,
+    max_tokens: int | None,
+    device: str,
+) -> None:
+    """`mt score`: one line per (source, target) pair, 'log_prob<TAB>per_token', the target's
+    log-probability under forced decoding (EOS included) and its average over the |y| + 1
+    scored tokens; --normalize adds a third column, log_prob / the config's length penalty
+    (beam search's score for that output). Several checkpoints score as their ensemble."""
+    src_lines, tgt_lines = read_lines(src), read_lines(tgt)  # read and checked before the model load
+    check_same_length(src, tgt, len(src_lines), len(tgt_lines))
+    out_path = None if output == "-" else Path(output)
+    if out_path is not None and out_path.is_dir():
+        raise MTError(f"output '{output}': is a folder")
+    model, tokenizer, cfg, dev = load_model(checkpoints, device)
+    decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)
+    found = score_pairs(model, tokenizer, src_lines, tgt_lines, decode, max_positions=max_positions(model), device=dev,
+                        progress=sys.stderr.isatty())
+    lines = [f"{s.log_prob:.4f}\t{s.per_token:.4f}" + (f"\t{s.normalized:.4f}" if normalize else "") for s in found]
+    if out_path is None:
+        sys.stdout.writelines(line + "\n" for line in lines)
+        sys.stdout.flush()
+    else:
+        write_lines_atomic(out_path, lines)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import types
 import typing
@@ -33,6 +34,9 @@ Optimizer = Literal["adam", "adamw"]
 Schedule = Literal["inverse_sqrt", "noam", "linear_decay", "constant"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 LengthPenalty = Literal["gnmt", "average", "none"]
+# sentencepiece's normalisation rules (normalization_rule_name); `identity` leaves text as written.
+Normalization = Literal["identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"]
+DecodePrecision = Literal["fp32", "bf16"]
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,8 @@ class DataConfig:
     valid_split: str = "val"
     test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
     train_limit: int = 0  # keep only the first N training pairs (0 = all); for quick runs and tests
-    max_len: int = 250  # cleaning: drop training pairs with more whitespace words than this on either side
-    max_len_ratio: float = 9.0  # cleaning: drop training pairs whose word-length ratio exceeds this
+    max_len: int = 250  # cleaning: drop training pairs with more subword pieces than this on either side
+    max_len_ratio: float = 9.0  # cleaning: drop training pairs whose length ratio (in pieces) exceeds this
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ class TokenizerConfig:
     character_coverage: float = 1.0
     sample_size: int = 300_000  # sentence pairs sampled (seeded) from the training split to train sentencepiece (~1 GiB RAM per 300k)
     workers: int = 1  # processes used to encode the corpus
+    normalization: Normalization = "identity"  # identity keeps text as written (full-width ，？！ and … too)
+    byte_fallback: bool = True  # unseen characters become UTF-8 byte pieces, not <unk> (uses 256 vocab entries)
 
 
 @dataclass(frozen=True)
@@ -126,9 +132,66 @@ class DecodeConfig:
     alpha: float = 0.6
     max_len_a: float = 1.5  # maximum output length = a * |src| + b
     max_len_b: int = 10
-    n_best: int = 1
+    n_best: int = 1  # hypotheses per sentence (samples, with sampling)
     max_tokens: int = 8000  # source tokens per decoding batch (times the beam)
+    bleu_tokenize: str = ""  # sacreBLEU tokenizer for BLEU ("" = by data.tgt_lang: zh, ja-mecab, ko-mecab, char, 13a)
     forbid_unk: bool = True  # never emit <unk>
+    precision: DecodePrecision = "fp32"  # bf16: a bf16 copy of the model, only on hardware with native bf16
+    sampling: bool = False  # draw translations at random instead of searching (back-translation)
+    temperature: float = 1.0  # sampling: divides the log-probs (< 1 sharper, > 1 flatter); > 0
+    top_k: int = 0  # sampling: draw from the k most probable tokens only (0 = all)
+    top_p: float = 1.0  # sampling: nucleus, the fewest best tokens holding this probability; in (0, 1]
+    seed: int = 0  # sampling: same seed and input, same output
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric config key accepts: lo <= v <= hi (strict where `*_open`); None = unbounded.
+    Floats must also be finite (no NaN, no infinity)."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def __contains__(self, v: float) -> bool:
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+        low = self.lo is None or (v > self.lo if self.lo_open else v >= self.lo)
+        return low and (self.hi is None or (v < self.hi if self.hi_open else v <= self.hi))
+
+    def __str__(self) -> str:
+        if self.hi is not None:
+            return f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+        if self.lo_open:
+            return f"positive (> {self.lo:g})"
+        return "positive (>= 1)" if self.lo == 1 else f"at least {self.lo:g}"
+
+
+POSITIVE, AT_LEAST_1, AT_LEAST_0, FRACTION = Range(0, lo_open=True), Range(1), Range(0), Range(0, 1, hi_open=True)
+# Every numeric key and its range (tests/test_robust.py checks that none is missing); tuples: each item.
+RANGES: dict[str, Range] = {
+    "data.train_limit": AT_LEAST_0, "data.max_len": AT_LEAST_0, "data.max_len_ratio": AT_LEAST_0,
+    "tokenizer.vocab_size": Range(5), "tokenizer.character_coverage": Range(0, 1, lo_open=True),
+    "tokenizer.sample_size": AT_LEAST_1, "tokenizer.workers": AT_LEAST_1,
+    "model.d_model": Range(2), "model.heads": AT_LEAST_1, "model.encoder_layers": AT_LEAST_1,
+    "model.decoder_layers": AT_LEAST_1, "model.d_ff": AT_LEAST_1, "model.dropout": FRACTION,
+    "model.attention_dropout": FRACTION, "model.max_positions": Range(2),
+    "train.seed": AT_LEAST_0, "train.max_tokens": AT_LEAST_1, "train.max_sentences": AT_LEAST_1,
+    "train.accumulate": AT_LEAST_1, "train.lr": POSITIVE, "train.warmup": AT_LEAST_0, "train.betas": FRACTION,
+    "train.eps": POSITIVE, "train.weight_decay": AT_LEAST_0, "train.clip_norm": AT_LEAST_0,
+    "train.label_smoothing": FRACTION, "train.max_epochs": AT_LEAST_0, "train.max_updates": AT_LEAST_0,
+    "train.valid_every": AT_LEAST_0, "train.valid_beam": AT_LEAST_1, "train.valid_max_sentences": AT_LEAST_0,
+    "train.patience": AT_LEAST_0, "train.keep_checkpoints": AT_LEAST_0, "train.save_every": AT_LEAST_0,
+    "train.log_every": AT_LEAST_1, "train.threads": AT_LEAST_0, "train.max_bad_losses": AT_LEAST_0,
+    "train.average_last": AT_LEAST_0,
+    "decode.beam": AT_LEAST_1, "decode.alpha": AT_LEAST_0, "decode.max_len_a": AT_LEAST_0,
+    "decode.max_len_b": AT_LEAST_0, "decode.n_best": AT_LEAST_1, "decode.max_tokens": AT_LEAST_1,
+    "decode.temperature": POSITIVE, "decode.top_k": AT_LEAST_0, "decode.top_p": Range(0, 1, lo_open=True),
+    "decode.seed": AT_LEAST_0,
+}
+# Run names become folder names: no '/', no '..', nothing a shell or another OS trips over.
+NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
 
 
 @dataclass(frozen=True)
@@ -184,11 +247,11 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if origin is Literal:
         choices = typing.get_args(tp)
         if not isinstance(value, str):
-            raise MTError(f"config key '{where}': expected str, got {value!r}")
+            raise MTError(f"config key '{where}': expected str, got {_short(value)}")
         if value not in choices:
-            raise MTError(f"config key '{where}': expected one of {', '.join(choices)}, got {value!r}")
+            raise MTError(f"config key '{where}': expected one of {', '.join(choices)}, got {_short(value)}")
         return value
-    bad = MTError(f"config key '{where}': expected {_type_name(tp)}, got {value!r}")
+    bad = MTError(f"config key '{where}': expected {_type_name(tp)}, got {_short(value)}")
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -226,14 +289,14 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 def _build(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, dict):
-        raise MTError(f"config section '{prefix or 'top level'}': expected a mapping, got {raw!r}")
+        raise MTError(f"config section '{prefix or 'top level'}': expected a mapping, got {_short(raw)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         where = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
-            raise MTError(f"unknown config key '{where}'{_closest(str(key), list(fields))}")
+            raise MTError(f"unknown config key {_short(where)}{_closest(str(key), list(fields))}")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
             kwargs[key] = _build(tp, value if value is not None else {}, where)
@@ -264,13 +327,15 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
 
 def _parse_override(text: str) -> tuple[list[str], Any]:
     if "=" not in text:
-        raise MTError(f"override '{text}': expected section.key=value")
+        raise MTError(f"override {_short(text)}: expected section.key=value")
     key, value = text.split("=", 1)
     parts = key.strip().split(".")
     try:
         parsed = yaml.safe_load(value) if value.strip() else ""
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):  # ValueError: an int of more digits than Python converts
         parsed = value
+    except RecursionError:
+        raise MTError(f"override {_short(text)}: value nested too deeply") from None
     return parts, parsed
 
 
@@ -285,7 +350,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise MTError(f"override '{text}': '{part}' is not a config section")
+                raise MTError(f"override {_short(text)}: {_short(part)} is not a config section")
             node = child
         # Strings that YAML reads as numbers stay strings for str fields (e.g. name=123) via _coerce_str.
         node[parts[-1]] = value
@@ -320,7 +385,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
         raise MTError(f"config file '{path}' does not exist")
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as e:
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError, RecursionError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise MTError(f"config file '{path}' is not valid YAML: {first}") from None
     if raw is None:
@@ -353,39 +418,46 @@ def parse_duration(text: str) -> float:
     if not text:
         return 0.0
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise MTError(f"config key 'train.time_budget': must be a duration >= 0 like '20m', got {_short(text)}")
+        return seconds
     m = _DURATION.match(text)
     if not m or not any(m.groups()):
-        raise MTError(f"config key 'train.time_budget': expected a duration like '20m' or '1h30m', got {text!r}")
+        raise MTError(f"config key 'train.time_budget': expected a duration like '20m' or '1h30m', got {_short(text)}")
     h, mnt, s = (float(g) if g else 0.0 for g in m.groups())
     return h * 3600 + mnt * 60 + s
 
 
+def check_range(key: str, value: Any, allowed: Range) -> None:
+    """MTError naming `key`, the allowed range and `value` unless every item of it is in `allowed`."""
+    for v in value if isinstance(value, tuple) else (value,):
+        if v not in allowed:
+            raise MTError(f"config key '{key}': must be {allowed}{' and finite' if isinstance(v, float) else ''}, "
+                          f"got {_short(value)}")
+
+
+def _short(value: Any) -> str:
+    """repr(value), cut to one readable line."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
 def _check_values(cfg: Config) -> None:
-    m, t, d = cfg.model, cfg.train, cfg.decode
+    for key, allowed in RANGES.items():  # ranges first: the checks below divide by some of these
+        section, name = key.split(".")
+        check_range(key, getattr(getattr(cfg, section), name), allowed)
+    m, d = cfg.model, cfg.decode
     if m.d_model % m.heads != 0:
         raise MTError(f"config key 'model.heads': d_model={m.d_model} is not divisible by heads={m.heads}")
     if m.d_model % 2 != 0:
         raise MTError(f"config key 'model.d_model': must be even for sinusoidal positions, got {m.d_model}")
-    positive = {
-        "model.d_model": m.d_model, "model.heads": m.heads, "model.d_ff": m.d_ff,
-        "model.encoder_layers": m.encoder_layers, "model.decoder_layers": m.decoder_layers,
-        "tokenizer.vocab_size": cfg.tokenizer.vocab_size, "train.max_tokens": t.max_tokens,
-        "train.max_sentences": t.max_sentences, "train.accumulate": t.accumulate,
-        "decode.beam": d.beam, "decode.n_best": d.n_best, "decode.max_tokens": d.max_tokens,
-        "tokenizer.workers": cfg.tokenizer.workers, "train.valid_beam": t.valid_beam,
-    }
-    for key, value in positive.items():
-        if value <= 0:
-            raise MTError(f"config key '{key}': must be positive, got {value}")
-    for key, value in {"model.dropout": m.dropout, "model.attention_dropout": m.attention_dropout,
-                       "train.label_smoothing": t.label_smoothing}.items():
-        if not 0.0 <= value < 1.0:
-            raise MTError(f"config key '{key}': must be in [0, 1), got {value}")
-    if d.n_best > d.beam:
+    if d.n_best > d.beam and not d.sampling:  # sampling draws n_best samples, whatever the beam
         raise MTError(f"config key 'decode.n_best': {d.n_best} exceeds decode.beam={d.beam}")
-    parse_duration(t.time_budget)
-    if not cfg.name or "/" in cfg.name:
-        raise MTError(f"config key 'name': must be a non-empty name without '/', got {cfg.name!r}")
+    parse_duration(cfg.train.time_budget)
+    if not NAME.fullmatch(cfg.name):
+        raise MTError(f"config key 'name': {_short(cfg.name)} names the run folder: use only letters, digits, "
+                      f"'.', '_' and '-', not starting with '.'")

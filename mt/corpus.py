@@ -10,13 +10,14 @@ Formats (`DataConfig.format`):
 The text formats are read with plain Python so that errors can name the file and line: invalid
 UTF-8, a bad TSV/JSON line, source and target files whose line counts differ. Lines are split on
 b"\\n" only (not on U+2028, \\x0b, \\r alone ... as `str.splitlines` would), and nothing is
-normalised here except removing the line terminator; `clean_pairs` strips whitespace.
+normalised here except removing the line terminator (and a byte-order mark at the start of a
+file); `clean_pairs` strips whitespace.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from mt.config import DataConfig, check_data_format
 from mt.errors import MTError
 from mt.textio import iter_lines
 
-DROP_REASONS = ("empty", "too_long", "ratio")
+DROP_REASONS = ("empty", "too_long", "ratio", "over_max_positions")
 _HF_BATCH = 1000  # rows converted from Arrow per step when iterating a HF dataset
 
 
@@ -33,15 +34,19 @@ _HF_BATCH = 1000  # rows converted from Arrow per step when iterating a HF datas
 class CleanLimits:
     """Cleaning thresholds for training pairs; a value <= 0 disables that check.
 
-    max_len: most whitespace words on either side; max_len_ratio: largest word-length ratio.
+    Lengths are in the unit the caller measures: subword pieces when prepare cleans the encoded
+    training split, characters for the tokenizer's training sample (no tokenizer exists yet).
+    max_len: most units on either side; max_len_ratio: largest length ratio between the sides;
+    max_positions: the model's limit, which the source + EOS and BOS + target must fit.
     """
 
     max_len: int
     max_len_ratio: float
+    max_positions: int = 0
 
     @classmethod
-    def from_config(cls, data: DataConfig) -> CleanLimits:
-        return cls(data.max_len, data.max_len_ratio)
+    def from_config(cls, data: DataConfig, max_positions: int = 0) -> CleanLimits:
+        return cls(data.max_len, data.max_len_ratio, max_positions)
 
 
 @dataclass
@@ -54,6 +59,16 @@ class CleanReport:
     @property
     def total(self) -> int:
         return self.kept + sum(self.dropped.values())
+
+    def record(self, reason: str | None) -> None:
+        """Count one pair: kept when `reason` is None, else dropped for `reason`."""
+        if reason is None:
+            self.kept += 1
+        else:
+            self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    def dropped_fraction(self) -> float:
+        return sum(self.dropped.values()) / self.total if self.total else 0.0
 
     def add(self, other: CleanReport) -> None:
         """Add the counts of `other` (e.g. a chunk cleaned in a worker process) to this report."""
@@ -193,6 +208,8 @@ def _iter_jsonl(path: Path, data: DataConfig) -> Iterator[tuple[str, str]]:
             row = json.loads(line)
         except json.JSONDecodeError as e:
             raise MTError(f"{where}: invalid JSON ({e.msg} at column {e.colno})") from None
+        except RecursionError:  # json recurses per nesting level: "[[[[...]]]]" can exhaust the stack
+            raise MTError(f"{where}: invalid JSON (nested too deeply)") from None
         yield _pair_from_row(row, data, where)
 
 
@@ -278,29 +295,28 @@ def read_split(data: DataConfig, split: str) -> tuple[list[str], list[str]]:
     return src, tgt
 
 
-def drop_reason(src: str, tgt: str, limits: CleanLimits) -> str | None:
-    """Why a stripped pair is dropped ('empty', 'too_long', 'ratio'), or None to keep it.
-
-    Lengths are whitespace-separated words; a limit <= 0 disables that check.
-    """
-    if not src or not tgt:
+def drop_reason(src_len: int, tgt_len: int, limits: CleanLimits) -> str | None:
+    """Why a pair of these lengths is dropped ('empty', 'too_long', 'ratio', 'over_max_positions'),
+    or None to keep it. A limit <= 0 disables that check; the first reason that applies wins."""
+    if not src_len or not tgt_len:
         return "empty"
-    ns, nt = len(src.split()), len(tgt.split())
-    if limits.max_len > 0 and max(ns, nt) > limits.max_len:
+    longer, shorter = max(src_len, tgt_len), min(src_len, tgt_len)
+    if limits.max_len > 0 and longer > limits.max_len:
         return "too_long"
-    if limits.max_len_ratio > 0 and max(ns, nt) > limits.max_len_ratio * min(ns, nt):
+    if limits.max_len_ratio > 0 and longer > limits.max_len_ratio * shorter:
         return "ratio"
+    if limits.max_positions > 0 and longer + 1 > limits.max_positions:  # + EOS (source) / BOS (target)
+        return "over_max_positions"
     return None
 
 
-def clean_pairs(pairs: Iterable[tuple[str, str]], limits: CleanLimits,
-                report: CleanReport) -> Iterator[tuple[str, str]]:
-    """Strip both sides and drop empty, too long and badly proportioned pairs, counting each in `report`."""
+def clean_pairs(pairs: Iterable[tuple[str, str]], limits: CleanLimits, report: CleanReport,
+                length: Callable[[str], int] = len) -> Iterator[tuple[str, str]]:
+    """Strip both sides and drop empty, too long and badly proportioned pairs, counting each in
+    `report`. `length` measures a side (default: characters)."""
     for src, tgt in pairs:
         src, tgt = src.strip(), tgt.strip()
-        reason = drop_reason(src, tgt, limits)
+        reason = drop_reason(length(src) if src else 0, length(tgt) if tgt else 0, limits)
+        report.record(reason)
         if reason is None:
-            report.kept += 1
             yield src, tgt
-        else:
-            report.dropped[reason] = report.dropped.get(reason, 0) + 1

@@ -46,17 +46,33 @@ def env_info() -> DistInfo:
 
 
 def resolve_device(name: str, *, local_rank: int) -> torch.device:
-    """'auto' -> this rank's CUDA device if there is one, else CPU; 'cuda' -> cuda:<local_rank>."""
+    """'auto' -> this rank's CUDA device if there is one, else CPU; 'cuda' -> cuda:<local_rank>.
+
+    A device this machine does not have (cuda:7 with two GPUs, mps off macOS, cuda without CUDA)
+    is an MTError here, not a RuntimeError at the first tensor moved to it.
+    """
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise MTError(f"device '{name}': requested but CUDA is not available")
-    if name == "cuda":
-        return torch.device("cuda", local_rank)
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError:
-        raise MTError(f"device {name!r}: expected auto, cpu, cuda or cuda:N") from None
+        raise MTError(f"device {name!r}: expected auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise MTError(f"device '{name}': requested but CUDA is not available")
+        index = local_rank if device.index is None else device.index
+        count = torch.cuda.device_count()
+        if index >= count:
+            raise MTError(f"device '{name}': no CUDA device {index} on this machine ({count} visible: "
+                          f"cuda:0..cuda:{count - 1})")
+        return torch.device("cuda", index)
+    if device.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise MTError(f"device '{name}': requested but MPS (Apple GPU) is not available on this machine")
+        return device
+    if device.type != "cpu":
+        raise MTError(f"device {name!r}: expected auto, cpu, cuda, cuda:N or mps")
+    return device
 
 
 def init(info: DistInfo, device: torch.device) -> None:

@@ -15,3 +15,13 @@ class MTError(Exception):
 
 class MTWarning(UserWarning):
     """A user-facing warning: `str(warning)` is a complete one-line message."""
+
+
+class Interrupted(BaseException):  # noqa: N818 - named like KeyboardInterrupt, its sibling
+    """A second SIGINT/SIGTERM during training: abort at once, without saving. The CLI exits
+    with 128 + `signum` (130 for SIGINT, 143 for SIGTERM), as a shell reports a signal. A
+    BaseException like KeyboardInterrupt, but not one: click would swallow that into "Aborted!"."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum

@@ -1,8 +1,9 @@
 """Scoring translations, and the files `mt evaluate` writes.
 
 Scoring uses sacreBLEU's metric objects with their defaults, the field's standard: BLEU (mixed
-case, 13a tokenisation, exponential smoothing), chrF (character 6-grams, beta 2) and TER, each
-reported with its signature. The trainer's validation BLEU calls the same `translate_lines` and
+case, exponential smoothing), chrF (character 6-grams, beta 2) and TER, each reported with its
+signature. BLEU's tokenizer is the caller's choice, made for the target language by
+`mt.bleu.bleu_tokenizer_for` (13a unless the language needs another, e.g. `zh`). The trainer's validation BLEU calls the same `translate_lines` and
 `score` as `mt evaluate`, so the two always agree.
 
 `mt evaluate` either translates test sets (`evaluate_set`: writes `<set>.<ckpt>.beam<K>.hyp`
@@ -24,13 +25,15 @@ from typing import Any
 import torch
 from sacrebleu.metrics import BLEU, CHRF, TER
 
+from mt.bleu import DEFAULT as DEFAULT_TOKENIZER
 from mt.config import DataConfig, DecodeConfig
 from mt.corpus import read_split, split_available
+from mt.ensemble import Ensemble
 from mt.errors import MTError
 from mt.model import Transformer
 from mt.textio import check_same_length, read_lines, write_lines_atomic
 from mt.tokenizer import Tokenizer
-from mt.translate import translate_lines
+from mt.translate import Engine, translate_lines
 
 # --------------------------------------------------------------------------- scoring
 
@@ -46,19 +49,26 @@ class Scores:
     chrf_signature: str
     ter_signature: str
     bleu_detail: str  # sacreBLEU's summary: n-gram precisions, brevity penalty, lengths
+    bleu_tokenize: str  # the sacreBLEU tokenizer BLEU used (also in the signature as tok:...)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
-def score(hyps: Sequence[str], refs: Sequence[str]) -> Scores:
-    """BLEU, chrF and TER of detokenised hypotheses against one reference each (same order)."""
+def score(hyps: Sequence[str], refs: Sequence[str], *, tokenize: str = DEFAULT_TOKENIZER) -> Scores:
+    """BLEU (tokenised with sacreBLEU's `tokenize`), chrF and TER of detokenised hypotheses
+    against one reference each (same order)."""
     if len(hyps) != len(refs):
         raise MTError(f"scoring: {len(hyps)} hypotheses but {len(refs)} references")
     if not hyps:
         raise MTError("scoring: no sentences to score")
     hyps, refs = list(hyps), [list(refs)]
-    bleu, chrf, ter = BLEU(), CHRF(), TER()
+    try:
+        bleu = BLEU(tokenize=tokenize)
+    except (RuntimeError, ImportError, AssertionError) as e:  # e.g. mecab missing or not the IPA dictionary
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise MTError(f"BLEU tokenizer '{tokenize}': cannot be used ({first})") from None
+    chrf, ter = CHRF(), TER()
     b = bleu.corpus_score(hyps, refs)
     return Scores(
         bleu=float(b.score),
@@ -68,6 +78,7 @@ def score(hyps: Sequence[str], refs: Sequence[str]) -> Scores:
         chrf_signature=str(chrf.get_signature()),
         ter_signature=str(ter.get_signature()),
         bleu_detail=str(b),
+        bleu_tokenize=tokenize,
     )
 
 
@@ -80,8 +91,8 @@ class Provenance:
 
     set: str  # the test set's label
     source: str  # where its source lines came from
-    checkpoint: Path
-    checkpoint_sha256: str
+    checkpoints: Sequence[Path]  # one, or the members of an ensemble (config and decode from the first)
+    checkpoint_sha256s: Sequence[str]
     decode: DecodeConfig
     device: str
     threads: int
@@ -103,7 +114,9 @@ def build_report(hypotheses: Path, reference: str, scores: Scores, *, sentences:
         report["timings"] = {"score_s": round(score_s, 3)}
         return report
     report.update(
-        checkpoint=str(made.checkpoint.resolve()), checkpoint_sha256=made.checkpoint_sha256,
+        checkpoint=str(made.checkpoints[0].resolve()), checkpoint_sha256=made.checkpoint_sha256s[0],
+        checkpoints=[{"path": str(path.resolve()), "sha256": sha}
+                     for path, sha in zip(made.checkpoints, made.checkpoint_sha256s)],
         decode=dataclasses.asdict(made.decode), device=made.device, threads=made.threads,
         timings={"load_s": round(made.load_s, 3), "translate_s": round(made.translate_s, 3),
                  "score_s": round(score_s, 3)},
@@ -129,13 +142,13 @@ class FileScores:
     report_path: Path
 
 
-def score_files(hyp: Path, ref: Path, out_dir: Path | None) -> FileScores:
-    """Score a hypothesis file against a reference file (lines stripped at the end) and write
-    `<out_dir or ./eval>/<hyp name>.json`."""
+def score_files(hyp: Path, ref: Path, out_dir: Path | None, *, bleu_tokenize: str) -> FileScores:
+    """Score a hypothesis file against a reference file (lines stripped at the end; BLEU tokenised
+    with `bleu_tokenize`) and write `<out_dir or ./eval>/<hyp name>.json`."""
     hyps, refs = read_lines(hyp), read_lines(ref)
     check_same_length(hyp, ref, len(hyps), len(refs))
     started = time.perf_counter()
-    scores = score([h.rstrip() for h in hyps], [r.rstrip() for r in refs])
+    scores = score([h.rstrip() for h in hyps], [r.rstrip() for r in refs], tokenize=bleu_tokenize)
     report_path = (out_dir or Path("eval")) / f"{hyp.name}.json"
     write_report(report_path, build_report(hyp, str(ref.resolve()), scores, sentences=len(hyps),
                                            score_s=time.perf_counter() - started, made=None))
@@ -191,32 +204,36 @@ class SetResult:
 
 
 def evaluate_set(
-    model: Transformer,
+    model: Transformer | Ensemble | Engine,
     tokenizer: Tokenizer,
     test: EvalSet,
     decode: DecodeConfig,
     *,
     device: torch.device,
-    checkpoint: Path,
-    checkpoint_sha256: str,
+    checkpoints: Sequence[Path],
+    checkpoint_sha256s: Sequence[str],
     load_s: float,
     out_dir: Path,
     progress: bool,
+    bleu_tokenize: str,
 ) -> SetResult:
-    """Translate a test set, score it against its references (stripped at the end) and write
-    `<out_dir>/<label>.<checkpoint stem>.beam<K>.hyp` and the `.json` report beside it."""
+    """Translate a test set, score it against its references (stripped at the end; BLEU tokenised
+    with `bleu_tokenize`) and write `<out_dir>/<label>.<checkpoint stem>.beam<K>.hyp` and the
+    `.json` report beside it (stems joined by '+' for an ensemble; `sample<seed>` instead of
+    `beam<K>` when decode.sampling)."""
     if not test.src:
         raise MTError(f"{test.label}: no sentences to translate")
     t0 = time.perf_counter()
     hyps = translate_lines(model, tokenizer, test.src, decode, device=device, progress=progress)
     translate_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    scores = score(hyps, [r.rstrip() for r in test.ref])
+    scores = score(hyps, [r.rstrip() for r in test.ref], tokenize=bleu_tokenize)
     score_s = time.perf_counter() - t0
-    stem = f"{test.label}.{checkpoint.stem}.beam{decode.beam}"
+    how = f"sample{decode.seed}" if decode.sampling else f"beam{decode.beam}"
+    stem = f"{test.label}.{'+'.join(path.stem for path in checkpoints)}.{how}"
     hyp_path, report_path = out_dir / f"{stem}.hyp", out_dir / f"{stem}.json"
     write_lines_atomic(hyp_path, hyps)
-    made = Provenance(test.label, test.source, checkpoint, checkpoint_sha256, decode, str(device),
+    made = Provenance(test.label, test.source, checkpoints, checkpoint_sha256s, decode, str(device),
                       torch.get_num_threads(), load_s, translate_s)
     write_report(report_path, build_report(hyp_path, test.reference, scores, sentences=len(hyps),
                                            score_s=score_s, made=made))

@@ -1,7 +1,7 @@
 """The Transformer encoder-decoder (Vaswani et al. 2017) with a narrow interface for search.
 
 Training calls `forward(src, src_mask, tgt_in) -> logits`. Search calls `encode` once and then
-`decode_step` token by token with a `DecoderCache`; `DecoderCache.reorder` follows beams.
+`decode_step` token by token with a `DecoderCache` (mt/decoder_cache.py); `DecoderCache.reorder` follows beams.
 
 Masks: boolean, True = a real token to attend to (the polarity of
 `torch.nn.functional.scaled_dot_product_attention`); they come from `mt.batching`. The model
@@ -43,13 +43,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from mt.config import ModelConfig
+from mt.decoder_cache import DecoderCache
 from mt.errors import MTError
 from mt.fastops import attention, dropout, dropout_add
 
@@ -74,6 +74,17 @@ def merge_heads(y: Tensor) -> Tensor:
     """Per-head outputs (B, H, T, d_k) -> (B, T, H * d_k), heads side by side."""
     B, H, T, d_k = y.shape
     return y.transpose(1, 2).reshape(B, T, H * d_k)
+
+
+def attend_one(q: Tensor, k: Tensor, v: Tensor, key_mask: Tensor | None) -> Tensor:
+    """Attention of single queries q (B, H, 1, d_k) over k/v (B, H, S, d_k) of any strides
+    (batched matmuls read the cache's time-major views in place); key_mask (B, 1, 1, S) bool
+    (True = attend) or None -> (B, H, 1, d_k). A row without any real key would give NaN; search
+    never builds one (every source ends with EOS)."""
+    scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.size(-1)))  # (B, H, 1, S)
+    if key_mask is not None:
+        scores = scores.masked_fill(~key_mask, float("-inf"))
+    return torch.matmul(scores.softmax(dim=-1), v)
 
 
 def _xavier_blocks(weight: Tensor, blocks: int) -> None:
@@ -222,62 +233,29 @@ class DecoderLayer(nn.Module):
         x = self.norm_cross.around(x, lambda h: self.cross_attn(h, mem_k, mem_v, key_mask))
         return self.norm_ff.around(x, self.ff)
 
-    def step(self, x: Tensor, past_k: Tensor | None, past_v: Tensor | None, mem_k: Tensor, mem_v: Tensor,
-             key_mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """One new position: x (B, 1, D), past self-attn k/v (B, H, t, d_k) or None.
+    def step(self, x: Tensor, k_buf: Tensor, v_buf: Tensor, t: int, mem_k: Tensor, mem_v: Tensor,
+             key_mask: Tensor) -> Tensor:
+        """One new position t (inference): x (B, 1, D) -> (B, 1, D).
 
-        Returns the output (B, 1, D) and the self-attn k/v extended to (B, H, t+1, d_k). The new
-        query may attend every cached key (they are all earlier positions), so no mask is needed.
+        k_buf/v_buf: this layer's time-major self-attention buffers (capacity > t, B, H, d_k)
+        holding positions [0, t); the new key/value are written at t in place. The new query may
+        attend every cached key (all earlier positions), so no mask is needed. Attention is a plain
+        matmul-softmax (`attend_one`), cheaper than SDPA for a single query; no attention dropout.
         """
-        # 1. self-attention: project the new position, append its key/value to the cache, attend
+        # 1. self-attention: project the new position, write its key/value into the cache, attend
         q, k, v = self.self_attn.project(self.norm_self.input(x))  # each (B, H, 1, d_k)
-        if past_k is not None and past_v is not None:
-            k, v = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)  # (B, H, t+1, d_k)
-        x = self.norm_self.add(x, self.self_attn.attend(q, k, v, None, False))
+        k_buf[t], v_buf[t] = k[:, :, 0], v[:, :, 0]
+        keys, values = k_buf[: t + 1].permute(1, 2, 0, 3), v_buf[: t + 1].permute(1, 2, 0, 3)  # (B, H, t+1, d_k)
+        x = self.norm_self.add(x, self.self_attn.out(merge_heads(attend_one(q, keys, values, None))))
         # 2. cross-attention over the cached encoder keys/values, 3. feed-forward
-        x = self.norm_cross.around(x, lambda h: self.cross_attn(h, mem_k, mem_v, key_mask))
-        return self.norm_ff.around(x, self.ff), k, v
+        x = self.norm_cross.around(
+            x, lambda h: self.cross_attn.out(merge_heads(attend_one(self.cross_attn.query(h), mem_k, mem_v, key_mask))))
+        return self.norm_ff.around(x, self.ff)
 
     def cross_weights(self, x: Tensor, memory: Tensor, key_mask: Tensor) -> Tensor:
         """Cross-attention probabilities (B, H, T, S) of this layer for input x (B, T, D)."""
         x = self.norm_self.around(x, lambda h: self.self_attn(h, None, is_causal=True))
         return self.cross_attn.weights(self.norm_cross.input(x), memory, key_mask)
-
-
-@dataclass
-class DecoderCache:
-    """Per-layer attention keys/values kept between `decode_step` calls.
-
-    self_k/self_v[l]: (B, H, t, d_k), one entry per position decoded so far (t = `length`).
-    cross_k/cross_v[l]: (B, H, S, d_k), projected from the encoder memory on the first step.
-    """
-
-    self_k: list[Tensor]
-    self_v: list[Tensor]
-    cross_k: list[Tensor]
-    cross_v: list[Tensor]
-
-    @property
-    def length(self) -> int:
-        """Number of target positions already decoded (the position of the next token)."""
-        return self.self_k[0].size(2)
-
-    def reorder(self, index: Tensor) -> DecoderCache:
-        """Select batch rows `index` (B',) long: follow beams, or drop finished sentences."""
-
-        def pick(ts: list[Tensor]) -> list[Tensor]:
-            return [t.index_select(0, index) for t in ts]
-
-        return DecoderCache(pick(self.self_k), pick(self.self_v), pick(self.cross_k), pick(self.cross_v))
-
-    def reorder_beams(self, index: Tensor) -> DecoderCache:
-        """Like `reorder`, for an `index` (B,) that only moves rows among the beams of one sentence.
-
-        Those rows share the same encoder memory, so their cross-attention keys/values are equal
-        and are kept as they are instead of being copied on every beam-search step.
-        """
-        return DecoderCache([t.index_select(0, index) for t in self.self_k],
-                            [t.index_select(0, index) for t in self.self_v], self.cross_k, self.cross_v)
 
 
 class Transformer(nn.Module):
@@ -396,20 +374,15 @@ class Transformer(nn.Module):
         key_mask = key_padding_mask(src_mask)
         if cache is None:
             kvs = [layer.cross_attn.memory_kv(memory) for layer in self.decoder]
-            cache = DecoderCache([], [], [k for k, _ in kvs], [v for _, v in kvs])
-            start = 0
+            cache = DecoderCache.start([k for k, _ in kvs], [v for _, v in kvs])
         else:
-            start = cache.length
-        x = self._embed(self.tgt_embed, tokens, start)  # (B, 1, D)
-        self_k, self_v = [], []
+            cache = cache.writable()
+        t = cache.length
+        x = self._embed(self.tgt_embed, tokens, t)  # (B, 1, D)
         for i, layer in enumerate(self.decoder):
-            past_k = cache.self_k[i] if cache.self_k else None
-            past_v = cache.self_v[i] if cache.self_v else None
-            x, k, v = layer.step(x, past_k, past_v, cache.cross_k[i], cache.cross_v[i], key_mask)
-            self_k.append(k)
-            self_v.append(v)
+            x = layer.step(x, cache.k_bufs[i], cache.v_bufs[i], t, cache.cross_k[i], cache.cross_v[i], key_mask)
         logits = self._logits(self.dec_norm(x[:, -1]))  # (B, V)
-        return logits.float().log_softmax(dim=-1), DecoderCache(self_k, self_v, cache.cross_k, cache.cross_v)
+        return logits.float().log_softmax(dim=-1), cache.advanced()
 
     @torch.no_grad()
     def cross_attention(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, layer: int) -> Tensor:

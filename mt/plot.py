@@ -9,6 +9,7 @@ x axis, the model's own output subwords on the y axis.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import torch
@@ -17,22 +18,32 @@ from mt.batching import collate_source
 from mt.checkpoint import load_checkpoint, load_for_inference
 from mt.config import config_from_dict
 from mt.corpus import read_split
-from mt.errors import MTError
+from mt.errors import MTError, MTWarning
 from mt.tokenizer import BOS_ID
 from mt.translate import search_batch
 
 
 def read_metrics(path: Path) -> list[dict]:
-    """All records of a metrics.jsonl file; a malformed line is an error naming the line."""
+    """All records of a metrics.jsonl file; a malformed line is an error naming the line.
+
+    A final line without its newline that does not parse is a write cut short (kill -9, full
+    disk): it is skipped with a warning, so one torn record never makes a run unreadable.
+    """
     if not path.is_file():
         raise MTError(f"metrics file '{path}' does not exist (train the run first)")
+    lines = path.read_bytes().split(b"\n")  # the last item is b"" when the file ends in a newline
     records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, raw in enumerate(lines, start=1):
+        torn = number == len(lines)  # only the unterminated last line can be a write cut short
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
+            line = raw.decode("utf-8")
+            if line.strip():
+                records.append(json.loads(line))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            if torn:
+                warnings.warn(f"metrics file '{path}', line {number}: incomplete (an interrupted write); skipped",
+                              MTWarning, stacklevel=2)
+                continue
             raise MTError(f"metrics file '{path}', line {number}: not valid JSON") from None
     return records
 

@@ -6,6 +6,13 @@ concatenated, no BOS/EOS), `<split>.{src,tgt}.offsets` (int64, N+1), `clean_repo
 `manifest.json`, written last: a cache without a manifest, or whose fingerprint differs from the
 inputs + config, is rebuilt. The corpus is streamed in chunks: memory is bounded by the
 tokenizer sample and a few chunks in flight, not by the corpus size.
+
+Lengths are subword pieces. The training split is cleaned after encoding (`data.max_len`,
+`data.max_len_ratio`, and `model.max_positions`: the source + EOS and BOS + target must fit);
+validation and test pairs are kept whole but cut to `model.max_positions - 1` pieces a side,
+so that validation loss never meets a sequence the model cannot encode. Every split's target
+side is checked for `decode(encode(line)) == line`; the counts (and a few examples) of pairs
+dropped, truncated and changed go to `clean_report.json`, with a warning when they are many.
 """
 
 from __future__ import annotations
@@ -17,10 +24,11 @@ import multiprocessing as mp
 import shutil
 import sys
 import time
+import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -28,16 +36,24 @@ import numpy as np
 
 from mt import corpus
 from mt.config import Config, DataConfig, config_to_yaml, save_config
-from mt.errors import MTError
+from mt.errors import MTError, MTWarning
 from mt.textio import atomic_write
 from mt.tokenizer import JOINT_MODEL, SRC_MODEL, TGT_MODEL, Tokenizer, reservoir_sample, train_sentencepiece
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: cleaning counts pieces, max_positions filter and truncation, byte fallback
 CHUNK_LINES = 10_000  # sentence pairs per encoding task
 IDS_DTYPE = np.dtype("<i4")
 OFFSETS_DTYPE = np.dtype("<i8")
 MANIFEST = "manifest.json"
 CLEAN_REPORT = "clean_report.json"
+DROP_WARNING = 0.05  # warn when cleaning drops more than this fraction of the training pairs
+ROUND_TRIP_WARNING = 0.001  # warn when more target lines than this fraction change in the tokenizer
+ROUND_TRIP_EXAMPLES = 3  # changed lines quoted per split in clean_report.json
+# The tokenizer's training sample is drawn before any tokenizer exists, so it is filtered by
+# characters: empty pairs, and lines that could exceed the 4192 UTF-8 bytes sentencepiece trains
+# on (1048 characters of up to 4 bytes; it would skip them anyway). No ratio rule: a misaligned
+# pair is still good text to learn pieces from.
+SAMPLE_LIMITS = corpus.CleanLimits(max_len=4192 // 4, max_len_ratio=0)
 
 
 # --------------------------------------------------------------------------- reading the cache
@@ -114,7 +130,7 @@ def _data_for_fingerprint(cfg: Config) -> dict[str, Any]:
     tok = asdict(cfg.tokenizer)
     tok.pop("workers")  # the number of processes does not change the output
     return {"data": json.loads(json.dumps(asdict(cfg.data))), "tokenizer": tok, "seed": cfg.train.seed,
-            "cache_version": CACHE_VERSION}
+            "max_positions": cfg.model.max_positions, "cache_version": CACHE_VERSION}
 
 
 def _fingerprint(cfg: Config, splits: list[str]) -> tuple[str, dict[str, Any]]:
@@ -165,13 +181,17 @@ def _init_worker(models: dict[str, bytes]) -> None:
 
 @dataclass
 class _Encoded:
-    """One encoded chunk: flat ids and per-sentence lengths for each side, plus its clean counts."""
+    """One encoded chunk: flat ids and per-sentence lengths for each side, plus its clean counts,
+    how many pairs were truncated, and the target lines the tokenizer changes (count, examples)."""
 
     src_ids: np.ndarray  # (sum src lengths,) int32
     src_lengths: np.ndarray  # (n,) int64
     tgt_ids: np.ndarray
     tgt_lengths: np.ndarray
     report: corpus.CleanReport
+    truncated: int = 0
+    changed: int = 0
+    changed_examples: list[str] = field(default_factory=list)
 
 
 def _flatten(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
@@ -180,22 +200,32 @@ def _flatten(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     return flat, lengths
 
 
-def _encode_chunk(pairs: list[tuple[str, str]], clean: corpus.CleanLimits | None,
+def _encode_chunk(pairs: list[tuple[str, str]], clean: corpus.CleanLimits | None, truncate: int,
                   tokenizer: Tokenizer | None = None) -> _Encoded:
-    """Strip a chunk of raw pairs, clean it when given `clean` limits (training), and encode both sides."""
+    """Strip a chunk of raw pairs and encode both sides; with `clean` limits (training) drop pairs
+    by their lengths in pieces, else cut each side to `truncate` pieces (0 = never)."""
     tok = tokenizer or _worker_tokenizer
     assert tok is not None, "worker tokenizer not initialised"
-    report = corpus.CleanReport()
-    if clean is None:
-        kept = [(s.strip(), t.strip()) for s, t in pairs]
-        report.kept = len(kept)
-    else:
-        kept = list(corpus.clean_pairs(pairs, clean, report))
-    src, tgt = [s for s, _ in kept], [t for _, t in kept]
+    src, tgt = [s.strip() for s, _ in pairs], [t.strip() for _, t in pairs]
     # One sentencepiece thread per process: parallelism comes from the worker processes.
-    src_ids, src_len = _flatten(tok.encode_src(src, threads=1))
-    tgt_ids, tgt_len = _flatten(tok.encode_tgt(tgt, threads=1))
-    return _Encoded(src_ids, src_len, tgt_ids, tgt_len, report)
+    src_seqs, tgt_seqs = tok.encode_src(src, threads=1), tok.encode_tgt(tgt, threads=1)
+    report, truncated = corpus.CleanReport(), 0
+    if clean is not None:
+        keep = [corpus.drop_reason(len(s), len(t), clean) for s, t in zip(src_seqs, tgt_seqs)]
+        for reason in keep:
+            report.record(reason)
+        kept = [i for i, reason in enumerate(keep) if reason is None]
+        src_seqs, tgt_seqs, tgt = [src_seqs[i] for i in kept], [tgt_seqs[i] for i in kept], [tgt[i] for i in kept]
+    else:
+        report.kept = len(pairs)
+    changed = tok.round_trip_failures(tgt, tgt_seqs)
+    if clean is None and truncate > 0:
+        truncated = sum(len(s) > truncate or len(t) > truncate for s, t in zip(src_seqs, tgt_seqs))
+        src_seqs, tgt_seqs = [s[:truncate] for s in src_seqs], [t[:truncate] for t in tgt_seqs]
+    src_ids, src_len = _flatten(src_seqs)
+    tgt_ids, tgt_len = _flatten(tgt_seqs)
+    examples = [tgt[i][:200] for i in changed[:ROUND_TRIP_EXAMPLES]]
+    return _Encoded(src_ids, src_len, tgt_ids, tgt_len, report, truncated, len(changed), examples)
 
 
 def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
@@ -205,14 +235,14 @@ def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[
 
 
 def _ordered_map(pool: Any, chunks: Iterator[list[tuple[str, str]]], clean: corpus.CleanLimits | None,
-                 workers: int) -> Iterator[_Encoded]:
+                 truncate: int, workers: int) -> Iterator[_Encoded]:
     """Encode chunks in the pool, results in input order, with at most 2*workers chunks in flight.
 
     (Pool.imap would read the whole input ahead of the workers: unbounded memory on big corpora.)
     """
     pending: deque[Any] = deque()
     for chunk in chunks:
-        pending.append(pool.apply_async(_encode_chunk, (chunk, clean)))
+        pending.append(pool.apply_async(_encode_chunk, (chunk, clean, truncate)))
         if len(pending) >= 2 * workers:
             yield pending.popleft().get()
     while pending:
@@ -237,22 +267,29 @@ class _SplitWriter:
         self.sentences += len(enc.src_lengths)
 
 
-def _encode_split(pairs: Iterable[tuple[str, str]], clean: corpus.CleanLimits | None, tokenizer: Tokenizer,
-                  pool: Any, workers: int, data_dir: Path, split: str) -> tuple[dict[str, int], corpus.CleanReport]:
+def _encode_split(pairs: Iterable[tuple[str, str]], clean: corpus.CleanLimits | None, truncate: int,
+                  tokenizer: Tokenizer, pool: Any, workers: int, data_dir: Path,
+                  split: str) -> tuple[dict[str, int], corpus.CleanReport, list[str]]:
     """Encode one split into its four files in `data_dir` (each written atomically); returns its
-    counts and the clean report of its chunks."""
+    counts (sentences, tokens, truncated and round-trip-changed pairs), the clean report of its
+    chunks and a few target lines the tokenizer changes."""
     report = corpus.CleanReport()
+    truncated, changed, examples = 0, 0, []
     with ExitStack() as stack:
         files = {(side, kind): stack.enter_context(atomic_write(_split_path(data_dir, split, side, kind)))
                  for side in ("src", "tgt") for kind in ("ids", "offsets")}
         writer = _SplitWriter(files)
         chunks = _chunks(pairs, CHUNK_LINES)
-        results = (_ordered_map(pool, chunks, clean, workers) if pool is not None
-                   else (_encode_chunk(c, clean, tokenizer) for c in chunks))
+        results = (_ordered_map(pool, chunks, clean, truncate, workers) if pool is not None
+                   else (_encode_chunk(c, clean, truncate, tokenizer) for c in chunks))
         for enc in results:
             writer.append(enc)
             report.add(enc.report)
-    return {"sentences": writer.sentences, "src_tokens": writer.totals["src"], "tgt_tokens": writer.totals["tgt"]}, report
+            truncated, changed = truncated + enc.truncated, changed + enc.changed
+            examples += enc.changed_examples[:ROUND_TRIP_EXAMPLES - len(examples)]
+    stats = {"sentences": writer.sentences, "src_tokens": writer.totals["src"], "tgt_tokens": writer.totals["tgt"],
+             "truncated": truncated, "round_trip_changed": changed}
+    return stats, report, examples
 
 
 # --------------------------------------------------------------------------- the stage
@@ -318,7 +355,7 @@ def _train_tokenizer(cfg: Config, staging: Path) -> Tokenizer:
     its model file(s) into `staging`."""
     data, tok_cfg = cfg.data, cfg.tokenizer
     report = corpus.CleanReport()
-    sample = reservoir_sample(corpus.clean_pairs(_train_pairs(data), corpus.CleanLimits.from_config(data), report),
+    sample = reservoir_sample(corpus.clean_pairs(_train_pairs(data), SAMPLE_LIMITS, report),
                               tok_cfg.sample_size, cfg.train.seed)
     if report.kept == 0:
         raise _empty_after_cleaning(data, report)
@@ -342,33 +379,60 @@ class _EncodeResult:
     pairs_per_second: float
 
 
+def _warn_about(split: str, stats: dict[str, int], report: corpus.CleanReport | None, examples: list[str],
+               max_positions: int) -> None:
+    """MTWarnings for many dropped pairs, truncated pairs and target lines the tokenizer changes."""
+    if report is not None and report.dropped_fraction() > DROP_WARNING:
+        warnings.warn(f"cleaning dropped {100 * report.dropped_fraction():.1f}% of the '{split}' pairs "
+                      f"({report.summary()}); see data/{CLEAN_REPORT}", MTWarning, stacklevel=3)
+    if stats["truncated"]:
+        warnings.warn(f"{stats['truncated']} '{split}' pairs are longer than model.max_positions={max_positions} "
+                      f"pieces and were cut to {max_positions - 1} (validation loss sees the cut pairs)",
+                      MTWarning, stacklevel=3)
+    if stats["round_trip_changed"] > ROUND_TRIP_WARNING * max(stats["sentences"], 1):
+        warnings.warn(f"{stats['round_trip_changed']} of {stats['sentences']} '{split}' target lines do not come back "
+                      f"unchanged from the tokenizer, e.g. {examples[0]!r}; see data/{CLEAN_REPORT}",
+                      MTWarning, stacklevel=3)
+
+
 def _encode_splits(cfg: Config, splits: list[str], tokenizer: Tokenizer, staging: Path) -> _EncodeResult:
     """Pass 2: encode every split into `staging`, streamed, in `tokenizer.workers` processes
-    (cleaning only the training split)."""
-    data, workers = cfg.data, cfg.tokenizer.workers
+    (cleaning the training split, truncating the others to the model's length)."""
+    data, workers, max_positions = cfg.data, cfg.tokenizer.workers, cfg.model.max_positions
     t0 = time.perf_counter()
     stats: dict[str, dict[str, int]] = {}
     clean_report: dict[str, Any] = {}
+    truncated: dict[str, int] = {}
+    round_trip: dict[str, dict[str, Any]] = {}
     pool = (_pool_context().Pool(workers, initializer=_init_worker, initargs=(tokenizer.model_bytes(),))
             if workers > 1 else None)
     try:
         for split in splits:
             is_train = split == data.train_split
             pairs = _train_pairs(data) if is_train else corpus.iter_split(data, split)
-            clean = corpus.CleanLimits.from_config(data) if is_train else None
-            stats[split], rep = _encode_split(pairs, clean, tokenizer, pool, workers, staging, split)
+            clean = corpus.CleanLimits.from_config(data, max_positions) if is_train else None
+            stats[split], rep, examples = _encode_split(pairs, clean, max_positions - 1, tokenizer, pool, workers,
+                                                        staging, split)
+            s = stats[split]
             if is_train:
                 if rep.kept == 0:
                     raise _empty_after_cleaning(data, rep)
-                clean_report = {"split": split, **rep.to_dict(), "max_len": data.max_len,
-                                "max_len_ratio": data.max_len_ratio, "train_limit": data.train_limit}
-            s = stats[split]
+                clean_report = {"split": split, **rep.to_dict(), "length_unit": "pieces", "max_len": data.max_len,
+                                "max_len_ratio": data.max_len_ratio, "max_positions": max_positions,
+                                "train_limit": data.train_limit}
+            else:
+                truncated[split] = s["truncated"]
+            round_trip[split] = {"lines": s["sentences"], "changed": s["round_trip_changed"], "examples": examples}
             dropped = f"; {rep.summary()}" if is_train else ""
-            print(f"  {split}: {s['sentences']} sentences, {s['src_tokens']} src / {s['tgt_tokens']} tgt tokens{dropped}")
+            cut = f"; {s['truncated']} truncated to {max_positions - 1} pieces" if s["truncated"] else ""
+            print(f"  {split}: {s['sentences']} sentences, {s['src_tokens']} src / {s['tgt_tokens']} tgt tokens"
+                  f"{dropped}{cut}")
+            _warn_about(split, s, rep if is_train else None, examples, max_positions)
     finally:
         if pool is not None:
             pool.terminate()
             pool.join()
+    clean_report.update(truncated=truncated, round_trip=round_trip)
     seconds = time.perf_counter() - t0
     total = sum(s["sentences"] for s in stats.values())
     rate = total / seconds if seconds > 0 else float("inf")

@@ -5,7 +5,7 @@ Both searches only need `model.encode(src, src_mask)` and
 `cache.reorder(index)` / `cache.reorder_beams(index)` (`SearchCache`): the decoder sees one new
 token per row and step, never the prefix again.
 
-Conventions (shared by greedy, beam and `force_decode_score`):
+Conventions (shared by greedy, beam, sampling in mt/sampling.py and forced decoding in mt/scoring.py):
 - A hypothesis is `y_1 .. y_n EOS`; `tokens` exclude BOS and EOS. Its `log_prob` sums the
   log-probabilities of all n+1 decisions, the final EOS included.
 - `|y|` in the length penalty counts EOS too (`|y| = n + 1`, the number of scored decisions), so
@@ -119,17 +119,66 @@ def mask_log_probs(log_probs: torch.Tensor, *, forbid_unk: bool, force_eos: torc
     return log_probs
 
 
+CHUNK = 64  # vocabulary entries per chunk in `chunk_max` / the two-stage top-k
+
+
+def chunk_max(x: torch.Tensor, chunk: int = CHUNK) -> torch.Tensor:
+    """Maxima of consecutive chunks of `chunk` columns: x (R, V) -> (R, ceil(V / chunk)).
+
+    `amax` over a (R, V // chunk, chunk) view is vectorised; torch's CPU `argmax`/`topk` over a
+    whole row are several times slower than this pass, so both searches first find the chunks
+    that can hold their answer and then look only inside those.
+    """
+    rows, vocab = x.shape
+    whole = vocab // chunk
+    parts = []
+    if whole:
+        parts.append(x.as_strided((rows, whole, chunk), (x.stride(0), chunk * x.stride(1), x.stride(1))).amax(dim=2))
+    if vocab % chunk:
+        parts.append(x[:, whole * chunk:].amax(dim=1, keepdim=True))
+    return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+
+
+def _chunk_columns(chunks: torch.Tensor, vocab: int, chunk: int = CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
+    """Columns of chunk ids (...,) -> (columns (..., chunk) clamped into [0, V), valid (..., chunk))."""
+    cols = chunks.unsqueeze(-1) * chunk + torch.arange(chunk, device=chunks.device)
+    return cols.clamp(max=vocab - 1), cols < vocab
+
+
+def argmax_rows(x: torch.Tensor) -> torch.Tensor:
+    """x (R, V) -> (R,) index of each row's maximum, the first one on ties (as `argmax`), via the
+    chunk maxima: the first chunk holding the row maximum, then the first maximum inside it."""
+    best = chunk_max(x).argmax(dim=1)  # (R,) first chunk holding the maximum
+    cols, valid = _chunk_columns(best, x.size(1))  # (R, CHUNK)
+    vals = x.gather(1, cols).masked_fill(~valid, float("-inf"))
+    return cols.gather(1, vals.argmax(dim=1, keepdim=True)).squeeze(1)
+
+
 def topk_candidates(scores: torch.Tensor, log_probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The k best one-token extensions of each sentence's beam.
 
     scores: (N, K) cumulative log-probs of the live hypotheses; log_probs: (N*K, V) next-token
     log-probs, rows sentence-major. Returns (values, beam index, token), each (N, k), best first.
+
+    Two stages, exact: the k best candidates lie in the k chunks (of CHUNK tokens of one beam
+    row) with the best `score + chunk maximum` — any other chunk's maximum is beaten by k
+    candidates already — so top-k runs over those k * CHUNK entries instead of K * V. Among
+    exactly equal candidates the choice may differ from a plain top-k over K * V.
     """
     n, beam = scores.shape
-    vocab = log_probs.size(1)
-    cand = (scores.reshape(n * beam, 1) + log_probs).view(n, beam * vocab)  # (N, K*V)
-    values, flat = cand.topk(k, dim=1)  # sorted, best first
-    return values, torch.div(flat, vocab, rounding_mode="floor"), flat % vocab
+    rows_total, vocab = log_probs.shape
+    cm = chunk_max(log_probs)  # (N*K, C)
+    per_row = cm.size(1)
+    k_chunks = min(k, beam * per_row)
+    _, best = (scores.reshape(rows_total, 1) + cm).view(n, beam * per_row).topk(k_chunks, dim=1)  # (N, k')
+    first_row = (torch.arange(n, device=scores.device) * beam).unsqueeze(1)  # (N, 1)
+    rows = first_row + torch.div(best, per_row, rounding_mode="floor")  # (N, k') row of each chunk
+    cols, valid = _chunk_columns(best % per_row, vocab)  # (N, k', CHUNK)
+    vals = log_probs.reshape(-1)[rows.unsqueeze(-1) * vocab + cols].masked_fill(~valid, float("-inf"))
+    vals = (vals + scores.reshape(-1)[rows].unsqueeze(-1)).view(n, -1)  # (N, k' * CHUNK)
+    values, flat = vals.topk(k, dim=1)  # sorted, best first
+    beams = rows.gather(1, torch.div(flat, CHUNK, rounding_mode="floor")) - first_row
+    return values, beams, cols.view(n, -1).gather(1, flat)
 
 
 def greedy_search(
@@ -161,7 +210,7 @@ def greedy_search(
     while rows.numel() > 0:
         log_probs, cache = model.decode_step(tokens, memory, src_mask, cache)  # (R, V)
         log_probs = mask_log_probs(log_probs, forbid_unk=forbid_unk, force_eos=max_lens <= step)
-        next_tok = log_probs.argmax(dim=-1)  # (R,)
+        next_tok = argmax_rows(log_probs)  # (R,)
         out[rows, step] = next_tok
         step += 1
         live = next_tok != EOS_ID
@@ -277,21 +326,3 @@ def beam_search(
 
     return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
 
-
-def force_decode_score(
-    model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt: list[list[int]]
-) -> torch.Tensor:
-    """Log-probability of each target `y EOS` under teacher forcing with the full (uncached)
-    decoder. src, src_mask: (B, S); tgt: B token lists without BOS/EOS -> (B,) float32."""
-    batch = len(tgt)
-    width = max((len(t) for t in tgt), default=0) + 1
-    tgt_in = torch.full((batch, width), PAD_ID, dtype=torch.long, device=src.device)  # BOS y PAD..
-    tgt_out = torch.full((batch, width), PAD_ID, dtype=torch.long, device=src.device)  # y EOS PAD..
-    for i, seq in enumerate(tgt):
-        tgt_in[i, : len(seq) + 1] = torch.tensor([BOS_ID, *seq], dtype=torch.long)
-        tgt_out[i, : len(seq) + 1] = torch.tensor([*seq, EOS_ID], dtype=torch.long)
-    log_probs = torch.log_softmax(model.forward(src, src_mask, tgt_in).float(), dim=-1)  # (B, T, V)
-    picked = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)  # (B, T)
-    lengths = torch.tensor([len(t) for t in tgt], device=src.device)
-    real = torch.arange(width, device=src.device).unsqueeze(0) <= lengths.unsqueeze(1)  # (B, T) y and EOS
-    return picked.masked_fill(~real, 0.0).sum(dim=1)

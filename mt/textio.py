@@ -1,10 +1,15 @@
 """Safe file I/O shared by every stage: UTF-8 lines with located errors, atomic writes, hashes.
 
 Reading: `iter_lines` yields decoded lines of a text file (or .gz) without their terminator and
-raises MTError naming the file and the line on invalid UTF-8; `check_same_length` is the one
-check that two line-aligned files (source/reference, hypotheses/reference) pair up. Writing:
-`atomic_write` gives a temporary file in the target's folder that replaces the target only once
-it is complete and fsynced, so an interrupted write never leaves a half file where a good one was.
+raises MTError naming the file and the line on invalid UTF-8. Lines end at b"\\n" only ("\\r\\n"
+loses its "\\r" too; a lone "\\r", U+2028, form feeds ... stay inside the line), and a UTF-8
+byte-order mark at the start of the first line (as Windows editors write) is removed.
+`check_same_length` is the one check that two line-aligned files (source/reference,
+hypotheses/reference) pair up.
+
+Writing: `atomic_write` gives a temporary file in the target's folder that replaces the target
+only once it is complete and fsynced, so an interrupted write never leaves a half file where a
+good one was.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import secrets
 import zlib
 from collections.abc import Iterable, Iterator
@@ -21,11 +27,18 @@ from typing import BinaryIO
 
 from mt.errors import MTError
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
 
 def decode_line(raw: bytes, name: str, number: int) -> str:
-    """One line's bytes, with or without '\\n' / '\\r\\n' -> text; MTError naming file and line on bad UTF-8."""
+    """One line's bytes, with or without '\\n' / '\\r\\n' -> text; MTError naming file and line on bad UTF-8.
+
+    Line `number` 1 loses a leading UTF-8 byte-order mark.
+    """
     if raw.endswith(b"\n"):
         raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+    if number == 1 and raw.startswith(UTF8_BOM):
+        raw = raw[len(UTF8_BOM):]
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -43,8 +56,7 @@ def iter_lines(path: Path) -> Iterator[str]:
     if not path.is_file():
         raise MTError(f"{path}: file not found")
     try:
-        opened: BinaryIO = gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")  # type: ignore[assignment]
-        with opened as f:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:
             yield from iter_stream(f, str(path))
     except (OSError, EOFError, zlib.error) as e:
         raise MTError(f"{path}: cannot read ({e})") from None
@@ -78,9 +90,17 @@ def _fsync_dir(folder: Path) -> None:
 @contextmanager
 def atomic_write(path: Path) -> Iterator[BinaryIO]:
     """Open a hidden temporary file beside `path` for binary writing; on success it is fsynced and
-    renamed over `path`, on any error it is removed and `path` is left as it was."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    renamed over `path`, on any error it is removed and `path` is left as it was.
+
+    An OSError while writing (a full disk, a quota, a read-only folder) becomes an MTError naming
+    `path`: the previous file is intact, and the message says so.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise MTError(f"{path}: cannot create its folder ({e.strerror or e})") from None
     # Same folder, so the rename is atomic; open(..., "xb") honours the umask, unlike mkstemp's 0600.
+    # The name pattern is what `remove_stale_temp_files` cleans after a kill -9.
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         with open(tmp, "xb") as f:
@@ -88,10 +108,51 @@ def atomic_write(path: Path) -> Iterator[BinaryIO]:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        _unlink_quietly(tmp)
+        kept = "the previous file is unchanged" if path.exists() else "nothing was written"
+        raise MTError(f"{path}: cannot write ({e.strerror or e}); {kept}") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        _unlink_quietly(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:  # e.g. a folder that became read-only: the next start cleans it up
+        pass
+
+
+# `atomic_write`'s temporary files: .<target name>.<pid>.<8 hex>.tmp
+_TEMP_NAME = re.compile(r"^\.(?P<target>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. PermissionError: it exists, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_temp_files(folder: Path) -> list[Path]:
+    """Delete the temporary files of `atomic_write`s that were killed (kill -9, power loss) in
+    `folder`: only names of that exact pattern whose writing process is gone. Returns them."""
+    removed = []
+    if not folder.is_dir():
+        return removed
+    for path in folder.iterdir():
+        found = _TEMP_NAME.match(path.name)
+        if found and path.is_file() and not _process_alive(int(found["pid"])):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:

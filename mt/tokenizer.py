@@ -3,6 +3,14 @@
 Every model mt trains has the fixed ids PAD=0, UNK=1, BOS=2, EOS=3. A tokenizer is either joint
 (one model for both languages) or separate (a source and a target model). Ids never include
 BOS/EOS from `encode_*`; the batching code adds them.
+
+Text goes through sentencepiece's normalisation rule `tokenizer.normalization` (default
+`identity`: nothing is rewritten, so the model learns to write full-width ，？！ and … as the
+references have them; `nmt_nfkc`, sentencepiece's own default, turns them into ASCII), and with
+`tokenizer.byte_fallback` a character the training sample never showed is encoded as its UTF-8
+bytes instead of <unk>, so it decodes back to itself. Together they make
+`decode(encode(line)) == line` hold for target lines; with `identity` runs of spaces are kept
+too (the other rules collapse them). `round_trip_failures` finds the exceptions.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ TRAIN_THREADS = 4
 _MAX_SENTENCE_BYTES = 4192  # sentencepiece's default: longer sentences are left out of training (still encoded)
 
 T = TypeVar("T")
+# Characters str.splitlines() breaks a line on: never inside one translation (see decode_tgt).
+_LINE_BREAKS_TO_SPACE = str.maketrans({c: " " for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"})
 
 
 def reservoir_sample(items: Iterable[T], k: int, seed: int) -> list[T]:
@@ -76,12 +86,21 @@ def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str) -> byt
             model_type=cfg.type, vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
             pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
             pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
+            normalization_rule_name=cfg.normalization, byte_fallback=cfg.byte_fallback,
+            # identity means text as written: runs of spaces too (the other rules collapse them).
+            remove_extra_whitespaces=cfg.normalization != "identity",
             # The sample is already drawn (seeded) by the caller: no second sampling or shuffling.
             input_sentence_size=0, shuffle_input_sentence=False,
             num_threads=TRAIN_THREADS, max_sentence_length=_MAX_SENTENCE_BYTES, minloglevel=2,
         )
     except RuntimeError as e:
         msg = str(e)
+        small = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", msg)
+        if small:
+            fallback = (" (the sample's characters plus 256 byte pieces for tokenizer.byte_fallback; "
+                        "or --set tokenizer.byte_fallback=false)" if cfg.byte_fallback else "")
+            raise MTError(f"tokenizer.vocab_size: {small.group(1)} is too small for this corpus ({what} sample); "
+                          f"use at least {small.group(2)}{fallback}") from None
         m = re.search(r"Vocabulary size too high \((\d+)\).*?<= (\d+)", msg)
         if m:
             raise MTError(f"tokenizer.vocab_size: {m.group(1)} is too large for this corpus ({what} sample of "
@@ -184,7 +203,13 @@ class Tokenizer:
         return self._tgt.encode(lines, out_type=int, num_threads=threads)
 
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
-        """Target ids -> detokenised text; each sequence is cut at its first EOS, PAD and BOS are ignored."""
+        """Target ids -> detokenised text, one line each; each sequence is cut at its first EOS,
+        PAD and BOS are ignored.
+
+        With byte fallback a model can emit the byte pieces of a line break (`<0x0A>`, ...): those
+        characters (everything `str.splitlines` breaks on) become spaces, so a translation is
+        always exactly one line and outputs keep lining up with inputs.
+        """
         cleaned = []
         for seq in ids:
             out = []
@@ -195,7 +220,14 @@ class Tokenizer:
                 if i not in (PAD_ID, BOS_ID):
                     out.append(i)
             cleaned.append(out)
-        return self._tgt.decode(cleaned)
+        return [text.translate(_LINE_BREAKS_TO_SPACE) for text in self._tgt.decode(cleaned)]
+
+    def round_trip_failures(self, lines: Sequence[str], ids: Sequence[Sequence[int]] | None = None) -> list[int]:
+        """Indices of target `lines` for which decode(encode(line)) != line (`ids`: their encoding, if known)."""
+        if ids is None:
+            ids = self.encode_tgt(list(lines))
+        decoded = self._tgt.decode([list(seq) for seq in ids])
+        return [i for i, (line, back) in enumerate(zip(lines, decoded)) if line != back]
 
     def src_pieces(self, line: str) -> list[str]:
         """The source pieces of one line (labels for attention plots)."""

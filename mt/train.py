@@ -25,7 +25,10 @@ Periodic checkpoints are written every save_every updates, or at each validation
 `mt train` refuses to overwrite an existing last.pt (use --resume, another name, or delete it).
 
 SIGINT/SIGTERM: the current update finishes, last.pt is written, train() returns (exit code 0);
-a second signal aborts at once (exit 130 via the CLI). torchrun forwards SIGTERM to every rank
+a second signal aborts at once without saving (`mt.errors.Interrupted`; the CLI exits 128 + the
+signal number: 130 for SIGINT, 143 for SIGTERM, as a shell reports a signal). kill -9 or a power
+cut at any moment loses nothing saved: every write is atomic, the next start removes the temp
+files of cut writes and a torn last line of metrics.jsonl, and --resume continues from last.pt. torchrun forwards SIGTERM to every rank
 and kills them 30 s later, so an update plus a last.pt write must fit in that. NaN/inf losses
 skip the update (no optimizer step); past max_bad_losses of them training stops with an MTError,
 writing nothing, so last.pt keeps the last good state.
@@ -55,6 +58,7 @@ from mt.model import Transformer
 from mt.optim import Schedule, build_optimizer, label_smoothed_nll, set_lr, training_progress
 from mt.precision import PrecisionChoice, resolve_precision
 from mt.prepare import EncodedSplit, load_split, prepare
+from mt.textio import remove_stale_temp_files
 from mt.tokenizer import Tokenizer
 from mt.trainlog import PhaseTimer, TrainLog, Window
 from mt.trainstate import (
@@ -104,7 +108,9 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     if not resume and last_path.is_file():
         raise MTError(f"train: '{last_path}' exists; continue it with --resume, or train under another "
                       f"name (--set name=...) or delete '{ckpt_dir}'")
-    if info.is_main:
+    stale: list[Path] = []
+    if info.is_main:  # temp files of writes a kill -9 cut short (atomic_write's own pattern only)
+        stale = remove_stale_temp_files(ckpt_dir) + remove_stale_temp_files(run_dir)
         prepare(cfg)
         save_config(cfg, run_dir / "config.yaml")
     distributed.broadcast_flag(True, info, device)  # the others wait until the data is ready
@@ -118,6 +124,8 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     optimizer = build_optimizer(model, t)
     scaler = torch.amp.GradScaler("cuda") if precision.precision == "fp16" else None
     log = TrainLog(run_dir, enabled=info.is_main, total_updates=t.max_updates)
+    if stale:
+        log.info(f"removed {len(stale)} temporary file(s) of interrupted writes: {', '.join(p.name for p in stale)}")
     state = TrainState(world_size=info.world_size)
     if resume:
         state = restore(last_path, cfg, tokenizer, model, optimizer, scaler, rank=info.rank,

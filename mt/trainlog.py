@@ -30,12 +30,16 @@ class TrainLog:
         run_dir.mkdir(parents=True, exist_ok=True)
         # open for the whole run; close() closes them
         self.log_file = open(run_dir / "train.log", "a", encoding="utf-8")  # noqa: SIM115
+        # a record torn by a kill -9 or a full disk would glue itself to the next one: cut it first
+        torn = cut_torn_last_line(run_dir / "metrics.jsonl")
         self.metrics_file = open(run_dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         if sys.stdout.isatty():  # a bar in a file or pipe is noise: plain lines only there
             from tqdm import tqdm
 
             self.bar = tqdm(total=total_updates or None, unit="upd",
                             dynamic_ncols=True, mininterval=0.5, leave=False)
+        if torn:
+            self.info(f"metrics.jsonl: removed an incomplete last record ({torn} bytes; an interrupted write)")
         try:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -175,3 +179,27 @@ def _clock(seconds: float) -> str:
     """h:mm:ss"""
     seconds = int(seconds)
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def cut_torn_last_line(path: Path) -> int:
+    """Truncate an append-only lines file after its last newline; returns the bytes removed.
+
+    Writers append whole lines ending in a newline, so a final line without one is a write cut
+    short (kill -9, power loss, a full disk). Missing files are left alone (0).
+    """
+    if not path.is_file():
+        return 0
+    with path.open("rb+") as f:
+        size = f.seek(0, 2)
+        end = size
+        while end > 0:  # search backwards, a block at a time, for the last newline
+            start = max(0, end - (1 << 16))
+            f.seek(start)
+            found = f.read(end - start).rfind(b"\n")
+            if found >= 0:
+                end = start + found + 1
+                break
+            end = start
+        if end < size:
+            f.truncate(end)
+        return size - end

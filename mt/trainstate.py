@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import random
 import signal
 import threading
@@ -25,7 +26,7 @@ import torch
 
 from mt.checkpoint import inference_state, load_checkpoint, same_model
 from mt.config import Config
-from mt.errors import MTError
+from mt.errors import Interrupted, MTError
 from mt.tokenizer import Tokenizer
 
 
@@ -58,7 +59,8 @@ class StopReason(Enum):
 
 
 class StopSignal:
-    """SIGINT/SIGTERM set a flag; the loop stops after the current update. A second signal aborts."""
+    """SIGINT/SIGTERM set a flag; the loop stops after the current update and saves last.pt.
+    A second signal raises `Interrupted` (whatever is being written is discarded, nothing torn)."""
 
     def __init__(self) -> None:
         self.signum = 0
@@ -71,8 +73,12 @@ class StopSignal:
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum:
+            raise Interrupted(signum)
         self.signum = signum
-        signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))  # the next one acts at once
+        # os.write, not print: the handler may run inside a print to the same stream
+        os.write(2, f"mt: {signal.Signals(signum).name} received: finishing this update and saving last.pt "
+                    f"(send it again to abort without saving)\n".encode())
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
@@ -131,16 +137,20 @@ def restore(path: Path, cfg: Config, tokenizer: Tokenizer, model: torch.nn.Modul
     if "training" not in ckpt:
         raise MTError(f"train --resume: '{path}' holds no training state (an inference checkpoint)")
     tr = ckpt["training"]
-    model.load_state_dict(ckpt["model"])
-    optimizer.load_state_dict(tr["optimizer"])
-    if scaler is not None and tr.get("scaler"):
-        scaler.load_state_dict(tr["scaler"])
-    state = TrainState(**tr["state"])
-    if state.world_size != world_size:
-        log(f"resume: world size {state.world_size} -> {world_size}; continuing with epoch {state.epoch + 1}")
-        state = dataclasses.replace(state, epoch=state.epoch + 1, position=0, world_size=world_size)
-        seed_everything(cfg.train.seed + state.update + rank)
-    else:
-        set_rng_state(tr["rng"][rank])
+    try:  # a checkpoint of the right kind whose training fields hold the wrong things: a user error
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(tr["optimizer"])
+        if scaler is not None and tr.get("scaler"):
+            scaler.load_state_dict(tr["scaler"])
+        state = TrainState(**tr["state"])
+        if state.world_size != world_size:
+            log(f"resume: world size {state.world_size} -> {world_size}; continuing with epoch {state.epoch + 1}")
+            state = dataclasses.replace(state, epoch=state.epoch + 1, position=0, world_size=world_size)
+            seed_everything(cfg.train.seed + state.update + rank)
+        else:
+            set_rng_state(tr["rng"][rank])
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, RuntimeError) as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise MTError(f"train --resume: '{path}': training state is not readable ({type(e).__name__}: {first})") from None
     log(f"resumed from {path} at update {state.update}, epoch {state.epoch}, batch {state.position}")
     return state

@@ -3,7 +3,8 @@
 Loss is teacher-forced over the whole encoded val split (batches collated once and kept on the
 device). BLEU and chrF come from decoding the first `train.valid_max_sentences` raw val lines
 (all when 0) with `mt.translate.translate_lines` and `mt.evaluate.score`, the code `mt evaluate`
-runs, greedy unless `train.valid_beam` > 1, with the rest of the `decode` section as configured.
+runs, greedy unless `train.valid_beam` > 1, with the rest of the `decode` section as configured
+(never sampling: validation BLEU measures the model's search output).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from mt.batching import Batch, TokenBatchSampler, collate
+from mt.bleu import bleu_tokenizer_for
 from mt.config import Config
 from mt.corpus import read_split
 from mt.evaluate import score
@@ -34,6 +36,8 @@ class Validator:
         self.cfg, self.split, self.tokenizer, self.device, self.autocast = cfg, valid_split, tokenizer, device, autocast
         self._batches: list[Batch] | None = None
         self._lines: tuple[list[str], list[str]] | None = None
+        # The tokenizer `mt evaluate` would use for this target language (chosen once: one fallback note).
+        self.bleu_tokenize = bleu_tokenizer_for(cfg.data.tgt_lang, cfg.decode.bleu_tokenize) if cfg.train.valid_bleu else ""
 
     def batches(self) -> list[Batch]:
         if self._batches is None:
@@ -68,9 +72,10 @@ class Validator:
             record: dict[str, Any] = {"loss": loss_sum / tokens, "nll": nll_sum / tokens,
                                       "ppl": math.exp(min(nll_sum / tokens, 50.0))}
             if t.valid_bleu:
-                decode = dataclasses.replace(self.cfg.decode, beam=t.valid_beam, n_best=1)
+                decode = dataclasses.replace(self.cfg.decode, beam=t.valid_beam, n_best=1, sampling=False)
                 src, ref = self.lines()
-                scores = score(translate_lines(model, self.tokenizer, src, decode, device=self.device), ref)
+                hyps = translate_lines(model, self.tokenizer, src, decode, device=self.device)
+                scores = score(hyps, ref, tokenize=self.bleu_tokenize)
                 record.update(bleu=scores.bleu, chrf=scores.chrf)
         finally:
             model.train(was_training)

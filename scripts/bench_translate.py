@@ -1,8 +1,10 @@
-"""Translation speed: mt greedy and beam search, with and without the decoder cache, and HF
-transformers' `generate` on a MarianMTModel of the same dimensions, in one run.
+"""Translation speed: mt greedy and beam search, with and without the decoder cache, the same
+model exported to CTranslate2 (fp32 and int8), and HF transformers' `generate` on a MarianMTModel
+of the same dimensions, in one run.
 
     .venv/bin/python scripts/bench_translate.py --limit 100
     .venv/bin/python scripts/bench_translate.py --checkpoint runs/multi30k_en_de/checkpoints/best.pt
+    .venv/bin/python scripts/bench_translate.py -c runs/x/checkpoints/best.pt -c runs/x/checkpoints/averaged.pt
 
 Input: the source side of `--split` (default test_2016_flickr) of the config's corpus
 (`--data` overrides data.path). Model: the checkpoint's when `--checkpoint` is given (natural
@@ -21,7 +23,17 @@ the config's decode.max_tokens, divided by the beam). Measured:
 - HF: `MarianMTModel.generate` (random weights, `min_new_tokens = max_new_tokens = out_len + 1`
   so it runs the same number of decoder steps; beam search with the same beam) — only in
   random-model mode, where output lengths can be made equal;
-- mt end to end: `mt.translate.translate_lines` (tokenise, batch, search, detokenise).
+- mt bf16: the same search over a bf16 copy of the model (`--precision bf16`), only on CPUs with
+  native bf16 (AVX512-BF16/AMX) unless --bf16 is forced;
+- CTranslate2 fp32 / int8: the (first) model exported by `mt export` (into a temporary folder) and
+  run by `mt.ct2.CT2Translator` on the same batches with mt's decode settings (`--no-ct2` skips them);
+- mt end to end: `mt.translate.translate_lines` (tokenise, batch, search, detokenise);
+- mt ensemble (with several `-c`, or `--ensemble M` random models): `mt.ensemble.Ensemble` of
+  the M models in the same searches, reported as its speed relative to the first model alone
+  (ideally about 1/M: every member runs its own encoder and decoder steps).
+
+With a checkpoint every row also shows BLEU (sacreBLEU against the split's references; the int8
+export should stay within 0.5 BLEU of native fp32); with random weights BLEU is meaningless ("-").
 
 sent/s counts source sentences; target tokens/s counts the output's tokens plus EOS (decoder
 steps of the 1-best, not of every beam row). Model GFLOP/s estimates useful work (2 x weights
@@ -31,8 +43,10 @@ touched per token + attention; the beam's K rows each count) and MFU divides it 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import platform
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -45,12 +59,15 @@ import torch
 import typer
 
 from mt.batching import collate_source, decode_batches
+from mt.checkpoint import inference_state, save_checkpoint
 from mt.config import Config, DecodeConfig, load_config
 from mt.corpus import read_split
+from mt.ensemble import Ensemble
+from mt.evaluate import score
 from mt.model import Transformer
 from mt.search import beam_search, greedy_search
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
-from mt.translate import translate_lines
+from mt.translate import native_bf16, translate_lines
 
 Batches = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -123,6 +140,28 @@ def run_mt(model: object, batches: Batches, decode: DecodeConfig, beam: int) -> 
     return out
 
 
+def run_ct2(translator: object, id_batches: list[list[list[int]]], decode: DecodeConfig, beam: int) -> list[list[int]]:
+    """CTranslate2 over the same batches as mt (ids without EOS), mt's decode settings."""
+    out: list[list[int]] = []
+    for batch in id_batches:
+        found = translator.translate_ids(batch, beam=beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
+                                         max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=1,
+                                         forbid_unk=decode.forbid_unk)
+        out += [hyps[0][0] for hyps in found]
+    return out
+
+
+def export_all(cfg: Config, tokenizer: Tokenizer, model: Transformer, workdir: Path) -> dict[str, object]:
+    """The model exported to CTranslate2 fp32 and int8 (via a temporary checkpoint) -> translators."""
+    from mt.ct2 import CT2Translator
+    from mt.export import export_ctranslate2
+
+    ckpt = workdir / "bench.pt"
+    save_checkpoint(ckpt, inference_state(cfg, tokenizer, model, update=0, epoch=0))
+    return {q: CT2Translator(export_ctranslate2(ckpt, workdir / f"ct2-{q}", quantization=q), max_batch_size=0)
+            for q in ("none", "int8")}
+
+
 def marian_like(model: Transformer) -> torch.nn.Module:
     """A random-weight MarianMTModel with the Transformer's dimensions (bench-only import)."""
     from transformers import MarianConfig, MarianMTModel
@@ -150,6 +189,18 @@ def run_hf(hf: torch.nn.Module, batches: Batches, beam: int, steps: int) -> list
     return out
 
 
+def random_model(cfg: Config, tokenizer: Tokenizer, seed: int) -> Transformer:
+    """Random weights whose EOS is never chosen before the length limit (see the module docstring)."""
+    torch.manual_seed(seed)
+    model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, joint_vocab=tokenizer.joint).eval()
+    with torch.no_grad():
+        model.tgt_embed.weight[EOS_ID] = 0.0  # EOS logit 0 (tied): never chosen before the length limit
+        if model.out_proj is not None:
+            model.out_proj.weight[EOS_ID] = 0.0
+            model.out_proj.bias[EOS_ID] = -1e4
+    return model
+
+
 def tokenizer_for(cfg: Config) -> Tokenizer:
     if (cfg.run_dir / "spm.model").is_file() or (cfg.run_dir / "spm.src.model").is_file():
         return Tokenizer.from_files(cfg.run_dir)
@@ -167,7 +218,10 @@ def tokenizer_for(cfg: Config) -> Tokenizer:
 
 def main(
     config: Path = typer.Option(Path("configs/multi30k_en_de.yaml"), help="Model size and corpus."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="A trained checkpoint (else random weights)."),
+    checkpoint: list[Path] = typer.Option(
+        [], "--checkpoint", "-c",
+        help="A trained checkpoint (else random weights); repeat to also time their ensemble against the first."),
+    ensemble: int = typer.Option(0, help="Random-model mode: also time an ensemble of this many random models."),
     data: Optional[str] = typer.Option(None, help="Override data.path (e.g. the Multi30k mirror folder)."),
     split: str = typer.Option("test_2016_flickr", help="Split whose source side is translated."),
     limit: int = typer.Option(0, help="Translate only the first N sentences (0 = all)."),
@@ -176,35 +230,40 @@ def main(
     threads: int = typer.Option(0, help="torch intra-op threads (0 = torch's default)."),
     hf: bool = typer.Option(True, help="Also time HF MarianMTModel.generate (random-model mode)."),
     uncached: bool = typer.Option(True, help="Also time the uncached re-decoding baseline."),
+    ct2: bool = typer.Option(True, help="Also time the model exported to CTranslate2 (fp32 and int8)."),
+    bf16: Optional[bool] = typer.Option(None, help="Also time mt in bf16 (default: where bf16 is native)."),
     peak_gflops: float = typer.Option(190.0, "--peak-gflops", help="fp32 peak of the machine, for MFU."),
 ) -> None:
     """Sentences/s and target tokens/s of greedy and beam search; cache speed-up; HF ratio."""
     if threads:
         torch.set_num_threads(threads)
+    import tempfile
+
     from mt.checkpoint import load_for_inference
 
-    if checkpoint is not None:
-        model, tokenizer, cfg = load_for_inference(checkpoint, "cpu")
+    members: list[Transformer] = []  # the ensemble's models (the first is `model`); empty: no ensemble run
+    if checkpoint:
+        from mt.ensemble import load_models
+
+        model, tokenizer, cfg = load_for_inference(checkpoint[0], "cpu")
+        if len(checkpoint) > 1:
+            members = list(load_models(checkpoint, "cpu")[0].members)  # checks the tokenizers match
         decode = cfg.decode
-        what = f"checkpoint {checkpoint}"
+        what = f"checkpoint {checkpoint[0]}" + (f" (+{len(checkpoint) - 1} in the ensemble)" if members else "")
         hf = False  # natural output lengths cannot be matched by a random HF model
     else:
         cfg = load_config(config)
         tokenizer = tokenizer_for(dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data or cfg.data.path)))
-        torch.manual_seed(0)
-        model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, joint_vocab=tokenizer.joint).eval()
-        with torch.no_grad():
-            model.tgt_embed.weight[EOS_ID] = 0.0  # EOS logit 0 (tied): never chosen before the length limit
-            if model.out_proj is not None:
-                model.out_proj.weight[EOS_ID] = 0.0
-                model.out_proj.bias[EOS_ID] = -1e4
+        model = random_model(cfg, tokenizer, 0)
+        if ensemble > 1:
+            members = [model] + [random_model(cfg, tokenizer, seed) for seed in range(1, ensemble)]
         decode = dataclasses.replace(cfg.decode, max_len_a=0.0, max_len_b=out_len)
         what = f"random weights, fixed output length {out_len} (+EOS)"
     if data:
         cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data))
-    src_lines, _ = read_split(cfg.data, split)
+    src_lines, ref_lines = read_split(cfg.data, split)
     if limit:
-        src_lines = src_lines[:limit]
+        src_lines, ref_lines = src_lines[:limit], ref_lines[:limit]
     ids = [seq or [EOS_ID] for seq in tokenizer.encode_src(src_lines)]  # empty lines: bare EOS source
     c = model.cfg
     print(f"bench_translate: {split}, {len(ids)} sentences, d_model {c.d_model}, {c.encoder_layers}+{c.decoder_layers} "
@@ -212,20 +271,31 @@ def main(
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}, "
           f"decode.max_tokens {decode.max_tokens}, alpha {decode.alpha}")
     hf_model = marian_like(model) if hf else None
-    print(f"{'search':<8} {'implementation':<22} {'sent/s':>8} {'tgt tok/s':>10} {'GFLOP/s':>8} {'MFU':>6} {'time s':>7}")
+    bf16 = native_bf16("cpu") if bf16 is None else bf16
+    model_bf16 = copy.deepcopy(model).to(torch.bfloat16).eval() if bf16 else None
+    workdir = Path(tempfile.mkdtemp(prefix="bench_translate."))
+    translators = export_all(cfg, tokenizer, model, workdir) if ct2 else {}
+    print(f"{'search':<8} {'implementation':<22} {'sent/s':>8} {'tgt tok/s':>10} {'GFLOP/s':>8} {'MFU':>6} "
+          f"{'time s':>7} {'BLEU':>6}")
 
-    def report(label: str, impl: str, seconds: float, outputs: list[list[int]], rows: int) -> float:
+    def report(label: str, impl: str, seconds: float, outputs: list[list[int]], rows: int,
+               models: Optional[list[Transformer]] = None, *, bleu: bool = True) -> float:
         tokens = sum(len(o) + 1 for o in outputs)
-        flops = sum(decode_flops(model, len(s) + 1, len(o) + 1, rows) for s, o in zip(ids, outputs))
+        flops = sum(decode_flops(m, len(s) + 1, len(o) + 1, rows) for m in models or [model]
+                    for s, o in zip(ids, outputs))
         gflops = flops / seconds / 1e9
+        shown = "-"
+        if bleu and checkpoint:
+            shown = f"{score(tokenizer.decode_tgt(outputs), [r.rstrip() for r in ref_lines]).bleu:6.2f}"
         print(f"{label:<8} {impl:<22} {len(ids) / seconds:8.1f} {tokens / seconds:10.0f} {gflops:8.2f} "
-              f"{100 * gflops / peak_gflops:5.1f}% {seconds:7.2f}")
+              f"{100 * gflops / peak_gflops:5.1f}% {seconds:7.2f} {shown:>6}")
         return len(ids) / seconds
 
     summary = []
     for k in (1, beam):
         label = "greedy" if k == 1 else f"beam {k}"
         order, batches = make_batches(ids, max(1, decode.max_tokens // k))
+        id_batches = [[ids[i] for i in rows] for rows in order]
         position = np.empty(len(ids), dtype=np.int64)
         position[np.concatenate(order)] = np.arange(len(ids))  # input index -> place in batch order
         warm = batches[-1:]  # the shortest batch, once per implementation: first-call allocations untimed
@@ -238,17 +308,37 @@ def main(
             timed(partial(run_mt, UncachedDecoder(model), warm, decode, k))
             seconds_u, out_u = timed(partial(run_mt, UncachedDecoder(model), batches, decode, k))
             same = "identical output" if out_u == out else "OUTPUT DIFFERS"
-            slow = report(label, "mt (uncached prefix)", seconds_u, outputs, k)
+            slow = report(label, "mt (uncached prefix)", seconds_u, outputs, k, bleu=False)
             line += f" cache speed-up x{cached / slow:.2f} ({same});"
         if hf_model is not None:
             timed(partial(run_hf, hf_model, warm, k, out_len + 1))
             seconds_h, out_h = timed(partial(run_hf, hf_model, batches, k, out_len + 1))
-            hf_speed = report(label, "HF Marian generate", seconds_h, [o[:out_len] for o in out_h], k)
+            hf_speed = report(label, "HF Marian generate", seconds_h, [o[:out_len] for o in out_h], k, bleu=False)
             line += f" mt/HF x{cached / hf_speed:.2f};"
+        if model_bf16 is not None:
+            timed(partial(run_mt, model_bf16, warm, decode, k))
+            seconds_b, out_b = timed(partial(run_mt, model_bf16, batches, decode, k))
+            fast = report(label, "mt bf16", seconds_b, [out_b[p] for p in position], k)
+            line += f" bf16/fp32 x{fast / cached:.2f};"
+        for quant, translator in translators.items():
+            name = "CTranslate2 fp32" if quant == "none" else f"CTranslate2 {quant}"
+            run_ct2(translator, id_batches[-1:], decode, k)
+            seconds_c, out_c = timed(partial(run_ct2, translator, id_batches, decode, k))
+            speed = report(label, name, seconds_c, [out_c[p] for p in position], k)
+            same = "" if quant != "none" else (", identical output" if out_c == out else ", output differs")
+            line += f" mt/{name} x{cached / speed:.2f}{same};"
+        if members:
+            ens = Ensemble(members).eval()
+            timed(partial(run_mt, ens, warm, decode, k))
+            seconds_m, out_m = timed(partial(run_mt, ens, batches, decode, k))
+            ens_speed = report(label, f"mt ensemble of {len(members)}", seconds_m, [out_m[p] for p in position], k,
+                               models=members)
+            line += f" ensemble of {len(members)} at x{ens_speed / cached:.2f} of one model's sent/s;"
         dk = dataclasses.replace(decode, beam=k)
         seconds_e, _ = timed(partial(translate_lines, model, tokenizer, src_lines, dk, device="cpu"))
-        report(label, "mt translate_lines e2e", seconds_e, outputs, k)
+        report(label, "mt translate_lines e2e", seconds_e, outputs, k, bleu=False)
         summary.append(line)
+    shutil.rmtree(workdir, ignore_errors=True)
     print("\n".join(summary))
 
 

@@ -3,6 +3,7 @@ speed is measured by running them on a quiet machine, never by timed unit tests)
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import subprocess
 import sys
@@ -40,8 +41,40 @@ def test_bench_model_bf16_branch_runs_on_any_cpu() -> None:
 
 def test_bench_translate_runs(multi30k_dir: Path) -> None:
     out = run("bench_translate.py", "--config", "configs/tiny.yaml", "--data", str(multi30k_dir), "--limit", "4",
-              "--no-hf", "--out-len", "3", "--threads", "1")
+              "--no-hf", "--out-len", "3", "--threads", "1", "--ensemble", "2")
     assert "cache speed-up" in out and "(identical output)" in out
+    assert "mt ensemble of 2" in out and "ensemble of 2 at x" in out
+    if importlib.util.find_spec("ctranslate2") is not None:
+        assert "CTranslate2 fp32" in out and "CTranslate2 int8" in out
+
+
+def test_bench_translate_checkpoint_mode_reports_bleu(multi30k_dir: Path, tmp_path: Path) -> None:
+    """-c CKPT: native, CTranslate2 fp32 and int8 rows each with a BLEU figure (random tiny model)."""
+    pytest.importorskip("ctranslate2")
+    import gzip
+
+    import torch
+
+    from mt.checkpoint import inference_state, save_checkpoint
+    from mt.model import Transformer
+    from mt.tokenizer import train_sentencepiece
+    from tests.conftest import tiny_config_at
+
+    cfg = tiny_config_at(multi30k_dir, tmp_path / "runs")
+    lines = {lang: gzip.open(multi30k_dir / f"train.{lang}.gz", "rt", encoding="utf-8").read().splitlines()[:2000]
+             for lang in ("en", "de")}
+    tok = train_sentencepiece(lines["en"], lines["de"], dataclasses.replace(cfg.tokenizer, vocab_size=300))
+    torch.manual_seed(0)
+    model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, joint_vocab=tok.joint).eval()
+    ckpt = tmp_path / "ckpt.pt"
+    save_checkpoint(ckpt, inference_state(cfg, tok, model, update=1, epoch=0))
+    out = run("bench_translate.py", "--checkpoint", str(ckpt), "--data", str(multi30k_dir), "--limit", "3",
+              "--no-uncached", "--no-bf16", "--threads", "1")
+    rows = {(r[0], " ".join(r[1:-6])): r[-1] for r in (line.split() for line in out.splitlines()) if len(r) >= 8}
+    for search in ("greedy", "beam"):
+        for impl in ("mt (cached)", "CTranslate2 fp32", "CTranslate2 int8"):
+            key = next(k for k in rows if k[0] == search and k[1].endswith(impl))
+            float(rows[key])  # a BLEU figure, not "-"
 
 
 def test_bench_prepare_runs(multi30k_dir: Path, tmp_path: Path) -> None:
@@ -49,3 +82,13 @@ def test_bench_prepare_runs(multi30k_dir: Path, tmp_path: Path) -> None:
     out = run("bench_prepare.py", "--pairs", "3000", "--workers", "1", "--sample-size", "3000", "--vocab-size", "500",
               "--data", str(multi30k_dir), "--workdir", str(tmp_path))
     assert "pairs/s" in out and "first update after" in out
+
+
+def test_fuzz_translate_runs() -> None:
+    out = run("fuzz_translate.py", "--lines", "30")
+    assert "lines in 30, lines out 30: OK" in out and "invalid UTF-8 at line 31" in out
+
+
+def test_bench_translate_stream_runs() -> None:
+    out = run("bench_translate_stream.py", "--lines", "50", "200")
+    assert "200 OK" in out and "peak RSS MiB" in out

@@ -73,7 +73,7 @@ def test_crash_during_save_keeps_previous(tmp_path: Path, tiny_run: Config, toke
         monkeypatch.setattr(torch, "save", torn_save)
     else:
         monkeypatch.setattr(os, "replace", failing_replace)
-    with pytest.raises(OSError):
+    with pytest.raises(MTError, match=f"{path}: cannot write .* the previous file is unchanged"):  # one line
         save_checkpoint(path, inference_state(tiny_run, tokenizer, _model(tiny_run, tokenizer, 2), update=2))
     monkeypatch.undo()
     assert load_checkpoint(path)["update"] == 1  # the previous checkpoint, intact

@@ -13,6 +13,7 @@ from mt.corpus import (
     CleanLimits,
     CleanReport,
     clean_pairs,
+    drop_reason,
     iter_split,
     read_split,
     split_available,
@@ -181,11 +182,32 @@ def test_clean_pairs_counts_each_reason() -> None:
         ("\u3000a\t", " y\n"),  # kept, stripped of unicode whitespace too
     ]
     report = CleanReport()
-    kept = list(clean_pairs(pairs, CleanLimits(max_len=5, max_len_ratio=2.0), report))
+    words = lambda text: len(text.split())  # noqa: E731 - the unit is the caller's (prepare: pieces)
+    kept = list(clean_pairs(pairs, CleanLimits(max_len=5, max_len_ratio=2.0), report, length=words))
     assert kept == [("a b", "x y"), ("a b c d", "x y"), ("a", "y")]
-    assert report.kept == 3 and report.dropped == {"empty": 2, "too_long": 1, "ratio": 1}
+    assert report.kept == 3 and report.dropped == {"empty": 2, "too_long": 1, "ratio": 1, "over_max_positions": 0}
     assert report.total == len(pairs)
-    assert report.to_dict() == {"read": 7, "kept": 3, "dropped": {"empty": 2, "too_long": 1, "ratio": 1}}
+    assert report.to_dict() == {"read": 7, "kept": 3,
+                                "dropped": {"empty": 2, "too_long": 1, "ratio": 1, "over_max_positions": 0}}
+
+
+def test_clean_pairs_counts_characters_by_default() -> None:
+    """Without a tokenizer (the sentencepiece sample) the unit is characters: an unsegmented Chinese
+    sentence is not one 'word' beside nine English ones."""
+    report = CleanReport()
+    pair = ("The teacher drinks tea in the park every single day.", "老师每天都在公园喝茶。")
+    assert list(clean_pairs([pair], CleanLimits(max_len=100, max_len_ratio=9.0), report)) == [pair]
+    assert len(pair[0].split()) > 9 * len(pair[1].split())  # what the old word count dropped as 'ratio'
+
+
+def test_drop_reason_on_lengths() -> None:
+    limits = CleanLimits(max_len=10, max_len_ratio=3.0, max_positions=8)
+    assert drop_reason(0, 3, limits) == "empty"
+    assert drop_reason(11, 10, limits) == "too_long"
+    assert drop_reason(2, 7, limits) == "ratio"
+    assert drop_reason(8, 7, limits) == "over_max_positions"  # 8 pieces + EOS do not fit in 8 positions
+    assert drop_reason(7, 7, limits) is None
+    assert drop_reason(5000, 1, CleanLimits(0, 0, 0)) is None
 
 
 def test_clean_limits_disabled_with_zero() -> None:

@@ -135,7 +135,7 @@ def test_two_workers_write_identical_cache(multi30k_dir: Path, tmp_path: Path) -
 
 
 def _synthetic(tmp_path: Path) -> Path:
-    """150 clean pairs plus 3 empty, 2 too long (> 40 words) and 1 badly proportioned (10:1) pair."""
+    """150 clean pairs plus 3 empty, 2 too long (> 40 words, and pieces) and 1 badly proportioned (10:1) pair."""
     en = "the a dog cat man woman runs jumps red blue small big".split()
     de = "der die hund katze mann frau rennt springt rot blau klein gross".split()
     src, tgt = [], []
@@ -160,11 +160,12 @@ def _synthetic(tmp_path: Path) -> Path:
 def test_clean_report_counts(tmp_path: Path) -> None:
     root = _synthetic(tmp_path)
     cfg = tiny_config_at(root, tmp_path / "runs", ["data.train_limit=0", "data.max_len=40", "data.test_splits=[]",
-                                                   "tokenizer.vocab_size=40"])
+                                                   "tokenizer.vocab_size=50", "tokenizer.byte_fallback=false"])
     prepare(cfg)
     report = json.loads((cfg.run_dir / "data" / "clean_report.json").read_text())
     assert report["read"] == 156 and report["kept"] == 150
-    assert report["dropped"] == {"empty": 3, "too_long": 2, "ratio": 1}
+    assert report["dropped"] == {"empty": 3, "too_long": 2, "ratio": 1, "over_max_positions": 0}
+    assert report["length_unit"] == "pieces" and report["round_trip"]["val"] == {"lines": 2, "changed": 0, "examples": []}
     assert len(load_split(cfg.run_dir, "train")) == 150
     val = load_split(cfg.run_dir, "val")
     assert len(val) == 2 and val.src.lengths()[1] == 0 and val.tgt.lengths()[1] == 0
@@ -180,7 +181,7 @@ def test_empty_after_cleaning(tmp_path: Path) -> None:
     with pytest.raises(MTError) as e:
         prepare(cfg)
     assert str(e.value) == (f"training split 'train' in {root}: no sentence pairs left after cleaning "
-                            "(kept 0 of 2 (dropped: empty 2, too_long 0, ratio 0))")
+                            "(kept 0 of 2 (dropped: empty 2, too_long 0, ratio 0, over_max_positions 0))")
 
 
 def test_missing_valid_split_is_an_error(multi30k_dir: Path, tmp_path: Path) -> None:
@@ -192,7 +193,7 @@ def test_missing_valid_split_is_an_error(multi30k_dir: Path, tmp_path: Path) -> 
 def test_failed_prepare_keeps_the_previous_cache(multi30k_dir: Path, tmp_path: Path) -> None:
     data = _data_copy(multi30k_dir, tmp_path)
     cfg = tiny_config_at(data, tmp_path / "runs", ["data.test_splits=[]", "data.train_limit=300",
-                                                   "tokenizer.vocab_size=300"])
+                                                   "tokenizer.vocab_size=400"])
     prepare(cfg)
     before = _mtimes(cfg.run_dir)
     # Break the validation split: one line fewer on the German side. The error comes mid-encoding.

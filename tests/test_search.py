@@ -14,10 +14,10 @@ import math
 import pytest
 import torch
 
+from mt.scoring import force_decode_score
 from mt.search import (
     Hypothesis,
     beam_search,
-    force_decode_score,
     greedy_search,
     length_penalty,
     mask_log_probs,

@@ -55,8 +55,8 @@ def test_learns_to_reverse(tmp_path: Path) -> None:
     cfg = config_from_dict({
         "name": "reverse", "run_root": str(tmp_path / "runs"),
         "data": {"path": str(data), "src_lang": "src", "tgt_lang": "tgt", "valid_split": "val", "test_splits": []},
-        # 20 letters + "▁" + 20 "▁x" pieces + 4 specials: every letter is one piece
-        "tokenizer": {"vocab_size": 45},
+        # 20 letters + "▁" + 20 "▁x" pieces + 4 specials: every letter is one piece (no byte pieces needed)
+        "tokenizer": {"vocab_size": 45, "byte_fallback": False},
         "model": {"d_model": 64, "heads": 4, "encoder_layers": 2, "decoder_layers": 2, "d_ff": 256, "dropout": 0.0,
                   "norm": "pre"},
         # fp32 pinned: auto picks bf16 on AMX CPUs, and the test should not differ by machine; one

@@ -1,0 +1,119 @@
+"""The Transformer's incremental decoding state (`DecoderCache`), kept between `decode_step` calls.
+
+Self-attention keys/values live in preallocated, time-major buffers (capacity, B, H, d_k): a
+step writes its position in place instead of concatenating a new (B, H, t+1, d_k) tensor, and
+`buffer[:t].permute(1, 2, 0, 3)` is a (B, H, t, d_k) view that batched matmuls read without a
+copy. The capacity doubles when full (amortised O(1) per step). Reordering rows (beam search,
+finished sentences leaving) gathers the filled positions into fresh buffers with ONE dim-0
+`index_select` over (position, row) pairs: `index_select` along dim 1 of the time-major buffer
+is many times slower in torch's CPU kernel.
+
+Caches derived from one another by `decode_step` share buffers (that is what makes the append
+O(1)). Decoding twice from the same cache is still correct: the cache remembers how many
+positions its buffers hold (`_written`, shared), and a cache whose buffers already hold a later
+position than its own length copies them before writing (copy on write). `reorder` and
+`reorder_beams` always return caches with buffers of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+INITIAL_CAPACITY = 16  # positions; most sentences of Multi30k-like data fit without growing
+
+
+def _gather(bufs: list[Tensor], length: int, index: Tensor | None, capacity: int) -> list[Tensor]:
+    """Fresh (capacity, R', H, d_k) buffers holding the first `length` positions of `bufs`, rows
+    `index` (R',) long (None = all rows, in order)."""
+    out = []
+    for buf in bufs:
+        rows = buf.size(1) if index is None else index.numel()
+        new = buf.new_empty((capacity, rows, *buf.shape[2:]))
+        if length and index is None:
+            new[:length] = buf[:length]
+        elif length:
+            width = buf[0, 0].numel()  # H * d_k
+            pairs = (torch.arange(length, device=index.device).unsqueeze(1) * buf.size(1) + index).view(-1)
+            src, dst = buf.view(-1, width), new.view(-1, width)[: length * rows]
+            if src.requires_grad:  # out= does not support autograd; search runs without it
+                dst.copy_(src.index_select(0, pairs))
+            else:
+                torch.index_select(src, 0, pairs, out=dst)
+        out.append(new)
+    return out
+
+
+@dataclass
+class DecoderCache:
+    """Per-layer attention keys/values of the positions decoded so far.
+
+    k_bufs/v_bufs[l]: (capacity, B, H, d_k) self-attention buffers, positions [0, length) filled
+    (time-major); `self_k`/`self_v[l]` view the filled part as (B, H, length, d_k).
+    cross_k/cross_v[l]: (B, H, S, d_k) contiguous, projected from the encoder memory on the first step.
+    """
+
+    k_bufs: list[Tensor]
+    v_bufs: list[Tensor]
+    cross_k: list[Tensor]
+    cross_v: list[Tensor]
+    length: int = 0
+    _written: list[int] = field(default_factory=lambda: [0])  # positions the shared buffers hold
+
+    @classmethod
+    def start(cls, cross_k: list[Tensor], cross_v: list[Tensor]) -> DecoderCache:
+        """An empty cache over the cross-attention keys/values (B, H, S, d_k) of each layer."""
+        cross_k, cross_v = [k.contiguous() for k in cross_k], [v.contiguous() for v in cross_v]
+        B, H, _, d_k = cross_k[0].shape
+
+        def buffers() -> list[Tensor]:
+            return [k.new_empty((INITIAL_CAPACITY, B, H, d_k)) for k in cross_k]
+
+        return cls(buffers(), buffers(), cross_k, cross_v, 0)
+
+    @property
+    def self_k(self) -> list[Tensor]:
+        """Each layer's self-attention keys so far, (B, H, length, d_k) views of the buffers."""
+        return [buf[: self.length].permute(1, 2, 0, 3) for buf in self.k_bufs]
+
+    @property
+    def self_v(self) -> list[Tensor]:
+        """Each layer's self-attention values so far, (B, H, length, d_k) views of the buffers."""
+        return [buf[: self.length].permute(1, 2, 0, 3) for buf in self.v_bufs]
+
+    def writable(self) -> DecoderCache:
+        """This cache, ready to take position `length`: grown when full, copied when its buffers
+        already hold a later position (another branch decoded from the same cache)."""
+        capacity = self.k_bufs[0].size(0)
+        if self.length < capacity and self._written[0] == self.length:
+            return self
+        capacity = 2 * capacity if self.length == capacity else capacity
+        return DecoderCache(_gather(self.k_bufs, self.length, None, capacity),
+                            _gather(self.v_bufs, self.length, None, capacity),
+                            self.cross_k, self.cross_v, self.length, [self.length])
+
+    def advanced(self) -> DecoderCache:
+        """The cache after `decode_step` wrote position `length` into these buffers."""
+        self._written[0] = self.length + 1
+        return DecoderCache(self.k_bufs, self.v_bufs, self.cross_k, self.cross_v, self.length + 1, self._written)
+
+    def reorder(self, index: Tensor) -> DecoderCache:
+        """Select batch rows `index` (B',) long: follow beams, or drop finished sentences."""
+        capacity = self.k_bufs[0].size(0)
+        return DecoderCache(_gather(self.k_bufs, self.length, index, capacity),
+                            _gather(self.v_bufs, self.length, index, capacity),
+                            [t.index_select(0, index) for t in self.cross_k],
+                            [t.index_select(0, index) for t in self.cross_v], self.length, [self.length])
+
+    def reorder_beams(self, index: Tensor) -> DecoderCache:
+        """Like `reorder`, for an `index` (B,) that only moves rows among the beams of one sentence.
+
+        Those rows share the same encoder memory, so their cross-attention keys/values are equal
+        and are kept as they are instead of being copied on every beam-search step.
+        """
+        capacity = self.k_bufs[0].size(0)
+        return DecoderCache(_gather(self.k_bufs, self.length, index, capacity),
+                            _gather(self.v_bufs, self.length, index, capacity),
+                            self.cross_k, self.cross_v, self.length, [self.length])

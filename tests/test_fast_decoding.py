@@ -1,0 +1,112 @@
+"""The fast decoding pieces: chunked argmax/top-k equal torch's, and the preallocated decoder
+cache gives full-decoding results past its first growth and when decoded from twice."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mt.config import ModelConfig
+from mt.decoder_cache import INITIAL_CAPACITY
+from mt.model import Transformer, attend_one
+from mt.search import argmax_rows, topk_candidates
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def plain_topk(scores: torch.Tensor, log_probs: torch.Tensor, k: int):
+    n, beam = scores.shape
+    vocab = log_probs.size(1)
+    values, flat = (scores.reshape(n * beam, 1) + log_probs).view(n, beam * vocab).topk(k, dim=1)
+    return values, flat // vocab, flat % vocab
+
+
+@pytest.mark.parametrize("vocab", [5, 63, 64, 65, 200, 1000])
+@pytest.mark.parametrize("beam", [1, 3, 5])
+def test_topk_candidates_equal_plain_topk(vocab: int, beam: int) -> None:
+    g = torch.Generator().manual_seed(vocab * 10 + beam)
+    n = 7
+    log_probs = torch.randn(n * beam, vocab, generator=g).log_softmax(-1)
+    log_probs[:, 0] = float("-inf")  # banned tokens
+    log_probs[3, 1:] = float("-inf")  # a forced-EOS row
+    scores = torch.randn(n, beam, generator=g)
+    scores[:2, 1:] = float("-inf")  # first step: one live hypothesis
+    k = min(2 * beam, beam * vocab)
+    want, got = plain_topk(scores, log_probs, k), topk_candidates(scores, log_probs, k)
+    assert torch.equal(want[0], got[0])
+    finite = torch.isfinite(want[0])  # which -inf candidate fills a slot is arbitrary
+    assert torch.equal(want[1][finite], got[1][finite]) and torch.equal(want[2][finite], got[2][finite])
+
+
+@pytest.mark.parametrize("vocab", [1, 7, 64, 130, 8000])
+def test_argmax_rows_equals_argmax_first_on_ties(vocab: int) -> None:
+    x = torch.randn(9, vocab, generator=torch.Generator().manual_seed(vocab))
+    x[1] = 0.0  # all tied: the first index
+    x[2] = float("-inf")
+    x[2, vocab - 1] = 1.0
+    x[3, vocab // 2:] = 5.0  # ties straddling chunks
+    assert torch.equal(argmax_rows(x), x.argmax(dim=1))
+
+
+def test_attend_one_equals_sdpa() -> None:
+    g = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(3, 2, 1, 8, generator=g), torch.randn(3, 2, 5, 8, generator=g), torch.randn(3, 2, 5, 8, generator=g)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)[:, None, None, :]
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(attend_one(q, k, v, mask), want, atol=1e-6, rtol=0)
+
+
+def _model() -> Transformer:
+    torch.manual_seed(0)
+    cfg = ModelConfig(d_model=16, heads=2, encoder_layers=1, decoder_layers=2, d_ff=32, dropout=0.0,
+                      max_positions=64)
+    return Transformer(cfg, 30, 30, joint_vocab=True).eval()
+
+
+@torch.no_grad()
+def test_cache_grows_and_copies_on_write() -> None:
+    model = _model()
+    src = torch.randint(4, 30, (3, 6), generator=torch.Generator().manual_seed(1))
+    src_mask = torch.ones_like(src, dtype=torch.bool)
+    tgt = torch.randint(4, 30, (3, 2 * INITIAL_CAPACITY + 3), generator=torch.Generator().manual_seed(2))
+    memory = model.encode(src, src_mask)
+    full = model.decode(tgt, memory, src_mask).log_softmax(-1)  # (B, T, V)
+    cache, steps = None, []
+    for t in range(tgt.size(1)):  # past two growths of the buffers
+        log_probs, cache = model.decode_step(tgt[:, t:t + 1], memory, src_mask, cache)
+        steps.append(log_probs)
+        if t == 4:
+            branch = cache
+    assert cache.length == tgt.size(1) and cache.k_bufs[0].size(0) >= tgt.size(1)
+    torch.testing.assert_close(torch.stack(steps, 1), full, atol=1e-5, rtol=0)
+    # decoding again from an earlier cache (its buffers now hold later positions) copies first
+    other = torch.full((3, 1), 7)
+    got, _ = model.decode_step(other, memory, src_mask, branch)
+    want = model.decode(torch.cat([tgt[:, :5], other], 1), memory, src_mask).log_softmax(-1)[:, -1]
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    # ... and the main line is unaffected
+    again, _ = model.decode_step(tgt[:, -1:], memory, src_mask, cache.reorder(torch.arange(3)))
+    want = model.decode(torch.cat([tgt, tgt[:, -1:]], 1), memory, src_mask).log_softmax(-1)[:, -1]
+    torch.testing.assert_close(again, want, atol=1e-5, rtol=0)
+
+
+def test_bf16_precision_is_opt_in_and_needs_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
+    import mt.translate as tr
+    from mt.config import DecodeConfig
+    from mt.errors import MTError
+
+    model = _model()
+    decode = tr.decode_settings(DecodeConfig(beam=2, max_len_b=5), beam=None, alpha=None, n_best=None, max_tokens=None)
+    assert decode.precision == "fp32"
+    with pytest.raises(MTError, match="--precision"):
+        tr.decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, precision="fp16")
+    bf16 = tr.decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, precision="bf16")
+    src = [[5, 6, 7], [8, 9]]
+    monkeypatch.setattr(tr, "native_bf16", lambda device: True)  # run the bf16 branch on any CPU
+    engine = tr.NativeEngine(model, "cpu")
+    out = engine.search_ids(src, bf16, n_best=None, sentence_ids=[0, 1])
+    assert len(out) == 2 and all(isinstance(t, int) for hyps in out for t in hyps[0][0])
+    assert next(model.parameters()).dtype == torch.float32  # the caller's model is left as it was
+    monkeypatch.setattr(tr, "native_bf16", lambda device: False)
+    with pytest.raises(MTError, match="native bf16"):
+        tr.NativeEngine(model, "cpu").search_ids(src, bf16, n_best=None, sentence_ids=[0, 1])

@@ -63,7 +63,7 @@ def test_bench_translate_checkpoint_mode_reports_bleu(multi30k_dir: Path, tmp_pa
     cfg = tiny_config_at(multi30k_dir, tmp_path / "runs")
     lines = {lang: gzip.open(multi30k_dir / f"train.{lang}.gz", "rt", encoding="utf-8").read().splitlines()[:2000]
              for lang in ("en", "de")}
-    tok = train_sentencepiece(lines["en"], lines["de"], dataclasses.replace(cfg.tokenizer, vocab_size=300))
+    tok = train_sentencepiece(lines["en"], lines["de"], dataclasses.replace(cfg.tokenizer, vocab_size=300, byte_fallback=False))
     torch.manual_seed(0)
     model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, joint_vocab=tok.joint).eval()
     ckpt = tmp_path / "ckpt.pt"

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
-import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
+from mt.config_checks import check_values, short_repr
 from mt.errors import MTError
 from mt.textio import atomic_write
 
@@ -145,56 +144,6 @@ class DecodeConfig:
 
 
 @dataclass(frozen=True)
-class Range:
-    """The values a numeric config key accepts: lo <= v <= hi (strict where `*_open`); None = unbounded.
-    Floats must also be finite (no NaN, no infinity)."""
-
-    lo: float | None = None
-    hi: float | None = None
-    lo_open: bool = False
-    hi_open: bool = False
-
-    def __contains__(self, v: float) -> bool:
-        if isinstance(v, float) and not math.isfinite(v):
-            return False
-        low = self.lo is None or (v > self.lo if self.lo_open else v >= self.lo)
-        return low and (self.hi is None or (v < self.hi if self.hi_open else v <= self.hi))
-
-    def __str__(self) -> str:
-        if self.hi is not None:
-            return f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
-        if self.lo_open:
-            return f"positive (> {self.lo:g})"
-        return "positive (>= 1)" if self.lo == 1 else f"at least {self.lo:g}"
-
-
-POSITIVE, AT_LEAST_1, AT_LEAST_0, FRACTION = Range(0, lo_open=True), Range(1), Range(0), Range(0, 1, hi_open=True)
-# Every numeric key and its range (tests/test_robust.py checks that none is missing); tuples: each item.
-RANGES: dict[str, Range] = {
-    "data.train_limit": AT_LEAST_0, "data.max_len": AT_LEAST_0, "data.max_len_ratio": AT_LEAST_0,
-    "tokenizer.vocab_size": Range(5), "tokenizer.character_coverage": Range(0, 1, lo_open=True),
-    "tokenizer.sample_size": AT_LEAST_1, "tokenizer.workers": AT_LEAST_1,
-    "model.d_model": Range(2), "model.heads": AT_LEAST_1, "model.encoder_layers": AT_LEAST_1,
-    "model.decoder_layers": AT_LEAST_1, "model.d_ff": AT_LEAST_1, "model.dropout": FRACTION,
-    "model.attention_dropout": FRACTION, "model.max_positions": Range(2),
-    "train.seed": AT_LEAST_0, "train.max_tokens": AT_LEAST_1, "train.max_sentences": AT_LEAST_1,
-    "train.accumulate": AT_LEAST_1, "train.lr": POSITIVE, "train.warmup": AT_LEAST_0, "train.betas": FRACTION,
-    "train.eps": POSITIVE, "train.weight_decay": AT_LEAST_0, "train.clip_norm": AT_LEAST_0,
-    "train.label_smoothing": FRACTION, "train.max_epochs": AT_LEAST_0, "train.max_updates": AT_LEAST_0,
-    "train.valid_every": AT_LEAST_0, "train.valid_beam": AT_LEAST_1, "train.valid_max_sentences": AT_LEAST_0,
-    "train.patience": AT_LEAST_0, "train.keep_checkpoints": AT_LEAST_0, "train.save_every": AT_LEAST_0,
-    "train.log_every": AT_LEAST_1, "train.threads": AT_LEAST_0, "train.max_bad_losses": AT_LEAST_0,
-    "train.average_last": AT_LEAST_0,
-    "decode.beam": AT_LEAST_1, "decode.alpha": AT_LEAST_0, "decode.max_len_a": AT_LEAST_0,
-    "decode.max_len_b": AT_LEAST_0, "decode.n_best": AT_LEAST_1, "decode.max_tokens": AT_LEAST_1,
-    "decode.temperature": POSITIVE, "decode.top_k": AT_LEAST_0, "decode.top_p": Range(0, 1, lo_open=True),
-    "decode.seed": AT_LEAST_0,
-}
-# Run names become folder names: no '/', no '..', nothing a shell or another OS trips over.
-NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
-
-
-@dataclass(frozen=True)
 class Config:
     """A whole experiment. `run_dir` is `<run_root>/<name>`."""
 
@@ -247,11 +196,11 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if origin is Literal:
         choices = typing.get_args(tp)
         if not isinstance(value, str):
-            raise MTError(f"config key '{where}': expected str, got {_short(value)}")
+            raise MTError(f"config key '{where}': expected str, got {short_repr(value)}")
         if value not in choices:
-            raise MTError(f"config key '{where}': expected one of {', '.join(choices)}, got {_short(value)}")
+            raise MTError(f"config key '{where}': expected one of {', '.join(choices)}, got {short_repr(value)}")
         return value
-    bad = MTError(f"config key '{where}': expected {_type_name(tp)}, got {_short(value)}")
+    bad = MTError(f"config key '{where}': expected {_type_name(tp)}, got {short_repr(value)}")
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -289,14 +238,14 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 def _build(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, dict):
-        raise MTError(f"config section '{prefix or 'top level'}': expected a mapping, got {_short(raw)}")
+        raise MTError(f"config section '{prefix or 'top level'}': expected a mapping, got {short_repr(raw)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     for key, value in raw.items():
         where = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
-            raise MTError(f"unknown config key {_short(where)}{_closest(str(key), list(fields))}")
+            raise MTError(f"unknown config key {short_repr(where)}{_closest(str(key), list(fields))}")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
             kwargs[key] = _build(tp, value if value is not None else {}, where)
@@ -308,7 +257,7 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
 def config_from_dict(raw: dict[str, Any]) -> Config:
     """Build and check a `Config` from a plain nested dict (YAML or a checkpoint)."""
     cfg = _build(Config, raw, "")
-    _check_values(cfg)
+    check_values(cfg)
     return cfg
 
 
@@ -327,7 +276,7 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
 
 def _parse_override(text: str) -> tuple[list[str], Any]:
     if "=" not in text:
-        raise MTError(f"override {_short(text)}: expected section.key=value")
+        raise MTError(f"override {short_repr(text)}: expected section.key=value")
     key, value = text.split("=", 1)
     parts = key.strip().split(".")
     try:
@@ -335,7 +284,7 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
     except (yaml.YAMLError, ValueError):  # ValueError: an int of more digits than Python converts
         parsed = value
     except RecursionError:
-        raise MTError(f"override {_short(text)}: value nested too deeply") from None
+        raise MTError(f"override {short_repr(text)}: value nested too deeply") from None
     return parts, parsed
 
 
@@ -350,7 +299,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             if child is None:
                 child = node[part] = {}
             if not isinstance(child, dict):
-                raise MTError(f"override {_short(text)}: {_short(part)} is not a config section")
+                raise MTError(f"override {short_repr(text)}: {short_repr(part)} is not a config section")
             node = child
         # Strings that YAML reads as numbers stay strings for str fields (e.g. name=123) via _coerce_str.
         node[parts[-1]] = value
@@ -407,57 +356,3 @@ def save_config(cfg: Config, path: str | Path) -> None:
     """Write the resolved config as YAML, atomically (what `load_config` reads back to an equal Config)."""
     with atomic_write(Path(path)) as f:
         f.write(config_to_yaml(cfg).encode("utf-8"))
-
-
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
-
-
-def parse_duration(text: str) -> float:
-    """'20m' -> 1200.0 seconds; also '1h30m', '90s', '2.5m' and a bare number of seconds. '' -> 0."""
-    text = text.strip()
-    if not text:
-        return 0.0
-    try:
-        seconds = float(text)
-    except ValueError:
-        pass
-    else:
-        if not (math.isfinite(seconds) and seconds >= 0):
-            raise MTError(f"config key 'train.time_budget': must be a duration >= 0 like '20m', got {_short(text)}")
-        return seconds
-    m = _DURATION.match(text)
-    if not m or not any(m.groups()):
-        raise MTError(f"config key 'train.time_budget': expected a duration like '20m' or '1h30m', got {_short(text)}")
-    h, mnt, s = (float(g) if g else 0.0 for g in m.groups())
-    return h * 3600 + mnt * 60 + s
-
-
-def check_range(key: str, value: Any, allowed: Range) -> None:
-    """MTError naming `key`, the allowed range and `value` unless every item of it is in `allowed`."""
-    for v in value if isinstance(value, tuple) else (value,):
-        if v not in allowed:
-            raise MTError(f"config key '{key}': must be {allowed}{' and finite' if isinstance(v, float) else ''}, "
-                          f"got {_short(value)}")
-
-
-def _short(value: Any) -> str:
-    """repr(value), cut to one readable line."""
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
-
-
-def _check_values(cfg: Config) -> None:
-    for key, allowed in RANGES.items():  # ranges first: the checks below divide by some of these
-        section, name = key.split(".")
-        check_range(key, getattr(getattr(cfg, section), name), allowed)
-    m, d = cfg.model, cfg.decode
-    if m.d_model % m.heads != 0:
-        raise MTError(f"config key 'model.heads': d_model={m.d_model} is not divisible by heads={m.heads}")
-    if m.d_model % 2 != 0:
-        raise MTError(f"config key 'model.d_model': must be even for sinusoidal positions, got {m.d_model}")
-    if d.n_best > d.beam and not d.sampling:  # sampling draws n_best samples, whatever the beam
-        raise MTError(f"config key 'decode.n_best': {d.n_best} exceeds decode.beam={d.beam}")
-    parse_duration(cfg.train.time_budget)
-    if not NAME.fullmatch(cfg.name):
-        raise MTError(f"config key 'name': {_short(cfg.name)} names the run folder: use only letters, digits, "
-                      f"'.', '_' and '-', not starting with '.'")

@@ -51,7 +51,8 @@ from torch.nn.parallel import DistributedDataParallel
 from mt import distributed
 from mt.batching import TokenBatchSampler, collate
 from mt.checkpoint import CheckpointFiles, load_for_inference
-from mt.config import Config, TrainConfig, parse_duration, save_config
+from mt.config import Config, TrainConfig, save_config
+from mt.config_checks import parse_duration
 from mt.distributed import DistInfo
 from mt.errors import MTError
 from mt.model import Transformer

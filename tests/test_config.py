@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from mt.config import Config, config_from_dict, load_config, parse_duration, save_config
+from mt.config import Config, config_from_dict, load_config, save_config
+from mt.config_checks import parse_duration
 from mt.errors import MTError
 
 REPO = Path(__file__).resolve().parents[1]

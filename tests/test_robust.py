@@ -364,7 +364,8 @@ def test_every_numeric_config_key_has_a_range() -> None:
     import dataclasses as dc
     import typing
 
-    from mt.config import RANGES, Config
+    from mt.config import Config
+    from mt.config_checks import RANGES
 
     numeric = set()
     for section in dc.fields(Config):

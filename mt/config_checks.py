@@ -1,0 +1,125 @@
+"""What values a config accepts: the range of every numeric key and the checks across keys.
+
+`mt.config` builds a `Config` from YAML and overrides, checking types and choices;
+`check_values` then checks what types cannot say: every numeric key against its `Range` in
+`RANGES` (NaN and infinity are never accepted), divisibility of d_model by heads, n-best against
+the beam, the time budget's format and the run name (it becomes a folder name).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mt.errors import MTError
+
+if TYPE_CHECKING:  # mt.config imports this module; the type is only needed for annotations
+    from mt.config import Config
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric config key accepts: lo <= v <= hi (strict where `*_open`); None = unbounded.
+    Floats must also be finite (no NaN, no infinity)."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def __contains__(self, v: float) -> bool:
+        if isinstance(v, float) and not math.isfinite(v):
+            return False
+        low = self.lo is None or (v > self.lo if self.lo_open else v >= self.lo)
+        return low and (self.hi is None or (v < self.hi if self.hi_open else v <= self.hi))
+
+    def __str__(self) -> str:
+        if self.hi is not None:
+            return f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+        if self.lo_open:
+            return f"positive (> {self.lo:g})"
+        return "positive (>= 1)" if self.lo == 1 else f"at least {self.lo:g}"
+
+
+POSITIVE, AT_LEAST_1, AT_LEAST_0, FRACTION = Range(0, lo_open=True), Range(1), Range(0), Range(0, 1, hi_open=True)
+# Every numeric key and its range (tests/test_robust.py checks that none is missing); tuples: each item.
+RANGES: dict[str, Range] = {
+    "data.train_limit": AT_LEAST_0, "data.max_len": AT_LEAST_0, "data.max_len_ratio": AT_LEAST_0,
+    "tokenizer.vocab_size": Range(5), "tokenizer.character_coverage": Range(0, 1, lo_open=True),
+    "tokenizer.sample_size": AT_LEAST_1, "tokenizer.workers": AT_LEAST_1,
+    "model.d_model": Range(2), "model.heads": AT_LEAST_1, "model.encoder_layers": AT_LEAST_1,
+    "model.decoder_layers": AT_LEAST_1, "model.d_ff": AT_LEAST_1, "model.dropout": FRACTION,
+    "model.attention_dropout": FRACTION, "model.max_positions": Range(2),
+    "train.seed": AT_LEAST_0, "train.max_tokens": AT_LEAST_1, "train.max_sentences": AT_LEAST_1,
+    "train.accumulate": AT_LEAST_1, "train.lr": POSITIVE, "train.warmup": AT_LEAST_0, "train.betas": FRACTION,
+    "train.eps": POSITIVE, "train.weight_decay": AT_LEAST_0, "train.clip_norm": AT_LEAST_0,
+    "train.label_smoothing": FRACTION, "train.max_epochs": AT_LEAST_0, "train.max_updates": AT_LEAST_0,
+    "train.valid_every": AT_LEAST_0, "train.valid_beam": AT_LEAST_1, "train.valid_max_sentences": AT_LEAST_0,
+    "train.patience": AT_LEAST_0, "train.keep_checkpoints": AT_LEAST_0, "train.save_every": AT_LEAST_0,
+    "train.log_every": AT_LEAST_1, "train.threads": AT_LEAST_0, "train.max_bad_losses": AT_LEAST_0,
+    "train.average_last": AT_LEAST_0,
+    "decode.beam": AT_LEAST_1, "decode.alpha": AT_LEAST_0, "decode.max_len_a": AT_LEAST_0,
+    "decode.max_len_b": AT_LEAST_0, "decode.n_best": AT_LEAST_1, "decode.max_tokens": AT_LEAST_1,
+    "decode.temperature": POSITIVE, "decode.top_k": AT_LEAST_0, "decode.top_p": Range(0, 1, lo_open=True),
+    "decode.seed": AT_LEAST_0,
+}
+# Run names become folder names: no '/', no '..', nothing a shell or another OS trips over.
+NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+
+
+
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """'20m' -> 1200.0 seconds; also '1h30m', '90s', '2.5m' and a bare number of seconds. '' -> 0."""
+    text = text.strip()
+    if not text:
+        return 0.0
+    try:
+        seconds = float(text)
+    except ValueError:
+        pass
+    else:
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise MTError(f"config key 'train.time_budget': must be a duration >= 0 like '20m', got {short_repr(text)}")
+        return seconds
+    m = _DURATION.match(text)
+    if not m or not any(m.groups()):
+        raise MTError(f"config key 'train.time_budget': expected a duration like '20m' or '1h30m', got {short_repr(text)}")
+    h, mnt, s = (float(g) if g else 0.0 for g in m.groups())
+    return h * 3600 + mnt * 60 + s
+
+
+def check_range(key: str, value: Any, allowed: Range) -> None:
+    """MTError naming `key`, the allowed range and `value` unless every item of it is in `allowed`."""
+    for v in value if isinstance(value, tuple) else (value,):
+        if v not in allowed:
+            raise MTError(f"config key '{key}': must be {allowed}{' and finite' if isinstance(v, float) else ''}, "
+                          f"got {short_repr(value)}")
+
+
+def short_repr(value: Any) -> str:
+    """repr(value), cut to one readable line."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
+def check_values(cfg: Config) -> None:
+    """MTError for the first value of `cfg` out of its range or inconsistent with another."""
+    for key, allowed in RANGES.items():  # ranges first: the checks below divide by some of these
+        section, name = key.split(".")
+        check_range(key, getattr(getattr(cfg, section), name), allowed)
+    m, d = cfg.model, cfg.decode
+    if m.d_model % m.heads != 0:
+        raise MTError(f"config key 'model.heads': d_model={m.d_model} is not divisible by heads={m.heads}")
+    if m.d_model % 2 != 0:
+        raise MTError(f"config key 'model.d_model': must be even for sinusoidal positions, got {m.d_model}")
+    if d.n_best > d.beam and not d.sampling:  # sampling draws n_best samples, whatever the beam
+        raise MTError(f"config key 'decode.n_best': {d.n_best} exceeds decode.beam={d.beam}")
+    parse_duration(cfg.train.time_budget)
+    if not NAME.fullmatch(cfg.name):
+        raise MTError(f"config key 'name': {short_repr(cfg.name)} names the run folder: use only letters, digits, "
+                      f"'.', '_' and '-', not starting with '.'")

@@ -39,7 +39,6 @@ seed + rank so dropout streams differ between ranks.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from pathlib import Path
@@ -49,14 +48,14 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from mt import distributed
-from mt.batching import TokenBatchSampler, collate
+from mt.batching import TokenBatchSampler
 from mt.checkpoint import CheckpointFiles, load_for_inference
 from mt.config import Config, TrainConfig, save_config
 from mt.config_checks import parse_duration
 from mt.distributed import DistInfo
 from mt.errors import MTError
 from mt.model import Transformer
-from mt.optim import Schedule, build_optimizer, label_smoothed_nll, set_lr, training_progress
+from mt.optim import Schedule, build_optimizer, set_lr, training_progress
 from mt.precision import PrecisionChoice, resolve_precision
 from mt.prepare import EncodedSplit, load_split, prepare
 from mt.textio import remove_stale_temp_files
@@ -71,6 +70,7 @@ from mt.trainstate import (
     seed_everything,
     training_state,
 )
+from mt.trainstep import UpdateStep, autocast
 from mt.validate import Validator, selection_metric
 
 
@@ -145,9 +145,9 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
                                 max_sentences=t.max_sentences, seed=t.seed, rank=info.rank,
                                 world_size=info.world_size)
     files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints)
-    step = _UpdateStep(ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
+    step = UpdateStep(ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
                        device=device, timer=PhaseTimer(), precision=precision.precision)
-    validator = Validator(cfg, valid_split, tokenizer, device, lambda: _autocast(precision.precision, device))
+    validator = Validator(cfg, valid_split, tokenizer, device, lambda: autocast(precision.precision, device))
     loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,
                  train_split=train_split, sampler=sampler, state=state, files=files, log=log, stop=stop)
     try:
@@ -156,73 +156,10 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
         log.close()
 
 
-def _autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """Mixed precision for forward passes (bf16/fp16), nothing for fp32."""
-    if precision == "fp32":
-        return contextlib.nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-class _UpdateStep:
-    """What one update computes: forward/backward over its micro-batches (DDP syncs gradients on
-    the last one), gradient clipping and the optimizer step. `_Loop` decides when and with what LR."""
-
-    def __init__(self, *, ddp: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 scaler: torch.amp.GradScaler | None, train_split: EncodedSplit, t: TrainConfig, info: DistInfo,
-                 device: torch.device, timer: PhaseTimer, precision: str) -> None:
-        self.ddp, self.optimizer, self.scaler, self.train_split = ddp, optimizer, scaler, train_split
-        self.precision = precision  # train.precision resolved: fp32 | bf16 | fp16
-        self.t, self.info, self.device, self.timer = t, info, device, timer
-        self.params = [p for p in ddp.parameters() if p.requires_grad]  # a DDP wrapper's are its module's
-
-    def __call__(self, chunk: list[np.ndarray], *, scale: float) -> tuple[float, float, float, bool]:
-        """Run the update over `chunk` (a list of batches' sentence indices); each micro-batch's
-        summed loss is multiplied by `scale` before backward.
-
-        Returns (summed loss, summed NLL over all ranks, gradient norm, whether the step was taken).
-        """
-        src_ids, tgt_ids = self.train_split.src, self.train_split.tgt
-        loss_acc = torch.zeros((), device=self.device)
-        nll_acc = torch.zeros((), device=self.device)
-        for i, idx in enumerate(chunk):
-            batch = collate([src_ids[j] for j in idx], [tgt_ids[j] for j in idx], idx).to(self.device)
-            self.timer.lap("data")
-            last = i == len(chunk) - 1
-            no_sync = self.ddp.no_sync() if (self.info.enabled and not last) else contextlib.nullcontext()
-            with no_sync:
-                with _autocast(self.precision, self.device):
-                    logits = self.ddp(batch.src, batch.src_mask, batch.tgt_in)  # (B, T, V)
-                loss, nll, _ = label_smoothed_nll(logits, batch.tgt_out, self.t.label_smoothing)
-                scaled = loss * scale
-                (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
-            loss_acc += loss.detach()
-            nll_acc += nll
-            self.timer.lap("forward_backward")
-        if self.scaler is not None:
-            self.scaler.unscale_(self.optimizer)
-        grads = [p.grad for p in self.params if p.grad is not None]
-        gnorm = torch.nn.utils.get_total_norm(grads)
-        if self.t.clip_norm > 0:
-            torch.nn.utils.clip_grads_with_norm_(self.params, self.t.clip_norm, gnorm)
-        stats = distributed.all_reduce_sum(torch.stack([loss_acc, nll_acc]), self.info)
-        loss_v, nll_v, gnorm_v = torch.cat([stats, gnorm.reshape(1).to(stats.dtype)]).tolist()  # the one sync
-        ok = math.isfinite(loss_v) and (math.isfinite(gnorm_v) or self.scaler is not None)
-        if ok:
-            if self.scaler is not None:
-                self.scaler.step(self.optimizer)  # skips the step itself on fp16 overflow
-                self.scaler.update()
-            else:
-                self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.timer.lap("optimizer")
-        return loss_v, nll_v, gnorm_v, ok
-
-
 class _Loop:
     """The state of one training session; `run()` trains until a limit, a signal or early stopping."""
 
-    def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: _UpdateStep,
+    def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: UpdateStep,
                  validator: Validator, train_split: EncodedSplit, sampler: TokenBatchSampler, state: TrainState,
                  files: CheckpointFiles, log: TrainLog, stop: StopSignal) -> None:
         self.t, self.info, self.device, self.model, self.step, self.validator = \
@@ -251,7 +188,7 @@ class _Loop:
     def run(self) -> Path:
         """Train until a limit, a signal or early stopping; returns the checkpoint to evaluate.
 
-        One update (`_one_update`, `_UpdateStep`):
+        One update (`_one_update`, `UpdateStep`):
           1. agree with the other ranks on the update's token counts, a stop signal and rank 0's clock
           2. set the learning rate from the schedule
           3. forward/backward per micro-batch (gradients synced across ranks on the last one)

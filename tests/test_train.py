@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import mt.train
+import mt.trainstep
 from mt.checkpoint import load_checkpoint, load_for_inference
 from mt.config import Config, config_from_dict, save_config
 from mt.errors import MTError
@@ -142,7 +143,7 @@ def test_nan_losses_are_skipped_then_stop(tmp_path: Path, tiny_run: Config, monk
     """A NaN at batch 3 is skipped; NaNs from batch 6 on stop training past max_bad_losses, last.pt intact."""
     cfg = copy_run(tiny_run, tmp_path, max_updates=50, valid_every=0, valid_bleu=False, save_every=2,
                    keep_checkpoints=10, max_bad_losses=2, log_every=1000, threads=1)
-    real_loss = mt.train.label_smoothed_nll
+    real_loss = mt.trainstep.label_smoothed_nll
     calls = []
 
     def poisoned(logits: torch.Tensor, target: torch.Tensor, epsilon: float) -> tuple:
@@ -152,7 +153,7 @@ def test_nan_losses_are_skipped_then_stop(tmp_path: Path, tiny_run: Config, monk
             return loss * float("nan"), nll * float("nan"), n
         return loss, nll, n
 
-    monkeypatch.setattr(mt.train, "label_smoothed_nll", poisoned)
+    monkeypatch.setattr(mt.trainstep, "label_smoothed_nll", poisoned)
     with pytest.raises(MTError, match="max_bad_losses=2"):
         train(cfg)
     # batches 1, 2 -> updates 1, 2; batch 3 skipped; 4, 5 -> updates 3, 4; 6 skipped (2 of 2 allowed);

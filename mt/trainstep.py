@@ -1,0 +1,86 @@
+"""One training update: forward/backward over its micro-batches, gradient clipping, the optimizer step.
+
+The gradient is the per-target-token mean over the whole update: each micro-batch's summed
+label-smoothed loss is multiplied by world_size / (target tokens of the update over all ranks)
+before backward, and DDP averages gradients over ranks (synced on the last micro-batch only).
+A non-finite loss or gradient norm skips the optimizer step; `mt.train` counts those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+import torch
+
+from mt import distributed
+from mt.batching import collate
+from mt.config import TrainConfig
+from mt.distributed import DistInfo
+from mt.optim import label_smoothed_nll
+from mt.prepare import EncodedSplit
+from mt.trainlog import PhaseTimer
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """Mixed precision for forward passes (bf16/fp16), nothing for fp32."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+class UpdateStep:
+    """What one update computes: forward/backward over its micro-batches (DDP syncs gradients on
+    the last one), gradient clipping and the optimizer step. `mt.train`'s loop decides when and with what LR."""
+
+    def __init__(self, *, ddp: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 scaler: torch.amp.GradScaler | None, train_split: EncodedSplit, t: TrainConfig, info: DistInfo,
+                 device: torch.device, timer: PhaseTimer, precision: str) -> None:
+        self.ddp, self.optimizer, self.scaler, self.train_split = ddp, optimizer, scaler, train_split
+        self.precision = precision  # train.precision resolved: fp32 | bf16 | fp16
+        self.t, self.info, self.device, self.timer = t, info, device, timer
+        self.params = [p for p in ddp.parameters() if p.requires_grad]  # a DDP wrapper's are its module's
+
+    def __call__(self, chunk: list[np.ndarray], *, scale: float) -> tuple[float, float, float, bool]:
+        """Run the update over `chunk` (a list of batches' sentence indices); each micro-batch's
+        summed loss is multiplied by `scale` before backward.
+
+        Returns (summed loss, summed NLL over all ranks, gradient norm, whether the step was taken).
+        """
+        src_ids, tgt_ids = self.train_split.src, self.train_split.tgt
+        loss_acc = torch.zeros((), device=self.device)
+        nll_acc = torch.zeros((), device=self.device)
+        for i, idx in enumerate(chunk):
+            batch = collate([src_ids[j] for j in idx], [tgt_ids[j] for j in idx], idx).to(self.device)
+            self.timer.lap("data")
+            last = i == len(chunk) - 1
+            no_sync = self.ddp.no_sync() if (self.info.enabled and not last) else contextlib.nullcontext()
+            with no_sync:
+                with autocast(self.precision, self.device):
+                    logits = self.ddp(batch.src, batch.src_mask, batch.tgt_in)  # (B, T, V)
+                loss, nll, _ = label_smoothed_nll(logits, batch.tgt_out, self.t.label_smoothing)
+                scaled = loss * scale
+                (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+            loss_acc += loss.detach()
+            nll_acc += nll
+            self.timer.lap("forward_backward")
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        grads = [p.grad for p in self.params if p.grad is not None]
+        gnorm = torch.nn.utils.get_total_norm(grads)
+        if self.t.clip_norm > 0:
+            torch.nn.utils.clip_grads_with_norm_(self.params, self.t.clip_norm, gnorm)
+        stats = distributed.all_reduce_sum(torch.stack([loss_acc, nll_acc]), self.info)
+        loss_v, nll_v, gnorm_v = torch.cat([stats, gnorm.reshape(1).to(stats.dtype)]).tolist()  # the one sync
+        ok = math.isfinite(loss_v) and (math.isfinite(gnorm_v) or self.scaler is not None)
+        if ok:
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)  # skips the step itself on fp16 overflow
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.timer.lap("optimizer")
+        return loss_v, nll_v, gnorm_v, ok

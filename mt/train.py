@@ -287,7 +287,7 @@ class _Loop:
         self.window.exclude(self.timer.since_mark())  # tok/s counts training time only
         st.last_valid_update = st.update
         early = distributed.broadcast_flag(early, self.info, self.device)
-        if t.save_every == 0:
+        if t.save_every == 0 or st.update % t.save_every == 0:  # validating must not skip a periodic one
             self._save_periodic()
         self._save_last()
         self.timer.lap("validation")

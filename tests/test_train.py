@@ -199,6 +199,16 @@ def test_resuming_a_finished_run_is_a_noop_until_limits_grow(tmp_path: Path, tin
     assert load_checkpoint(last)["update"] == 6
 
 
+def test_periodic_checkpoints_every_save_every_updates_also_at_validations(tmp_path: Path, tiny_run: Config) -> None:
+    """save_every=2 with valid_every=4: updates 4 and 8 validate AND get their periodic checkpoint
+    (they were skipped before, leaving gaps in what average_last averages)."""
+    cfg = copy_run(tiny_run, tmp_path, max_updates=8, valid_every=4, save_every=2, keep_checkpoints=10,
+                   valid_bleu=False, log_every=1000, threads=1, average_last=0)
+    train(cfg)
+    names = sorted(p.name for p in (cfg.run_dir / "checkpoints").glob("update_*.pt"))
+    assert names == ["update_2.pt", "update_4.pt", "update_6.pt", "update_8.pt"]
+
+
 def test_early_stopping_after_patience_validations_without_gain(tmp_path: Path, tiny_run: Config) -> None:
     """With lr = 0 the validation metric never improves after the first validation, so training
     must stop after exactly `patience` further validations, long before max_updates."""

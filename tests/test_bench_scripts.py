@@ -92,3 +92,46 @@ def test_fuzz_translate_runs() -> None:
 def test_bench_translate_stream_runs() -> None:
     out = run("bench_translate_stream.py", "--lines", "50", "200")
     assert "200 OK" in out and "peak RSS MiB" in out
+
+
+def test_sweep_runs_trials_shares_prepared_data_and_continues_after_a_stop(multi30k_dir: Path,
+                                                                            tmp_path: Path) -> None:
+    """Two real tiny trials: each trains, the second reuses the first's prepared corpus, the table
+    ranks them by selected val BLEU, and a second invocation runs only the trial not yet done."""
+    import json
+
+    import yaml
+
+    trials = tmp_path / "trials.yaml"
+    spec = {"config": str(ROOT / "configs" / "tiny.yaml"), "budget": "10m",
+            "common": {"run_root": str(tmp_path / "runs"), "data.path": str(multi30k_dir),
+                       "train.max_updates": 30, "train.valid_every": 15, "train.save_every": 10,
+                       "train.average_last": 2},
+            "trials": [{"name": "base"}, {"name": "lr1e-3", "set": {"train.lr": 1e-3}}]}
+    trials.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "sweep"
+    run("sweep.py", str(trials), "--out", str(out), "--only", "base")
+    first = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
+    assert [r["name"] for r in first] == ["base"] and first[0]["updates"] == 30
+    log = run("sweep.py", str(trials), "--out", str(out))  # continues: only lr1e-3 runs now
+    assert "trial base" not in log and f"{tmp_path / 'runs' / 'sweep_lr1e-3'} is up to date" in log
+    results = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
+    assert [r["name"] for r in results] == ["base", "lr1e-3"] and results[0] == first[0]
+    assert results[1]["set"] == {"train.lr": 1e-3}
+    for r in results:
+        assert r["selected_bleu"] == max(r["best_bleu"], r["averaged_bleu"] or -1.0)
+        assert r["best_update"] in (15, 30)
+    saved = yaml.safe_load((tmp_path / "runs" / "sweep_lr1e-3" / "config.yaml").read_text())
+    assert saved["train"]["lr"] == 1e-3 and saved["name"] == "sweep_lr1e-3"
+    table = out.with_suffix(".md").read_text().splitlines()
+    rows = [line for line in table if line.startswith("| base") or line.startswith("| lr1e-3")]
+    scores = [float(row.split("|")[3]) for row in rows]
+    assert len(rows) == 2 and scores == sorted(scores, reverse=True)
+
+
+def test_sweep_refuses_a_malformed_trials_file(tmp_path: Path) -> None:
+    trials = tmp_path / "trials.yaml"
+    trials.write_text("config: configs/tiny.yaml\ntrials:\n  - name: a\n  - name: a\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), str(trials), "--out",
+                           str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode != 0 and "unique `name`" in proc.stderr and "Traceback" not in proc.stderr

@@ -120,6 +120,7 @@ class TrainConfig:
     threads: int = 0  # torch intra-op threads on CPU (0 = torch default)
     max_bad_losses: int = 10  # NaN/inf losses skipped before training stops
     average_last: int = 0  # after training, average the last N periodic checkpoints into `averaged.pt` (0 = off)
+    ema_decay: float = 0.0  # > 0: validate and save an exponential moving average of the weights (e.g. 0.999; 0 = off)
 
 
 @dataclass(frozen=True)

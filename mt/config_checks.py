@@ -59,7 +59,7 @@ RANGES: dict[str, Range] = {
     "train.valid_every": AT_LEAST_0, "train.valid_beam": AT_LEAST_1, "train.valid_max_sentences": AT_LEAST_0,
     "train.patience": AT_LEAST_0, "train.keep_checkpoints": AT_LEAST_0, "train.save_every": AT_LEAST_0,
     "train.log_every": AT_LEAST_1, "train.threads": AT_LEAST_0, "train.max_bad_losses": AT_LEAST_0,
-    "train.average_last": AT_LEAST_0,
+    "train.average_last": AT_LEAST_0, "train.ema_decay": FRACTION,
     "decode.beam": AT_LEAST_1, "decode.alpha": AT_LEAST_0, "decode.max_len_a": AT_LEAST_0,
     "decode.max_len_b": AT_LEAST_0, "decode.n_best": AT_LEAST_1, "decode.max_tokens": AT_LEAST_1,
     "decode.temperature": POSITIVE, "decode.top_k": AT_LEAST_0, "decode.top_p": Range(0, 1, lo_open=True),

@@ -21,7 +21,9 @@ by the duration of the latest validation.
 
 Validation (mt/validate.py) runs every valid_every updates, at each epoch end and when training
 ends; patience counts validations without a gain in the selection metric (early stopping).
-Periodic checkpoints are written every save_every updates, or at each validation when 0. A fresh
+With train.ema_decay > 0 (mt/ema.py) an exponential moving average of the weights is what is
+validated and written to best.pt and the periodic checkpoints; last.pt holds the raw weights and
+the average. Periodic checkpoints are written every save_every updates, or at each validation when 0. A fresh
 `mt train` refuses to overwrite an existing last.pt (use --resume, another name, or delete it).
 
 SIGINT/SIGTERM: the current update finishes, last.pt is written, train() returns (exit code 0);
@@ -39,6 +41,7 @@ seed + rank so dropout streams differ between ranks.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from pathlib import Path
@@ -53,6 +56,7 @@ from mt.checkpoint import CheckpointFiles, load_for_inference
 from mt.config import Config, TrainConfig, save_config
 from mt.config_checks import parse_duration
 from mt.distributed import DistInfo
+from mt.ema import WeightEMA
 from mt.errors import MTError
 from mt.model import Transformer
 from mt.optim import Schedule, build_optimizer, set_lr, training_progress
@@ -124,12 +128,13 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
                         joint_vocab=tokenizer.joint).to(device)
     optimizer = build_optimizer(model, t)
     scaler = torch.amp.GradScaler("cuda") if precision.precision == "fp16" else None
+    ema = WeightEMA(model, t.ema_decay) if t.ema_decay > 0 else None
     log = TrainLog(run_dir, enabled=info.is_main, total_updates=t.max_updates)
     if stale:
         log.info(f"removed {len(stale)} temporary file(s) of interrupted writes: {', '.join(p.name for p in stale)}")
     state = TrainState(world_size=info.world_size)
     if resume:
-        state = restore(last_path, cfg, tokenizer, model, optimizer, scaler, rank=info.rank,
+        state = restore(last_path, cfg, tokenizer, model, optimizer, scaler, ema, rank=info.rank,
                         world_size=info.world_size, log=log.info)
         log.resume_at(state.update)
     else:
@@ -149,7 +154,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
                        device=device, timer=PhaseTimer(), precision=precision.precision)
     validator = Validator(cfg, valid_split, tokenizer, device, lambda: autocast(precision.precision, device))
     loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,
-                 train_split=train_split, sampler=sampler, state=state, files=files, log=log, stop=stop)
+                 train_split=train_split, sampler=sampler, state=state, files=files, log=log, stop=stop, ema=ema)
     try:
         return loop.run()
     finally:
@@ -161,9 +166,10 @@ class _Loop:
 
     def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: UpdateStep,
                  validator: Validator, train_split: EncodedSplit, sampler: TokenBatchSampler, state: TrainState,
-                 files: CheckpointFiles, log: TrainLog, stop: StopSignal) -> None:
+                 files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None) -> None:
         self.t, self.info, self.device, self.model, self.step, self.validator = \
             cfg.train, info, device, model, step, validator
+        self.ema = ema
         self.sampler, self.state, self.files, self.log, self.stop = sampler, state, files, log, stop
         self.optimizer, self.scaler, self.timer = step.optimizer, step.scaler, step.timer
         self.budget = parse_duration(self.t.time_budget)
@@ -244,6 +250,8 @@ class _Loop:
             _skip_bad_update(st, t, self.log, self.files.last, loss=loss, gnorm=gnorm)
             return None
         st.update += 1
+        if self.ema is not None:
+            self.ema.update(st.update)
         # 5. log
         self.total_tokens += global_tgt
         self.window.add(loss=loss, nll=nll, tgt_tokens=global_tgt, src_tokens=global_src)
@@ -270,13 +278,15 @@ class _Loop:
         self.timer.mark()
         early = False
         if self.info.is_main:
-            record = self.validator(self.model)
+            with self.smoothed():
+                record = self.validator(self.model)
             record.update(update=st.update, epoch=st.epoch, wall=round(self.elapsed(), 2), kind="valid")
             metric = selection_metric(record)
             improved = metric > st.best_metric
             if improved:
                 st.best_metric, st.best_update, st.bad_validations = metric, st.update, 0
-                self.files.save_best(self.model, update=st.update, epoch=st.epoch, valid=record)
+                with self.smoothed():
+                    self.files.save_best(self.model, update=st.update, epoch=st.epoch, valid=record)
             else:
                 st.bad_validations += 1
             early = bool(t.patience) and st.bad_validations >= t.patience
@@ -293,9 +303,14 @@ class _Loop:
         self.timer.lap("validation")
         return early
 
+    def smoothed(self) -> contextlib.AbstractContextManager:
+        """The weights that are validated and saved for use: the EMA's with train.ema_decay, else the model's."""
+        return self.ema.applied() if self.ema is not None else contextlib.nullcontext()
+
     def _save_periodic(self) -> None:
         if self.info.is_main:
-            self.files.save_periodic(self.model, update=self.state.update, epoch=self.state.epoch)
+            with self.smoothed():
+                self.files.save_periodic(self.model, update=self.state.update, epoch=self.state.epoch)
 
     def _save_last(self) -> None:
         """Full training state in last.pt (every rank's RNG gathered to rank 0)."""
@@ -305,7 +320,7 @@ class _Loop:
         st = self.state
         st.elapsed = self.elapsed()
         self.files.save_last(self.model, update=st.update, epoch=st.epoch,
-                             training=training_state(st, self.optimizer, self.scaler, rngs))
+                             training=training_state(st, self.optimizer, self.scaler, rngs, self.ema))
 
     def _finish(self, reason: StopReason) -> Path:
         st, files = self.state, self.files

@@ -26,6 +26,7 @@ import torch
 
 from mt.checkpoint import inference_state, load_checkpoint, same_model
 from mt.config import Config
+from mt.ema import WeightEMA
 from mt.errors import Interrupted, MTError
 from mt.tokenizer import Tokenizer
 
@@ -115,17 +116,21 @@ def set_rng_state(rng: dict[str, Any]) -> None:
 
 
 def training_state(state: TrainState, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None,
-                   rngs: list[dict[str, Any]]) -> dict[str, Any]:
+                   rngs: list[dict[str, Any]], ema: WeightEMA | None) -> dict[str, Any]:
     """Everything --resume needs beyond the weights: last.pt's "training" entry."""
     return {
         "state": dataclasses.asdict(state), "optimizer": optimizer.state_dict(),
         "scaler": scaler.state_dict() if scaler is not None else {}, "rng": rngs,
+        "ema": ema.state_dict() if ema is not None else {},
     }
 
 
 def restore(path: Path, cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-            scaler: torch.amp.GradScaler | None, *, rank: int, world_size: int, log: Callable[[str], None]) -> TrainState:
-    """Load last.pt into model/optimizer/scaler/RNG; returns the saved TrainState.
+            scaler: torch.amp.GradScaler | None, ema: WeightEMA | None, *, rank: int, world_size: int,
+            log: Callable[[str], None]) -> TrainState:
+    """Load last.pt into model/optimizer/scaler/EMA/RNG; returns the saved TrainState.
+
+    An EMA switched on at resume (none in last.pt) starts from the resumed weights.
 
     With a different world size the rest of the current epoch (sharded for the old one) cannot
     be continued: training goes on with the next epoch, reseeded.
@@ -142,6 +147,10 @@ def restore(path: Path, cfg: Config, tokenizer: Tokenizer, model: torch.nn.Modul
         optimizer.load_state_dict(tr["optimizer"])
         if scaler is not None and tr.get("scaler"):
             scaler.load_state_dict(tr["scaler"])
+        if ema is not None and tr.get("ema"):
+            ema.load_state_dict(tr["ema"])
+        elif ema is not None:
+            ema.reset()
         state = TrainState(**tr["state"])
         if state.world_size != world_size:
             log(f"resume: world size {state.world_size} -> {world_size}; continuing with epoch {state.epoch + 1}")

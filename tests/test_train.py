@@ -81,11 +81,13 @@ def _params(path: Path) -> dict[str, torch.Tensor]:
     return load_checkpoint(path)["model"]
 
 
-def test_resume_is_exact(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.MonkeyPatch) -> None:
-    """2N updates straight == N updates, SIGTERM, --resume, N more (dropout on: RNG state restored too)."""
+@pytest.mark.parametrize("ema_decay", [0.0, 0.9])
+def test_resume_is_exact(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.MonkeyPatch, ema_decay: float) -> None:
+    """2N updates straight == N updates, SIGTERM, --resume, N more (dropout on: RNG state restored
+    too; with an EMA, its shadow weights too)."""
     n = 5
     opts = {"max_updates": 2 * n, "valid_every": 0, "valid_bleu": False, "keep_checkpoints": 0,
-            "log_every": 1000, "threads": 1}
+            "log_every": 1000, "threads": 1, "ema_decay": ema_decay}
     straight = copy_run(tiny_run, tmp_path / "a", **opts)
     train(straight)
 
@@ -109,6 +111,29 @@ def test_resume_is_exact(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.M
     assert load_checkpoint(interrupted.run_dir / "checkpoints" / "last.pt")["update"] == 2 * n
     for name in a:
         assert torch.equal(a[name], b[name]), name
+    ema_a, ema_b = (load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")["training"]["ema"]
+                    for cfg in (straight, interrupted))
+    assert bool(ema_a) == (ema_decay > 0)
+    for x, y in zip(ema_a.get("shadow", []), ema_b.get("shadow", [])):
+        assert torch.equal(x, y)
+
+
+def test_ema_weights_are_validated_and_saved_raw_weights_go_on_training(tmp_path: Path, tiny_run: Config) -> None:
+    """With train.ema_decay, best.pt and update_N.pt hold the shadow weights that last.pt carries
+    for --resume, while last.pt's own weights are the raw ones (which differ from the shadow)."""
+    cfg = copy_run(tiny_run, tmp_path, max_updates=20, valid_every=20, save_every=10, valid_max_sentences=20,
+                   ema_decay=0.8, threads=1)
+    train(cfg)
+    ckpts = cfg.run_dir / "checkpoints"
+    last = load_checkpoint(ckpts / "last.pt")
+    model = load_for_inference(ckpts / "last.pt", "cpu")[0]
+    names = [name for name, _ in model.named_parameters()]
+    shadow = dict(zip(names, last["training"]["ema"]["shadow"]))
+    for saved in ("update_20.pt", "best.pt"):
+        weights = _params(ckpts / saved)
+        assert all(torch.equal(weights[n], shadow[n]) for n in names), saved
+    assert not all(torch.equal(last["model"][n], shadow[n]) for n in names)
+    assert load_checkpoint(ckpts / "best.pt")["update"] == 20
 
 
 def test_sigterm_leaves_resumable_checkpoint(tmp_path: Path, tiny_run: Config) -> None:

@@ -37,6 +37,8 @@ from typing import Any
 
 import yaml
 
+from mt.config_checks import NAME
+
 REPO = Path(__file__).resolve().parents[1]
 DATA_KEYS = ("data.", "tokenizer.", "model.max_positions", "train.seed")
 
@@ -50,8 +52,8 @@ def load_trials(path: Path) -> dict[str, Any]:
     if not isinstance(spec, dict) or not isinstance(spec.get("trials"), list) or not spec["trials"]:
         sys.exit(f"sweep: '{path}' needs a non-empty `trials:` list")
     names = [t.get("name") if isinstance(t, dict) else None for t in spec["trials"]]
-    if any(not isinstance(n, str) or not n or "/" in n for n in names) or len(set(names)) != len(names):
-        sys.exit(f"sweep: '{path}': every trial needs a unique `name` without '/'")
+    if any(not isinstance(n, str) or not NAME.fullmatch(n) for n in names) or len(set(names)) != len(names):
+        sys.exit(f"sweep: '{path}': every trial needs a unique `name` of letters, digits, '.', '_' and '-'")
     for block in [spec.get("common") or {}] + [t.get("set") or {} for t in spec["trials"]]:
         if not isinstance(block, dict) or any(isinstance(v, (dict, list)) for v in block.values()):
             sys.exit(f"sweep: '{path}': `common` and `set` map section.key to a scalar value")

@@ -135,3 +135,7 @@ def test_sweep_refuses_a_malformed_trials_file(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), str(trials), "--out",
                            str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode != 0 and "unique `name`" in proc.stderr and "Traceback" not in proc.stderr
+    trials.write_text("config: configs/tiny.yaml\ntrials:\n  - name: a+b\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), str(trials), "--out",
+                           str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True, check=False)
+    assert proc.returncode != 0 and "letters, digits" in proc.stderr

@@ -9,7 +9,7 @@ of the same dimensions, in one run.
 Input: the source side of `--split` (default test_2016_flickr) of the config's corpus
 (`--data` overrides data.path). Model: the checkpoint's when `--checkpoint` is given (natural
 output lengths, its decode settings); otherwise a random-weight model of the config's size
-(configs/multi30k_en_de.yaml: d_model 256, 3+3 layers, d_ff 1024, 8k joint vocabulary) whose
+(the model size of configs/multi30k_en_de.yaml) whose
 EOS logit is zeroed so that every sentence gets exactly `--out-len` tokens plus a forced EOS —
 random weights would otherwise stop at arbitrary lengths. The tokenizer is the run directory's
 `spm.model` when prepared, else one trained here on the first 20k training pairs.

@@ -60,7 +60,7 @@ from mt.ema import WeightEMA
 from mt.errors import MTError
 from mt.model import Transformer
 from mt.optim import Schedule, build_optimizer, set_lr, training_progress
-from mt.precision import PrecisionChoice, resolve_precision
+from mt.precision import PrecisionChoice, resolve_precision, step_speedup
 from mt.prepare import EncodedSplit, load_split, prepare
 from mt.textio import remove_stale_temp_files
 from mt.tokenizer import Tokenizer
@@ -87,7 +87,8 @@ def train(cfg: Config, *, resume: bool = False) -> Path:
     if cfg.train.threads > 0 and device.type == "cpu":
         torch.set_num_threads(cfg.train.threads)
     distributed.init(info, device)
-    choice = resolve_precision(cfg.train.precision, device)
+    choice = resolve_precision(cfg.train.precision, device, probe=lambda: step_speedup(
+        cfg.model, cfg.tokenizer.vocab_size, cfg.train.max_tokens))
     if cfg.train.precision == "auto" and info.enabled:  # each rank timed its own check: follow rank 0
         bf16 = distributed.broadcast_flag(choice.precision == "bf16", info, device)
         if bf16 != (choice.precision == "bf16"):

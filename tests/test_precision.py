@@ -3,11 +3,16 @@ monkeypatched), and the real probe gives an answer with a reason on this machine
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from mt import precision
-from mt.precision import MIN_MATMUL_SPEEDUP, resolve_precision
+from mt.config import load_config
+from mt.precision import MIN_MATMUL_SPEEDUP, MIN_STEP_SPEEDUP, resolve_precision
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CPU = torch.device("cpu")
 
@@ -31,7 +36,7 @@ def test_native_bf16_cpu_trains_in_bf16_when_the_check_confirms(monkeypatch: pyt
     monkeypatch.setattr(precision, "cpu_bf16_feature", lambda: feature)
     monkeypatch.setattr(precision, "matmul_speedup", lambda: 4.2)
     choice = resolve_precision("auto", CPU)
-    assert choice.precision == "bf16" and feature in choice.reason and "4.2x" in choice.reason
+    assert choice.precision == "bf16" and feature in choice.reason and "4.20x" in choice.reason
 
 
 def test_native_bf16_cpu_keeps_fp32_when_bf16_is_not_faster(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,6 +44,26 @@ def test_native_bf16_cpu_keeps_fp32_when_bf16_is_not_faster(monkeypatch: pytest.
     monkeypatch.setattr(precision, "matmul_speedup", lambda: MIN_MATMUL_SPEEDUP * 0.9)
     choice = resolve_precision("auto", CPU)
     assert choice.precision == "fp32" and "only" in choice.reason
+
+
+def test_a_timed_training_step_decides_when_the_trainer_gives_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trainer's probe (a real step of its model) overrules the matrix product: a fast bf16
+    product with a bf16 step below MIN_STEP_SPEEDUP stays fp32, and the reason says so."""
+    monkeypatch.setattr(precision, "cpu_bf16_feature", lambda: "AMX")
+    monkeypatch.setattr(precision, "matmul_speedup", lambda: pytest.fail("the step was timed instead"))
+    slow = resolve_precision("auto", CPU, probe=lambda: MIN_STEP_SPEEDUP * 0.8)
+    assert slow.precision == "fp32" and "training step" in slow.reason and "only 0.88x" in slow.reason
+    fast = resolve_precision("auto", CPU, probe=lambda: 1.6)
+    assert fast.precision == "bf16" and "training step of this model ran 1.60x" in fast.reason
+
+
+def test_step_speedup_times_a_real_model_and_leaves_the_rng_alone() -> None:
+    cfg = load_config(ROOT / "configs" / "tiny.yaml")
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    assert precision.step_speedup(cfg.model, cfg.tokenizer.vocab_size, 256, reps=1) > 0
+    assert torch.equal(torch.rand(3), expected)
 
 
 def test_real_probe_on_this_machine() -> None:

@@ -254,11 +254,11 @@ def test_auto_precision_is_chosen_and_logged(tmp_path: Path, tiny_run: Config, m
     import mt.precision
 
     monkeypatch.setattr(mt.precision, "cpu_bf16_feature", lambda: feature)
-    monkeypatch.setattr(mt.precision, "matmul_speedup", lambda: 5.0)
+    monkeypatch.setattr(mt.train, "step_speedup", lambda *args, **kwargs: 5.0)
     cfg = copy_run(tiny_run, tmp_path / "runs", precision="auto", max_updates=2, valid_every=0, valid_bleu=False,
                    keep_checkpoints=0, threads=1)
     train(cfg)
     log = (cfg.run_dir / "train.log").read_text()
     assert f"precision {precision} (auto: " in log
-    assert ("no native bf16" in log) if feature is None else ("AMX" in log and "5.0x" in log)
+    assert ("no native bf16" in log) if feature is None else ("AMX" in log and "training step of this model ran 5.00x" in log)
     assert load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")["update"] == 2

@@ -22,7 +22,7 @@ import hashlib
 
 import torch
 
-from mt.search import Hypothesis, SearchCache, Seq2Seq, mask_log_probs, max_output_lengths
+from mt.search import Hypothesis, LiveRows, Seq2Seq, mask_log_probs, max_output_lengths
 from mt.search import length_penalty as _length_penalty  # sample_search's keyword `length_penalty` shadows it
 from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -136,25 +136,18 @@ def sample_search(
     total = batch * n_samples
     out = torch.full((total, width), PAD_ID, dtype=torch.long, device=device)
     log_prob = torch.zeros(total, dtype=torch.float64, device=device)  # (R,) model log-prob so far
-    rows = torch.arange(total, device=device)  # original row of each live row
+    live = LiveRows(torch.arange(total, device=device), max_lens, memory, src_mask)
     tokens = torch.full((total, 1), BOS_ID, dtype=torch.long, device=device)
-    cache: SearchCache | None = None
     step = 0
-    while rows.numel() > 0:
-        log_probs, cache = model.decode_step(tokens, memory, src_mask, cache)  # (R', V)
-        log_probs = mask_log_probs(log_probs.float(), forbid_unk=forbid_unk, force_eos=max_lens <= step)
+    while live.rows.numel() > 0:
+        log_probs, live.cache = model.decode_step(tokens, live.memory, live.src_mask, live.cache)  # (R', V)
+        log_probs = mask_log_probs(log_probs.float(), forbid_unk=forbid_unk, force_eos=live.max_lens <= step)
         sampling = filter_log_probs(log_probs, temperature=temperature, top_k=top_k, top_p=top_p)
-        next_tok = draw_tokens(sampling, uniforms[rows, step])  # (R',)
-        out[rows, step] = next_tok
-        log_prob[rows] += log_probs.gather(1, next_tok.unsqueeze(1)).squeeze(1).double()
+        next_tok = draw_tokens(sampling, uniforms[live.rows, step])  # (R',)
+        out[live.rows, step] = next_tok
+        log_prob[live.rows] += log_probs.gather(1, next_tok.unsqueeze(1)).squeeze(1).double()
         step += 1
-        live = next_tok != EOS_ID
-        if not bool(live.all()):
-            keep = live.nonzero().squeeze(1)
-            rows, next_tok, max_lens = rows[keep], next_tok[keep], max_lens[keep]
-            memory, src_mask = memory.index_select(0, keep), src_mask.index_select(0, keep)
-            cache = cache.reorder(keep)
-        tokens = next_tok.unsqueeze(1)
+        tokens = live.drop_finished(next_tok).unsqueeze(1)
     hyps = []
     for row, value in zip(out.tolist(), log_prob.tolist()):  # one transfer, not one per row
         toks = row[: row.index(EOS_ID)]  # every row ends in EOS (forced at max length)

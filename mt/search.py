@@ -181,6 +181,30 @@ def topk_candidates(scores: torch.Tensor, log_probs: torch.Tensor, k: int) -> tu
     return values, beams, cols.view(n, -1).gather(1, flat)
 
 
+@dataclass
+class LiveRows:
+    """The rows a one-hypothesis-per-row search (greedy, sampling) still decodes; finished rows
+    (EOS emitted) leave, so their memory and cache rows stop costing anything."""
+
+    rows: torch.Tensor  # (R,) long: the original row of each live row
+    max_lens: torch.Tensor  # (R,) long: its maximum output length (EOS is forced there)
+    memory: torch.Tensor  # (R, S, D) encoder output
+    src_mask: torch.Tensor  # (R, S) bool, True = real token
+    cache: SearchCache | None = None  # the decoder's, from the last decode_step
+
+    def drop_finished(self, next_tok: torch.Tensor) -> torch.Tensor:
+        """Drop the rows whose `next_tok` (R,) is EOS; returns the tokens of the rows left (R',)."""
+        live = next_tok != EOS_ID
+        if bool(live.all()):
+            return next_tok
+        keep = live.nonzero().squeeze(1)
+        self.rows, self.max_lens = self.rows[keep], self.max_lens[keep]
+        self.memory, self.src_mask = self.memory.index_select(0, keep), self.src_mask.index_select(0, keep)
+        if self.cache is not None:
+            self.cache = self.cache.reorder(keep)
+        return next_tok[keep]
+
+
 def greedy_search(
     model: Seq2Seq,
     src: torch.Tensor,
@@ -203,23 +227,16 @@ def greedy_search(
     memory = model.encode(src, src_mask)  # (B, S, D)
     max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
     out = torch.full((batch, int(max_lens.max().item()) + 1), PAD_ID, dtype=torch.long, device=device)
-    rows = torch.arange(batch, device=device)  # original sentence of each live row
+    live = LiveRows(torch.arange(batch, device=device), max_lens, memory, src_mask)
     tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
-    cache: SearchCache | None = None
     step = 0
-    while rows.numel() > 0:
-        log_probs, cache = model.decode_step(tokens, memory, src_mask, cache)  # (R, V)
-        log_probs = mask_log_probs(log_probs, forbid_unk=forbid_unk, force_eos=max_lens <= step)
+    while live.rows.numel() > 0:
+        log_probs, live.cache = model.decode_step(tokens, live.memory, live.src_mask, live.cache)  # (R, V)
+        log_probs = mask_log_probs(log_probs, forbid_unk=forbid_unk, force_eos=live.max_lens <= step)
         next_tok = argmax_rows(log_probs)  # (R,)
-        out[rows, step] = next_tok
+        out[live.rows, step] = next_tok
         step += 1
-        live = next_tok != EOS_ID
-        if not bool(live.all()):
-            keep = live.nonzero().squeeze(1)
-            rows, next_tok, max_lens = rows[keep], next_tok[keep], max_lens[keep]
-            memory, src_mask = memory.index_select(0, keep), src_mask.index_select(0, keep)
-            cache = cache.reorder(keep)
-        tokens = next_tok.unsqueeze(1)
+        tokens = live.drop_finished(next_tok).unsqueeze(1)
     results = []
     for row in out.tolist():
         results.append(row[: row.index(EOS_ID)])  # every row ends in EOS (forced at max length)

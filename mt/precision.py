@@ -14,7 +14,6 @@ one-line reason for the training log.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ import torch
 from mt.config import ModelConfig
 from mt.model import Transformer
 from mt.optim import label_smoothed_nll
+from mt.trainstep import autocast
 
 # A training step is not only matrix products (casts, softmax, LayerNorm, the optimizer stay as
 # they are), so bf16 must win clearly on the matmuls before it is chosen.
@@ -79,8 +79,8 @@ def step_speedup(model_cfg: ModelConfig, vocab_size: int, max_tokens: int, *, re
     over one repeated shape was 1.5x faster. Sum over `reps` shapes after a warm-up; the caller's
     RNG state is left as it was."""
     vocab = max(vocab_size, 8)
-    contexts = {"fp32": contextlib.nullcontext, "bf16": lambda: torch.autocast("cpu", dtype=torch.bfloat16)}
-    total = dict.fromkeys(contexts, 0.0)
+    cpu = torch.device("cpu")
+    total = {"fp32": 0.0, "bf16": 0.0}
     with torch.random.fork_rng():
         torch.manual_seed(0)
         model = Transformer(model_cfg, vocab, vocab, joint_vocab=True).train()
@@ -90,9 +90,9 @@ def step_speedup(model_cfg: ModelConfig, vocab_size: int, max_tokens: int, *, re
             src = torch.randint(4, vocab, (batch, length))
             tgt = torch.randint(4, vocab, (batch, length + 1))
             src_mask = torch.ones(batch, length, dtype=torch.bool)
-            for precision, context in contexts.items():
+            for precision in total:
                 t0 = time.perf_counter()
-                with context():
+                with autocast(precision, cpu):
                     loss = label_smoothed_nll(model(src, src_mask, tgt[:, :-1]), tgt[:, 1:], 0.1)[0]
                 loss.backward()
                 model.zero_grad(set_to_none=True)

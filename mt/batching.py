@@ -50,11 +50,18 @@ class Batch:
                      move(self.tgt_mask), move(self.indices), self.num_tgt_tokens)
 
 
-def _pad(seqs: Sequence[Sequence[int]], prefix: int | None, suffix: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Rows [prefix] + seq + [suffix], right-padded with PAD -> (ids (B, L) int64, mask (B, L) bool)."""
+def padded_width(width: np.ndarray | int, multiple: int) -> np.ndarray | int:
+    """`width` rounded up to a multiple of `multiple` (1 = unchanged)."""
+    return -(-width // multiple) * multiple
+
+
+def _pad(seqs: Sequence[Sequence[int]], prefix: int | None, suffix: int | None,
+         multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Rows [prefix] + seq + [suffix], right-padded with PAD to a width that is a multiple of
+    `multiple` -> (ids (B, L) int64, mask (B, L) bool)."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     extra = (prefix is not None) + (suffix is not None)
-    width = int(lengths.max(initial=0)) + extra
+    width = int(padded_width(int(lengths.max(initial=0)) + extra, multiple))
     ids = np.full((len(seqs), width), PAD_ID, dtype=np.int64)
     start = 1 if prefix is not None else 0
     if prefix is not None:
@@ -67,21 +74,23 @@ def _pad(seqs: Sequence[Sequence[int]], prefix: int | None, suffix: int | None) 
     return ids, mask
 
 
-def collate_source(src_seqs: Sequence[Sequence[int]]) -> tuple[Tensor, Tensor]:
-    """Source ids without EOS -> (src (B, S) long = x + EOS + PAD, src_mask (B, S) bool)."""
+def collate_source(src_seqs: Sequence[Sequence[int]], multiple: int = 1) -> tuple[Tensor, Tensor]:
+    """Source ids without EOS -> (src (B, S) long = x + EOS + PAD, src_mask (B, S) bool), S a
+    multiple of `multiple`."""
     if len(src_seqs) == 0:
         raise MTError("batch: no source sentences to collate")
-    ids, mask = _pad(src_seqs, None, EOS_ID)
+    ids, mask = _pad(src_seqs, None, EOS_ID, multiple)
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
 def collate(src_seqs: Sequence[Sequence[int]], tgt_seqs: Sequence[Sequence[int]],
-            indices: Sequence[int] | np.ndarray) -> Batch:
-    """Pad a list of (source, target) id sequences without BOS/EOS into a `Batch`."""
+            indices: Sequence[int] | np.ndarray, multiple: int = 1) -> Batch:
+    """Pad a list of (source, target) id sequences without BOS/EOS into a `Batch`; S and T are
+    rounded up to a multiple of `multiple` (see TokenBatchSampler's `pad_multiple`)."""
     if len(src_seqs) != len(tgt_seqs) or len(src_seqs) != len(indices):
         raise MTError(f"batch: {len(src_seqs)} sources, {len(tgt_seqs)} targets, {len(indices)} indices")
-    src, src_mask = collate_source(src_seqs)
-    tgt_in, tgt_mask = _pad(tgt_seqs, BOS_ID, None)
+    src, src_mask = collate_source(src_seqs, multiple)
+    tgt_in, tgt_mask = _pad(tgt_seqs, BOS_ID, None, multiple)
     # tgt_out is tgt_in shifted left by one, with EOS written where BOS + y ends.
     tgt_out = np.full_like(tgt_in, PAD_ID)
     tgt_out[:, :-1] = tgt_in[:, 1:]
@@ -128,29 +137,39 @@ class TokenBatchSampler:
     its last `len % world_size` batches (different batches every epoch, since the order is
     reshuffled), and rank r takes batches r, r + world_size, ... Ranks thus get disjoint batches,
     the same number each, which keeps their collective calls in step.
+
+    `pad_multiple` > 1 bounds the set of batch shapes: widths (|x| + 1, |y| + 1) are rounded up to
+    a multiple of it for sorting and packing (collate with the same `multiple`), so the full
+    batches of one (S, T) group all have B = max_tokens // (S + T). Backends that compile a kernel
+    per matrix shape (oneDNN's bf16 path on CPU, torch.compile) then see a few dozen shapes
+    instead of new ones all run long; the price is the extra padding.
     """
 
     def __init__(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, max_tokens: int, max_sentences: int,
-                 seed: int, rank: int = 0, world_size: int = 1) -> None:
+                 seed: int, rank: int = 0, world_size: int = 1, pad_multiple: int = 1) -> None:
         src_lengths, tgt_lengths = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
         if src_lengths.shape != tgt_lengths.shape or src_lengths.ndim != 1:
             raise MTError(f"sampler: {src_lengths.shape} source lengths vs {tgt_lengths.shape} target lengths")
         if len(src_lengths) == 0:
             raise MTError("sampler: no training pairs")
+        if pad_multiple < 1:
+            raise MTError(f"sampler: pad_multiple must be >= 1, got {pad_multiple}")
         if not 0 <= rank < world_size:
             raise MTError(f"sampler: rank {rank} outside world size {world_size}")
         self.src_lengths, self.tgt_lengths = src_lengths, tgt_lengths
         self.max_tokens, self.max_sentences = max_tokens, max_sentences
         self.seed, self.rank, self.world_size = seed, rank, world_size
-        # One int64 sort key: source length major, target length minor.
-        self._key = src_lengths * (int(tgt_lengths.max()) + 1) + tgt_lengths
+        self._src_width = padded_width(src_lengths + 1, pad_multiple)  # (N,) EOS included
+        self._tgt_width = padded_width(tgt_lengths + 1, pad_multiple)  # (N,) BOS included
+        # One int64 sort key: source width major, target width minor.
+        self._key = self._src_width * (int(self._tgt_width.max()) + 1) + self._tgt_width
 
     def all_batches(self, epoch: int) -> list[np.ndarray]:
         """Every rank's batches of the epoch, in training order (before DDP sharding)."""
         rng = np.random.default_rng((self.seed, epoch))
         perm = rng.permutation(len(self._key))
         order = perm[np.argsort(self._key[perm], kind="stable")]  # (N,) ties in random order
-        sizes = _pack(self.src_lengths[order] + 1, self.tgt_lengths[order] + 1, self.max_tokens, self.max_sentences)
+        sizes = _pack(self._src_width[order], self._tgt_width[order], self.max_tokens, self.max_sentences)
         batches = _split(order, sizes)
         return [batches[i] for i in rng.permutation(len(batches))]
 

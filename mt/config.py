@@ -94,11 +94,13 @@ class TrainConfig:
     seed: int = 1
     max_tokens: int = 4096  # per batch: padded (source + target) tokens, per rank
     max_sentences: int = 512  # per batch, per rank
+    pad_multiple: int = 0  # round batch widths up to a multiple of this (few shapes: bf16 on CPU compiles kernels per shape); 0 = auto: 4 for bf16 on CPU, else 1
     accumulate: int = 1  # batches per update (gradient accumulation)
     optimizer: Optimizer = "adamw"
     lr: float = 1e-3  # peak learning rate (schedule=inverse_sqrt); scale factor for schedule=noam
     schedule: Schedule = "inverse_sqrt"
     warmup: int = 4000  # updates of linear warmup
+    cooldown: float = 0.2  # with a limit (updates/epochs/time): anneal lr linearly to 0 over this last fraction
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
     weight_decay: float = 0.0

@@ -24,7 +24,7 @@ of the training progress in [0, 1] (see `training_progress`). Base shapes:
 
 When training has a horizon (max_updates, max_epochs or a time budget), the non-linear_decay
 shapes are multiplied by a cooldown factor that decays linearly from 1 to `floor` over the last
-`cooldown` fraction of progress (a warmup-stable-decay ending): a run cut by its time budget ends
+`train.cooldown` fraction of progress (0.2 by default; 0 turns it off) (a warmup-stable-decay ending): a run cut by its time budget ends
 with a finished, annealed model instead of one stopped at a high learning rate. Progress is the
 furthest of step/max_updates, elapsed/budget and step/(max_epochs · updates per epoch).
 """
@@ -39,7 +39,7 @@ import torch
 
 from mt.config import TrainConfig
 
-COOLDOWN = 0.2  # fraction of the horizon over which the learning rate anneals to the floor
+COOLDOWN = TrainConfig.cooldown  # fraction of the horizon over which the learning rate anneals to the floor
 FLOOR = 0.0  # learning rate at the horizon, as a fraction of the base schedule's value there
 
 
@@ -148,7 +148,7 @@ class Schedule:
     @classmethod
     def from_config(cls, train: TrainConfig, *, d_model: int, has_horizon: bool) -> Schedule:
         return cls(kind=train.schedule, lr=train.lr, warmup=train.warmup, d_model=d_model,
-                   has_horizon=has_horizon)
+                   has_horizon=has_horizon, cooldown=train.cooldown)
 
     def base(self, step: int, progress: float) -> float:
         """The schedule's shape before the end-of-training cooldown."""

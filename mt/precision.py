@@ -4,16 +4,20 @@ CPUs differ: on AVX2-only CPUs bf16 matrix products are emulated and run ~100x s
 while CPUs with AVX-512 BF16 or AMX run them several times faster than fp32. `auto` therefore
 picks bf16 autocast only when the CPU reports native bf16 AND a quick timed check confirms
 that bf16 is faster here; fp32 otherwise. The trainer's check (`step_speedup`, ~1-3 s at start-up)
-times forward + backward passes of a throwaway model of the configured size in both precisions,
-each on a new batch shape as in training: a fast bf16 matrix product is not enough (on one AMX
-machine a d_model 192 model trained ~30% slower in bf16 while a 1024^3 bf16 product ran 3.4x as
-fast as fp32, because oneDNN compiles a bf16 kernel for every new batch shape). Without a model
+times forward + backward passes of a throwaway model of the configured size in both precisions:
+a fast bf16 matrix product is not enough (on one AMX machine a d_model 192 model trained ~30%
+slower in bf16 while a 1024^3 bf16 product ran 3.4x as fast as fp32, because oneDNN compiles a
+bf16 kernel for every new batch shape and its cache held only 1,024 of them). bf16 training on
+CPU therefore pads batch widths to a multiple of 4 (`train.pad_multiple` auto: a few dozen
+shapes) and raises oneDNN's kernel cache; the check times passes over a repeated shape then, and
+over new shapes when padding is turned off. Without a model
 to time (`probe=None`), a timed matrix product stands in. On CUDA it picks bf16 where the GPU supports it. The choice comes with a
 one-line reason for the training log.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +34,32 @@ from mt.trainstep import autocast
 MIN_MATMUL_SPEEDUP = 2.0
 # Timing a real step leaves only noise to guard against (and bf16 rounds more): 10% faster at least.
 MIN_STEP_SPEEDUP = 1.1
+
+
+# train.pad_multiple 0 (auto) under bf16/fp16 autocast on CPU: widths rounded up to a multiple of 4
+# give ~40 batch shapes on Multi30k (at 11% padding, against 5% unpadded), which oneDNN's compiled
+# bf16 kernels then serve from its cache. fp32 products (MKL) compile nothing: no padding there.
+AUTO_PAD_MULTIPLE = 4
+# oneDNN keeps 1,024 compiled kernels by default; a bf16 training step uses ~40 (forward, both
+# backward products of every projection, attention), so a few dozen shapes already overflow it and
+# every batch recompiles. 16,384 holds them all (resident memory: ~2.1 GB for the demo model).
+ONEDNN_KERNEL_CACHE = 16384
+
+
+def keep_compiled_kernels() -> None:
+    """Raise oneDNN's primitive-cache capacity unless the user set ONEDNN_PRIMITIVE_CACHE_CAPACITY.
+
+    oneDNN reads the variable when it builds its first primitive, so this must run before any
+    bf16 work in the process (the trainer calls it first thing)."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_KERNEL_CACHE))
+
+
+def pad_multiple_for(requested: int, precision: str, device: torch.device) -> int:
+    """train.pad_multiple resolved: as set when >= 1; 0 (auto): AUTO_PAD_MULTIPLE under 16-bit
+    autocast on CPU, where oneDNN compiles a kernel per matrix shape, else 1 (no extra padding)."""
+    if requested >= 1:
+        return requested
+    return AUTO_PAD_MULTIPLE if precision in ("bf16", "fp16") and device.type == "cpu" else 1
 
 
 @dataclass(frozen=True)
@@ -69,15 +99,18 @@ def matmul_speedup(n: int = 1024, reps: int = 10) -> float:
     return best[torch.float32] / best[torch.bfloat16]
 
 
-def step_speedup(model_cfg: ModelConfig, vocab_size: int, max_tokens: int, *, reps: int = 3) -> float:
+def step_speedup(model_cfg: ModelConfig, vocab_size: int, max_tokens: int, *, reps: int = 3,
+                 repeated_shapes: bool = False) -> float:
     """fp32 time over bf16 time (> 1: bf16 faster) of training forward + backward passes of a
     throwaway model shaped by `model_cfg`, on synthetic batches of about `max_tokens` padded tokens.
 
-    Every timed pass has a batch shape of its own (both precisions see the same shapes), because
-    real training batches do: on CPU, oneDNN builds (JIT-compiles) a bf16 kernel for each new
-    matrix shape, which made bf16 training slower than fp32 on an AMX machine where a bf16 pass
-    over one repeated shape was 1.5x faster. Sum over `reps` shapes after a warm-up; the caller's
-    RNG state is left as it was."""
+    By default every timed pass has a batch shape of its own (both precisions see the same
+    shapes), because unpadded training batches keep bringing new ones: on CPU, oneDNN builds
+    (JIT-compiles) a bf16 kernel for each new matrix shape, which made bf16 training slower than
+    fp32 on an AMX machine where a bf16 pass over one repeated shape was 1.5x faster.
+    `repeated_shapes` (training with `train.pad_multiple` > 1, a few dozen shapes that recur
+    every epoch): the timed passes reuse the warm-up's shape, as training does after its first
+    epoch. Sum over `reps` passes after a warm-up; the caller's RNG state is left as it was."""
     vocab = max(vocab_size, 8)
     cpu = torch.device("cpu")
     total = {"fp32": 0.0, "bf16": 0.0}
@@ -85,8 +118,9 @@ def step_speedup(model_cfg: ModelConfig, vocab_size: int, max_tokens: int, *, re
         torch.manual_seed(0)
         model = Transformer(model_cfg, vocab, vocab, joint_vocab=True).train()
         for rep in range(reps + 1):
-            length = 11 + 2 * rep  # a shape not seen before in this process
-            batch = max(1, max_tokens // (2 * length) - rep)
+            variant = 0 if repeated_shapes else rep  # 0 for every pass, or a shape not seen before
+            length = 11 + 2 * variant
+            batch = max(1, max_tokens // (2 * length) - variant)
             src = torch.randint(4, vocab, (batch, length))
             tgt = torch.randint(4, vocab, (batch, length + 1))
             src_mask = torch.ones(batch, length, dtype=torch.bool)

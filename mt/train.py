@@ -42,6 +42,7 @@ seed + rank so dropout streams differ between ranks.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from pathlib import Path
@@ -60,7 +61,13 @@ from mt.ema import WeightEMA
 from mt.errors import MTError
 from mt.model import Transformer
 from mt.optim import Schedule, build_optimizer, set_lr, training_progress
-from mt.precision import PrecisionChoice, resolve_precision, step_speedup
+from mt.precision import (
+    PrecisionChoice,
+    keep_compiled_kernels,
+    pad_multiple_for,
+    resolve_precision,
+    step_speedup,
+)
 from mt.prepare import EncodedSplit, load_split, prepare
 from mt.textio import remove_stale_temp_files
 from mt.tokenizer import Tokenizer
@@ -87,12 +94,18 @@ def train(cfg: Config, *, resume: bool = False) -> Path:
     if cfg.train.threads > 0 and device.type == "cpu":
         torch.set_num_threads(cfg.train.threads)
     distributed.init(info, device)
+    if device.type == "cpu":
+        keep_compiled_kernels()  # before the probe: its bf16 passes are the process's first oneDNN work
+    # A bf16 run would pad (pad_multiple auto) and so reuse its kernels: the probe times that case.
+    bounded_shapes = pad_multiple_for(cfg.train.pad_multiple, "bf16", device) > 1
     choice = resolve_precision(cfg.train.precision, device, probe=lambda: step_speedup(
-        cfg.model, cfg.tokenizer.vocab_size, cfg.train.max_tokens))
+        cfg.model, cfg.tokenizer.vocab_size, cfg.train.max_tokens, repeated_shapes=bounded_shapes))
     if cfg.train.precision == "auto" and info.enabled:  # each rank timed its own check: follow rank 0
         bf16 = distributed.broadcast_flag(choice.precision == "bf16", info, device)
         if bf16 != (choice.precision == "bf16"):
             choice = PrecisionChoice("bf16" if bf16 else "fp32", "auto: as chosen on rank 0")
+    pad = pad_multiple_for(cfg.train.pad_multiple, choice.precision, device)
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, pad_multiple=pad))
     stop = StopSignal()
     stop.install()
     try:
@@ -149,7 +162,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
 
     sampler = TokenBatchSampler(train_split.src.lengths(), train_split.tgt.lengths(), max_tokens=t.max_tokens,
                                 max_sentences=t.max_sentences, seed=t.seed, rank=info.rank,
-                                world_size=info.world_size)
+                                world_size=info.world_size, pad_multiple=t.pad_multiple)
     files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints)
     step = UpdateStep(ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
                        device=device, timer=PhaseTimer(), precision=precision.precision)
@@ -404,7 +417,9 @@ def _log_plan(log: TrainLog, t: TrainConfig, world_size: int, updates_per_epoch:
     global_batch = t.max_tokens * t.accumulate * world_size
     log.info(f"training: global batch ≤ {t.max_tokens} max_tokens × {t.accumulate} accumulate × "
              f"{world_size} rank(s) = {global_batch} padded tokens per update; "
-             f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {t.warmup} updates)")
+             f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {t.warmup} updates, "
+             f"cooldown over the last {t.cooldown:.0%})"
+             + (f"; batch widths padded to a multiple of {t.pad_multiple}" if t.pad_multiple > 1 else ""))
 
 
 def _metric_name(valid_bleu: bool) -> str:

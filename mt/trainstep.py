@@ -53,7 +53,8 @@ class UpdateStep:
         loss_acc = torch.zeros((), device=self.device)
         nll_acc = torch.zeros((), device=self.device)
         for i, idx in enumerate(chunk):
-            batch = collate([src_ids[j] for j in idx], [tgt_ids[j] for j in idx], idx).to(self.device)
+            batch = collate([src_ids[j] for j in idx], [tgt_ids[j] for j in idx], idx,
+                            self.t.pad_multiple).to(self.device)
             self.timer.lap("data")
             last = i == len(chunk) - 1
             no_sync = self.ddp.no_sync() if (self.info.enabled and not last) else contextlib.nullcontext()

@@ -66,6 +66,43 @@ def test_every_sentence_once_and_budgets_respected() -> None:
     assert real / padded > 0.9
 
 
+def test_collate_pads_widths_to_a_multiple() -> None:
+    b = collate([np.array([11, 12, 13], np.int32), np.array([], np.int32)],
+                [np.array([21], np.int32), np.array([31, 32, 33, 34, 35], np.int32)], [7, 2], multiple=4)
+    P, B, E = PAD_ID, BOS_ID, EOS_ID
+    assert b.src.tolist() == [[11, 12, 13, E], [E, P, P, P]]  # 4 = already a multiple
+    assert b.tgt_in.tolist() == [[B, 21, P, P, P, P, P, P], [B, 31, 32, 33, 34, 35, P, P]]  # 6 -> 8
+    assert b.tgt_out.tolist() == [[21, E, P, P, P, P, P, P], [31, 32, 33, 34, 35, E, P, P]]
+    assert torch.equal(b.tgt_mask, b.tgt_in != PAD_ID) and torch.equal(b.src_mask, b.src != PAD_ID)
+    assert b.num_tgt_tokens == 8  # padding columns are not counted
+    unpadded = collate([np.array([11, 12, 13]), np.array([])], [np.array([21]), np.array([31, 32, 33, 34, 35])], [7, 2])
+    assert torch.equal(b.tgt_out[:, :6], unpadded.tgt_out)
+
+
+def test_pad_multiple_bounds_the_batch_shapes() -> None:
+    """Padded widths: every sentence once, budgets kept on padded widths, and far fewer distinct
+    (B, S, T) shapes over several epochs than unpadded batches have."""
+    src, tgt = lengths(20000)
+    max_tokens = 2000
+
+    def shapes(multiple: int) -> set[tuple[int, int, int]]:
+        sampler = TokenBatchSampler(src, tgt, max_tokens=max_tokens, max_sentences=512, seed=3,
+                                    pad_multiple=multiple)
+        seen = set()
+        for epoch in range(3):
+            batches = sampler.epoch_batches(epoch)
+            assert np.array_equal(np.sort(np.concatenate(batches)), np.arange(len(src)))
+            for b in batches:
+                s = -(-(int(src[b].max()) + 1) // multiple) * multiple
+                t = -(-(int(tgt[b].max()) + 1) // multiple) * multiple
+                assert len(b) * (s + t) <= max_tokens or len(b) == 1
+                seen.add((len(b), s, t))
+        return seen
+
+    padded, natural = shapes(8), shapes(1)
+    assert len(padded) * 4 < len(natural)
+
+
 def test_single_over_long_pair_gets_its_own_batch() -> None:
     src = np.array([3, 4, 500, 5])
     tgt = np.array([3, 4, 400, 5])

@@ -112,6 +112,16 @@ def test_cooldown_ends_at_floor() -> None:
     assert _schedule("inverse_sqrt").lr_at(400, 1.0) == pytest.approx(0.5e-3)
 
 
+def test_cooldown_fraction_comes_from_the_config() -> None:
+    s = Schedule.from_config(TrainConfig(schedule="constant", lr=1e-3, warmup=0, cooldown=0.5), d_model=256,
+                             has_horizon=True)
+    assert s.lr_at(100, 0.5) == pytest.approx(1e-3)  # the cooldown starts at half the run
+    assert s.lr_at(100, 0.75) == pytest.approx(0.5e-3)
+    off = Schedule.from_config(TrainConfig(schedule="constant", lr=1e-3, warmup=0, cooldown=0.0), d_model=256,
+                               has_horizon=True)
+    assert off.lr_at(100, 1.0) == pytest.approx(1e-3)
+
+
 def test_progress_takes_the_nearest_limit() -> None:
     assert training_progress(50, 0.0, max_updates=100, time_budget=0, horizon_updates=0) == 0.5
     assert training_progress(50, 90.0, max_updates=100, time_budget=100, horizon_updates=0) == 0.9

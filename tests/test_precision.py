@@ -3,6 +3,7 @@ monkeypatched), and the real probe gives an answer with a reason on this machine
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,25 @@ def test_step_speedup_times_a_real_model_and_leaves_the_rng_alone() -> None:
     expected = torch.rand(3)
     torch.manual_seed(123)
     assert precision.step_speedup(cfg.model, cfg.tokenizer.vocab_size, 256, reps=1) > 0
+    assert precision.step_speedup(cfg.model, cfg.tokenizer.vocab_size, 256, reps=1, repeated_shapes=True) > 0
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_pad_multiple_auto_pads_only_16_bit_cpu_training() -> None:
+    assert precision.pad_multiple_for(0, "bf16", CPU) == precision.AUTO_PAD_MULTIPLE == 4
+    assert precision.pad_multiple_for(0, "fp16", CPU) == 4
+    assert precision.pad_multiple_for(0, "fp32", CPU) == 1  # MKL's fp32 products compile nothing
+    assert precision.pad_multiple_for(0, "bf16", torch.device("cuda")) == 1
+    assert precision.pad_multiple_for(8, "fp32", CPU) == 8 and precision.pad_multiple_for(1, "bf16", CPU) == 1
+
+
+def test_kernel_cache_capacity_is_raised_unless_the_user_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    precision.keep_compiled_kernels()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(precision.ONEDNN_KERNEL_CACHE)
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "256")
+    precision.keep_compiled_kernels()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "256"
 
 
 def test_real_probe_on_this_machine() -> None:

@@ -17,7 +17,7 @@ import torch
 import mt.train
 import mt.trainstep
 from mt.checkpoint import load_checkpoint, load_for_inference
-from mt.config import Config, config_from_dict, save_config
+from mt.config import Config, config_from_dict, load_config, save_config
 from mt.errors import MTError
 from mt.train import train
 
@@ -262,3 +262,7 @@ def test_auto_precision_is_chosen_and_logged(tmp_path: Path, tiny_run: Config, m
     assert f"precision {precision} (auto: " in log
     assert ("no native bf16" in log) if feature is None else ("AMX" in log and "training step of this model ran 5.00x" in log)
     assert load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")["update"] == 2
+    # pad_multiple auto: bf16 on CPU pads batch widths to a multiple of 4 (kernels reused), fp32 does not
+    assert ("padded to a multiple of 4" in log) == (precision == "bf16")
+    saved = load_config(cfg.run_dir / "config.yaml")
+    assert saved.train.pad_multiple == (4 if precision == "bf16" else 1)

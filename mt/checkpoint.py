@@ -38,6 +38,8 @@ from mt.tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 KIND = "mt-checkpoint"
+# The average under validation; a run killed meanwhile leaves it behind (the next run removes it).
+AVERAGE_CANDIDATE = ".averaged.candidate.pt"
 # config sections that must agree for weights to be interchangeable (train/decode may differ)
 _MODEL_SECTIONS = ("model", "tokenizer")
 
@@ -282,7 +284,7 @@ class CheckpointFiles:
 
     def average_candidate(self, sources: list[Path]) -> Path:
         """The mean of `sources` in a candidate file, to validate before `keep_averaged`."""
-        candidate = self.dir / ".averaged.candidate.pt"
+        candidate = self.dir / AVERAGE_CANDIDATE
         average_checkpoints(sources, candidate)
         return candidate
 

@@ -53,7 +53,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from mt import distributed
 from mt.batching import TokenBatchSampler
-from mt.checkpoint import CheckpointFiles, load_for_inference
+from mt.checkpoint import AVERAGE_CANDIDATE, CheckpointFiles, load_for_inference
 from mt.config import Config, TrainConfig, save_config
 from mt.config_checks import parse_duration
 from mt.distributed import DistInfo
@@ -130,6 +130,9 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     stale: list[Path] = []
     if info.is_main:  # temp files of writes a kill -9 cut short (atomic_write's own pattern only)
         stale = remove_stale_temp_files(ckpt_dir) + remove_stale_temp_files(run_dir)
+        if (ckpt_dir / AVERAGE_CANDIDATE).is_file():  # a kill while the average was validated
+            (ckpt_dir / AVERAGE_CANDIDATE).unlink()
+            stale.append(ckpt_dir / AVERAGE_CANDIDATE)
         prepare(cfg)
         save_config(cfg, run_dir / "config.yaml")
     distributed.broadcast_flag(True, info, device)  # the others wait until the data is ready

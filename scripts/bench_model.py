@@ -25,16 +25,18 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from functools import partial
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from mt.batching import Batch, TokenBatchSampler, collate
+from mt.batching import Batch, TokenBatchSampler, collate, padded_width
 from mt.config import ModelConfig, TrainConfig, load_config
 from mt.model import Transformer, sinusoidal_positions
 from mt.optim import build_optimizer, label_smoothed_nll
+from mt.precision import keep_compiled_kernels, pad_multiple_for
 from mt.tokenizer import EOS_ID, PAD_ID
 
 
@@ -114,8 +116,10 @@ def params_per_token(cfg: ModelConfig, vocab: int) -> tuple[int, int]:
     return src_side, tgt_side
 
 
-def load_batches(config: str, max_tokens: int, count: int, seed: int) -> tuple[list[Batch], float, str]:
-    """`count` training batches, the padding fraction of a whole epoch, and where they came from."""
+def load_batches(config: str, max_tokens: int, count: int, seed: int,
+                 pad_multiple: int = 1) -> tuple[list[Batch], float, str]:
+    """`count` training batches (widths rounded up to `pad_multiple`, as the trainer does), the
+    padding fraction of a whole epoch, and where they came from."""
     cfg = load_config(config)
     data_dir = cfg.run_dir / "data"
     vocab = cfg.tokenizer.vocab_size
@@ -140,15 +144,16 @@ def load_batches(config: str, max_tokens: int, count: int, seed: int) -> tuple[l
 
         source = f"synthetic Multi30k-like lengths ({n} pairs)"
     sampler = TokenBatchSampler(src_len, tgt_len, max_tokens=max_tokens, max_sentences=cfg.train.max_sentences,
-                                seed=seed)
+                                seed=seed, pad_multiple=pad_multiple)
     epoch = sampler.epoch_batches(0)
     real = int((src_len + 1).sum() + (tgt_len + 1).sum())
-    padded = sum(len(b) * (int(src_len[b].max()) + int(tgt_len[b].max()) + 2) for b in epoch)
+    padded = sum(len(b) * (int(padded_width(src_len[b].max() + 1, pad_multiple))
+                           + int(padded_width(tgt_len[b].max() + 1, pad_multiple))) for b in epoch)
     chosen = [epoch[i] for i in range(min(count, len(epoch)))]
     batches = []
     for idx in chosen:
         pairs = [get(int(i)) for i in idx]
-        batches.append(collate([p[0] for p in pairs], [p[1] for p in pairs], idx))
+        batches.append(collate([p[0] for p in pairs], [p[1] for p in pairs], idx, pad_multiple))
     return batches, 1 - real / padded, source
 
 
@@ -222,11 +227,22 @@ def timed(fn: Callable[[Batch], None], batches: list[Batch], warmup: int) -> flo
     return time.perf_counter() - t0
 
 
+def print_rate(name: str, mode: str, seconds: float, refs: list[float], *, prec: str, tgt_tokens: int,
+               flop_per_tgt: float, peak: float) -> float:
+    """Print one row of the table (rate, MFU against `peak` GFLOP/s, ratios to `refs`) -> tgt tok/s."""
+    rate = tgt_tokens / seconds
+    mfu = rate * flop_per_tgt / (3 if mode == "forward" else 1) / (peak * 1e9)
+    ratios = "".join(f"{rate / r:>9.2f}x" for r in refs)
+    print(f"{name:<16}{prec:<6}{mode:<9}{rate:>10.0f}{mfu:>7.1%}{ratios}", flush=True)
+    return rate
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="configs/multi30k_en_de.yaml")
     ap.add_argument("--steps", type=int, default=20, help="timed training steps (batches) per measurement")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed steps before each measurement")
+    ap.add_argument("--warmup", type=int, default=3,
+                    help="untimed steps before each measurement (a whole pass where batches are padded)")
     ap.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     ap.add_argument("--no-reference", action="store_true", help="skip the nn.Transformer and Marian baselines")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile(mt model) training")
@@ -237,21 +253,14 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
+    keep_compiled_kernels()  # as the trainer does, before any bf16 work
     cfg = load_config(args.config)
     vocab = cfg.tokenizer.vocab_size
-    batches, pad_frac, source = load_batches(args.config, cfg.train.max_tokens, args.steps, cfg.train.seed)
-    tgt_tokens = sum(b.num_tgt_tokens for b in batches)
-    src_tokens = sum(int(b.src_mask.sum()) for b in batches)
     src_side, tgt_side = params_per_token(cfg.model, vocab)
-    flop_per_tgt = 6 * (tgt_side + src_side * src_tokens / tgt_tokens)
     peaks = {"fp32": matmul_peak(torch.float32), "bf16": matmul_peak(torch.bfloat16)}
-
-    print(f"data: {source}; {len(batches)} timed batches, {tgt_tokens} target + {src_tokens} source tokens")
-    print(f"padding fraction of one epoch at max_tokens={cfg.train.max_tokens}: {pad_frac:.1%}")
     print(f"sampler: one epoch of batches for 4.5M pairs built in {sampler_seconds():.1f} s")
     print(f"matmul peak (2048^3): fp32 {peaks['fp32']:.0f} GFLOP/s, bf16 {peaks['bf16']:.0f} GFLOP/s; "
           f"threads {torch.get_num_threads()}")
-    print(f"training FLOPs per target token: {flop_per_tgt / 1e6:.1f} M")
     peers: dict[str, Callable[[ModelConfig, int], nn.Module]] = {}
     if not args.no_reference:
         peers["nn.Transformer"] = TorchReference
@@ -260,41 +269,48 @@ def main() -> None:
         else:
             print("Marian: skipped, transformers is not installed (pip install -e '.[bench]')")
     cols = "".join(f"{'vs ' + n.split('.')[0]:>10}" for n in peers)
-    print(f"{'model':<16}{'prec':<6}{'mode':<9}{'tgt tok/s':>10}{'MFU':>7}{cols}")
-
-    def report(name: str, prec: str, mode: str, seconds: float, refs: list[float]) -> float:
-        rate = tgt_tokens / seconds
-        mfu = rate * flop_per_tgt / (3 if mode == "forward" else 1) / (peaks[prec] * 1e9)
-        ratios = "".join(f"{rate / r:>9.2f}x" for r in refs)
-        print(f"{name:<16}{prec:<6}{mode:<9}{rate:>10.0f}{mfu:>7.1%}{ratios}", flush=True)
-        return rate
 
     train_rates: dict[str, float] = {}
     for prec in args.precision:
         if peaks[prec] < peaks["fp32"] / 4 and not args.force:
             print(f"{prec}: skipped, its matmuls run at {peaks[prec]:.1f} GFLOP/s here (no native support)")
             continue
+        # The trainer's batches for this precision: bf16 on CPU pads widths (train.pad_multiple auto),
+        # and then every model gets one untimed pass first, so each shape's kernels exist, as they do
+        # after the first epoch of training.
+        pad = pad_multiple_for(cfg.train.pad_multiple, prec, torch.device("cpu"))
+        batches, pad_frac, source = load_batches(args.config, cfg.train.max_tokens, args.steps, cfg.train.seed, pad)
+        warmup = max(args.warmup, len(batches)) if pad > 1 else args.warmup
+        tgt_tokens = sum(b.num_tgt_tokens for b in batches)
+        src_tokens = sum(int(b.src_mask.sum()) for b in batches)
+        flop_per_tgt = 6 * (tgt_side + src_side * src_tokens / tgt_tokens)
+        print(f"{prec}: {source}; {len(batches)} timed batches, {tgt_tokens} target + {src_tokens} source tokens; "
+              f"widths padded to a multiple of {pad}: {pad_frac:.1%} padding over an epoch at "
+              f"max_tokens={cfg.train.max_tokens}; {warmup} untimed steps first; "
+              f"training FLOPs per target token {flop_per_tgt / 1e6:.1f} M")
+        print(f"{'model':<16}{'prec':<6}{'mode':<9}{'tgt tok/s':>10}{'MFU':>7}{cols}")
+
+        report = partial(print_rate, prec=prec, tgt_tokens=tgt_tokens, flop_per_tgt=flop_per_tgt, peak=peaks[prec])
         ref_rates: dict[str, list[float]] = {"train": [], "forward": []}
         for name, build in peers.items():
             torch.manual_seed(0)
             ref = build(cfg.model, vocab)
-            ref_rates["train"].append(report(name, prec, "train", timed(train_step_fn(ref.train(), prec, None),
-                                                                         batches, args.warmup), []))
-            ref_rates["forward"].append(report(name, prec, "forward",
-                                               timed(forward_fn(ref.eval(), prec), batches, args.warmup), []))
+            ref_rates["train"].append(report(name, "train", timed(train_step_fn(ref.train(), prec, None),
+                                                                  batches, warmup), []))
+            ref_rates["forward"].append(report(name, "forward", timed(forward_fn(ref.eval(), prec), batches, warmup),
+                                               []))
         torch.manual_seed(0)
         model = Transformer(cfg.model, vocab, vocab, joint_vocab=True)
-        train_rates[prec] = report("mt", prec, "train", timed(train_step_fn(model.train(), prec, cfg.train), batches,
-                                                              args.warmup), ref_rates["train"])
-        report("mt", prec, "forward", timed(forward_fn(model.eval(), prec), batches, args.warmup),
-               ref_rates["forward"])
+        train_rates[prec] = report("mt", "train", timed(train_step_fn(model.train(), prec, cfg.train), batches,
+                                                        warmup), ref_rates["train"])
+        report("mt", "forward", timed(forward_fn(model.eval(), prec), batches, warmup), ref_rates["forward"])
         if args.compile:
             compiled = torch.compile(model.train())
             t0 = time.perf_counter()
             step = train_step_fn(compiled, prec, cfg.train)
             step(batches[0])
             print(f"  torch.compile first step (compilation): {time.perf_counter() - t0:.0f} s")
-            report("mt compiled", prec, "train", timed(step, batches, args.warmup), ref_rates["train"])
+            report("mt compiled", "train", timed(step, batches, warmup), ref_rates["train"])
     if len(train_rates) == 2:
         print(f"mt training step bf16 / fp32: {train_rates['bf16'] / train_rates['fp32']:.2f}x")
 

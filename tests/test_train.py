@@ -16,7 +16,7 @@ import torch
 
 import mt.train
 import mt.trainstep
-from mt.checkpoint import load_checkpoint, load_for_inference
+from mt.checkpoint import AVERAGE_CANDIDATE, load_checkpoint, load_for_inference
 from mt.config import Config, config_from_dict, load_config, save_config
 from mt.errors import MTError
 from mt.train import train
@@ -206,6 +206,19 @@ def test_refuses_to_overwrite_or_resume_nothing(tmp_path: Path, tiny_run: Config
     fp16 = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="fp16"))
     with pytest.raises(MTError, match="fp16"):
         train(fp16)
+
+
+def test_an_average_left_by_a_kill_is_removed_on_resume(tmp_path: Path, tiny_run: Config) -> None:
+    """A kill while the averaged checkpoint was being validated leaves its candidate file; the
+    next session removes it and says so."""
+    cfg = copy_run(tiny_run, tmp_path, max_updates=1, valid_bleu=False, threads=1)
+    train(cfg)
+    candidate = cfg.run_dir / "checkpoints" / AVERAGE_CANDIDATE
+    candidate.write_bytes(b"half an average")
+    more = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, max_updates=2))
+    train(more, resume=True)
+    assert not candidate.exists()
+    assert f"temporary file(s) of interrupted writes: {AVERAGE_CANDIDATE}" in (cfg.run_dir / "train.log").read_text()
 
 
 def test_resuming_a_finished_run_is_a_noop_until_limits_grow(tmp_path: Path, tiny_run: Config) -> None:

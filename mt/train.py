@@ -420,8 +420,8 @@ def _log_plan(log: TrainLog, t: TrainConfig, world_size: int, updates_per_epoch:
     global_batch = t.max_tokens * t.accumulate * world_size
     log.info(f"training: global batch ≤ {t.max_tokens} max_tokens × {t.accumulate} accumulate × "
              f"{world_size} rank(s) = {global_batch} padded tokens per update; "
-             f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {t.warmup} updates, "
-             f"cooldown over the last {t.cooldown:.0%})"
+             f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {t.warmup} updates"
+             + (")" if t.schedule == "linear_decay" else f", cooldown over the last {t.cooldown:.0%})")
              + (f"; batch widths padded to a multiple of {t.pad_multiple}" if t.pad_multiple > 1 else ""))
 
 

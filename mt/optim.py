@@ -24,7 +24,7 @@ of the training progress in [0, 1] (see `training_progress`). Base shapes:
 
 When training has a horizon (max_updates, max_epochs or a time budget), the non-linear_decay
 shapes are multiplied by a cooldown factor that decays linearly from 1 to `floor` over the last
-`train.cooldown` fraction of progress (0.2 by default; 0 turns it off) (a warmup-stable-decay ending): a run cut by its time budget ends
+`train.cooldown` fraction of progress (0.2 by default, 0 = off; a warmup-stable-decay ending): a run cut by its time budget ends
 with a finished, annealed model instead of one stopped at a high learning rate. Progress is the
 furthest of step/max_updates, elapsed/budget and step/(max_epochs · updates per epoch).
 """

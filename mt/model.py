@@ -321,11 +321,15 @@ class Transformer(nn.Module):
         x = embedding(tokens) * math.sqrt(self.d_model) + self.pe[start:end]
         return dropout(x, self.cfg.dropout, self.training)
 
+    def output_layer(self) -> tuple[Tensor, Tensor | None]:
+        """The output projection's (weight (V, D), bias (V,) or None): logits = h W^T (+ b)."""
+        if self.out_proj is None:
+            return self.tgt_embed.weight, None
+        return self.out_proj.weight, self.out_proj.bias
+
     def _logits(self, h: Tensor) -> Tensor:
         """h (..., D) -> logits (..., V)."""
-        if self.out_proj is None:
-            return F.linear(h, self.tgt_embed.weight)
-        return self.out_proj(h)
+        return F.linear(h, *self.output_layer())
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src (B, S) long, src_mask (B, S) bool (True = real) -> memory (B, S, D)."""
@@ -335,8 +339,10 @@ class Transformer(nn.Module):
             x = layer(x, key_mask)
         return self.enc_norm(x)
 
-    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None = None) -> Tensor:
-        """Full-sequence decoding: tgt_in (B, T), memory (B, S, D), src_mask (B, S) -> logits (B, T, V).
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_mask: Tensor, tgt_mask: Tensor | None = None,
+               project: bool = True) -> Tensor:
+        """Full-sequence decoding: tgt_in (B, T), memory (B, S, D), src_mask (B, S) -> logits (B, T, V),
+        or with `project=False` the final decoder states (B, T, D) that `output_layer` projects.
 
         tgt_mask None (training, search): right-padded targets on the causal fast path. Given a
         (B, T) bool mask, attention uses causal AND key padding explicitly (any padding layout).
@@ -351,15 +357,17 @@ class Transformer(nn.Module):
         for layer in self.decoder:
             k, v = layer.cross_attn.memory_kv(memory)
             x = layer(x, k, v, key_mask, self_mask)
-        return self._logits(self.dec_norm(x))
+        h = self.dec_norm(x)  # (B, T, D)
+        return self._logits(h) if project else h
 
-    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced training pass -> logits (B, T, V).
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, project: bool = True) -> Tensor:
+        """Teacher-forced training pass -> logits (B, T, V), or the final decoder states (B, T, D)
+        with `project=False` (the trainer fuses the projection into its loss: mt.fused_loss).
 
         Logits are float32, or the autocast dtype (e.g. bf16) inside `torch.autocast`; callers
         computing a loss should upcast with `.float()`.
         """
-        return self.decode(tgt_in, self.encode(src, src_mask), src_mask)
+        return self.decode(tgt_in, self.encode(src, src_mask), src_mask, project=project)
 
     def decode_step(self, tokens: Tensor, memory: Tensor, src_mask: Tensor,
                     cache: DecoderCache | None) -> tuple[Tensor, DecoderCache]:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import torch
 
 from mt.config import ModelConfig
+from mt.fused_loss import projected_smoothed_nll
 from mt.model import Transformer
-from mt.optim import label_smoothed_nll
 from mt.trainstep import autocast
 
 # A training step is not only matrix products (casts, softmax, LayerNorm, the optimizer stay as
@@ -127,7 +127,8 @@ def step_speedup(model_cfg: ModelConfig, vocab_size: int, max_tokens: int, *, re
             for precision in total:
                 t0 = time.perf_counter()
                 with autocast(precision, cpu):
-                    loss = label_smoothed_nll(model(src, src_mask, tgt[:, :-1]), tgt[:, 1:], 0.1)[0]
+                    hidden = model(src, src_mask, tgt[:, :-1], project=False)  # as mt.trainstep
+                    loss = projected_smoothed_nll(hidden, *model.output_layer(), tgt[:, 1:], 0.1)[0]
                 loss.backward()
                 model.zero_grad(set_to_none=True)
                 if rep > 0:  # rep 0 warms up what does not depend on the shape

@@ -167,7 +167,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
                                 max_sentences=t.max_sentences, seed=t.seed, rank=info.rank,
                                 world_size=info.world_size, pad_multiple=t.pad_multiple)
     files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints)
-    step = UpdateStep(ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
+    step = UpdateStep(model=model, ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
                        device=device, timer=PhaseTimer(), precision=precision.precision)
     validator = Validator(cfg, valid_split, tokenizer, device, lambda: autocast(precision.precision, device))
     loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,

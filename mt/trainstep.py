@@ -15,10 +15,11 @@ import numpy as np
 import torch
 
 from mt import distributed
-from mt.batching import collate
+from mt.batching import Batch, collate
 from mt.config import TrainConfig
 from mt.distributed import DistInfo
-from mt.optim import label_smoothed_nll
+from mt.fused_loss import projected_smoothed_nll
+from mt.model import Transformer
 from mt.prepare import EncodedSplit
 from mt.trainlog import PhaseTimer
 
@@ -31,14 +32,26 @@ def autocast(precision: str, device: torch.device) -> contextlib.AbstractContext
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+def batch_loss(model: Transformer, ddp: torch.nn.Module, batch: Batch,
+               label_smoothing: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The training loss of one batch: (summed smoothed loss, summed NLL, target tokens), 0-d tensors.
+
+    `ddp` is `model` or its DistributedDataParallel wrapper (forward runs through it, so DDP sees
+    it); the output projection is fused into the loss (mt.fused_loss). Runs under the caller's autocast.
+    """
+    hidden = ddp(batch.src, batch.src_mask, batch.tgt_in, project=False)  # (B, T, D)
+    return projected_smoothed_nll(hidden, *model.output_layer(), batch.tgt_out, label_smoothing)
+
+
 class UpdateStep:
     """What one update computes: forward/backward over its micro-batches (DDP syncs gradients on
     the last one), gradient clipping and the optimizer step. `mt.train`'s loop decides when and with what LR."""
 
-    def __init__(self, *, ddp: torch.nn.Module, optimizer: torch.optim.Optimizer,
+    def __init__(self, *, model: Transformer, ddp: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  scaler: torch.amp.GradScaler | None, train_split: EncodedSplit, t: TrainConfig, info: DistInfo,
                  device: torch.device, timer: PhaseTimer, precision: str) -> None:
-        self.ddp, self.optimizer, self.scaler, self.train_split = ddp, optimizer, scaler, train_split
+        self.model, self.ddp, self.optimizer, self.scaler = model, ddp, optimizer, scaler
+        self.train_split = train_split
         self.precision = precision  # train.precision resolved: fp32 | bf16 | fp16
         self.t, self.info, self.device, self.timer = t, info, device, timer
         self.params = [p for p in ddp.parameters() if p.requires_grad]  # a DDP wrapper's are its module's
@@ -60,8 +73,7 @@ class UpdateStep:
             no_sync = self.ddp.no_sync() if (self.info.enabled and not last) else contextlib.nullcontext()
             with no_sync:
                 with autocast(self.precision, self.device):
-                    logits = self.ddp(batch.src, batch.src_mask, batch.tgt_in)  # (B, T, V)
-                loss, nll, _ = label_smoothed_nll(logits, batch.tgt_out, self.t.label_smoothing)
+                    loss, nll, _ = batch_loss(self.model, self.ddp, batch, self.t.label_smoothing)
                 scaled = loss * scale
                 (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
             loss_acc += loss.detach()

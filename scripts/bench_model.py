@@ -7,8 +7,8 @@ Hugging Face's MarianMTModel of the same dimensions.
 Batches come from the prepared training split of the config (runs/<name>/data) when it exists,
 otherwise from synthetic Multi30k-like lengths (source ~13 +- 4, target ~15 +- 5 subwords),
 cut by mt.batching.TokenBatchSampler at the config's train.max_tokens. One training step is
-forward + label-smoothed loss + backward + AdamW step: mt's step is the trainer's (mt.optim's
-label_smoothed_nll and build_optimizer), the peers' the usual recipe (F.cross_entropy with
+forward + label-smoothed loss + backward + AdamW step: mt's step is the trainer's (mt.trainstep's
+batch_loss, the output projection fused into the loss, and mt.optim's build_optimizer), the peers' the usual recipe (F.cross_entropy with
 label_smoothing, torch.optim.AdamW with its defaults). Marian is always post-LN (BART-style, it has
 no pre-LN option) and random-initialised, tied embeddings, dropout as the config, the mt batches. Throughput is real target tokens
 (|y| + 1 per sentence) per second. MFU = achieved model FLOP/s over the measured matmul peak of
@@ -35,9 +35,10 @@ from torch import Tensor, nn
 from mt.batching import Batch, TokenBatchSampler, collate, padded_width
 from mt.config import ModelConfig, TrainConfig, load_config
 from mt.model import Transformer, sinusoidal_positions
-from mt.optim import build_optimizer, label_smoothed_nll
+from mt.optim import build_optimizer
 from mt.precision import keep_compiled_kernels, pad_multiple_for
 from mt.tokenizer import EOS_ID, PAD_ID
+from mt.trainstep import batch_loss
 
 
 def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
@@ -103,6 +104,11 @@ class MarianReference(nn.Module):
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
         """The mt.model.Transformer.forward interface -> logits (B, T, V)."""
         return self.core(input_ids=src, attention_mask=src_mask.long(), decoder_input_ids=tgt_in).logits
+
+
+def mt_model(cfg: ModelConfig, vocab: int) -> Transformer:
+    """mt's model, joint vocabulary (so with tied embeddings one matrix, as the peers')."""
+    return Transformer(cfg, vocab, vocab, joint_vocab=True)
 
 
 def params_per_token(cfg: ModelConfig, vocab: int) -> tuple[int, int]:
@@ -179,13 +185,14 @@ def train_step_fn(model: nn.Module, precision: str, train: TrainConfig | None) -
     ctx = bf16_autocast if precision == "bf16" else nullcontext
 
     def step(b: Batch) -> None:
-        with ctx():
-            logits = model(b.src, b.src_mask, b.tgt_in)
         if train is None:
+            with ctx():
+                logits = model(b.src, b.src_mask, b.tgt_in)
             loss = F.cross_entropy(logits.float().flatten(0, 1), b.tgt_out.flatten(), ignore_index=PAD_ID,
                                    label_smoothing=0.1, reduction="sum") / b.num_tgt_tokens
         else:
-            loss = label_smoothed_nll(logits, b.tgt_out, train.label_smoothing)[0] / b.num_tgt_tokens
+            with ctx():
+                loss = batch_loss(model, model, b, train.label_smoothing)[0] / b.num_tgt_tokens
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)  # both the mt trainer and HF's Trainer clip at 1.0
         opt.step()
@@ -217,14 +224,22 @@ def forward_fn(model: nn.Module, precision: str) -> Callable[[Batch], None]:
     return run
 
 
-def timed(fn: Callable[[Batch], None], batches: list[Batch], warmup: int) -> float:
-    """Seconds per pass over `batches` after `warmup` untimed steps."""
-    for b in batches[:warmup]:
-        fn(b)
-    t0 = time.perf_counter()
-    for b in batches:
-        fn(b)
-    return time.perf_counter() - t0
+def best_times(fns: dict[str, Callable[[Batch], None]], batches: list[Batch], warmup: int,
+               rounds: int) -> dict[str, float]:
+    """Seconds per pass over `batches` for each fn, after `warmup` untimed steps each: the best of
+    `rounds` passes, taken in turn (a, b, c, a, b, c, ...), so that a slow spell of a shared
+    machine falls on every model alike instead of on whichever ran then."""
+    for fn in fns.values():
+        for b in batches[:warmup]:
+            fn(b)
+    best = dict.fromkeys(fns, math.inf)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for b in batches:
+                fn(b)
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
 
 
 def print_rate(name: str, mode: str, seconds: float, refs: list[float], *, prec: str, tgt_tokens: int,
@@ -243,6 +258,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20, help="timed training steps (batches) per measurement")
     ap.add_argument("--warmup", type=int, default=3,
                     help="untimed steps before each measurement (a whole pass where batches are padded)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="timed passes per model, the models taking turns; the best pass counts")
     ap.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     ap.add_argument("--no-reference", action="store_true", help="skip the nn.Transformer and Marian baselines")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile(mt model) training")
@@ -291,26 +308,25 @@ def main() -> None:
         print(f"{'model':<16}{'prec':<6}{'mode':<9}{'tgt tok/s':>10}{'MFU':>7}{cols}")
 
         report = partial(print_rate, prec=prec, tgt_tokens=tgt_tokens, flop_per_tgt=flop_per_tgt, peak=peaks[prec])
-        ref_rates: dict[str, list[float]] = {"train": [], "forward": []}
-        for name, build in peers.items():
+        models: dict[str, nn.Module] = {}
+        for name, build in [*peers.items(), ("mt", mt_model)]:
             torch.manual_seed(0)
-            ref = build(cfg.model, vocab)
-            ref_rates["train"].append(report(name, "train", timed(train_step_fn(ref.train(), prec, None),
-                                                                  batches, warmup), []))
-            ref_rates["forward"].append(report(name, "forward", timed(forward_fn(ref.eval(), prec), batches, warmup),
-                                               []))
-        torch.manual_seed(0)
-        model = Transformer(cfg.model, vocab, vocab, joint_vocab=True)
-        train_rates[prec] = report("mt", "train", timed(train_step_fn(model.train(), prec, cfg.train), batches,
-                                                        warmup), ref_rates["train"])
-        report("mt", "forward", timed(forward_fn(model.eval(), prec), batches, warmup), ref_rates["forward"])
+            models[name] = build(cfg.model, vocab)
+        steps = {name: train_step_fn(m.train(), prec, cfg.train if name == "mt" else None) for name, m in models.items()}
         if args.compile:
-            compiled = torch.compile(model.train())
+            steps["mt compiled"] = train_step_fn(torch.compile(models["mt"]), prec, cfg.train)
             t0 = time.perf_counter()
-            step = train_step_fn(compiled, prec, cfg.train)
-            step(batches[0])
+            steps["mt compiled"](batches[0])
             print(f"  torch.compile first step (compilation): {time.perf_counter() - t0:.0f} s")
-            report("mt compiled", "train", timed(step, batches, warmup), ref_rates["train"])
+        train_s = best_times(steps, batches, warmup, args.rounds)
+        forward_s = best_times({name: forward_fn(m.eval(), prec) for name, m in models.items()}, batches, warmup,
+                               args.rounds)
+        for mode, seconds in (("train", train_s), ("forward", forward_s)):
+            refs = [tgt_tokens / seconds[name] for name in peers]
+            for name in seconds:
+                rate = report(name, mode, seconds[name], refs if name.startswith("mt") else [])
+                if name == "mt" and mode == "train":
+                    train_rates[prec] = rate
     if len(train_rates) == 2:
         print(f"mt training step bf16 / fp32: {train_rates['bf16'] / train_rates['fp32']:.2f}x")
 

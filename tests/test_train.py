@@ -168,17 +168,18 @@ def test_nan_losses_are_skipped_then_stop(tmp_path: Path, tiny_run: Config, monk
     """A NaN at batch 3 is skipped; NaNs from batch 6 on stop training past max_bad_losses, last.pt intact."""
     cfg = copy_run(tiny_run, tmp_path, max_updates=50, valid_every=0, valid_bleu=False, save_every=2,
                    keep_checkpoints=10, max_bad_losses=2, log_every=1000, threads=1)
-    real_loss = mt.trainstep.label_smoothed_nll
+    real_loss = mt.trainstep.projected_smoothed_nll
     calls = []
 
-    def poisoned(logits: torch.Tensor, target: torch.Tensor, epsilon: float) -> tuple:
+    def poisoned(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
+                 epsilon: float) -> tuple:
         calls.append(1)
-        loss, nll, n = real_loss(logits, target, epsilon)
+        loss, nll, n = real_loss(hidden, weight, bias, target, epsilon)
         if len(calls) == 3 or len(calls) >= 6:
             return loss * float("nan"), nll * float("nan"), n
         return loss, nll, n
 
-    monkeypatch.setattr(mt.trainstep, "label_smoothed_nll", poisoned)
+    monkeypatch.setattr(mt.trainstep, "projected_smoothed_nll", poisoned)
     with pytest.raises(MTError, match="max_bad_losses=2"):
         train(cfg)
     # batches 1, 2 -> updates 1, 2; batch 3 skipped; 4, 5 -> updates 3, 4; 6 skipped (2 of 2 allowed);

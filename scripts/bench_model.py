@@ -7,12 +7,16 @@ Hugging Face's MarianMTModel of the same dimensions.
 Batches come from the prepared training split of the config (runs/<name>/data) when it exists,
 otherwise from synthetic Multi30k-like lengths (source ~13 +- 4, target ~15 +- 5 subwords),
 cut by mt.batching.TokenBatchSampler at the config's train.max_tokens. One training step is
-forward + label-smoothed loss + backward + AdamW step: mt's step is the trainer's (mt.trainstep's
-batch_loss, the output projection fused into the loss, and mt.optim's build_optimizer), the peers' the usual recipe (F.cross_entropy with
-label_smoothing, torch.optim.AdamW with its defaults). Marian is always post-LN (BART-style, it has
-no pre-LN option) and random-initialised, tied embeddings, dropout as the config, the mt batches. Throughput is real target tokens
-(|y| + 1 per sentence) per second. MFU = achieved model FLOP/s over the measured matmul peak of
-the same precision, with training FLOPs = 6 x parameters touched per real token (source-side
+forward + label-smoothed loss + backward + AdamW step. mt's step is the trainer's:
+mt.trainstep's batch_loss (the output projection fused into the loss) and mt.optim's
+build_optimizer. The peers' step is the usual recipe: F.cross_entropy with label_smoothing,
+torch.optim.AdamW with its defaults. Marian is always post-LN (BART-style, it has no pre-LN
+option), random-initialised, with tied embeddings, dropout as the config and the mt batches.
+
+Throughput is real target tokens (|y| + 1 per sentence) per second, from the best of --rounds
+timed passes over the same batches, the models taking turns (so a slow spell of a shared
+machine falls on all of them alike). MFU = achieved model FLOP/s over the measured matmul peak
+of the same precision, with training FLOPs = 6 x parameters touched per real token (source-side
 parameters once per source token, target-side ones once per target token; attention score
 products are left out) and forward FLOPs = 2 x the same.
 """

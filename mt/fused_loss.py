@@ -76,7 +76,10 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
                 grad_h[start:end] = g @ w
             if grad_w.dtype != dtype:  # bf16 products, float32 parameter gradient
                 chunk_w = g.t() @ h_c
-                grad_w.copy_(chunk_w) if start == 0 else grad_w.add_(chunk_w)
+                if start == 0:
+                    grad_w.copy_(chunk_w)
+                else:
+                    grad_w.add_(chunk_w)
             elif start == 0:  # the first chunk writes dL/dW (no zero fill first), the others add
                 torch.mm(g.t(), h_c, out=grad_w)
             else:

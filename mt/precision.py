@@ -22,12 +22,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
+from mt.batching import collate
 from mt.config import ModelConfig
-from mt.fused_loss import projected_smoothed_nll
 from mt.model import Transformer
-from mt.trainstep import autocast
+from mt.trainstep import autocast, batch_loss
 
 # A training step is not only matrix products (casts, softmax, LayerNorm, the optimizer stay as
 # they are), so bf16 must win clearly on the matmuls before it is chosen.
@@ -121,14 +122,13 @@ def step_speedup(model_cfg: ModelConfig, vocab_size: int, max_tokens: int, *, re
             variant = 0 if repeated_shapes else rep  # 0 for every pass, or a shape not seen before
             length = 11 + 2 * variant
             batch = max(1, max_tokens // (2 * length) - variant)
-            src = torch.randint(4, vocab, (batch, length))
-            tgt = torch.randint(4, vocab, (batch, length + 1))
-            src_mask = torch.ones(batch, length, dtype=torch.bool)
+            src = torch.randint(4, vocab, (batch, length)).numpy()
+            tgt = torch.randint(4, vocab, (batch, length)).numpy()
+            pairs = collate(list(src), list(tgt), np.arange(batch))  # + EOS / BOS: widths length + 1
             for precision in total:
                 t0 = time.perf_counter()
                 with autocast(precision, cpu):
-                    hidden = model(src, src_mask, tgt[:, :-1], project=False)  # as mt.trainstep
-                    loss = projected_smoothed_nll(hidden, *model.output_layer(), tgt[:, 1:], 0.1)[0]
+                    loss = batch_loss(model, model, pairs, 0.1)[0]  # the trainer's loss
                 loss.backward()
                 model.zero_grad(set_to_none=True)
                 if rep > 0:  # rep 0 warms up what does not depend on the shape

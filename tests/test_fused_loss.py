@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -141,9 +142,11 @@ def test_model_states_and_output_layer_give_the_logits(tie: bool) -> None:
 
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="torch.compile on CPU needs a C++ compiler")
-def test_compiled_model_loss_equals_eager() -> None:
+def test_compiled_model_loss_equals_eager(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The compile path (`scripts/bench_model.py --compile`): torch.compile of the model gives the
-    eager loss and gradients on a fixed batch (dropout off, so both passes are deterministic)."""
+    eager loss and gradients on a fixed batch (dropout off, so both passes are deterministic).
+    Its own inductor cache: a shared one can hold kernels built for another CPU capability."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     from mt.batching import collate
     from mt.trainstep import batch_loss
 

@@ -4,10 +4,13 @@ Each command parses its options, loads the config and calls one library function
 translate and evaluate, one function of mt/commands.py). Those modules are imported inside the
 commands so `mt --help` stays fast. Errors a user can cause raise `MTError`; `main()` prints
 them as one line on stderr and exits with code 2, and prints each `MTWarning` as one line too.
+Library stages report progress through `logging` (loggers under "mt"); `main()` shows those
+INFO messages on stdout, as plain lines.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import warnings
@@ -44,7 +47,7 @@ def data_fetch(
     ),
 ) -> None:
     """Download Multi30k (or copy it from a mirror) and verify line counts and checksums."""
-    from mt.fetch import fetch_multi30k
+    from mt.data.fetch import fetch_multi30k
 
     if corpus != "multi30k":
         raise MTError(f"corpus '{corpus}': unknown; supported: multi30k")
@@ -55,8 +58,8 @@ def data_fetch(
 def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
             force: bool = typer.Option(False, help="Rebuild even if the cache is up to date.")) -> None:
     """Train the sentencepiece tokenizer and encode every split into the run directory."""
-    from mt.config import load_config
-    from mt.prepare import prepare as run_prepare
+    from mt.config_load import load_config
+    from mt.data.prepare import prepare as run_prepare
 
     run_prepare(load_config(config, overrides), force=force)
 
@@ -65,8 +68,8 @@ def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
 def train(config: Path = ConfigArg, overrides: list[str] = SetOpt,
           resume: bool = typer.Option(False, help="Continue exactly from runs/<name>/checkpoints/last.pt.")) -> None:
     """Train a model (preparing the data first when needed). Works under torchrun for DDP."""
-    from mt.config import load_config
-    from mt.train import train as run_train
+    from mt.config_load import load_config
+    from mt.train.loop import train as run_train
 
     run_train(load_config(config, overrides), resume=resume)
 
@@ -145,14 +148,9 @@ def export(
     force: bool = typer.Option(False, help="Replace a non-empty output directory."),
 ) -> None:
     """Export a checkpoint for deployment (CTranslate2: `mt translate/evaluate -c DIR` run it too)."""
-    if format != "ctranslate2":
-        raise MTError(f"--format: unknown format {format!r}; expected ctranslate2")
-    if not checkpoint.is_file():
-        raise MTError(f"checkpoint '{checkpoint}': file not found")
-    from mt.export import export_ctranslate2
+    from mt.commands import export_command
 
-    out = export_ctranslate2(checkpoint, output, quantization=quantization, force=force)
-    print(f"exported {checkpoint} to {out} (CTranslate2, quantization {quantization})")
+    export_command(checkpoint, format=format, output=output, quantization=quantization, force=force)
 
 
 @app.command()
@@ -180,7 +178,7 @@ def average(
     output: Path = typer.Option(..., "--output", "-o", help="The averaged checkpoint to write."),
 ) -> None:
     """Average the weights of several checkpoints into one that translates."""
-    from mt.checkpoint import average_checkpoints
+    from mt.model.checkpoint import average_checkpoints
 
     average_checkpoints(checkpoints, output)
 
@@ -194,7 +192,7 @@ def plot(
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="Checkpoint for the attention plot (default: best.pt)."),
 ) -> None:
     """Write PNG plots of loss and BLEU against updates and wall time (and attention)."""
-    from mt.plot import plot_run
+    from mt.eval.plot import plot_run
 
     plot_run(run_dir, attention=attention, sentence=sentence, layer=layer, checkpoint=checkpoint)
 
@@ -213,6 +211,21 @@ def _showing_mt_warnings(fallback: ShowWarning) -> ShowWarning:
     return show
 
 
+class _StdoutLines(logging.Handler):
+    """Stage reports (INFO and up from the "mt" loggers) as plain lines on the current sys.stdout."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print(self.format(record), flush=True)
+
+
+def _show_stage_reports() -> None:
+    """Route the library's stage reports (prepare, fetch, plot) to stdout, once per process."""
+    logger = logging.getLogger("mt")
+    if not any(isinstance(h, _StdoutLines) for h in logger.handlers):
+        logger.addHandler(_StdoutLines())
+    logger.setLevel(logging.INFO)
+
+
 def main() -> None:
     """Console entry point: runs the app; user errors become one line on stderr and exit 2.
 
@@ -224,6 +237,7 @@ def main() -> None:
 
     try:
         check_torch()
+        _show_stage_reports()
         with warnings.catch_warnings():  # restores the filters and showwarning afterwards
             warnings.simplefilter("always", MTWarning)  # every time, as a message, not once per place
             warnings.showwarning = _showing_mt_warnings(warnings.showwarning)

@@ -1,24 +1,32 @@
-"""`mt translate`, `mt evaluate` and `mt score`: flag checks, stdin/stdout handling and what
-they print.
+"""`mt translate`, `mt evaluate`, `mt score` and `mt export`: flag checks, stdin/stdout handling
+and what they print.
 
-mt/cli.py parses the options and calls these; the work itself is library code (mt.translate,
-mt.evaluate, mt.scoring) that returns data and prints nothing but progress bars. Each takes one
-or more checkpoints: several decode as an ensemble (mt.ensemble).
+mt/cli.py parses the options and calls these; the work itself is library code (mt.decode.translate,
+mt.eval.evaluate, mt.decode.forced, mt.deploy.export) that returns data and prints nothing but
+progress bars. Models come from `mt.deploy.engines.load_engine`: one or more checkpoints (several
+decode as an ensemble) or an exported directory.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import math
 import random
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
-from mt.bleu import bleu_tokenizer_for
-from mt.ensemble import max_positions
+from mt.config import DecodeConfig
+from mt.decode.engine import NativeEngine
+from mt.decode.forced import score_pairs
+from mt.decode.translate import translate_lines, translate_nbest
+from mt.deploy.engines import load_engine, weight_files
 from mt.errors import MTError
-from mt.evaluate import (
+from mt.eval.bleu import bleu_tokenizer_for
+from mt.eval.evaluate import (
     EvalSet,
     Scores,
     default_out_dir,
@@ -27,7 +35,6 @@ from mt.evaluate import (
     read_split_set,
     score_files,
 )
-from mt.scoring import score_pairs
 from mt.textio import (
     atomic_write,
     check_same_length,
@@ -38,7 +45,67 @@ from mt.textio import (
     sha256_file,
     write_lines_atomic,
 )
-from mt.translate import decode_settings, load_engine, load_model, translate_lines, translate_nbest
+
+T = TypeVar("T")
+
+# --------------------------------------------------------------------------- decoding flags
+
+
+def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None, n_best: int | None,
+                    max_tokens: int | None, sampling: bool | None = None, temperature: float | None = None,
+                    top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+                    precision: str | None = None) -> DecodeConfig:
+    """The checkpoint's decode settings with command-line overrides (None = keep), checked.
+
+    Searching, an --n-best above the configured beam raises the beam to it unless --beam was
+    given too; without --n-best the config's decode.n_best counts (at most --beam when that is
+    given). Sampling (--sampling, or decode.sampling in the config), --n-best is the number of
+    samples per sentence and --beam does not apply; --temperature, --top-k, --top-p and --seed
+    apply only to sampling. --precision bf16 decodes a bf16 copy of the model (see NativeEngine)."""
+    for flag, value in (("--beam", beam), ("--n-best", n_best), ("--max-tokens", max_tokens)):
+        if value is not None and value < 1:
+            raise MTError(f"{flag}: must be at least 1, got {value}")
+    if temperature is not None and not temperature > 0.0:
+        raise MTError(f"--temperature: must be positive, got {temperature}")
+    if top_k is not None and top_k < 0:
+        raise MTError(f"--top-k: must be 0 (no limit) or positive, got {top_k}")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise MTError(f"--top-p: must be in (0, 1], got {top_p}")
+    if alpha is not None and not (math.isfinite(alpha) and alpha >= 0):
+        raise MTError(f"--alpha: must be a finite number >= 0, got {alpha}")
+    if precision is not None and precision not in ("fp32", "bf16"):
+        raise MTError(f"--precision: expected fp32 or bf16, got {precision!r}")
+
+    def keep(value: T | None, default: T) -> T:
+        return default if value is None else value
+
+    decode = dataclasses.replace(
+        base,
+        beam=keep(beam, base.beam),
+        alpha=keep(alpha, base.alpha),
+        n_best=keep(n_best, base.n_best if beam is None else min(base.n_best, beam)),
+        max_tokens=keep(max_tokens, base.max_tokens),
+        sampling=keep(sampling, base.sampling),
+        temperature=keep(temperature, base.temperature),
+        top_k=keep(top_k, base.top_k),
+        top_p=keep(top_p, base.top_p),
+        seed=keep(seed, base.seed),
+        precision=keep(precision, base.precision),
+    )
+    if decode.sampling:
+        if beam is not None:
+            raise MTError("--beam: sampling draws translations, it does not search; drop --beam or --sampling")
+        return decode
+    given = [flag for flag, value in (("--temperature", temperature), ("--top-k", top_k), ("--top-p", top_p),
+                                      ("--seed", seed)) if value is not None]
+    if given:
+        raise MTError(f"{given[0]}: only applies to sampling; add --sampling")
+    if decode.n_best > decode.beam:
+        if beam is not None:
+            raise MTError(f"--n-best {decode.n_best} exceeds --beam {decode.beam}")
+        decode = dataclasses.replace(decode, beam=decode.n_best)
+    return decode
+
 
 # --------------------------------------------------------------------------- mt translate
 
@@ -82,7 +149,9 @@ def translate_command(
     interactive input, and any chunking, give the same output.
     """
     src_path = None if input == "-" else Path(input)
-    if src_path is not None and not src_path.is_file():
+    if src_path is not None and src_path.is_dir():  # a pipe, /dev/stdin or <(zcat f.gz) is input too
+        raise MTError(f"input '{input}': is a folder")
+    if src_path is not None and not src_path.exists():
         raise MTError(f"input '{input}': file not found")
     out_path = None if output == "-" else Path(output)
     if out_path is not None and out_path.is_dir():
@@ -210,7 +279,7 @@ def evaluate_command(
                              precision=precision)
     bleu_tokenize = bleu_tokenizer_for(cfg.data.tgt_lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
-    shas = [sha256_file(path / "model.bin" if path.is_dir() else path) for path in checkpoints]  # an export: its weights
+    shas = [sha256_file(path) for path in weight_files(checkpoints)]
     how = f"sampling (seed {decode.seed})" if decode.sampling else f"beam {decode.beam}, alpha {decode.alpha}"
     if len(checkpoints) > 1:
         how += f", ensemble of {len(checkpoints)} checkpoints"
@@ -253,13 +322,30 @@ def score_command(
     out_path = None if output == "-" else Path(output)
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
-    model, tokenizer, cfg, dev = load_model(checkpoints, device)
+    engine, tokenizer, cfg, dev = load_engine(checkpoints, device)
+    if not isinstance(engine, NativeEngine):
+        raise MTError(f"-c {checkpoints[0]}: mt score runs mt's own model; give the .pt checkpoint, not an export")
     decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)
-    found = score_pairs(model, tokenizer, src_lines, tgt_lines, decode, max_positions=max_positions(model), device=dev,
-                        progress=sys.stderr.isatty())
+    found = score_pairs(engine.model, tokenizer, src_lines, tgt_lines, decode, max_positions=engine.max_positions,
+                        device=dev, progress=sys.stderr.isatty())
     lines = [f"{s.log_prob:.4f}\t{s.per_token:.4f}" + (f"\t{s.normalized:.4f}" if normalize else "") for s in found]
     if out_path is None:
         sys.stdout.writelines(line + "\n" for line in lines)
         sys.stdout.flush()
     else:
         write_lines_atomic(out_path, lines)
+
+
+# --------------------------------------------------------------------------- mt export
+
+
+def export_command(checkpoint: Path, *, format: str, output: Path, quantization: str, force: bool) -> None:
+    """`mt export`: write `checkpoint` as a CTranslate2 model directory and say where."""
+    if format != "ctranslate2":
+        raise MTError(f"--format: unknown format {format!r}; expected ctranslate2")
+    if not checkpoint.is_file():
+        raise MTError(f"checkpoint '{checkpoint}': file not found")
+    from mt.deploy.export import export_ctranslate2  # ctranslate2 is an optional extra
+
+    out = export_ctranslate2(checkpoint, output, quantization=quantization, force=force)
+    print(f"exported {checkpoint} to {out} (CTranslate2, quantization {quantization})")

@@ -1,6 +1,6 @@
 """What values a config accepts: the range of every numeric key and the checks across keys.
 
-`mt.config` builds a `Config` from YAML and overrides, checking types and choices;
+`mt.config_load` builds a `Config` from YAML and overrides, checking types and choices;
 `check_values` then checks what types cannot say: every numeric key against its `Range` in
 `RANGES` (NaN and infinity are never accepted), divisibility of d_model by heads, n-best against
 the beam, the time budget's format and the run name (it becomes a folder name).
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import math
 import re
+import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from mt.config import Config, DataFormat
 from mt.errors import MTError
-
-if TYPE_CHECKING:  # mt.config imports this module; the type is only needed for annotations
-    from mt.config import Config
 
 
 @dataclass(frozen=True)
@@ -125,3 +124,12 @@ def check_values(cfg: Config) -> None:
     if not NAME.fullmatch(cfg.name):
         raise MTError(f"config key 'name': {short_repr(cfg.name)} names the run folder: use only letters, digits, "
                       f"'.', '_' and '-', not starting with '.'")
+
+
+def check_data_format(data_format: str) -> None:
+    """MTError unless `data_format` is one of `DataFormat`: for a DataConfig built in code, which
+    bypasses the loader's checks."""
+    formats = typing.get_args(DataFormat)
+    if data_format not in formats:
+        raise MTError(f"data.format '{data_format}': unknown format; "
+                      f"expected {', '.join(formats[:-1])} or {formats[-1]}")

@@ -52,8 +52,13 @@ def iter_stream(stream: Iterable[bytes], name: str) -> Iterator[str]:
 
 
 def iter_lines(path: Path) -> Iterator[str]:
-    """Decoded lines of a UTF-8 text file, gzip-compressed when its name ends in .gz."""
-    if not path.is_file():
+    """Decoded lines of a UTF-8 text file, gzip-compressed when its name ends in .gz.
+
+    Any readable path that is not a folder is read: a regular file, a named pipe, /dev/stdin,
+    /dev/null or a shell's process substitution (`-i <(zcat corpus.gz)`, a /dev/fd path)."""
+    if path.is_dir():
+        raise MTError(f"{path}: is a folder, not a text file")
+    if not path.exists():
         raise MTError(f"{path}: file not found")
     try:
         with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as f:

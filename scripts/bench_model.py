@@ -1,4 +1,4 @@
-"""Benchmark mt.model.Transformer training and forward throughput against torch.nn.Transformer and
+"""Benchmark mt.model.transformer.Transformer training and forward throughput against torch.nn.Transformer and
 Hugging Face's MarianMTModel of the same dimensions.
 
     .venv/bin/python scripts/bench_model.py                       # default config, fp32 + bf16
@@ -6,9 +6,9 @@ Hugging Face's MarianMTModel of the same dimensions.
 
 Batches come from the prepared training split of the config (runs/<name>/data) when it exists,
 otherwise from synthetic Multi30k-like lengths (source ~13 +- 4, target ~15 +- 5 subwords),
-cut by mt.batching.TokenBatchSampler at the config's train.max_tokens. One training step is
+cut by mt.data.batching.TokenBatchSampler at the config's train.max_tokens. One training step is
 forward + label-smoothed loss + backward + AdamW step. mt's step is the trainer's:
-mt.trainstep's batch_loss (the output projection fused into the loss) and mt.optim's
+mt.train.step's batch_loss (the output projection fused into the loss) and mt.train.optim's
 build_optimizer. The peers' step is the usual recipe: F.cross_entropy with label_smoothing,
 torch.optim.AdamW with its defaults. Marian is always post-LN (BART-style, it has no pre-LN
 option), random-initialised, with tied embeddings, dropout as the config and the mt batches.
@@ -36,13 +36,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from mt.batching import Batch, TokenBatchSampler, collate, padded_width
-from mt.config import ModelConfig, TrainConfig, load_config
-from mt.model import Transformer, sinusoidal_positions
-from mt.optim import build_optimizer
-from mt.precision import keep_compiled_kernels, pad_multiple_for
-from mt.tokenizer import EOS_ID, PAD_ID
-from mt.trainstep import batch_loss
+from mt.config import ModelConfig, TrainConfig
+from mt.config_load import load_config
+from mt.data.batching import Batch, TokenBatchSampler, collate, padded_width
+from mt.data.tokenizer import EOS_ID, PAD_ID
+from mt.model.transformer import Transformer, sinusoidal_positions
+from mt.train.optim import build_optimizer
+from mt.train.precision import keep_compiled_kernels, pad_multiple_for
+from mt.train.step import batch_loss
 
 
 def matmul_peak(dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
@@ -106,7 +107,7 @@ class MarianReference(nn.Module):
         self.core = MarianMTModel(mcfg)
 
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor) -> Tensor:
-        """The mt.model.Transformer.forward interface -> logits (B, T, V)."""
+        """The mt.model.transformer.Transformer.forward interface -> logits (B, T, V)."""
         return self.core(input_ids=src, attention_mask=src_mask.long(), decoder_input_ids=tgt_in).logits
 
 
@@ -134,7 +135,7 @@ def load_batches(config: str, max_tokens: int, count: int, seed: int,
     data_dir = cfg.run_dir / "data"
     vocab = cfg.tokenizer.vocab_size
     if (data_dir / "train.src.offsets").is_file():
-        from mt.prepare import load_split
+        from mt.data.splits import load_split
 
         split = load_split(cfg.run_dir, "train")
         src_len, tgt_len = split.src.lengths(), split.tgt.lengths()

@@ -101,8 +101,8 @@ class RssSampler(threading.Thread):
 
 def child(config_path: str) -> None:
     """Run one prepare (forced) and print its figures as one JSON line."""
-    from mt.config import load_config
-    from mt.prepare import prepare
+    from mt.config_load import load_config
+    from mt.data.prepare import prepare
 
     cfg = load_config(config_path)
     sampler = RssSampler()
@@ -169,7 +169,7 @@ def main() -> None:
         print(f"corpus: {args.pairs:,} pairs ({size_mb:,.0f} MB of text) built in {time.perf_counter() - t0:.1f}s")
         results = []
         for workers in args.workers:
-            from mt.config import load_config, save_config
+            from mt.config_load import load_config, save_config
 
             cfg = load_config(REPO / "configs" / "multi30k_en_de.yaml", [
                 f"name=bench_w{workers}", f"run_root={work / 'runs'}", f"data.path={work / 'corpus'}",

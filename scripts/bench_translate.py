@@ -14,9 +14,9 @@ EOS logit is zeroed so that every sentence gets exactly `--out-len` tokens plus 
 random weights would otherwise stop at arbitrary lengths. The tokenizer is the run directory's
 `spm.model` when prepared, else one trained here on the first 20k training pairs.
 
-Every implementation decodes the same length-sorted batches (mt.batching.decode_batches with
+Every implementation decodes the same length-sorted batches (mt.data.batching.decode_batches with
 the config's decode.max_tokens, divided by the beam). Measured:
-- mt, cached: mt.search.greedy_search / beam_search (incremental decoding with DecoderCache);
+- mt, cached: mt.decode.search.greedy_search / beam_search (incremental decoding with DecoderCache);
 - mt, uncached: the same search functions over a wrapper whose decode_step re-runs
   `model.decode` over the whole prefix every step (the baseline the cache is measured against;
   outputs are checked to be identical);
@@ -26,9 +26,9 @@ the config's decode.max_tokens, divided by the beam). Measured:
 - mt bf16: the same search over a bf16 copy of the model (`--precision bf16`), only on CPUs with
   native bf16 (AVX512-BF16/AMX) unless --bf16 is forced;
 - CTranslate2 fp32 / int8: the (first) model exported by `mt export` (into a temporary folder) and
-  run by `mt.ct2.CT2Translator` on the same batches with mt's decode settings (`--no-ct2` skips them);
-- mt end to end: `mt.translate.translate_lines` (tokenise, batch, search, detokenise);
-- mt ensemble (with several `-c`, or `--ensemble M` random models): `mt.ensemble.Ensemble` of
+  run by `mt.deploy.ct2.CT2Translator` on the same batches with mt's decode settings (`--no-ct2` skips them);
+- mt end to end: `mt.decode.translate.translate_lines` (tokenise, batch, search, detokenise);
+- mt ensemble (with several `-c`, or `--ensemble M` random models): `mt.model.ensemble.Ensemble` of
   the M models in the same searches, reported as its speed relative to the first model alone
   (ideally about 1/M: every member runs its own encoder and decoder steps).
 
@@ -58,16 +58,18 @@ import numpy as np
 import torch
 import typer
 
-from mt.batching import collate_source, decode_batches
-from mt.checkpoint import inference_state, save_checkpoint
-from mt.config import Config, DecodeConfig, load_config
-from mt.corpus import read_split
-from mt.ensemble import Ensemble
-from mt.evaluate import score
-from mt.model import Transformer
-from mt.search import beam_search, greedy_search
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
-from mt.translate import native_bf16, translate_lines
+from mt.config import Config, DecodeConfig
+from mt.config_load import load_config
+from mt.data.batching import collate_source, decode_batches
+from mt.data.corpus import read_split
+from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
+from mt.decode.search import beam_search, greedy_search
+from mt.decode.translate import translate_lines
+from mt.device import bf16_feature
+from mt.eval.evaluate import score
+from mt.model.checkpoint import inference_state, save_checkpoint
+from mt.model.ensemble import Ensemble
+from mt.model.transformer import Transformer
 
 Batches = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -153,8 +155,8 @@ def run_ct2(translator: object, id_batches: list[list[list[int]]], decode: Decod
 
 def export_all(cfg: Config, tokenizer: Tokenizer, model: Transformer, workdir: Path) -> dict[str, object]:
     """The model exported to CTranslate2 fp32 and int8 (via a temporary checkpoint) -> translators."""
-    from mt.ct2 import CT2Translator
-    from mt.export import export_ctranslate2
+    from mt.deploy.ct2 import CT2Translator
+    from mt.deploy.export import export_ctranslate2
 
     ckpt = workdir / "bench.pt"
     save_checkpoint(ckpt, inference_state(cfg, tokenizer, model, update=0, epoch=0))
@@ -206,7 +208,7 @@ def tokenizer_for(cfg: Config) -> Tokenizer:
         return Tokenizer.from_files(cfg.run_dir)
     print(f"(no tokenizer in {cfg.run_dir}: training one on 20k training pairs)", file=sys.stderr)
     src, tgt = [], []
-    from mt.corpus import iter_split
+    from mt.data.corpus import iter_split
 
     for s, t in iter_split(cfg.data, cfg.data.train_split):
         src.append(s)
@@ -239,11 +241,11 @@ def main(
         torch.set_num_threads(threads)
     import tempfile
 
-    from mt.checkpoint import load_for_inference
+    from mt.model.checkpoint import load_for_inference
 
     members: list[Transformer] = []  # the ensemble's models (the first is `model`); empty: no ensemble run
     if checkpoint:
-        from mt.ensemble import load_models
+        from mt.model.checkpoint import load_models
 
         model, tokenizer, cfg = load_for_inference(checkpoint[0], "cpu")
         if len(checkpoint) > 1:
@@ -271,7 +273,7 @@ def main(
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}, "
           f"decode.max_tokens {decode.max_tokens}, alpha {decode.alpha}")
     hf_model = marian_like(model) if hf else None
-    bf16 = native_bf16("cpu") if bf16 is None else bf16
+    bf16 = bf16_feature("cpu") is not None if bf16 is None else bf16
     model_bf16 = copy.deepcopy(model).to(torch.bfloat16).eval() if bf16 else None
     workdir = Path(tempfile.mkdtemp(prefix="bench_translate."))
     translators = export_all(cfg, tokenizer, model, workdir) if ct2 else {}

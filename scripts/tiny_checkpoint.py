@@ -17,10 +17,11 @@ from pathlib import Path
 
 import torch
 
-from mt.checkpoint import inference_state, save_checkpoint
-from mt.config import Config, config_from_dict
-from mt.model import Transformer
-from mt.tokenizer import train_sentencepiece
+from mt.config import Config
+from mt.config_load import config_from_dict
+from mt.data.tokenizer import train_sentencepiece
+from mt.model.checkpoint import inference_state, save_checkpoint
+from mt.model.transformer import Transformer
 
 _ALPHABETS = ("abcdefghijklmnopqrstuvwxyz", "äöüßéèàçñ", "αβγδεζηθικλμνξοπρστυφχψω", "абвгдежзийклмнопрстуфхцчшщыэюя",
               "的一是不了人我在有他这中大来上国个到说们")

@@ -6,12 +6,15 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from mt.config import Config, load_config
+from mt.config import Config
+from mt.config_load import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_YAML = REPO / "configs" / "tiny.yaml"
@@ -67,8 +70,8 @@ def mirror_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def multi30k_dir(mirror_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding the 10 verified Multi30k `{split}.{lang}.gz` files, fetched from the mirror."""
-    from mt.fetch import fetch_multi30k
+    """A folder holding the 15 verified Multi30k `{split}.{lang}.gz` files, fetched from the mirror."""
+    from mt.data.fetch import fetch_multi30k
 
     dest = tmp_path_factory.mktemp("multi30k")
     fetch_multi30k(dest, mirror_dir)
@@ -89,8 +92,21 @@ def tiny_config(multi30k_dir: Path, tmp_path: Path) -> Config:
 @pytest.fixture(scope="session")
 def tiny_run(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:
     """The tiny config, already prepared: `load_split(cfg.run_dir, 'train')` works. Read-only, shared."""
-    from mt.prepare import prepare
+    from mt.data.prepare import prepare
 
     cfg = tiny_config_at(multi30k_dir, tmp_path_factory.mktemp("tiny_runs"))
     prepare(cfg)
     return cfg
+
+
+@pytest.fixture
+def reports(caplog: pytest.LogCaptureFixture) -> Callable[[], str]:
+    """The stage reports (INFO messages of the "mt" loggers) logged since the last call, as text."""
+    caplog.set_level(logging.INFO, logger="mt")
+
+    def read() -> str:
+        text = "\n".join(record.getMessage() for record in caplog.records if record.name.startswith("mt"))
+        caplog.clear()
+        return text
+
+    return read

@@ -1,4 +1,4 @@
-"""mt.batching: collate layout and masks, the token-budget sampler, DDP shards, decode batches."""
+"""mt.data.batching: collate layout and masks, the token-budget sampler, DDP shards, decode batches."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from mt.batching import TokenBatchSampler, collate, collate_source, decode_batches
+from mt.data.batching import TokenBatchSampler, collate, collate_source, decode_batches
+from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from mt.errors import MTError
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 def lengths(n: int = 3000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -57,9 +57,9 @@ def test_bench_translate_checkpoint_mode_reports_bleu(multi30k_dir: Path, tmp_pa
 
     import torch
 
-    from mt.checkpoint import inference_state, save_checkpoint
-    from mt.model import Transformer
-    from mt.tokenizer import train_sentencepiece
+    from mt.data.tokenizer import train_sentencepiece
+    from mt.model.checkpoint import inference_state, save_checkpoint
+    from mt.model.transformer import Transformer
     from tests.conftest import tiny_config_at
 
     cfg = tiny_config_at(multi30k_dir, tmp_path / "runs")

@@ -1,13 +1,13 @@
-"""mt.bleu: the sacreBLEU tokenizer follows the target language; overrides; the mecab fallback."""
+"""mt.eval.bleu: the sacreBLEU tokenizer follows the target language; overrides; the mecab fallback."""
 
 from __future__ import annotations
 
 import pytest
 from sacrebleu.metrics import BLEU
 
-from mt import bleu
-from mt.bleu import bleu_tokenizer_for, language_code
 from mt.errors import MTError, MTWarning
+from mt.eval import bleu
+from mt.eval.bleu import bleu_tokenizer_for, language_code
 
 
 @pytest.fixture

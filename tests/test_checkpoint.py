@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from mt.checkpoint import (
+from mt.config import Config
+from mt.data.tokenizer import Tokenizer
+from mt.errors import MTError
+from mt.model.checkpoint import (
     FORMAT_VERSION,
     average_checkpoints,
     inference_state,
@@ -18,10 +21,7 @@ from mt.checkpoint import (
     load_for_inference,
     save_checkpoint,
 )
-from mt.config import Config
-from mt.errors import MTError
-from mt.model import Transformer
-from mt.tokenizer import Tokenizer
+from mt.model.transformer import Transformer
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +132,8 @@ def test_bad_files_are_user_errors(tmp_path: Path, tiny_run: Config, tokenizer: 
 
 
 def test_average_is_the_mean_and_translates(tmp_path: Path, tiny_run: Config, tokenizer: Tokenizer) -> None:
-    from mt.batching import collate_source
-    from mt.search import greedy_search
+    from mt.data.batching import collate_source
+    from mt.decode.search import greedy_search
 
     a, b = tmp_path / "a.pt", tmp_path / "b.pt"
     ma, mb = _save(a, tiny_run, tokenizer, seed=1), _save(b, tiny_run, tokenizer, seed=2)

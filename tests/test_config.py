@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mt.config import Config, config_from_dict, load_config, save_config
+from mt.config import Config
 from mt.config_checks import parse_duration
+from mt.config_load import config_from_dict, load_config, save_config
 from mt.errors import MTError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,4 @@
-"""mt.corpus: every format, cleaning counts, and the one-line messages for bad input."""
+"""mt.data.corpus: every format, cleaning counts, and the one-line messages for bad input."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mt.config import DataConfig
-from mt.corpus import (
+from mt.data.corpus import (
     CleanLimits,
     CleanReport,
     clean_pairs,

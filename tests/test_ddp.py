@@ -20,9 +20,10 @@ import pytest
 import torch
 from test_train import copy_run
 
-from mt.checkpoint import load_checkpoint
-from mt.config import Config, save_config
-from mt.train import train
+from mt.config import Config
+from mt.config_load import save_config
+from mt.model.checkpoint import load_checkpoint
+from mt.train.loop import train
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,14 +12,15 @@ import pytest
 import torch
 from test_evaluate import ckpt, run_cli, small_data, val_lines  # noqa: F401  (fixtures)
 
-from mt.checkpoint import inference_state, load_checkpoint, load_for_inference, save_checkpoint
-from mt.config import load_config
-from mt.ensemble import Ensemble, max_positions
+from mt.commands import decode_settings
+from mt.config_load import load_config
+from mt.data.tokenizer import EOS_ID, Tokenizer
+from mt.decode.forced import score_pairs
+from mt.decode.translate import translate_lines
 from mt.errors import MTError
-from mt.model import Transformer
-from mt.scoring import score_pairs
-from mt.tokenizer import EOS_ID, Tokenizer
-from mt.translate import decode_settings, translate_lines
+from mt.model.checkpoint import inference_state, load_checkpoint, load_for_inference, save_checkpoint
+from mt.model.ensemble import Ensemble, max_positions
+from mt.model.transformer import Transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -1,11 +1,11 @@
-"""mt.ema.WeightEMA: hand-derived shadow values, the swap in and out, state round trip."""
+"""mt.train.ema.WeightEMA: hand-derived shadow values, the swap in and out, state round trip."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from mt.ema import WeightEMA
+from mt.train.ema import WeightEMA
 
 
 def _model(value: float) -> torch.nn.Module:

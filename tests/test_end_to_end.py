@@ -33,7 +33,7 @@ def test_fetch_prepare_train_translate_evaluate(tmp_path: Path, mirror_dir: Path
     mt("data", "fetch", "multi30k", "--dest", str(data), "--mirror", str(mirror_dir), cwd=tmp_path)
     assert sorted(p.name for p in data.glob("*.gz")) == sorted(
         f"{s}.{lang}.gz" for s in ["train", "val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
-        for lang in ["en", "de"])
+        for lang in ["en", "de", "fr"])
 
     sets = ["--set", f"data.path={data}", "--set", f"run_root={tmp_path / 'runs'}",
             "--set", "train.max_updates=0", "--set", "train.time_budget=45s", "--set", "train.valid_every=150",
@@ -82,8 +82,8 @@ def test_fetch_prepare_train_translate_evaluate(tmp_path: Path, mirror_dir: Path
         assert (run / "plots" / name).read_bytes()[:4] == b"\x89PNG"
 
     # artefacts reload in-process.
-    from mt.checkpoint import load_for_inference
-    from mt.prepare import load_split
+    from mt.data.splits import load_split
+    from mt.model.checkpoint import load_for_inference
 
     model, tokenizer, cfg = load_for_inference(ckpts / "best.pt", "cpu")
     assert cfg.name == "tiny" and model.num_parameters() > 0

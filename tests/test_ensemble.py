@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from mt.batching import collate_source
 from mt.config import Config, ModelConfig
-from mt.ensemble import Ensemble, EnsembleCache, check_compatible, load_models, max_positions
+from mt.data.batching import collate_source
+from mt.data.tokenizer import BOS_ID, Tokenizer
+from mt.decode.forced import force_decode_score
+from mt.decode.sampling import sample_search
+from mt.decode.search import beam_search, greedy_search
 from mt.errors import MTError
-from mt.model import Transformer
-from mt.sampling import sample_search
-from mt.scoring import force_decode_score
-from mt.search import beam_search, greedy_search
-from mt.tokenizer import BOS_ID, Tokenizer
+from mt.model.checkpoint import load_models
+from mt.model.ensemble import Ensemble, EnsembleCache, check_compatible, max_positions
+from mt.model.transformer import Transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -146,7 +147,7 @@ def test_check_compatible_names_both_files():
 
 
 def test_load_models_from_checkpoints(tmp_path: Path, tiny_run: Config):
-    from mt.checkpoint import inference_state, save_checkpoint
+    from mt.model.checkpoint import inference_state, save_checkpoint
 
     tok = Tokenizer.from_files(tiny_run.run_dir)
     paths = []

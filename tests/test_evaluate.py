@@ -21,15 +21,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from mt.checkpoint import inference_state, load_for_inference, save_checkpoint
 from mt.cli import main
+from mt.commands import decode_settings
 from mt.config import Config
-from mt.corpus import read_split
+from mt.data.corpus import read_split
+from mt.data.tokenizer import EOS_ID, Tokenizer
+from mt.decode.translate import translate_lines
 from mt.errors import MTError
-from mt.evaluate import score
-from mt.model import Transformer
-from mt.tokenizer import EOS_ID, Tokenizer
-from mt.translate import decode_settings, translate_lines
+from mt.eval.evaluate import score
+from mt.model.checkpoint import inference_state, load_for_inference, save_checkpoint
+from mt.model.transformer import Transformer
 
 BIN = Path(sys.executable).parent
 N = 8
@@ -267,7 +268,7 @@ def test_decode_settings():
 
 
 def test_validation_bleu_uses_eval_mode_and_restores_it(loaded, small_data):
-    """The trainer's validation BLEU (mt.validate) is score(translate_lines(...)) on its own model."""
+    """The trainer's validation BLEU (mt.train.validate) is score(translate_lines(...)) on its own model."""
     model, tokenizer, cfg = loaded
     src, ref = val_lines(small_data), val_lines(small_data, "de")
     decode = decode_settings(cfg.decode, beam=2, alpha=None, n_best=None, max_tokens=None)

@@ -2,7 +2,7 @@
 
 Random tiny models (LayerNorms and biases perturbed so that no parameter is at its trivial
 init) check per-token log-probs for every architecture option; a tiny model trained for a few
-hundred updates on a reverse task checks greedy and beam search output against `mt.search`.
+hundred updates on a reverse task checks greedy and beam search output against `mt.decode.search`.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import torch
 
 pytest.importorskip("ctranslate2")
 
-from mt.batching import collate, collate_source
-from mt.checkpoint import inference_state, save_checkpoint
 from mt.config import Config, ModelConfig, TokenizerConfig
-from mt.ct2 import CT2Translator
+from mt.data.batching import collate, collate_source
+from mt.data.tokenizer import Tokenizer, train_sentencepiece
+from mt.decode.search import beam_search, greedy_search
+from mt.deploy.ct2 import CT2Translator
+from mt.deploy.export import export_ctranslate2, is_export_dir, read_export_info
 from mt.errors import MTError
-from mt.export import export_ctranslate2, is_export_dir, read_export_info
-from mt.model import Transformer
-from mt.search import beam_search, greedy_search
-from mt.tokenizer import Tokenizer, train_sentencepiece
+from mt.model.checkpoint import inference_state, save_checkpoint
+from mt.model.transformer import Transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

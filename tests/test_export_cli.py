@@ -16,11 +16,11 @@ import torch
 
 pytest.importorskip("ctranslate2")
 
-from mt.checkpoint import inference_state, save_checkpoint
 from mt.cli import main
 from mt.config import Config, DecodeConfig, ModelConfig, TokenizerConfig
-from mt.model import Transformer
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, train_sentencepiece
+from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, train_sentencepiece
+from mt.model.checkpoint import inference_state, save_checkpoint
+from mt.model.transformer import Transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from mt.config import ModelConfig
-from mt.decoder_cache import INITIAL_CAPACITY
-from mt.model import Transformer, attend_one
-from mt.search import argmax_rows, topk_candidates
+from mt.decode.search import argmax_rows, topk_candidates
+from mt.model.decoder_cache import INITIAL_CAPACITY
+from mt.model.transformer import Transformer, attend_one
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -91,22 +91,23 @@ def test_cache_grows_and_copies_on_write() -> None:
 
 
 def test_bf16_precision_is_opt_in_and_needs_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
-    import mt.translate as tr
+    import mt.decode.engine as engines
+    from mt.commands import decode_settings
     from mt.config import DecodeConfig
     from mt.errors import MTError
 
     model = _model()
-    decode = tr.decode_settings(DecodeConfig(beam=2, max_len_b=5), beam=None, alpha=None, n_best=None, max_tokens=None)
+    decode = decode_settings(DecodeConfig(beam=2, max_len_b=5), beam=None, alpha=None, n_best=None, max_tokens=None)
     assert decode.precision == "fp32"
     with pytest.raises(MTError, match="--precision"):
-        tr.decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, precision="fp16")
-    bf16 = tr.decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, precision="bf16")
+        decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, precision="fp16")
+    bf16 = decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, precision="bf16")
     src = [[5, 6, 7], [8, 9]]
-    monkeypatch.setattr(tr, "native_bf16", lambda device: True)  # run the bf16 branch on any CPU
-    engine = tr.NativeEngine(model, "cpu")
+    monkeypatch.setattr(engines, "bf16_feature", lambda device: "AMX")  # run the bf16 branch on any CPU
+    engine = engines.NativeEngine(model, "cpu")
     out = engine.search_ids(src, bf16, n_best=None, sentence_ids=[0, 1])
     assert len(out) == 2 and all(isinstance(t, int) for hyps in out for t in hyps[0][0])
     assert next(model.parameters()).dtype == torch.float32  # the caller's model is left as it was
-    monkeypatch.setattr(tr, "native_bf16", lambda device: False)
+    monkeypatch.setattr(engines, "bf16_feature", lambda device: None)
     with pytest.raises(MTError, match="native bf16"):
-        tr.NativeEngine(model, "cpu").search_ids(src, bf16, n_best=None, sentence_ids=[0, 1])
+        engines.NativeEngine(model, "cpu").search_ids(src, bf16, n_best=None, sentence_ids=[0, 1])

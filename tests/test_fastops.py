@@ -1,4 +1,4 @@
-"""mt.fastops: the explicit bf16 attention equals SDPA, the 16-bit dropout is an unbiased dropout."""
+"""mt.model.fastops: the explicit bf16 attention equals SDPA, the 16-bit dropout is an unbiased dropout."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mt.fastops import attention, dropout, dropout_add
+from mt.model.fastops import attention, dropout, dropout_add
 
 
 def _qkv(dtype: torch.dtype) -> tuple[torch.Tensor, ...]:

@@ -1,4 +1,4 @@
-"""mt.fetch: mirror copy, checksum/line checks, idempotence, offline errors, the download path."""
+"""mt.data.fetch: mirror copy, checksum/line checks, idempotence, offline errors, the download path."""
 
 from __future__ import annotations
 
@@ -7,18 +7,19 @@ import io
 import shutil
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from mt.data.fetch import BASE_URL, SHA256, fetch_multi30k, multi30k_files
 from mt.errors import MTError
-from mt.fetch import BASE_URL, SHA256, fetch_multi30k, multi30k_files
 
 
 def test_mirror_fetch_is_complete_and_idempotent(multi30k_dir: Path, mirror_dir: Path, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+                                                 reports: Callable[[], str]) -> None:
     names = sorted(p.name for p in multi30k_dir.iterdir())
-    assert names == sorted(name for name, _ in multi30k_files()) and len(names) == 10
+    assert names == sorted(name for name, _ in multi30k_files()) and len(names) == 15
     sums = dict(line.split()[::-1] for line in (mirror_dir / "SHA256SUMS").read_text().splitlines() if line.strip())
     assert sums == SHA256  # the hard-coded checksums are the mirror's
     for name in names:
@@ -27,7 +28,7 @@ def test_mirror_fetch_is_complete_and_idempotent(multi30k_dir: Path, mirror_dir:
     shutil.copytree(multi30k_dir, dest, copy_function=shutil.copy2)
     before = {p.name: p.stat().st_mtime_ns for p in dest.iterdir()}
     fetch_multi30k(dest, mirror_dir)
-    assert capsys.readouterr().out.count("present, verified") == 10
+    assert reports().count("present, verified") == 15
     assert {p.name: p.stat().st_mtime_ns for p in dest.iterdir()} == before
 
 
@@ -91,5 +92,5 @@ def test_download_path(mirror_dir: Path, tmp_path: Path, monkeypatch: pytest.Mon
 
     monkeypatch.setattr(urllib.request, "urlopen", fake_urlopen)
     fetch_multi30k(tmp_path / "m", None)
-    assert urls[0] == "https://github.com/multi30k/dataset/raw/master/data/task1/raw/train.en.gz" and len(urls) == 10
-    assert len(list((tmp_path / "m").iterdir())) == 10
+    assert urls[0] == "https://github.com/multi30k/dataset/raw/master/data/task1/raw/train.en.gz" and len(urls) == 15
+    assert len(list((tmp_path / "m").iterdir())) == 15

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from langdata import RARE, pairs, write_text_corpus
 
-from mt.bleu import is_available
+from mt.eval.bleu import is_available
 
 pytestmark = pytest.mark.slow  # ~15-50 s each: four CLI processes and a few seconds of training
 
@@ -54,7 +54,7 @@ def write_config(tmp: Path, name: str, data: dict, extra: dict | None = None) ->
 
 
 def check_round_trip(run: Path, target_lines: list[str]) -> None:
-    from mt.tokenizer import Tokenizer
+    from mt.data.tokenizer import Tokenizer
 
     assert Tokenizer.from_files(run).round_trip_failures(target_lines) == []
 

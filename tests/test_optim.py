@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from mt.config import TrainConfig
-from mt.optim import Schedule, build_optimizer, label_smoothed_nll, training_progress
+from mt.train.loss import label_smoothed_nll
+from mt.train.optim import Schedule, build_optimizer, training_progress
 
 LN2 = math.log(2.0)
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from mt import precision
-from mt.config import load_config
-from mt.precision import MIN_MATMUL_SPEEDUP, MIN_STEP_SPEEDUP, resolve_precision
+from mt.config_load import load_config
+from mt.train import precision
+from mt.train.precision import MIN_MATMUL_SPEEDUP, MIN_STEP_SPEEDUP, resolve_precision
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ def test_explicit_precision_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_avx2_only_cpu_trains_in_fp32_without_timing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(precision, "cpu_bf16_feature", lambda: None)
+    monkeypatch.setattr(precision, "bf16_feature", lambda device: None)
     monkeypatch.setattr(precision, "matmul_speedup", lambda: pytest.fail("no timing without native bf16"))
     choice = resolve_precision("auto", CPU)
     assert choice.precision == "fp32" and "no native bf16" in choice.reason
@@ -34,14 +34,14 @@ def test_avx2_only_cpu_trains_in_fp32_without_timing(monkeypatch: pytest.MonkeyP
 @pytest.mark.parametrize("feature", ["AMX", "AVX-512 BF16"])
 def test_native_bf16_cpu_trains_in_bf16_when_the_check_confirms(monkeypatch: pytest.MonkeyPatch,
                                                                  feature: str) -> None:
-    monkeypatch.setattr(precision, "cpu_bf16_feature", lambda: feature)
+    monkeypatch.setattr(precision, "bf16_feature", lambda device: feature)
     monkeypatch.setattr(precision, "matmul_speedup", lambda: 4.2)
     choice = resolve_precision("auto", CPU)
     assert choice.precision == "bf16" and feature in choice.reason and "4.20x" in choice.reason
 
 
 def test_native_bf16_cpu_keeps_fp32_when_bf16_is_not_faster(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(precision, "cpu_bf16_feature", lambda: "AVX-512 BF16")
+    monkeypatch.setattr(precision, "bf16_feature", lambda device: "AVX-512 BF16")
     monkeypatch.setattr(precision, "matmul_speedup", lambda: MIN_MATMUL_SPEEDUP * 0.9)
     choice = resolve_precision("auto", CPU)
     assert choice.precision == "fp32" and "only" in choice.reason
@@ -50,7 +50,7 @@ def test_native_bf16_cpu_keeps_fp32_when_bf16_is_not_faster(monkeypatch: pytest.
 def test_a_timed_training_step_decides_when_the_trainer_gives_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """The trainer's probe (a real step of its model) overrules the matrix product: a fast bf16
     product with a bf16 step below MIN_STEP_SPEEDUP stays fp32, and the reason says so."""
-    monkeypatch.setattr(precision, "cpu_bf16_feature", lambda: "AMX")
+    monkeypatch.setattr(precision, "bf16_feature", lambda device: "AMX")
     monkeypatch.setattr(precision, "matmul_speedup", lambda: pytest.fail("the step was timed instead"))
     slow = resolve_precision("auto", CPU, probe=lambda: MIN_STEP_SPEEDUP * 0.8)
     assert slow.precision == "fp32" and "training step" in slow.reason and "only 0.88x" in slow.reason
@@ -90,4 +90,4 @@ def test_real_probe_on_this_machine() -> None:
     choice = resolve_precision("auto", CPU)
     assert choice.precision in ("fp32", "bf16") and choice.reason.startswith("auto:")
     assert precision.matmul_speedup(n=128, reps=1) > 0
-    assert precision.cpu_bf16_feature() in (None, "AMX", "AVX-512 BF16")
+    assert precision.bf16_feature("cpu") in (None, "AMX", "AVX-512 BF16")

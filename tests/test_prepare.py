@@ -1,4 +1,4 @@
-"""mt.prepare: the cache files, memmap reload, no-op re-runs, invalidation, cleaning, failure safety."""
+"""mt.data.prepare: the cache files, memmap reload, no-op re-runs, invalidation, cleaning, failure safety."""
 
 from __future__ import annotations
 
@@ -6,17 +6,21 @@ import gzip
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from conftest import tiny_config_at
-from mt.config import Config, load_config
-from mt.corpus import read_split
+from mt.config import Config
+from mt.config_load import load_config
+from mt.data.corpus import read_split
+from mt.data.encode import IDS_DTYPE, OFFSETS_DTYPE
+from mt.data.prepare import prepare
+from mt.data.splits import load_split
+from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
-from mt.prepare import IDS_DTYPE, OFFSETS_DTYPE, load_split, prepare
-from mt.tokenizer import Tokenizer
 
 SPLIT_SIZES = {"train": 2000, "val": 1014, "test_2016_flickr": 1000, "test_2017_flickr": 1000, "test_2017_mscoco": 461}
 
@@ -80,33 +84,33 @@ def test_load_split_errors(tiny_run: Config, tmp_path: Path) -> None:
 
 
 def test_rerun_is_noop_and_inputs_or_config_invalidate(multi30k_dir: Path, tmp_path: Path,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:
+                                                       reports: Callable[[], str]) -> None:
     data = _data_copy(multi30k_dir, tmp_path)
     cfg = tiny_config_at(data, tmp_path / "runs", ["data.test_splits=[test_2016_flickr]", "data.train_limit=500"])
     prepare(cfg)
-    out = capsys.readouterr().out
+    out = reports()
     assert "test split 'test_2016_flickr' not found" in out and "skipped" in out
     before = _mtimes(cfg.run_dir)
 
     prepare(cfg)
-    assert "is up to date" in capsys.readouterr().out
+    assert "is up to date" in reports()
     assert _mtimes(cfg.run_dir) == before
 
     # More workers do not change the output, so they do not invalidate the cache either.
     more = tiny_config_at(data, tmp_path / "runs", ["data.test_splits=[test_2016_flickr]", "data.train_limit=500",
                                                      "tokenizer.workers=2", "train.lr=0.01"])
     prepare(more)
-    assert "is up to date" in capsys.readouterr().out
+    assert "is up to date" in reports()
     assert load_config(cfg.run_dir / "config.yaml") == more  # the resolved config is refreshed all the same
     prepare(cfg)
-    assert "is up to date" in capsys.readouterr().out
+    assert "is up to date" in reports()
     assert {k: v for k, v in _mtimes(cfg.run_dir).items() if k != "config.yaml"} == \
         {k: v for k, v in before.items() if k != "config.yaml"}
 
     st = (data / "val.de.gz").stat()
     os.utime(data / "val.de.gz", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     prepare(cfg)
-    assert "is up to date" not in capsys.readouterr().out
+    assert "is up to date" not in reports()
     after_touch = _mtimes(cfg.run_dir)
     assert after_touch["data/manifest.json"] != before["data/manifest.json"]
     # Same content, so the same tokenizer and cache bytes.
@@ -115,13 +119,13 @@ def test_rerun_is_noop_and_inputs_or_config_invalidate(multi30k_dir: Path, tmp_p
     smaller = tiny_config_at(data, tmp_path / "runs", ["data.test_splits=[test_2016_flickr]", "data.train_limit=500",
                                                        "tokenizer.vocab_size=400"])
     prepare(smaller)
-    assert "is up to date" not in capsys.readouterr().out
+    assert "is up to date" not in reports()
     assert Tokenizer.from_files(cfg.run_dir).src_vocab_size == 400
     assert load_config(cfg.run_dir / "config.yaml").tokenizer.vocab_size == 400
     assert int(load_split(cfg.run_dir, "train").src.ids.max()) < 400
 
     prepare(smaller, force=True)
-    assert "is up to date" not in capsys.readouterr().out
+    assert "is up to date" not in reports()
 
 
 def test_two_workers_write_identical_cache(multi30k_dir: Path, tmp_path: Path) -> None:

@@ -23,8 +23,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from mt.config import Config, DataConfig, config_to_dict, load_config
-from mt.corpus import read_split
+from mt.config import Config, DataConfig
+from mt.config_load import config_to_dict, load_config
+from mt.data.corpus import read_split
 from mt.errors import MTError
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -211,7 +212,7 @@ LINE = st.one_of(
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, object, object]:
     """(checkpoint, model, tokenizer, decode settings) of a random-weight model (scripts/tiny_checkpoint.py)."""
-    from mt.checkpoint import load_for_inference
+    from mt.model.checkpoint import load_for_inference
 
     sys.path.insert(0, str(REPO / "scripts"))
     try:
@@ -229,7 +230,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, 
 def test_translate_gives_one_line_per_input_line(tiny_model: tuple, lines: list[str], beam: int) -> None:
     import dataclasses as dc
 
-    from mt.translate import translate_lines
+    from mt.decode.translate import translate_lines
 
     _, model, tokenizer, decode = tiny_model
     out = translate_lines(model, tokenizer, lines, dc.replace(decode, beam=beam), device="cpu")

@@ -23,13 +23,13 @@ import torch
 
 import mt
 import mt.textio
-from mt.checkpoint import load_checkpoint, save_checkpoint
-from mt.distributed import resolve_device
+from mt.device import resolve_device
 from mt.errors import Interrupted, MTError, MTWarning
-from mt.plot import read_metrics
+from mt.eval.plot import read_metrics
+from mt.model.checkpoint import load_checkpoint, save_checkpoint
 from mt.textio import remove_stale_temp_files, write_lines_atomic
-from mt.trainlog import TrainLog, cut_torn_last_line
-from mt.trainstate import StopSignal
+from mt.train.log import TrainLog, cut_torn_last_line
+from mt.train.state import StopSignal
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -401,7 +401,7 @@ def test_every_numeric_config_key_has_a_range() -> None:
     ("data.test_splits=" + "[" * 5000, "value nested too deeply"),
 ])
 def test_bad_config_values_are_one_line_naming_key_and_range(override: str, message: str) -> None:
-    from mt.config import load_config
+    from mt.config_load import load_config
 
     with pytest.raises(MTError) as e:
         load_config(REPO / "configs" / "tiny.yaml", [override])
@@ -416,7 +416,7 @@ def test_bad_config_value_through_the_cli_is_one_line() -> None:
 
 @pytest.mark.parametrize("name", ["tiny", "multi30k_en_de", "run-2.b", "A_1"])
 def test_good_names_pass(name: str) -> None:
-    from mt.config import load_config
+    from mt.config_load import load_config
 
     assert load_config(REPO / "configs" / "tiny.yaml", [f"name={name}"]).name == name
 
@@ -434,8 +434,8 @@ def _translate(ckpt: Path, src: Path, out: Path, *, n_best: int | None = None, a
 def test_translate_streams_in_chunks_with_the_same_output(tmp_path: Path, random_ckpt: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import mt.commands
-    from mt.checkpoint import load_for_inference
-    from mt.translate import translate_lines
+    from mt.decode.translate import translate_lines
+    from mt.model.checkpoint import load_for_inference
 
     sys.path.insert(0, str(REPO / "scripts"))
     try:
@@ -504,7 +504,7 @@ def test_full_disk_during_training_stops_with_one_line_and_last_pt_intact(
         tmp_path: Path, tiny_run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from test_train import copy_run
 
-    from mt.train import train
+    from mt.train.loop import train
 
     cfg = copy_run(tiny_run, tmp_path, max_updates=6, valid_every=0, valid_bleu=False, save_every=2,
                    keep_checkpoints=0, log_every=1000, threads=1)

@@ -17,10 +17,10 @@ import pytest
 import torch
 from test_search import SOURCES, TinyRNN, make_batch
 
-from mt.sampling import draw_tokens, filter_log_probs, sample_search, sample_uniforms
-from mt.scoring import force_decode_score
-from mt.search import greedy_search, length_penalty, mask_log_probs, max_output_lengths
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from mt.decode.forced import force_decode_score
+from mt.decode.sampling import draw_tokens, filter_log_probs, sample_search, sample_uniforms
+from mt.decode.search import greedy_search, length_penalty, mask_log_probs, max_output_lengths
 
 NEG_INF = float("-inf")
 
@@ -298,9 +298,9 @@ def test_max_length_special_tokens_and_argument_checks():
 
 
 def test_transformer_cold_sampling_equals_greedy_and_batch_invariance():
-    from mt.batching import collate_source
     from mt.config import ModelConfig
-    from mt.model import Transformer
+    from mt.data.batching import collate_source
+    from mt.model.transformer import Transformer
 
     torch.manual_seed(0)
     cfg = ModelConfig(d_model=32, heads=2, encoder_layers=2, decoder_layers=2, d_ff=64, dropout=0.0)

@@ -14,8 +14,9 @@ import math
 import pytest
 import torch
 
-from mt.scoring import force_decode_score
-from mt.search import (
+from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from mt.decode.forced import force_decode_score
+from mt.decode.search import (
     Hypothesis,
     beam_search,
     greedy_search,
@@ -24,7 +25,6 @@ from mt.search import (
     max_output_lengths,
     topk_candidates,
 )
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 NEG_INF = float("-inf")
 
@@ -325,7 +325,7 @@ def test_beam_argument_checks():
 @pytest.fixture(scope="module")
 def transformer():
     from mt.config import ModelConfig
-    from mt.model import Transformer
+    from mt.model.transformer import Transformer
 
     torch.manual_seed(0)
     cfg = ModelConfig(d_model=32, heads=2, encoder_layers=2, decoder_layers=2, d_ff=64, dropout=0.0)
@@ -333,7 +333,7 @@ def transformer():
 
 
 def real_batch(lengths: list[int], seed: int = 0) -> tuple[list[list[int]], torch.Tensor, torch.Tensor]:
-    from mt.batching import collate_source
+    from mt.data.batching import collate_source
 
     g = torch.Generator().manual_seed(seed)
     seqs = [torch.randint(4, 24, (n,), generator=g).tolist() for n in lengths]
@@ -350,7 +350,7 @@ def test_transformer_beam1_equals_greedy(transformer):
 
 
 def test_transformer_batch_invariance_and_forced_scores(transformer):
-    from mt.batching import collate_source
+    from mt.data.batching import collate_source
 
     seqs, src, mask = real_batch([6, 2, 9, 4])
     with torch.inference_mode():

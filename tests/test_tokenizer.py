@@ -1,4 +1,4 @@
-"""mt.tokenizer: deterministic training, fixed special ids, round trips, joint and separate models."""
+"""mt.data.tokenizer: deterministic training, fixed special ids, round trips, joint and separate models."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from mt.config import Config, DataConfig, TokenizerConfig
-from mt.corpus import iter_split, read_split
+from mt.data.corpus import iter_split, read_split
+from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, reservoir_sample, train_sentencepiece
 from mt.errors import MTError
-from mt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer, reservoir_sample, train_sentencepiece
 
 
 @pytest.fixture(scope="module")

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import mt.train
-import mt.trainstep
-from mt.checkpoint import AVERAGE_CANDIDATE, load_checkpoint, load_for_inference
-from mt.config import Config, config_from_dict, load_config, save_config
+import mt.train.loop
+import mt.train.step
+from mt.config import Config
+from mt.config_load import config_from_dict, load_config, save_config
 from mt.errors import MTError
-from mt.train import train
+from mt.model.checkpoint import AVERAGE_CANDIDATE, load_checkpoint, load_for_inference
+from mt.train.loop import train
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,8 +41,8 @@ def copy_run(tiny_run: Config, run_root: Path, dropout: float | None = None, **t
 
 def test_learns_to_reverse(tmp_path: Path) -> None:
     """Reverse random sequences of 20 letters (length 1-10): >= 95% exact match, greedy, unseen inputs."""
-    from mt.batching import collate_source
-    from mt.search import greedy_search
+    from mt.data.batching import collate_source
+    from mt.decode.search import greedy_search
 
     rng = random.Random(0)
     letters = [chr(ord("a") + i) for i in range(20)]
@@ -92,14 +93,14 @@ def test_resume_is_exact(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.M
     train(straight)
 
     interrupted = copy_run(tiny_run, tmp_path / "b", **opts)
-    real_progress = mt.train.training_progress
+    real_progress = mt.train.loop.training_progress
 
     def progress_then_sigterm(step: int, elapsed: float, **limits: int | float) -> float:
         if step == n - 1:  # while update n runs: it completes, then training stops
             os.kill(os.getpid(), signal.SIGTERM)
         return real_progress(step, elapsed, **limits)
 
-    monkeypatch.setattr(mt.train, "training_progress", progress_then_sigterm)
+    monkeypatch.setattr(mt.train.loop, "training_progress", progress_then_sigterm)
     train(interrupted)
     monkeypatch.undo()
     last = load_checkpoint(interrupted.run_dir / "checkpoints" / "last.pt")
@@ -168,7 +169,7 @@ def test_nan_losses_are_skipped_then_stop(tmp_path: Path, tiny_run: Config, monk
     """A NaN at batch 3 is skipped; NaNs from batch 6 on stop training past max_bad_losses, last.pt intact."""
     cfg = copy_run(tiny_run, tmp_path, max_updates=50, valid_every=0, valid_bleu=False, save_every=2,
                    keep_checkpoints=10, max_bad_losses=2, log_every=1000, threads=1)
-    real_loss = mt.trainstep.projected_smoothed_nll
+    real_loss = mt.train.step.projected_smoothed_nll
     calls = []
 
     def poisoned(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
@@ -179,7 +180,7 @@ def test_nan_losses_are_skipped_then_stop(tmp_path: Path, tiny_run: Config, monk
             return loss * float("nan"), nll * float("nan"), n
         return loss, nll, n
 
-    monkeypatch.setattr(mt.trainstep, "projected_smoothed_nll", poisoned)
+    monkeypatch.setattr(mt.train.step, "projected_smoothed_nll", poisoned)
     with pytest.raises(MTError, match="max_bad_losses=2"):
         train(cfg)
     # batches 1, 2 -> updates 1, 2; batch 3 skipped; 4, 5 -> updates 3, 4; 6 skipped (2 of 2 allowed);
@@ -265,10 +266,10 @@ def test_auto_precision_is_chosen_and_logged(tmp_path: Path, tiny_run: Config, m
                                               feature: str | None, precision: str) -> None:
     """train.precision auto on an AVX2-only CPU (fp32) and on an AMX one (bf16), whatever this CPU is:
     the detection is patched, the log names the choice and the reason, and the updates run."""
-    import mt.precision
+    import mt.train.precision
 
-    monkeypatch.setattr(mt.precision, "cpu_bf16_feature", lambda: feature)
-    monkeypatch.setattr(mt.train, "step_speedup", lambda *args, **kwargs: 5.0)
+    monkeypatch.setattr(mt.train.precision, "bf16_feature", lambda device: feature)
+    monkeypatch.setattr(mt.train.loop, "step_speedup", lambda *args, **kwargs: 5.0)
     cfg = copy_run(tiny_run, tmp_path / "runs", precision="auto", max_updates=2, valid_every=0, valid_bleu=False,
                    keep_checkpoints=0, threads=1)
     train(cfg)

@@ -1,4 +1,4 @@
-"""`mt.translate`: `search_batch` (the one place a DecodeConfig becomes a search call) and
+"""`mt.decode.translate`: `search_batch` (the one place a DecodeConfig becomes a search call) and
 sources longer than the model can take.
 
 A tiny random Transformer with max_positions 8 whose EOS logit is zeroed (tied output), so
@@ -12,13 +12,14 @@ import dataclasses
 import pytest
 import torch
 
-from mt.batching import collate_source
 from mt.config import DecodeConfig, ModelConfig
+from mt.data.batching import collate_source
+from mt.data.tokenizer import EOS_ID
+from mt.decode.engine import search_batch
+from mt.decode.search import beam_search, greedy_search
+from mt.decode.translate import translate_lines
 from mt.errors import MTWarning
-from mt.model import Transformer
-from mt.search import beam_search, greedy_search
-from mt.tokenizer import EOS_ID
-from mt.translate import search_batch, translate_lines
+from mt.model.transformer import Transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -64,7 +65,7 @@ def test_greedy_for_beam_1_beam_otherwise_and_nbest_within_the_model_limit(model
 
 
 class CharTokenizer:
-    """Test double for mt.tokenizer.Tokenizer: one source piece per character, ids as target text."""
+    """Test double for mt.data.tokenizer.Tokenizer: one source piece per character, ids as target text."""
 
     def encode_src(self, lines: list[str]) -> list[list[int]]:
         return [[4 + ord(c) % 20 for c in line] for line in lines]

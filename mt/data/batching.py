@@ -1,0 +1,212 @@
+"""Batches, padding masks and the length-bucketed token-budget sampler.
+
+This is the only place padding masks are built. Polarity: True = a real token (attend to it),
+False = padding, the polarity of `scaled_dot_product_attention` boolean masks.
+
+Layout of a batch (sequences arrive as token ids without BOS/EOS):
+    src     = x + EOS, then PAD        (B, S)   S = max |x| + 1
+    tgt_in  = BOS + y, then PAD        (B, T)   T = max |y| + 1
+    tgt_out = y + EOS, then PAD        (B, T)
+The source ends with EOS so that every source row has at least one real token (no fully
+masked attention row, even for an empty line) and the encoder sees where the sentence ends.
+
+`max_tokens` counts padded tensor elements: B * S + B * T = B * (max|x| + 1 + max|y| + 1), the
+source and decoder-input tokens the model actually computes on, padding included. A single
+sentence pair whose own cost exceeds `max_tokens` still gets a batch, of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from mt.errors import MTError
+
+
+@dataclass
+class Batch:
+    """One training batch. `indices` are the sentences' positions in their split."""
+
+    src: Tensor  # (B, S) long: x + EOS, PAD
+    src_mask: Tensor  # (B, S) bool, True = real token
+    tgt_in: Tensor  # (B, T) long: BOS + y, PAD
+    tgt_out: Tensor  # (B, T) long: y + EOS, PAD
+    tgt_mask: Tensor  # (B, T) bool, True = a real position of tgt_in / tgt_out
+    indices: Tensor  # (B,) long
+    num_tgt_tokens: int  # real target tokens (sum of |y| + 1): the loss normaliser
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
+        """A copy on `device` (non_blocking needs pinned memory to overlap a host-to-GPU copy)."""
+
+        def move(t: Tensor) -> Tensor:
+            return t.to(device, non_blocking=non_blocking)
+
+        return Batch(move(self.src), move(self.src_mask), move(self.tgt_in), move(self.tgt_out),
+                     move(self.tgt_mask), move(self.indices), self.num_tgt_tokens)
+
+
+def padded_width(width: np.ndarray | int, multiple: int) -> np.ndarray | int:
+    """`width` rounded up to a multiple of `multiple` (1 = unchanged)."""
+    return -(-width // multiple) * multiple
+
+
+def _pad(seqs: Sequence[Sequence[int]], prefix: int | None, suffix: int | None,
+         multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Rows [prefix] + seq + [suffix], right-padded with PAD to a width that is a multiple of
+    `multiple` -> (ids (B, L) int64, mask (B, L) bool)."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    extra = (prefix is not None) + (suffix is not None)
+    width = int(padded_width(int(lengths.max(initial=0)) + extra, multiple))
+    ids = np.full((len(seqs), width), PAD_ID, dtype=np.int64)
+    start = 1 if prefix is not None else 0
+    if prefix is not None:
+        ids[:, 0] = prefix
+    for row, (seq, n) in enumerate(zip(seqs, lengths)):
+        ids[row, start:start + n] = seq
+    if suffix is not None:
+        ids[np.arange(len(seqs)), start + lengths] = suffix
+    mask = np.arange(width)[None, :] < (lengths + extra)[:, None]
+    return ids, mask
+
+
+def collate_source(src_seqs: Sequence[Sequence[int]], multiple: int = 1) -> tuple[Tensor, Tensor]:
+    """Source ids without EOS -> (src (B, S) long = x + EOS + PAD, src_mask (B, S) bool), S a
+    multiple of `multiple`."""
+    if len(src_seqs) == 0:
+        raise MTError("batch: no source sentences to collate")
+    ids, mask = _pad(src_seqs, None, EOS_ID, multiple)
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def collate(src_seqs: Sequence[Sequence[int]], tgt_seqs: Sequence[Sequence[int]],
+            indices: Sequence[int] | np.ndarray, multiple: int = 1) -> Batch:
+    """Pad a list of (source, target) id sequences without BOS/EOS into a `Batch`; S and T are
+    rounded up to a multiple of `multiple` (see TokenBatchSampler's `pad_multiple`)."""
+    if len(src_seqs) != len(tgt_seqs) or len(src_seqs) != len(indices):
+        raise MTError(f"batch: {len(src_seqs)} sources, {len(tgt_seqs)} targets, {len(indices)} indices")
+    src, src_mask = collate_source(src_seqs, multiple)
+    tgt_in, tgt_mask = _pad(tgt_seqs, BOS_ID, None, multiple)
+    # tgt_out is tgt_in shifted left by one, with EOS written where BOS + y ends.
+    tgt_out = np.full_like(tgt_in, PAD_ID)
+    tgt_out[:, :-1] = tgt_in[:, 1:]
+    lengths = tgt_mask.sum(axis=1)  # |y| + 1
+    tgt_out[np.arange(len(tgt_seqs)), lengths - 1] = EOS_ID
+    return Batch(src, src_mask, torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), torch.from_numpy(tgt_mask),
+                 torch.as_tensor(np.asarray(indices, dtype=np.int64)), int(lengths.sum()))
+
+
+def _pack(src_width: np.ndarray, tgt_width: np.ndarray, max_tokens: int, max_sentences: int) -> list[int]:
+    """Greedy packing of consecutive sentences: batch sizes in order.
+
+    A batch of n consecutive sentences costs n * (max src_width + max tgt_width) over its rows.
+    One Python iteration per batch (not per sentence): the running maxima make the cost of the
+    first n rows nondecreasing in n, so the largest n within budget is a count over a window.
+    """
+    total, start, sizes = len(src_width), 0, []
+    window = max(1, min(max_sentences, max_tokens // 2))  # every pair costs >= 2 (EOS, BOS)
+    while start < total:
+        stop = min(total, start + window)
+        run_src = np.maximum.accumulate(src_width[start:stop])
+        run_tgt = np.maximum.accumulate(tgt_width[start:stop])
+        cost = np.arange(1, stop - start + 1) * (run_src + run_tgt)
+        n = max(1, int(np.count_nonzero(cost <= max_tokens)))  # 1: an over-long pair gets its own batch
+        sizes.append(n)
+        start += n
+    return sizes
+
+
+def _split(order: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
+    return np.split(order, np.cumsum(sizes)[:-1]) if sizes else []
+
+
+class TokenBatchSampler:
+    """Length-bucketed batches of training pairs under a padded-token budget.
+
+    Per epoch: shuffle the pairs with rng((seed, epoch)), stable-sort them by (source length,
+    target length) so equal-length pairs stay in random order, cut the sorted list greedily into
+    batches of at most `max_tokens` padded tokens (B * (S + T), see the module docstring) and
+    `max_sentences` pairs, then shuffle the order of the batches with the same rng. The list is a
+    pure function of (lengths, budgets, seed, epoch): resuming mid-epoch = skipping its first k.
+
+    DDP (world_size > 1): the shuffled batch list is cut to a multiple of world_size by dropping
+    its last `len % world_size` batches (different batches every epoch, since the order is
+    reshuffled), and rank r takes batches r, r + world_size, ... Ranks thus get disjoint batches,
+    the same number each, which keeps their collective calls in step.
+
+    `pad_multiple` > 1 bounds the set of batch shapes: widths (|x| + 1, |y| + 1) are rounded up to
+    a multiple of it for sorting and packing (collate with the same `multiple`), so the full
+    batches of one (S, T) group all have B = max_tokens // (S + T). Backends that compile a kernel
+    per matrix shape (oneDNN's bf16 path on CPU, torch.compile) then see a few dozen shapes
+    instead of new ones all run long; the price is the extra padding.
+    """
+
+    def __init__(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, max_tokens: int, max_sentences: int,
+                 seed: int, rank: int = 0, world_size: int = 1, pad_multiple: int = 1) -> None:
+        src_lengths, tgt_lengths = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
+        if src_lengths.shape != tgt_lengths.shape or src_lengths.ndim != 1:
+            raise MTError(f"sampler: {src_lengths.shape} source lengths vs {tgt_lengths.shape} target lengths")
+        if len(src_lengths) == 0:
+            raise MTError("sampler: no training pairs")
+        if pad_multiple < 1:
+            raise MTError(f"sampler: pad_multiple must be >= 1, got {pad_multiple}")
+        if not 0 <= rank < world_size:
+            raise MTError(f"sampler: rank {rank} outside world size {world_size}")
+        self.src_lengths, self.tgt_lengths = src_lengths, tgt_lengths
+        self.max_tokens, self.max_sentences = max_tokens, max_sentences
+        self.seed, self.rank, self.world_size = seed, rank, world_size
+        self._src_width = padded_width(src_lengths + 1, pad_multiple)  # (N,) EOS included
+        self._tgt_width = padded_width(tgt_lengths + 1, pad_multiple)  # (N,) BOS included
+        # One int64 sort key: source width major, target width minor.
+        self._key = self._src_width * (int(self._tgt_width.max()) + 1) + self._tgt_width
+
+    def all_batches(self, epoch: int) -> list[np.ndarray]:
+        """Every rank's batches of the epoch, in training order (before DDP sharding)."""
+        rng = np.random.default_rng((self.seed, epoch))
+        perm = rng.permutation(len(self._key))
+        order = perm[np.argsort(self._key[perm], kind="stable")]  # (N,) ties in random order
+        sizes = _pack(self._src_width[order], self._tgt_width[order], self.max_tokens, self.max_sentences)
+        batches = _split(order, sizes)
+        return [batches[i] for i in rng.permutation(len(batches))]
+
+    def epoch_batches(self, epoch: int) -> list[np.ndarray]:
+        """This rank's batches (index arrays into the split) for `epoch`, in training order."""
+        batches = self.all_batches(epoch)
+        if self.world_size == 1:
+            return batches
+        per_rank = len(batches) // self.world_size
+        if per_rank == 0:
+            raise MTError(f"sampler: {len(batches)} batches cannot feed {self.world_size} ranks; lower train.max_tokens")
+        return batches[self.rank:per_rank * self.world_size:self.world_size]
+
+
+def decode_batches(src_lengths: np.ndarray, *, max_tokens: int, max_sentences: int) -> list[np.ndarray]:
+    """Batches of source indices for translation, longest sentences first.
+
+    A batch holds at most `max_sentences` sentences and B * (max|x| + 1) <= max_tokens padded
+    source tokens (a longer single sentence gets its own batch). Callers restore input order
+    with the indices.
+    """
+    src_lengths = np.asarray(src_lengths, np.int64)
+    order = np.argsort(-src_lengths, kind="stable")  # (N,)
+    widths = src_lengths[order] + 1
+    sizes = _pack(widths, np.zeros_like(widths), max_tokens, max_sentences)
+    return _split(order, sizes)
+
+
+def pair_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, max_tokens: int,
+                 max_sentences: int) -> list[np.ndarray]:
+    """Batches of pair indices for forced decoding (`mt score`), longest sources first.
+
+    Sorted by (source length, target length), cut greedily so that a batch holds at most
+    `max_sentences` pairs and B * (max|x| + 1 + max|y| + 1) <= max_tokens padded tokens (a
+    longer single pair gets its own batch). Callers restore input order with the indices.
+    """
+    src_lengths, tgt_lengths = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
+    order = np.lexsort((-tgt_lengths, -src_lengths))  # (N,) the last key is the primary one
+    sizes = _pack(src_lengths[order] + 1, tgt_lengths[order] + 1, max_tokens, max_sentences)
+    return _split(order, sizes)

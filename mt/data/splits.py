@@ -1,0 +1,78 @@
+"""Reading a prepared split: the memory-mapped token arrays `mt prepare` wrote (mt.data.prepare).
+
+`load_split(run_dir, split)` maps `data/<split>.{src,tgt}.{ids,offsets}` of a run directory as
+an `EncodedSplit` of two `TokenArray`s; nothing is read into memory but the offsets.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mt.data.encode import IDS_DTYPE, OFFSETS_DTYPE, split_path
+from mt.errors import MTError
+
+MANIFEST = "manifest.json"  # written last by prepare: its presence marks a complete cache
+
+
+class TokenArray:
+    """Variable-length token sequences stored flat: `ids` (int32 memmap) and `offsets` (int64, N+1).
+
+    Sequence i is `ids[offsets[i]:offsets[i+1]]`.
+    """
+
+    def __init__(self, ids_path: Path, offsets_path: Path) -> None:
+        for p in (ids_path, offsets_path):
+            if not p.is_file():
+                raise MTError(f"{p}: missing from the prepared data; run `mt prepare` again")
+        self.offsets: np.ndarray = np.fromfile(offsets_path, dtype=OFFSETS_DTYPE)  # (N+1,) int64, small: kept in RAM
+        n_ids = ids_path.stat().st_size // IDS_DTYPE.itemsize
+        # np.memmap cannot map an empty file; an empty split has no ids to map.
+        self.ids: np.ndarray = (np.memmap(ids_path, dtype=IDS_DTYPE, mode="r") if n_ids
+                                else np.zeros(0, dtype=IDS_DTYPE))  # (total_tokens,) int32
+        if len(self.offsets) == 0 or self.offsets[0] != 0 or self.offsets[-1] != n_ids:
+            raise MTError(f"{offsets_path}: does not match {ids_path.name} (corrupt cache); run `mt prepare --force`")
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def lengths(self) -> np.ndarray:
+        """(N,) int64 number of tokens of each sequence."""
+        return np.diff(self.offsets)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        """(L_i,) int32 ids of sequence i (a view into the memmap)."""
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"sequence {i} out of range for {len(self)} sequences")
+        i %= len(self)
+        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+
+
+@dataclass(frozen=True)
+class EncodedSplit:
+    """One prepared split: aligned source and target sequences (same length N)."""
+
+    src: TokenArray
+    tgt: TokenArray
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+
+def load_split(run_dir: Path, split: str) -> EncodedSplit:
+    """Memory-map a prepared split of a run directory. MTError if it was not prepared."""
+    data_dir = Path(run_dir) / "data"
+    manifest = data_dir / MANIFEST
+    if not manifest.is_file():
+        raise MTError(f"{run_dir}: data not prepared (no data/{MANIFEST}); run `mt prepare` first")
+    splits = json.loads(manifest.read_text(encoding="utf-8")).get("splits", {})
+    if split not in splits:
+        raise MTError(f"{run_dir}: split '{split}' was not prepared (prepared: {', '.join(splits) or 'none'})")
+    src, tgt = (TokenArray(split_path(data_dir, split, s, "ids"), split_path(data_dir, split, s, "offsets"))
+                for s in ("src", "tgt"))
+    if len(src) != len(tgt):
+        raise MTError(f"{data_dir}: split '{split}' has {len(src)} source but {len(tgt)} target sequences (corrupt cache)")
+    return EncodedSplit(src, tgt)

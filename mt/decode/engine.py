@@ -1,0 +1,124 @@
+"""The model behind translation: an `Engine` takes source token ids and returns output token ids.
+
+`search_batch` is the ONE place a `DecodeConfig` becomes a search call (sampling when
+decode.sampling, else greedy for beam 1 and beam search above). `NativeEngine` runs it on mt's
+own Transformer or Ensemble; `mt.deploy.ct2.CT2Translator` is the other engine (a model
+exported to CTranslate2). `mt.deploy.engines.load_engine` picks one from what `-c` names.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Protocol, overload
+
+import torch
+
+from mt.config import DecodeConfig
+from mt.data.batching import collate_source
+from mt.decode.sampling import sample_search
+from mt.decode.search import Hypothesis, beam_search, greedy_search
+from mt.device import bf16_feature
+from mt.errors import MTError
+from mt.model.ensemble import Ensemble, max_positions
+from mt.model.transformer import Transformer
+
+
+def rows_per_sentence(decode: DecodeConfig) -> int:
+    """Decoder rows one sentence takes: its samples when sampling, else the beam."""
+    return decode.n_best if decode.sampling else decode.beam
+
+
+Model = Transformer | Ensemble
+
+
+@overload
+def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+                 n_best: None = None, sentence_ids: list[int] | None = None) -> list[list[int]]: ...
+@overload
+def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+                 n_best: int, sentence_ids: list[int] | None = None) -> list[list[Hypothesis]]: ...
+def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+                 n_best: int | None = None,
+                 sentence_ids: list[int] | None = None) -> list[list[int]] | list[list[Hypothesis]]:
+    """The search `decode` asks for over one batch. src, src_mask: (B, S) on the model's device.
+
+    Without `n_best`: the best output's tokens per sentence (no BOS/EOS), by greedy search when
+    decode.beam == 1, else by beam search. With `n_best`: each sentence's `n_best` hypotheses
+    with their scores, best first, by beam search (also for beam 1). With `decode.sampling`,
+    one sample per sentence, or with `n_best` that many, highest score first; `sentence_ids`
+    (B ints, default 0..B-1) key each sentence's random draws (see mt.decode.sampling). Outputs stay
+    below the model's max_positions. The caller chooses train/eval mode and gradient tracking.
+    """
+    limit = max_positions(model) - 1
+    if decode.sampling:
+        samples = sample_search(model, src, src_mask, n_samples=1 if n_best is None else n_best,
+                                temperature=decode.temperature, top_k=decode.top_k, top_p=decode.top_p,
+                                seed=decode.seed, alpha=decode.alpha, length_penalty=decode.length_penalty,
+                                max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
+                                forbid_unk=decode.forbid_unk, sentence_ids=sentence_ids, max_len_limit=limit)
+        return [hyps[0].tokens for hyps in samples] if n_best is None else samples
+    if n_best is None and decode.beam == 1:
+        return greedy_search(model, src, src_mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
+                             forbid_unk=decode.forbid_unk, max_len_limit=limit)
+    found = beam_search(model, src, src_mask, beam=decode.beam, alpha=decode.alpha,
+                        length_penalty=decode.length_penalty, max_len_a=decode.max_len_a,
+                        max_len_b=decode.max_len_b, n_best=1 if n_best is None else n_best,
+                        forbid_unk=decode.forbid_unk, max_len_limit=limit)
+    return [hyps[0].tokens for hyps in found] if n_best is None else found
+
+
+class Engine(Protocol):
+    """What translation needs from a model: its position limit and a search over token ids."""
+
+    max_positions: int
+
+    def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
+                   sentence_ids: list[int]) -> list[list[tuple[list[int], float]]]:
+        """For each source (ids without EOS): with `n_best` None, the one output `decode` asks for
+        (its score may be NaN); else its `n_best` hypotheses (or samples) with their
+        length-normalised scores, best first. `sentence_ids` key sampling's random draws."""
+        ...
+
+
+class NativeEngine:
+    """mt's own Transformer or Ensemble as an `Engine`: `search_batch` in eval mode, no autograd.
+
+    decode.precision bf16 runs a bf16 copy of the model (weights cast once; log-probs and search
+    stay float32), opt-in and only where bf16 is native: check its BLEU against fp32 first.
+    """
+
+    def __init__(self, model: Model, device: torch.device | str) -> None:
+        self.model, self.device = model, device
+        self.max_positions = max_positions(model)
+        self._bf16: Model | None = None
+
+    def _model_for(self, decode: DecodeConfig) -> Model:
+        if decode.precision == "fp32":
+            return self.model
+        if bf16_feature(self.device) is None:
+            raise MTError(f"--precision bf16: {self.device} has no native bf16 (needs AVX512-BF16/AMX or a bf16 GPU); "
+                          "use fp32")
+        if self._bf16 is None:
+            self._bf16 = copy.deepcopy(self.model).to(torch.bfloat16).eval()
+        return self._bf16
+
+    def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
+                   sentence_ids: list[int]) -> list[list[tuple[list[int], float]]]:
+        model = self._model_for(decode)
+        src, src_mask = collate_source(src_ids)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                found = search_batch(model, src.to(self.device), src_mask.to(self.device), decode, n_best=n_best,
+                                     sentence_ids=sentence_ids)
+        finally:
+            model.train(was_training)
+        if n_best is None:
+            return [[(tokens, float("nan"))] for tokens in found]
+        return [[(h.tokens, h.score) for h in hyps] for hyps in found]
+
+
+def as_engine(model: Model | Engine, device: torch.device | str) -> Engine:
+    """A Transformer or Ensemble wrapped in a `NativeEngine`; an engine as it is."""
+    return NativeEngine(model, device) if isinstance(model, (Transformer, Ensemble)) else model

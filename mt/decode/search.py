@@ -1,0 +1,345 @@
+"""Greedy and beam search over the model's incremental decoding interface.
+
+Both searches only need `model.encode(src, src_mask)` and
+`model.decode_step(tokens (R, 1), memory, src_mask, cache) -> (log_probs (R, V), cache)` with
+`cache.reorder(index)` / `cache.reorder_beams(index)` (`SearchCache`): the decoder sees one new
+token per row and step, never the prefix again.
+
+Conventions (shared by greedy, beam, sampling in mt/decode/sampling.py and forced decoding in mt/decode/forced.py):
+- A hypothesis is `y_1 .. y_n EOS`; `tokens` exclude BOS and EOS. Its `log_prob` sums the
+  log-probabilities of all n+1 decisions, the final EOS included.
+- `|y|` in the length penalty counts EOS too (`|y| = n + 1`, the number of scored decisions), so
+  `score = log_prob / length_penalty(n + 1)`.
+- The maximum output length is `floor(a * |src| + b)` tokens before EOS, with `|src|` the number
+  of real (unmasked) source tokens. At that length only EOS is allowed, so every hypothesis ends
+  in a scored EOS and force-decoding it gives back its `log_prob` exactly.
+- PAD and BOS are never emitted; `forbid_unk` also bans UNK. Banned tokens are set to -inf
+  without renormalising, so scores stay the model's own log-probabilities.
+
+Beam search keeps `beam` live hypotheses per sentence in one batch of B*K rows. A sentence
+stops when it has `beam` finished hypotheses (the usual criterion; it makes beam 1 equal to
+greedy), when it reaches its maximum length, or as soon as no live hypothesis can still beat its
+`n_best`-th finished one (an exact bound, so it never changes the result). Stopped sentences'
+rows leave the batch, and the search ends when every sentence has stopped.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from mt.config import LengthPenalty
+from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
+
+class SearchCache(Protocol):
+    """What search needs from the model's incremental decoding state (one entry per batch row),
+    e.g. mt.model.transformer.DecoderCache."""
+
+    def reorder(self, index: torch.Tensor) -> SearchCache:
+        """Keep/duplicate/drop rows: new row i is old row `index[i]` (index: (R',) long)."""
+        ...
+
+    def reorder_beams(self, index: torch.Tensor) -> SearchCache:
+        """Like `reorder`, for an `index` (R,) that only moves rows among the beams of one
+        sentence (so state shared by a sentence's beams need not be copied)."""
+        ...
+
+
+class Seq2Seq(Protocol):
+    """What search needs from a model (mt.model.transformer.Transformer, or a test double)."""
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """src, src_mask: (B, S) -> memory (B, S, D)."""
+        ...
+
+    def decode_step(
+        self, tokens: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor, cache: SearchCache | None
+    ) -> tuple[torch.Tensor, SearchCache]:
+        """tokens (R, 1) -> next-token log-probs (R, V) float32 and the extended cache."""
+        ...
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Full teacher-forced decoding: tgt_in (B, T) -> logits (B, T, V)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One finished translation: tokens without BOS/EOS, length-normalised score, raw log-prob."""
+
+    tokens: list[int]
+    score: float
+    log_prob: float
+
+
+def length_penalty(length: torch.Tensor | float, *, alpha: float, kind: str) -> torch.Tensor | float:
+    """The divisor of a hypothesis' log-prob; `length` = |y| including EOS.
+
+    gnmt: ((5 + |y|) / 6) ** alpha (Wu et al. 2016); average: |y| ** alpha; none: 1.
+    Works elementwise on a tensor of lengths.
+    """
+    if kind == "gnmt":
+        return ((5.0 + length) / 6.0) ** alpha
+    if kind == "average":
+        return length ** alpha
+    if kind == "none":
+        return torch.ones_like(length) if isinstance(length, torch.Tensor) else 1.0
+    raise ValueError(f"length_penalty: unknown kind {kind!r}; "
+                     f"expected one of {', '.join(typing.get_args(LengthPenalty))}")
+
+
+_length_penalty = length_penalty  # beam_search's keyword argument `length_penalty` shadows the name
+
+
+def max_output_lengths(
+    src_mask: torch.Tensor, *, max_len_a: float, max_len_b: int, max_len_limit: int | None = None
+) -> torch.Tensor:
+    """Per-sentence maximum number of output tokens before EOS: floor(a * |src| + b), within
+    [0, max_len_limit]. src_mask: (B, S) bool, True = real token -> (B,) long."""
+    src_len = src_mask.sum(dim=1).to(torch.float64)
+    lengths = torch.floor(max_len_a * src_len + max_len_b).clamp(min=0).to(torch.long)
+    return lengths if max_len_limit is None else lengths.clamp(max=max_len_limit)
+
+
+def mask_log_probs(log_probs: torch.Tensor, *, forbid_unk: bool, force_eos: torch.Tensor) -> torch.Tensor:
+    """Ban tokens that may not be emitted, in place: PAD and BOS always, UNK when `forbid_unk`,
+    and everything but EOS in rows where `force_eos` (R,) bool is set. log_probs: (R, V)."""
+    log_probs[:, PAD_ID] = float("-inf")
+    log_probs[:, BOS_ID] = float("-inf")
+    if forbid_unk:
+        log_probs[:, UNK_ID] = float("-inf")
+    if bool(force_eos.any()):
+        eos = log_probs[:, EOS_ID].clone()
+        log_probs.masked_fill_(force_eos.unsqueeze(1), float("-inf"))
+        log_probs[:, EOS_ID] = eos
+    return log_probs
+
+
+CHUNK = 64  # vocabulary entries per chunk in `chunk_max` / the two-stage top-k
+
+
+def chunk_max(x: torch.Tensor, chunk: int = CHUNK) -> torch.Tensor:
+    """Maxima of consecutive chunks of `chunk` columns: x (R, V) -> (R, ceil(V / chunk)).
+
+    `amax` over a (R, V // chunk, chunk) view is vectorised; torch's CPU `argmax`/`topk` over a
+    whole row are several times slower than this pass, so both searches first find the chunks
+    that can hold their answer and then look only inside those.
+    """
+    rows, vocab = x.shape
+    whole = vocab // chunk
+    parts = []
+    if whole:
+        parts.append(x.as_strided((rows, whole, chunk), (x.stride(0), chunk * x.stride(1), x.stride(1))).amax(dim=2))
+    if vocab % chunk:
+        parts.append(x[:, whole * chunk:].amax(dim=1, keepdim=True))
+    return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
+
+
+def _chunk_columns(chunks: torch.Tensor, vocab: int, chunk: int = CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
+    """Columns of chunk ids (...,) -> (columns (..., chunk) clamped into [0, V), valid (..., chunk))."""
+    cols = chunks.unsqueeze(-1) * chunk + torch.arange(chunk, device=chunks.device)
+    return cols.clamp(max=vocab - 1), cols < vocab
+
+
+def argmax_rows(x: torch.Tensor) -> torch.Tensor:
+    """x (R, V) -> (R,) index of each row's maximum, the first one on ties (as `argmax`), via the
+    chunk maxima: the first chunk holding the row maximum, then the first maximum inside it."""
+    best = chunk_max(x).argmax(dim=1)  # (R,) first chunk holding the maximum
+    cols, valid = _chunk_columns(best, x.size(1))  # (R, CHUNK)
+    vals = x.gather(1, cols).masked_fill(~valid, float("-inf"))
+    return cols.gather(1, vals.argmax(dim=1, keepdim=True)).squeeze(1)
+
+
+def topk_candidates(scores: torch.Tensor, log_probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The k best one-token extensions of each sentence's beam.
+
+    scores: (N, K) cumulative log-probs of the live hypotheses; log_probs: (N*K, V) next-token
+    log-probs, rows sentence-major. Returns (values, beam index, token), each (N, k), best first.
+
+    Two stages, exact: the k best candidates lie in the k chunks (of CHUNK tokens of one beam
+    row) with the best `score + chunk maximum` — any other chunk's maximum is beaten by k
+    candidates already — so top-k runs over those k * CHUNK entries instead of K * V. Among
+    exactly equal candidates the choice may differ from a plain top-k over K * V.
+    """
+    n, beam = scores.shape
+    rows_total, vocab = log_probs.shape
+    cm = chunk_max(log_probs)  # (N*K, C)
+    per_row = cm.size(1)
+    k_chunks = min(k, beam * per_row)
+    _, best = (scores.reshape(rows_total, 1) + cm).view(n, beam * per_row).topk(k_chunks, dim=1)  # (N, k')
+    first_row = (torch.arange(n, device=scores.device) * beam).unsqueeze(1)  # (N, 1)
+    rows = first_row + torch.div(best, per_row, rounding_mode="floor")  # (N, k') row of each chunk
+    cols, valid = _chunk_columns(best % per_row, vocab)  # (N, k', CHUNK)
+    vals = log_probs.reshape(-1)[rows.unsqueeze(-1) * vocab + cols].masked_fill(~valid, float("-inf"))
+    vals = (vals + scores.reshape(-1)[rows].unsqueeze(-1)).view(n, -1)  # (N, k' * CHUNK)
+    values, flat = vals.topk(k, dim=1)  # sorted, best first
+    beams = rows.gather(1, torch.div(flat, CHUNK, rounding_mode="floor")) - first_row
+    return values, beams, cols.view(n, -1).gather(1, flat)
+
+
+@dataclass
+class LiveRows:
+    """The rows a one-hypothesis-per-row search (greedy, sampling) still decodes; finished rows
+    (EOS emitted) leave, so their memory and cache rows stop costing anything."""
+
+    rows: torch.Tensor  # (R,) long: the original row of each live row
+    max_lens: torch.Tensor  # (R,) long: its maximum output length (EOS is forced there)
+    memory: torch.Tensor  # (R, S, D) encoder output
+    src_mask: torch.Tensor  # (R, S) bool, True = real token
+    cache: SearchCache | None = None  # the decoder's, from the last decode_step
+
+    def drop_finished(self, next_tok: torch.Tensor) -> torch.Tensor:
+        """Drop the rows whose `next_tok` (R,) is EOS; returns the tokens of the rows left (R',)."""
+        live = next_tok != EOS_ID
+        if bool(live.all()):
+            return next_tok
+        keep = live.nonzero().squeeze(1)
+        self.rows, self.max_lens = self.rows[keep], self.max_lens[keep]
+        self.memory, self.src_mask = self.memory.index_select(0, keep), self.src_mask.index_select(0, keep)
+        if self.cache is not None:
+            self.cache = self.cache.reorder(keep)
+        return next_tok[keep]
+
+
+def greedy_search(
+    model: Seq2Seq,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    *,
+    max_len_a: float,
+    max_len_b: int,
+    forbid_unk: bool,
+    max_len_limit: int | None = None,
+) -> list[list[int]]:
+    """Pick the most probable token at each step. src, src_mask: (B, S) -> B token lists (no BOS/EOS).
+
+    `max_len_limit` caps the output length whatever the source length (e.g. the model's
+    `max_positions - 1`). Finished sentences leave the batch (their cache rows are dropped).
+    """
+    batch = src.size(0)
+    if batch == 0:
+        return []
+    device = src.device
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
+    out = torch.full((batch, int(max_lens.max().item()) + 1), PAD_ID, dtype=torch.long, device=device)
+    live = LiveRows(torch.arange(batch, device=device), max_lens, memory, src_mask)
+    tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
+    step = 0
+    while live.rows.numel() > 0:
+        log_probs, live.cache = model.decode_step(tokens, live.memory, live.src_mask, live.cache)  # (R, V)
+        log_probs = mask_log_probs(log_probs, forbid_unk=forbid_unk, force_eos=live.max_lens <= step)
+        next_tok = argmax_rows(log_probs)  # (R,)
+        out[live.rows, step] = next_tok
+        step += 1
+        tokens = live.drop_finished(next_tok).unsqueeze(1)
+    results = []
+    for row in out.tolist():
+        results.append(row[: row.index(EOS_ID)])  # every row ends in EOS (forced at max length)
+    return results
+
+
+def beam_search(
+    model: Seq2Seq,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    *,
+    beam: int,
+    alpha: float,
+    length_penalty: str,
+    max_len_a: float,
+    max_len_b: int,
+    n_best: int,
+    forbid_unk: bool,
+    max_len_limit: int | None = None,
+) -> list[list[Hypothesis]]:
+    """Beam search. src, src_mask: (B, S) -> for each sentence its `n_best` hypotheses, best first.
+
+    Scores are `log_prob / length_penalty(|y|)` with |y| counting EOS (see the module docstring).
+    `max_len_limit` caps the output length as in `greedy_search`.
+    """
+    if beam < 1 or not 1 <= n_best <= beam:
+        raise ValueError(f"beam_search: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
+    kind, lp = length_penalty, _length_penalty
+    lp(1.0, alpha=alpha, kind=kind)  # validate `kind` before any work
+    batch, k = src.size(0), beam
+    if batch == 0:
+        return []
+    device = src.device
+    neg_inf = float("-inf")
+
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
+    expand = torch.arange(batch, device=device).repeat_interleave(k)  # (B*K,) sentence-major rows
+    memory, src_mask = memory.index_select(0, expand), src_mask.index_select(0, expand)
+    sent = torch.arange(batch, device=device)  # original id of each live sentence  (N,)
+    scores = torch.full((batch, k), neg_inf, device=device)  # (N, K) cumulative log-probs
+    scores[:, 0] = 0.0  # one live hypothesis at the start, so the beam holds no duplicates
+    history = torch.empty((batch * k, 0), dtype=torch.long, device=device)  # (N*K, t)
+    last = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
+    cache: SearchCache | None = None
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    num_finished = torch.zeros(batch, dtype=torch.long, device=device)  # (N,)
+    nth_best = torch.full((batch,), neg_inf, device=device)  # n_best-th best finished score (N,)
+    final_lp = lp(max_lens.to(torch.float32) + 1.0, alpha=alpha, kind=kind)  # (N,) penalty at max length
+    arange_2k = torch.arange(2 * k, device=device)
+
+    step = 0  # tokens emitted so far by every live hypothesis
+    while sent.numel() > 0:
+        n = sent.numel()
+        log_probs, cache = model.decode_step(last, memory, src_mask, cache)  # (N*K, V)
+        force = (max_lens <= step).repeat_interleave(k)
+        log_probs = mask_log_probs(log_probs.float(), forbid_unk=forbid_unk, force_eos=force)
+        values, beams, toks = topk_candidates(scores, log_probs, 2 * k)  # (N, 2K) each
+        is_eos = toks == EOS_ID
+
+        # EOS among the K best candidates finishes a hypothesis; its log-prob stays fixed from now on.
+        ends = is_eos[:, :k] & torch.isfinite(values[:, :k])
+        if bool(ends.any()):
+            penalty = float(lp(float(step + 1), alpha=alpha, kind=kind))
+            touched = set()
+            for s, j in ends.nonzero().tolist():
+                row = s * k + int(beams[s, j])
+                log_prob = float(values[s, j])
+                finished[int(sent[s])].append(Hypothesis(history[row].tolist(), log_prob / penalty, log_prob))
+                touched.add(s)
+            for s in touched:
+                hyps = finished[int(sent[s])]
+                num_finished[s] = len(hyps)
+                if len(hyps) >= n_best:
+                    nth_best[s] = sorted((h.score for h in hyps), reverse=True)[n_best - 1]
+
+        # The K best candidates that do not end continue (there are at least K: <= K end in EOS).
+        pick = (arange_2k + is_eos.long() * 2 * k).topk(k, dim=1, largest=False).indices  # (N, K), in score order
+        scores = values.gather(1, pick)
+        parents = (torch.arange(n, device=device) * k).unsqueeze(1) + beams.gather(1, pick)  # (N, K) old rows
+        toks = toks.gather(1, pick)
+        history = torch.cat([history.index_select(0, parents.view(-1)), toks.view(-1, 1)], dim=1)
+        step += 1
+
+        # Optimistic bound for a live hypothesis: its log-prob cannot grow, the penalty can at most
+        # reach its largest value over the remaining lengths (monotone in |y|: an end point).
+        best_live = scores[:, 0]  # (N,)
+        now_lp = lp(torch.full_like(best_live, float(step + 1)), alpha=alpha, kind=kind)
+        bound = best_live / torch.maximum(now_lp, final_lp)
+        done = (num_finished >= k) | (max_lens < step) | (nth_best >= bound)
+        dropped = bool(done.any())
+        if dropped:
+            keep = (~done).nonzero().squeeze(1)  # (N',)
+            keep_rows = ((keep * k).unsqueeze(1) + torch.arange(k, device=device)).view(-1)  # (N'*K,)
+            parents, toks, scores = parents.index_select(0, keep), toks.index_select(0, keep), scores.index_select(0, keep)
+            history = history.index_select(0, keep_rows)
+            memory, src_mask = memory.index_select(0, keep_rows), src_mask.index_select(0, keep_rows)
+            sent, max_lens, final_lp = sent[keep], max_lens[keep], final_lp[keep]
+            num_finished, nth_best = num_finished[keep], nth_best[keep]
+        if sent.numel() > 0:
+            # Parents stay within their sentence; cross-attention entries move only when sentences leave.
+            cache = cache.reorder(parents.reshape(-1)) if dropped else cache.reorder_beams(parents.reshape(-1))
+        last = toks.reshape(-1, 1)
+
+    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
+

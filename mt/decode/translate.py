@@ -1,0 +1,114 @@
+"""Translating raw text with a trained model: the library behind `mt translate`, `mt evaluate`,
+validation BLEU and the server.
+
+Encode with the source sentencepiece model, batch sentences of similar length
+(`mt.data.batching.decode_batches`), run the engine's search over each batch, put the results
+back in input order and detokenise with the target model. The engine is mt's own Transformer
+or Ensemble (`mt.decode.engine.NativeEngine`; a bare model is wrapped in one) or a model
+exported to CTranslate2 (`mt.deploy.ct2.CT2Translator`). An empty input line gives an empty
+output line without running the model, so outputs always line up with inputs. Nothing here
+prints except a progress bar on request; a source line too long for the model is cut and
+reported as an `MTWarning`.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from mt.config import DecodeConfig
+from mt.data.batching import decode_batches
+from mt.data.tokenizer import Tokenizer
+from mt.decode.engine import Engine, Model, as_engine, rows_per_sentence
+from mt.errors import MTWarning
+
+T = TypeVar("T")
+
+
+def _map_sentences(
+    engine: Engine,
+    tokenizer: Tokenizer,
+    lines: Sequence[str],
+    decode: DecodeConfig,
+    *,
+    progress: bool,
+    search: Callable[[list[list[int]], list[int]], list[T]],
+    empty: T,
+) -> list[T]:
+    """Run `search(B source id lists, their line indices) -> B results` over length-sorted batches
+    of the encoded lines; results come back in input order, `empty` for lines without any token."""
+    # Stripped as prepare strips the corpus: a whitespace-only line is empty, not a run of spaces.
+    ids = tokenizer.encode_src([line.strip() for line in lines])
+    limit = engine.max_positions - 1  # the source gets an EOS; longer input cannot be encoded
+    too_long = sum(len(seq) > limit for seq in ids)
+    if too_long:
+        warnings.warn(f"{too_long} of {len(ids)} source lines longer than {limit} pieces are truncated "
+                      f"(model.max_positions={limit + 1}, EOS included)", MTWarning, stacklevel=3)
+        ids = [seq[:limit] for seq in ids]
+    todo = np.array([i for i, seq in enumerate(ids) if seq], dtype=np.int64)
+    results: list[T] = [empty] * len(ids)
+    lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
+    # decode.max_tokens bounds source tokens times the beam (or samples): search runs B * beam rows.
+    budget = max(1, decode.max_tokens // rows_per_sentence(decode))
+    with tqdm(total=len(ids), disable=not progress, file=sys.stderr, unit="sent", desc="translate") as bar:
+        bar.update(len(ids) - len(todo))
+        for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
+            rows = todo[batch].tolist()
+            for row, result in zip(rows, search([ids[i] for i in rows], rows)):
+                results[row] = result
+            bar.update(len(rows))
+    return results
+
+
+def translate_lines(
+    model: Model | Engine,
+    tokenizer: Tokenizer,
+    lines: Sequence[str],
+    decode: DecodeConfig,
+    *,
+    device: torch.device | str,
+    progress: bool = False,
+    first_id: int = 0,
+) -> list[str]:
+    """Translate raw lines (sampling when decode.sampling, else greedy when decode.beam == 1,
+    else beam search) -> one detokenised line each, in input order. The model is put in eval
+    mode and restored afterwards, so the trainer may pass its (unwrapped, not DDP) model for
+    validation BLEU. Sampling keys line i's draws by `first_id + i`: the same lines and seed
+    give the same output however they are batched (or fed one by one with matching first_id)."""
+    engine = as_engine(model, device)
+
+    def search(src_ids: list[list[int]], rows: list[int]) -> list[list[int]]:
+        found = engine.search_ids(src_ids, decode, n_best=None, sentence_ids=[first_id + r for r in rows])
+        return [hyps[0][0] for hyps in found]
+
+    tokens = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[])
+    return tokenizer.decode_tgt(tokens)
+
+
+def translate_nbest(
+    model: Model | Engine,
+    tokenizer: Tokenizer,
+    lines: Sequence[str],
+    decode: DecodeConfig,
+    *,
+    device: torch.device | str,
+    progress: bool = False,
+    first_id: int = 0,
+) -> list[list[tuple[str, float]]]:
+    """The `decode.n_best` best translations of each line with their length-normalised scores,
+    best first (beam search, also for beam 1), or `decode.n_best` samples when decode.sampling
+    (highest score first; keyed as in `translate_lines`). An empty line gives [("", 0.0)]."""
+    engine = as_engine(model, device)
+
+    def search(src_ids: list[list[int]], rows: list[int]) -> list[list[tuple[list[int], float]]]:
+        return engine.search_ids(src_ids, decode, n_best=decode.n_best, sentence_ids=[first_id + r for r in rows])
+
+    found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)])
+    texts = iter(tokenizer.decode_tgt([tokens for nbest in found for tokens, _ in nbest]))
+    return [[(next(texts), s) for _, s in nbest] for nbest in found]

@@ -1,0 +1,210 @@
+"""Run an exported CTranslate2 model (see mt/deploy/export.py) with mt's decoding semantics.
+
+`CT2Translator` takes and returns mt token ids, so it can stand in for `mt.decode.search` behind
+`mt translate -c DIR` / `mt evaluate -c DIR`. How mt's settings map onto CTranslate2's:
+
+- Source EOS: the export sets `add_source_eos`, CTranslate2 appends `</s>` itself; callers pass
+  ids without EOS, exactly as to `mt.data.batching.collate_source`. `max_input_length=0`: no silent
+  truncation; a source longer than `model.max_positions - 1` is an MTError, as in mt.
+- Maximum length: mt allows floor(a * |src| + b) tokens before EOS (|src| counts the source EOS),
+  capped at `max_positions - 1`, and forces EOS at that length. CTranslate2's `max_decoding_length`
+  is one value per call and counts steps, the EOS step included, so sentences are grouped by their
+  own limit and each group gets `max_decoding_length = limit`: a search reaching the limit returns
+  the same `limit` tokens as mt (mt's forced EOS only adds a score, which is added here from
+  `score_batch`). `min_decoding_length=0`: EOS is allowed at the first step (an empty output), as
+  in mt. A limit of 0 gives the empty output without decoding.
+- Banned tokens: PAD and BOS (`suppress_sequences`), UNK when `forbid_unk` (`disable_unk`).
+  CTranslate2 bans them before its log-softmax, so its log-probs are renormalised over the allowed
+  tokens, while mt sets them to -inf after (the model's own log-probs). Greedy output is identical
+  (the argmax is unchanged); beam scores differ by log(1 - p(banned)) per step, negligible for a
+  trained model (those tokens are never targets) and only able to reorder near-ties.
+- Length penalty: CTranslate2 divides by |y|^length_penalty, |y| counting EOS when
+  `return_end_token=True` — mt's `average` exactly. mt's `none` (or alpha 0) uses a length penalty
+  of 1e-30 (|y|^1e-30 == 1.0 in float32) because an exact 0 switches on CTranslate2's early exit,
+  a different stopping rule. mt's `gnmt` ((5+|y|)/6)^alpha has no CTranslate2 equivalent: the
+  beam runs with |y|^alpha and the `beam` best finished hypotheses are re-ranked with gnmt.
+- Stopping: both stop a sentence once it has `beam` finished hypotheses (patience 1), and both
+  refill the beam from 2*beam candidates, so with `average`/`none` the n-best lists are mt's.
+  At the length limit mt finishes each live hypothesis with a forced EOS while CTranslate2
+  finishes its `beam` best candidates of the last step as they are: n-best lists of sentences
+  that reach the limit can differ (their first `limit` tokens are kept; greedy is unaffected).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mt.config import DecodeConfig
+from mt.data.tokenizer import EOS_ID
+from mt.decode.search import length_penalty as mt_length_penalty
+from mt.deploy.export import import_ctranslate2, read_export_info
+from mt.errors import MTError
+
+_NO_PENALTY = 1e-30  # |y| ** 1e-30 == 1.0f, without CTranslate2's early exit (see the module docstring)
+_BANNED = [["<pad>"], ["<s>"]]
+
+
+def _vocabulary(model_dir: Path, side: str) -> list[str]:
+    for name in (f"{side}_vocabulary.json", "shared_vocabulary.json"):
+        path = model_dir / name
+        if path.is_file():
+            return json.loads(path.read_text(encoding="utf-8"))
+    raise MTError(f"'{model_dir}': no {side} vocabulary ({side}_vocabulary.json or shared_vocabulary.json)")
+
+
+class CT2Translator:
+    """An exported mt model loaded in CTranslate2, speaking mt token ids."""
+
+    def __init__(self, model_dir: Path, *, compute_type: str = "default", threads: int = 0,
+                 max_batch_size: int = 64) -> None:
+        """`compute_type`: CTranslate2's (default = the exported weights' type); `threads`: intra-op
+        threads (0 = torch's current count); `max_batch_size`: sentences per CTranslate2 batch (0 = no limit)."""
+        ct2 = import_ctranslate2()
+        self.model_dir = Path(model_dir)
+        self.info = read_export_info(self.model_dir)
+        self.max_positions = int(self.info["config"]["model"]["max_positions"])
+        self.src_vocab = _vocabulary(self.model_dir, "source")
+        self.tgt_vocab = _vocabulary(self.model_dir, "target")
+        self._tgt_ids = {piece: i for i, piece in enumerate(self.tgt_vocab)}
+        self.max_batch_size = max_batch_size
+        try:
+            self.translator = ct2.Translator(str(self.model_dir), device="cpu", compute_type=compute_type,
+                                             intra_threads=threads or torch.get_num_threads())
+        except (RuntimeError, ValueError) as e:
+            raise MTError(f"'{model_dir}': CTranslate2 cannot load it ({str(e).splitlines()[0]})") from None
+
+    def _src_pieces(self, src_ids: list[list[int]]) -> list[list[str]]:
+        out = []
+        for ids in src_ids:
+            if len(ids) + 1 > self.max_positions:
+                raise MTError(f"model: sequence of {len(ids) + 1} tokens exceeds model.max_positions={self.max_positions}")
+            out.append([self.src_vocab[int(i)] for i in ids])
+        return out
+
+    def _tgt_pieces(self, tgt_ids: list[list[int]]) -> list[list[str]]:
+        return [[self.tgt_vocab[int(i)] for i in ids] for ids in tgt_ids]
+
+    def max_lengths(self, src_ids: list[list[int]], *, max_len_a: float, max_len_b: int,
+                    max_len_limit: int | None = None) -> list[int]:
+        """mt's per-sentence limit floor(a * (|x| + 1) + b) in [0, max_len_limit] (default max_positions - 1)."""
+        cap = self.max_positions - 1 if max_len_limit is None else min(max_len_limit, self.max_positions - 1)
+        return [min(max(math.floor(max_len_a * (len(ids) + 1) + max_len_b), 0), cap) for ids in src_ids]
+
+    def score_ids(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
+        """Teacher-forced log-probs of each target `y EOS` (no BOS/EOS in the inputs): len(y) + 1 floats each."""
+        if len(src_ids) != len(tgt_ids):
+            raise ValueError(f"score_ids: {len(src_ids)} sources but {len(tgt_ids)} targets")
+        if not src_ids:
+            return []
+        results = self.translator.score_batch(self._src_pieces(src_ids), self._tgt_pieces(tgt_ids),
+                                              max_batch_size=self.max_batch_size, max_input_length=0)
+        return [list(r.log_probs) for r in results]
+
+    def translate_ids(
+        self,
+        src_ids: list[list[int]],
+        *,
+        beam: int,
+        alpha: float,
+        length_penalty: str,
+        max_len_a: float,
+        max_len_b: int,
+        n_best: int,
+        forbid_unk: bool,
+        max_len_limit: int | None = None,
+        exact_scores: bool = False,
+    ) -> list[list[tuple[list[int], float]]]:
+        """For each source (ids without EOS), its `n_best` (tokens without BOS/EOS, score), best first.
+
+        beam 1 is greedy search (n_best must be 1; the score is the summed log-prob). Scores follow
+        mt's convention: log-prob / length_penalty(|y| + 1). CTranslate2's log-probs are renormalised
+        over the allowed tokens; `exact_scores` re-scores the hypotheses found with `score_batch` (one
+        teacher-forced pass) to give the model's own log-probs, as mt does, and ranks by those.
+        See the module docstring for the parity.
+        """
+        if beam < 1 or not 1 <= n_best <= beam:
+            raise ValueError(f"translate_ids: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
+        mt_length_penalty(1.0, alpha=alpha, kind=length_penalty)  # validate the kind
+        limits = self.max_lengths(src_ids, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
+        pieces = self._src_pieces(src_ids)
+        groups: dict[int, list[int]] = defaultdict(list)
+        for i, limit in enumerate(limits):
+            groups[limit].append(i)
+        if beam == 1 or length_penalty == "none" or alpha == 0.0:
+            ct2_penalty = _NO_PENALTY
+        else:
+            ct2_penalty = alpha  # exact for `average`; `gnmt` re-ranks below
+        # gnmt re-ranks CTranslate2's `beam` best, so ask for all of them
+        num_hyps = beam if length_penalty == "gnmt" and beam > 1 else n_best
+
+        raw: list[list[tuple[list[int], float, bool]]] = [[] for _ in src_ids]  # (tokens, log-prob, ended)
+        for limit, members in sorted(groups.items()):
+            if limit == 0:  # mt forces EOS at once: the empty output
+                for i in members:
+                    raw[i] = [([], math.nan, False)]
+                continue
+            results = self.translator.translate_batch(
+                [pieces[i] for i in members], max_batch_size=self.max_batch_size, beam_size=beam, patience=1,
+                num_hypotheses=num_hyps, length_penalty=ct2_penalty, disable_unk=forbid_unk,
+                suppress_sequences=_BANNED, return_end_token=True, return_scores=True, max_input_length=0,
+                max_decoding_length=limit, min_decoding_length=0)
+            for i, res in zip(members, results):
+                for hyp, score in zip(res.hypotheses, res.scores):
+                    ids = [self._tgt_ids[p] for p in hyp]
+                    ended = bool(ids) and ids[-1] == EOS_ID
+                    tokens = ids[:-1] if ended else ids
+                    # undo CTranslate2's normalisation: it divided by len(hyp) ** ct2_penalty
+                    raw[i].append((tokens, float(score) * len(hyp) ** ct2_penalty if hyp else float(score), ended))
+        if exact_scores:
+            self._rescore(src_ids, raw)
+        else:
+            self._add_forced_eos(src_ids, raw)
+        out = []
+        for hyps in raw:
+            scored = [(tokens, lp / float(mt_length_penalty(float(len(tokens) + 1), alpha=alpha, kind=length_penalty)))
+                      for tokens, lp, _ in hyps]
+            scored.sort(key=lambda h: -h[1])
+            out.append(scored[:n_best])
+        return out
+
+    def _add_forced_eos(self, src_ids: list[list[int]], raw: list[list[tuple[list[int], float, bool]]]) -> None:
+        """Hypotheses stopped by the length limit get mt's forced EOS: their log-prob gains log p(EOS)."""
+        todo = [(i, j) for i, hyps in enumerate(raw) for j, (_, _, ended) in enumerate(hyps) if not ended]
+        if not todo:
+            return
+        scores = self.score_ids([src_ids[i] for i, _ in todo], [raw[i][j][0] for i, j in todo])
+        for (i, j), lps in zip(todo, scores):
+            tokens, lp, _ = raw[i][j]
+            raw[i][j] = (tokens, (lps[-1] if math.isnan(lp) else lp + lps[-1]), True)
+
+    def _rescore(self, src_ids: list[list[int]], raw: list[list[tuple[list[int], float, bool]]]) -> None:
+        """Replace every hypothesis' log-prob by the model's own teacher-forced log-prob of `y EOS`."""
+        todo = [(i, j) for i, hyps in enumerate(raw) for j in range(len(hyps))]
+        scores = self.score_ids([src_ids[i] for i, _ in todo], [raw[i][j][0] for i, j in todo])
+        for (i, j), lps in zip(todo, scores):
+            raw[i][j] = (raw[i][j][0], float(sum(lps)), True)
+
+    def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
+                   sentence_ids: list[int] | None = None) -> list[list[tuple[list[int], float]]]:
+        """`mt.decode.engine.Engine`'s search: the 1-best of `decode`'s search (greedy for beam 1), or
+        its `n_best` beam hypotheses re-scored with the model's own log-probs (`exact_scores`)."""
+        if decode.sampling:
+            raise MTError("--sampling: runs with .pt checkpoints only; an exported model searches (greedy/beam)")
+        if decode.precision != "fp32":
+            raise MTError(f"--precision {decode.precision}: an exported model's precision is its export's "
+                          f"--quantization ({self.info.get('quantization')})")
+        found = self.translate_ids(src_ids, beam=decode.beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
+                                   max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=n_best or 1,
+                                   forbid_unk=decode.forbid_unk, exact_scores=n_best is not None)
+        return found
+
+    def describe(self) -> dict[str, Any]:
+        """What `mt translate/evaluate -c DIR` may print: the export's settings and source checkpoint."""
+        keys = ("name", "checkpoint", "update", "epoch", "quantization", "ctranslate2_version")
+        return {k: self.info.get(k) for k in keys}

@@ -1,0 +1,284 @@
+"""Export an mt checkpoint as a CTranslate2 model directory (`mt export --format ctranslate2`).
+
+The Transformer maps one to one onto CTranslate2's `TransformerSpec`:
+
+- fused QKV self-attention (`linear[0]`, rows q|k|v as in `SelfAttention.qkv`), query + fused KV
+  cross-attention (`linear[0]`, `linear[1]` rows k|v as in `CrossAttention.kv`), output `linear[-1]`;
+- `pre_norm` = (model.norm == "pre"). CTranslate2's post-norm layer is LN(x + f(x)) and its pre-norm
+  layer x + f(LN(x)) with a final LayerNorm per stack, exactly mt's `_residual` and `enc_norm`/`dec_norm`;
+  each sublayer's LayerNorm lives in the sublayer spec (`self_attention`, `attention`, `ffn`);
+- embeddings scaled by sqrt(d_model) (`scale_embeddings`); mt's own sinusoidal table
+  (PE[k, 2i] = sin, PE[k, 2i+1] = cos) is written as `position_encodings.encodings`, since
+  CTranslate2's built-in table concatenates the sin and cos halves instead of interleaving them;
+- relu -> Activation.RELU, gelu (exact, erf) -> Activation.GELU; LayerNorm epsilon 1e-5 (torch's);
+- tied output projection: the target embedding, no bias; untied: the Linear with its bias. Tied
+  tensors are stored once (CTranslate2 aliases equal variables).
+
+Vocabulary: the sentencepiece pieces in id order (so CTranslate2 ids equal mt ids: <pad>=0,
+<unk>=1, <s>=2, </s>=3), one `shared_vocabulary.json` when joint. The model config sets
+`add_source_eos: true`, so CTranslate2 appends `</s>` to every source itself, as mt's batching
+does: callers pass plain pieces. The decoder starts from `<s>` (mt's BOS).
+
+Beside `model.bin`, `config.json` and the vocabularies the directory holds the sentencepiece
+model(s) (`spm.model`, or `spm.src.model` + `spm.tgt.model`), `mt_export.json` (resolved config,
+training update/epoch, evaluation scores found in the run's `eval/`, export settings) and
+`MODEL_CARD.md`. The directory is built in a temporary folder beside the target and renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mt.config import Config
+from mt.data.tokenizer import JOINT_MODEL, SRC_MODEL, TGT_MODEL
+from mt.errors import MTError
+from mt.model.checkpoint import checkpoint_config, load_checkpoint
+
+QUANTIZATIONS = ("none", "int8", "int8_float32", "int16")
+EXPORT_INFO = "mt_export.json"
+WEIGHTS_FILE = "model.bin"  # what CTranslate2's converter writes: the weights, hashed as the model's id
+MODEL_CARD = "MODEL_CARD.md"
+LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which mt uses
+_NEEDS_CT2 = "mt export: needs the ctranslate2 package: pip install -e \".[ct2]\""
+
+
+def import_ctranslate2() -> Any:
+    """The ctranslate2 module, or the one-line MTError telling how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise MTError(_NEEDS_CT2) from None
+    return ctranslate2
+
+
+def _pieces(model: bytes) -> list[str]:
+    """All pieces of a serialized sentencepiece model, in id order."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor()
+    sp.LoadFromSerializedProto(model)
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
+def _np(t: Any) -> Any:
+    return t.detach().to("cpu").float().contiguous().numpy()
+
+
+def _set_linear(spec: Any, weights: dict[str, Any], name: str) -> None:
+    spec.weight = _np(weights[f"{name}.weight"])
+    spec.bias = _np(weights[f"{name}.bias"])
+
+
+def _set_norm(spec: Any, weights: dict[str, Any], name: str) -> None:
+    spec.gamma = _np(weights[f"{name}.weight"])
+    spec.beta = _np(weights[f"{name}.bias"])
+
+
+def build_spec(cfg: Config, state: dict[str, Any]) -> Any:
+    """A filled, unvalidated `ctranslate2.specs.TransformerSpec` for a loaded checkpoint `state`."""
+    import_ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    from mt.model.transformer import sinusoidal_positions
+
+    m, w = cfg.model, state["model"]
+    pre = m.norm == "pre"
+    activation = common_spec.Activation.GELU if m.activation == "gelu" else common_spec.Activation.RELU
+    encoder = transformer_spec.TransformerEncoderSpec(m.encoder_layers, m.heads, pre_norm=pre, activation=activation)
+    decoder = transformer_spec.TransformerDecoderSpec(m.decoder_layers, m.heads, pre_norm=pre, activation=activation)
+    spec = transformer_spec.TransformerSpec(encoder, decoder)
+
+    positions = sinusoidal_positions(m.max_positions, m.d_model).numpy()  # (P, D), mt's interleaved layout
+    for stack in (encoder, decoder):
+        stack.scale_embeddings = True
+        stack.position_encodings.encodings = positions
+    encoder.embeddings[0].weight = _np(w["src_embed.weight"])
+    decoder.embeddings.weight = _np(w["tgt_embed.weight"])
+    if m.tie_embeddings:
+        decoder.projection.weight = _np(w["tgt_embed.weight"])  # no bias: mt's tied projection has none
+    else:
+        _set_linear(decoder.projection, w, "out_proj")
+    if pre:
+        _set_norm(encoder.layer_norm, w, "enc_norm")
+        _set_norm(decoder.layer_norm, w, "dec_norm")
+
+    for i, layer in enumerate(encoder.layer):
+        p = f"encoder.{i}"
+        _set_linear(layer.self_attention.linear[0], w, f"{p}.attn.qkv")
+        _set_linear(layer.self_attention.linear[1], w, f"{p}.attn.out")
+        _set_norm(layer.self_attention.layer_norm, w, f"{p}.norm_attn")
+        _set_linear(layer.ffn.linear_0, w, f"{p}.ff.up")
+        _set_linear(layer.ffn.linear_1, w, f"{p}.ff.down")
+        _set_norm(layer.ffn.layer_norm, w, f"{p}.norm_ff")
+    for i, layer in enumerate(decoder.layer):
+        p = f"decoder.{i}"
+        _set_linear(layer.self_attention.linear[0], w, f"{p}.self_attn.qkv")
+        _set_linear(layer.self_attention.linear[1], w, f"{p}.self_attn.out")
+        _set_norm(layer.self_attention.layer_norm, w, f"{p}.norm_self")
+        _set_linear(layer.attention.linear[0], w, f"{p}.cross_attn.q")
+        _set_linear(layer.attention.linear[1], w, f"{p}.cross_attn.kv")
+        _set_linear(layer.attention.linear[2], w, f"{p}.cross_attn.out")
+        _set_norm(layer.attention.layer_norm, w, f"{p}.norm_cross")
+        _set_linear(layer.ffn.linear_0, w, f"{p}.ff.up")
+        _set_linear(layer.ffn.linear_1, w, f"{p}.ff.down")
+        _set_norm(layer.ffn.layer_norm, w, f"{p}.norm_ff")
+
+    tok = state["tokenizer"]
+    src_pieces = _pieces(tok["src"])
+    spec.register_source_vocabulary(src_pieces)
+    spec.register_target_vocabulary(_pieces(tok["tgt"]) if "tgt" in tok else src_pieces)
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = "<unk>", "<s>", "</s>"
+    spec.config.decoder_start_token = "<s>"
+    spec.config.add_source_bos, spec.config.add_source_eos = False, True  # mt ends every source with EOS
+    spec.config.layer_norm_epsilon = LAYER_NORM_EPS
+    return spec
+
+
+def run_dir_of(checkpoint: Path) -> Path | None:
+    """`runs/<name>` for a checkpoint at `runs/<name>/checkpoints/<file>.pt`, else None."""
+    parent = checkpoint.resolve().parent
+    return parent.parent if parent.name == "checkpoints" else None
+
+
+def _eval_scores(run_dir: Path | None) -> dict[str, Any]:
+    """BLEU/chrF/TER of each `<run_dir>/eval/*.json` report (file name -> scores)."""
+    if run_dir is None or not (run_dir / "eval").is_dir():
+        return {}
+    scores: dict[str, Any] = {}
+    for path in sorted((run_dir / "eval").glob("*.json")):
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a half-written or foreign file is not worth failing an export for
+        if isinstance(report, dict):
+            picked = {k: report[k] for k in ("bleu", "chrf", "ter", "bleu_signature", "sentences") if k in report}
+            if picked:
+                scores[path.stem] = picked
+    return scores
+
+
+def _model_card(info: dict[str, Any]) -> str:
+    m, d = info["config"]["model"], info["config"]["decode"]
+    lines = [
+        f"# {info['name']} — mt model exported to CTranslate2",
+        "",
+        f"- source checkpoint: `{info['checkpoint']}` (update {info['update']}, epoch {info['epoch']})",
+        f"- languages: {info['config']['data']['src_lang']} -> {info['config']['data']['tgt_lang']}",
+        (f"- Transformer: d_model {m['d_model']}, {m['heads']} heads, {m['encoder_layers']}+{m['decoder_layers']} "
+         f"layers, d_ff {m['d_ff']}, {m['norm']}-LN, {m['activation']}, tied embeddings {m['tie_embeddings']}"),
+        (f"- vocabulary: {'joint' if info['joint_vocab'] else 'separate'} sentencepiece "
+         f"({info['src_vocab_size']} / {info['tgt_vocab_size']} pieces): {', '.join(info['tokenizer_files'])}"),
+        (f"- weights: {'float32' if info['quantization'] == 'none' else info['quantization']}; "
+         f"CTranslate2 {info['ctranslate2_version']}"),
+        "- the model appends `</s>` to each source itself (config `add_source_eos`): pass plain pieces",
+        (f"- mt decoding defaults: beam {d['beam']}, length penalty {d['length_penalty']} (alpha {d['alpha']}), "
+         f"max length {d['max_len_a']} * |src| + {d['max_len_b']}"),
+        "",
+        "## Scores (from the run's eval reports)",
+        "",
+    ]
+    if info["scores"]:
+        lines += ["| report | BLEU | chrF | TER |", "|---|---|---|---|"]
+        for name, s in info["scores"].items():
+            lines.append(f"| {name} | {s.get('bleu', '')} | {s.get('chrf', '')} | {s.get('ter', '')} |")
+    else:
+        lines.append("none found")
+    lines += ["", "## Use", "", "```python", "import ctranslate2, sentencepiece as spm",
+              f"sp = spm.SentencePieceProcessor(model_file='{info['tokenizer_files'][0]}')",
+              "tr = ctranslate2.Translator('<this dir>', compute_type='auto')",
+              "out = tr.translate_batch([sp.encode('A sentence.', out_type=str)], beam_size=5, max_input_length=0,",
+              "                         suppress_sequences=[['<pad>'], ['<s>']])  # mt never emits PAD/BOS",
+              "print(sp.decode(out[0].hypotheses[0]))",
+              "```", ""]
+    return "\n".join(lines)
+
+
+def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "none", force: bool = False) -> Path:
+    """Write the CTranslate2 model directory `out_dir` for an mt checkpoint; returns `out_dir`.
+
+    `quantization`: none (float32) | int8 | int8_float32 | int16. An existing non-empty `out_dir`
+    is an error unless `force`. The directory is built beside `out_dir` and renamed into place.
+    """
+    if quantization not in QUANTIZATIONS:
+        raise MTError(f"mt export: unknown quantization {quantization!r}; expected one of {', '.join(QUANTIZATIONS)}")
+    ct2 = import_ctranslate2()
+    checkpoint, out_dir = Path(checkpoint), Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise MTError(f"mt export: '{out_dir}' exists and is not a directory")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
+        raise MTError(f"mt export: '{out_dir}' exists and is not empty (use --force to replace it)")
+    state = load_checkpoint(checkpoint)
+    cfg = checkpoint_config(state, checkpoint)
+    if cfg.model.d_model % cfg.model.heads:
+        raise MTError(f"mt export: d_model {cfg.model.d_model} is not a multiple of heads {cfg.model.heads}")
+
+    spec = build_spec(cfg, state)
+    try:
+        spec.validate()
+    except ValueError as e:
+        raise MTError(f"mt export: '{checkpoint}' does not fit a CTranslate2 Transformer ({str(e).splitlines()[0]})") from None
+    spec.optimize(quantization=None if quantization == "none" else quantization)
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    try:
+        spec.save(str(tmp))
+        tok = state["tokenizer"]
+        files = {SRC_MODEL: tok["src"], TGT_MODEL: tok["tgt"]} if "tgt" in tok else {JOINT_MODEL: tok["src"]}
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        info = {
+            "format": "ctranslate2",
+            "name": cfg.name,
+            "checkpoint": str(checkpoint.resolve()),
+            "update": int(state.get("update", 0)),
+            "epoch": int(state.get("epoch", 0)),
+            "quantization": quantization,
+            "ctranslate2_version": getattr(ct2, "__version__", "unknown"),
+            "src_vocab_size": int(state["src_vocab_size"]),
+            "tgt_vocab_size": int(state["tgt_vocab_size"]),
+            "joint_vocab": bool(state["joint_vocab"]),
+            "tokenizer_files": list(files),
+            "add_source_eos": True,
+            "config": state["config"],
+            "scores": _eval_scores(run_dir_of(checkpoint)),
+        }
+        (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp / MODEL_CARD).write_text(_model_card(info), encoding="utf-8")
+        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; an exported model is meant to be shared
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old.{os.getpid()}")
+            out_dir.rename(old)
+            tmp.rename(out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def read_export_info(model_dir: Path) -> dict[str, Any]:
+    """The `mt_export.json` of an exported directory (MTError when it is not an mt export)."""
+    path = Path(model_dir) / EXPORT_INFO
+    if not path.is_file():
+        raise MTError(f"'{model_dir}': not an mt CTranslate2 export (no {EXPORT_INFO})")
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise MTError(f"'{path}': unreadable ({e})") from None
+    if not isinstance(info, dict) or info.get("format") != "ctranslate2":
+        raise MTError(f"'{path}': not an mt CTranslate2 export")
+    return info
+
+
+def is_export_dir(path: Path) -> bool:
+    """True when `path` is a directory written by `export_ctranslate2` (for `-c DIR` dispatch)."""
+    return Path(path).is_dir() and (Path(path) / EXPORT_INFO).is_file()
+

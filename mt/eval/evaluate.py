@@ -1,0 +1,241 @@
+"""Scoring translations, and the files `mt evaluate` writes.
+
+Scoring uses sacreBLEU's metric objects with their defaults, the field's standard: BLEU (mixed
+case, exponential smoothing), chrF (character 6-grams, beta 2) and TER, each reported with its
+signature. BLEU's tokenizer is the caller's choice, made for the target language by
+`mt.eval.bleu.bleu_tokenizer_for` (13a unless the language needs another, e.g. `zh`). The trainer's validation BLEU calls the same `translate_lines` and
+`score` as `mt evaluate`, so the two always agree.
+
+`mt evaluate` either translates test sets (`evaluate_set`: writes `<set>.<ckpt>.beam<K>.hyp`
+and a JSON report beside it) or scores an existing hypothesis file (`score_files`: writes
+`<hyp name>.json`). Both reports come from `build_report`. Nothing here prints except a
+progress bar on request: the functions return what the command line shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from sacrebleu.metrics import BLEU, CHRF, TER
+
+from mt.config import DataConfig, DecodeConfig
+from mt.data.corpus import read_split, split_available
+from mt.data.tokenizer import Tokenizer
+from mt.decode.engine import Engine
+from mt.decode.translate import translate_lines
+from mt.errors import MTError
+from mt.eval.bleu import DEFAULT as DEFAULT_TOKENIZER
+from mt.model.ensemble import Ensemble
+from mt.model.transformer import Transformer
+from mt.textio import check_same_length, read_lines, write_lines_atomic
+
+# --------------------------------------------------------------------------- scoring
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Corpus-level scores (0-100) with the sacreBLEU signatures that make them reproducible."""
+
+    bleu: float
+    chrf: float
+    ter: float
+    bleu_signature: str
+    chrf_signature: str
+    ter_signature: str
+    bleu_detail: str  # sacreBLEU's summary: n-gram precisions, brevity penalty, lengths
+    bleu_tokenize: str  # the sacreBLEU tokenizer BLEU used (also in the signature as tok:...)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def score(hyps: Sequence[str], refs: Sequence[str], *, tokenize: str = DEFAULT_TOKENIZER) -> Scores:
+    """BLEU (tokenised with sacreBLEU's `tokenize`), chrF and TER of detokenised hypotheses
+    against one reference each (same order)."""
+    if len(hyps) != len(refs):
+        raise MTError(f"scoring: {len(hyps)} hypotheses but {len(refs)} references")
+    if not hyps:
+        raise MTError("scoring: no sentences to score")
+    hyps, refs = list(hyps), [list(refs)]
+    try:
+        bleu = BLEU(tokenize=tokenize)
+    except (RuntimeError, ImportError, AssertionError) as e:  # e.g. mecab missing or not the IPA dictionary
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise MTError(f"BLEU tokenizer '{tokenize}': cannot be used ({first})") from None
+    chrf, ter = CHRF(), TER()
+    b = bleu.corpus_score(hyps, refs)
+    return Scores(
+        bleu=float(b.score),
+        chrf=float(chrf.corpus_score(hyps, refs).score),
+        ter=float(ter.corpus_score(hyps, refs).score),
+        bleu_signature=str(bleu.get_signature()),
+        chrf_signature=str(chrf.get_signature()),
+        ter_signature=str(ter.get_signature()),
+        bleu_detail=str(b),
+        bleu_tokenize=tokenize,
+    )
+
+
+# --------------------------------------------------------------------------- reports
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """How a set's hypotheses were made (the translate path's report fields)."""
+
+    set: str  # the test set's label
+    source: str  # where its source lines came from
+    checkpoints: Sequence[Path]  # one, or the members of an ensemble (config and decode from the first)
+    checkpoint_sha256s: Sequence[str]
+    decode: DecodeConfig
+    device: str
+    threads: int
+    load_s: float
+    translate_s: float
+
+
+def build_report(hypotheses: Path, reference: str, scores: Scores, *, sentences: int, score_s: float,
+                 made: Provenance | None) -> dict[str, Any]:
+    """The JSON report of one scored hypothesis file; `made` is None when the hypotheses were
+    only scored (`mt evaluate --hyp`), not translated here."""
+    if made is None:
+        report: dict[str, Any] = {"hypotheses": str(hypotheses.resolve()), "reference": reference}
+    else:
+        report = {"set": made.set, "source": made.source, "reference": reference,
+                  "hypotheses": str(hypotheses.resolve())}
+    report.update(sentences=sentences, **scores.to_dict())
+    if made is None:
+        report["timings"] = {"score_s": round(score_s, 3)}
+        return report
+    report.update(
+        checkpoint=str(made.checkpoints[0].resolve()), checkpoint_sha256=made.checkpoint_sha256s[0],
+        checkpoints=[{"path": str(path.resolve()), "sha256": sha}
+                     for path, sha in zip(made.checkpoints, made.checkpoint_sha256s)],
+        decode=dataclasses.asdict(made.decode), device=made.device, threads=made.threads,
+        timings={"load_s": round(made.load_s, 3), "translate_s": round(made.translate_s, 3),
+                 "score_s": round(score_s, 3)},
+        sentences_per_s=round(sentences / max(made.translate_s, 1e-9), 2),
+    )
+    return report
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    """Write a report as indented UTF-8 JSON, atomically."""
+    write_lines_atomic(path, [json.dumps(report, indent=2, ensure_ascii=False)])
+
+
+# --------------------------------------------------------------------------- mt evaluate --hyp
+
+
+@dataclass(frozen=True)
+class FileScores:
+    """`score_files`' result: the scores of `sentences` hypotheses and where the report went."""
+
+    scores: Scores
+    sentences: int
+    report_path: Path
+
+
+def score_files(hyp: Path, ref: Path, out_dir: Path | None, *, bleu_tokenize: str) -> FileScores:
+    """Score a hypothesis file against a reference file (lines stripped at the end; BLEU tokenised
+    with `bleu_tokenize`) and write `<out_dir or ./eval>/<hyp name>.json`."""
+    hyps, refs = read_lines(hyp), read_lines(ref)
+    check_same_length(hyp, ref, len(hyps), len(refs))
+    started = time.perf_counter()
+    scores = score([h.rstrip() for h in hyps], [r.rstrip() for r in refs], tokenize=bleu_tokenize)
+    report_path = (out_dir or Path("eval")) / f"{hyp.name}.json"
+    write_report(report_path, build_report(hyp, str(ref.resolve()), scores, sentences=len(hyps),
+                                           score_s=time.perf_counter() - started, made=None))
+    return FileScores(scores, len(hyps), report_path)
+
+
+# --------------------------------------------------------------------------- mt evaluate -c
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """Source lines to translate and their references."""
+
+    label: str  # split name, or the source file's name
+    source: str  # where the source came from (for the report)
+    reference: str
+    src: list[str]
+    ref: list[str]
+
+
+def read_file_set(src: Path, ref: Path) -> EvalSet:
+    """A test set from a source file and its reference file (same line count)."""
+    src_lines, ref_lines = read_lines(src), read_lines(ref)
+    check_same_length(src, ref, len(src_lines), len(ref_lines))
+    return EvalSet(src.name, str(src), str(ref), src_lines, ref_lines)
+
+
+def read_split_set(data: DataConfig, split: str) -> EvalSet:
+    """A split of the checkpoint's corpus (data.path relative to the working directory)."""
+    if not split_available(data, split):
+        known = ", ".join(dict.fromkeys([data.train_split, data.valid_split, *data.test_splits]))
+        raise MTError(f"split '{split}': not found in {data.path} (the config names: {known})")
+    src_lines, ref_lines = read_split(data, split)
+    where = f"{data.path} ({split}.{data.src_lang}/{data.tgt_lang})"
+    return EvalSet(split, where, where, src_lines, ref_lines)
+
+
+def default_out_dir(checkpoint: Path) -> Path:
+    """<run_dir>/eval for runs/<name>/checkpoints/<file>.pt, else ./eval."""
+    parent = checkpoint.resolve().parent
+    return parent.parent / "eval" if parent.name == "checkpoints" else Path("eval")
+
+
+@dataclass(frozen=True)
+class SetResult:
+    """`evaluate_set`'s result: the hypotheses, their scores, timing and the files written."""
+
+    hyps: list[str]
+    scores: Scores
+    translate_s: float
+    hyp_path: Path
+    report_path: Path
+
+
+def evaluate_set(
+    model: Transformer | Ensemble | Engine,
+    tokenizer: Tokenizer,
+    test: EvalSet,
+    decode: DecodeConfig,
+    *,
+    device: torch.device,
+    checkpoints: Sequence[Path],
+    checkpoint_sha256s: Sequence[str],
+    load_s: float,
+    out_dir: Path,
+    progress: bool,
+    bleu_tokenize: str,
+) -> SetResult:
+    """Translate a test set, score it against its references (stripped at the end; BLEU tokenised
+    with `bleu_tokenize`) and write `<out_dir>/<label>.<checkpoint stem>.beam<K>.hyp` and the
+    `.json` report beside it (stems joined by '+' for an ensemble; `sample<seed>` instead of
+    `beam<K>` when decode.sampling)."""
+    if not test.src:
+        raise MTError(f"{test.label}: no sentences to translate")
+    t0 = time.perf_counter()
+    hyps = translate_lines(model, tokenizer, test.src, decode, device=device, progress=progress)
+    translate_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    scores = score(hyps, [r.rstrip() for r in test.ref], tokenize=bleu_tokenize)
+    score_s = time.perf_counter() - t0
+    how = f"sample{decode.seed}" if decode.sampling else f"beam{decode.beam}"
+    stem = f"{test.label}.{'+'.join(path.stem for path in checkpoints)}.{how}"
+    hyp_path, report_path = out_dir / f"{stem}.hyp", out_dir / f"{stem}.json"
+    write_lines_atomic(hyp_path, hyps)
+    made = Provenance(test.label, test.source, checkpoints, checkpoint_sha256s, decode, str(device),
+                      torch.get_num_threads(), load_s, translate_s)
+    write_report(report_path, build_report(hyp_path, test.reference, scores, sentences=len(hyps),
+                                           score_s=score_s, made=made))
+    return SetResult(hyps, scores, translate_s, hyp_path, report_path)

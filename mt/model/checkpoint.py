@@ -1,0 +1,312 @@
+"""Self-contained checkpoints: one file with the config, the tokenizer and the weights.
+
+Layout of a checkpoint (a plain dict; only tensors, numbers, strings, bytes, lists and dicts, so
+`torch.load(weights_only=True)` reads it and a checkpoint can never run code):
+
+    kind            "mt-checkpoint"
+    format_version  FORMAT_VERSION
+    config          mt.config.config_to_dict(cfg)
+    tokenizer       {"src": bytes, "tgt": bytes}  sentencepiece models ("tgt" absent when joint)
+    src_vocab_size, tgt_vocab_size, joint_vocab
+    model           the Transformer's state dict (float tensors, on CPU)
+    update, epoch   where training was (0 when unknown)
+    training        (training checkpoints only, e.g. last.pt) optimizer, scaler, data position,
+                    RNG states, best metric, patience, ... — written and read by mt/train/loop.py
+    averaged_from   (averaged checkpoints only) the source file names
+
+Writes are atomic: a temp file in the same folder, fsync'd, then `os.replace`d over the target
+and the folder fsync'd, so a crash leaves either the old or the new file, never a torn one.
+
+`CheckpointFiles` names the files of a run's checkpoints folder (best.pt, update_<N>.pt,
+last.pt, averaged.pt; see mt/train/loop.py for when each is written) and writes them, refusing
+weights that are not finite so a diverged model never replaces a good checkpoint.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import torch
+
+from mt.config import Config
+from mt.config_load import config_from_dict, config_to_dict
+from mt.data.tokenizer import Tokenizer
+from mt.errors import MTError
+from mt.model.ensemble import Ensemble, check_compatible
+from mt.model.transformer import Transformer
+from mt.textio import atomic_write
+
+FORMAT_VERSION = 1
+KIND = "mt-checkpoint"
+# The average under validation; a run killed meanwhile leaves it behind (the next run removes it).
+AVERAGE_CANDIDATE = ".averaged.candidate.pt"
+# config sections that must agree for weights to be interchangeable (train/decode may differ)
+_MODEL_SECTIONS = ("model", "tokenizer")
+
+
+class _KeepWriteError:
+    """A file wrapper that remembers why a write failed: torch.save turns an OSError (or an
+    interrupt) into a RuntimeError about zip positions, and the real cause (e.g. a full disk)
+    must reach the user."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self.f = f
+        self.error: BaseException | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.f.write(data)
+        except BaseException as e:  # OSError, or the KeyboardInterrupt of a second signal
+            self.error = e
+            raise
+
+    def __getattr__(self, name: str) -> Any:  # flush, seek, tell, ...: the file's own
+        return getattr(self.f, name)
+
+
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
+    """Write `state` to `path` atomically (temp file + fsync + rename + fsync of the folder).
+
+    A failed write (full disk, ...) is an MTError naming `path`; the previous file there is intact.
+    """
+    with atomic_write(Path(path)) as f:
+        out = _KeepWriteError(f)
+        try:
+            torch.save(state, out)
+        except RuntimeError:
+            if out.error is not None:
+                raise out.error from None  # atomic_write reports it as one line naming the file
+            raise
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read and check an mt checkpoint (on CPU). Anything else is an MTError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise MTError(f"checkpoint '{path}': file not found")
+    try:
+        with warnings.catch_warnings():  # torch warns about foreign pickle protocols: we refuse those anyway
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, EOFError, ... for bad files
+        reason = "refuses to run code from it" if "Unsupported global" in str(e) else "truncated or corrupt"
+        raise MTError(f"checkpoint '{path}': not a readable mt checkpoint ({reason})") from None
+    if not isinstance(state, dict) or state.get("kind") != KIND:
+        raise MTError(f"checkpoint '{path}': not an mt checkpoint")
+    version = state.get("format_version")
+    if version != FORMAT_VERSION:
+        raise MTError(f"checkpoint '{path}': format version {version!r}, this mt reads {FORMAT_VERSION}")
+    missing = [k for k in ("config", "tokenizer", "model", "src_vocab_size", "tgt_vocab_size", "joint_vocab")
+               if k not in state]
+    if missing:
+        raise MTError(f"checkpoint '{path}': missing {', '.join(missing)}")
+    wrong = _wrong_field(state)
+    if wrong:
+        raise MTError(f"checkpoint '{path}': not an mt checkpoint ({wrong})")
+    return state
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Every field a reader uses: (key, required, check, what it must be). Keys a checkpoint lacks and
+# does not require are skipped; `training` is checked in depth by mt.train.state.restore.
+_FIELDS: tuple[tuple[str, bool, Any, str], ...] = (
+    ("config", True, lambda v: isinstance(v, dict) and all(isinstance(v.get(s, {}), dict) for s in _MODEL_SECTIONS),
+     "a dict of config sections"),
+    ("tokenizer", True, lambda v: isinstance(v, dict) and isinstance(v.get("src"), bytes)
+     and isinstance(v.get("tgt", b""), bytes) and set(v) <= {"src", "tgt"}, "{'src': bytes, 'tgt': bytes}"),
+    ("model", True, lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(t, torch.Tensor)
+                                                           for k, t in v.items()), "a dict of named tensors"),
+    ("src_vocab_size", True, lambda v: _is_int(v) and v > 0, "a positive integer"),
+    ("tgt_vocab_size", True, lambda v: _is_int(v) and v > 0, "a positive integer"),
+    ("joint_vocab", True, lambda v: isinstance(v, bool), "true or false"),
+    ("update", False, lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    ("epoch", False, lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
+    ("training", False, lambda v: isinstance(v, dict), "a dict"),
+    ("averaged_from", False, lambda v: isinstance(v, list), "a list"),
+    ("valid", False, lambda v: isinstance(v, dict), "a dict"),
+)
+
+
+def _wrong_field(state: dict[str, Any]) -> str:
+    """'' when every known field of a loaded checkpoint has the type readers expect, else which does not."""
+    for key, required, ok, what in _FIELDS:
+        if (required or key in state) and not ok(state.get(key)):
+            return f"'{key}' is {type(state.get(key)).__name__}, expected {what}"
+    return ""
+
+
+def inference_state(cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, *, update: int = 0,
+                    epoch: int = 0) -> dict[str, Any]:
+    """Everything `load_for_inference` needs: config, tokenizer models, vocab sizes and weights.
+
+    `model` may be DDP-wrapped (its module is saved).
+    Weights are copied to CPU so the dict stays valid while training goes on.
+    """
+    module = getattr(model, "module", model)
+    weights = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
+    return {
+        "kind": KIND,
+        "format_version": FORMAT_VERSION,
+        "config": config_to_dict(cfg),
+        "tokenizer": dict(tokenizer.model_bytes()),
+        "src_vocab_size": int(tokenizer.src_vocab_size),
+        "tgt_vocab_size": int(tokenizer.tgt_vocab_size),
+        "joint_vocab": bool(tokenizer.joint),
+        "model": weights,
+        "update": int(update),
+        "epoch": int(epoch),
+    }
+
+
+def checkpoint_config(state: dict[str, Any], path: str | Path) -> Config:
+    """The Config stored in a loaded checkpoint (an MTError if it no longer parses)."""
+    try:
+        return config_from_dict(state["config"])
+    except MTError as e:
+        raise MTError(f"checkpoint '{path}': stored config is invalid: {e}") from None
+
+
+def load_for_inference(path: str | Path, device: str | torch.device) -> tuple[Transformer, Tokenizer, Config]:
+    """(Transformer in eval mode on `device`, Tokenizer, Config) from any mt checkpoint."""
+    state = load_checkpoint(path)
+    cfg = checkpoint_config(state, path)
+    tok = state["tokenizer"]
+    tokenizer = Tokenizer.from_bytes(tok["src"], tok.get("tgt"))
+    model = Transformer(cfg.model, state["src_vocab_size"], state["tgt_vocab_size"],
+                        joint_vocab=state["joint_vocab"])
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0]
+        raise MTError(f"checkpoint '{path}': weights do not fit its model config ({first})") from None
+    return model.to(device).eval(), tokenizer, cfg
+
+
+def same_model(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """'' when two checkpoint states hold interchangeable weights, else what differs."""
+    for section in _MODEL_SECTIONS:
+        sa, sb = a["config"].get(section, {}), b["config"].get(section, {})
+        for key in sorted(set(sa) | set(sb)):
+            if sa.get(key) != sb.get(key):
+                return f"{section}.{key} ({sa.get(key)!r} vs {sb.get(key)!r})"
+    for key in ("src_vocab_size", "tgt_vocab_size", "joint_vocab"):
+        if a[key] != b[key]:
+            return key
+    if a["tokenizer"] != b["tokenizer"]:
+        return "tokenizer model"
+    return ""
+
+
+def average_checkpoints(paths: list[str | Path] | list[Path], out: str | Path) -> None:
+    """Write the mean of the weights of `paths` to `out`, an inference checkpoint.
+
+    Refuses (MTError) checkpoints whose model/tokenizer config or tokenizer differ. Floating
+    tensors are averaged in float64 and cast back; integer buffers must be equal.
+    """
+    paths = [Path(p) for p in paths]
+    if not paths:
+        raise MTError("average: no checkpoints given")
+    first = load_checkpoint(paths[0])
+    sums = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in first["model"].items()}
+    for p in paths[1:]:
+        state = load_checkpoint(p)
+        diff = same_model(first, state)
+        if diff:
+            raise MTError(f"average: '{p}' and '{paths[0]}' are different models: {diff}")
+        if state["model"].keys() != sums.keys():
+            raise MTError(f"average: '{p}' and '{paths[0]}' hold different weight names")
+        for k, v in state["model"].items():
+            if v.is_floating_point():
+                sums[k] += v.to(torch.float64)
+            elif not torch.equal(v, sums[k]):
+                raise MTError(f"average: '{p}' differs from '{paths[0]}' in non-float tensor {k}")
+        del state
+    dtypes = {k: v.dtype for k, v in first["model"].items()}
+    averaged = {k: (v / len(paths)).to(dtypes[k]) if v.is_floating_point() else v for k, v in sums.items()}
+    out_state = {k: v for k, v in first.items() if k != "training"}
+    out_state["model"] = averaged
+    out_state["averaged_from"] = [p.name for p in paths]
+    save_checkpoint(out, out_state)
+
+
+class CheckpointFiles:
+    """The checkpoint files of one run, in `ckpt_dir`; only rank 0 writes them.
+
+    best.pt, last.pt, averaged.pt and update_<N>.pt, of which the newest `keep` are kept (none
+    are written when `keep` <= 0). Every write first checks that the weights are finite.
+    """
+
+    def __init__(self, ckpt_dir: Path, cfg: Config, tokenizer: Tokenizer, *, keep: int) -> None:
+        self.dir, self.cfg, self.tokenizer, self.keep = ckpt_dir, cfg, tokenizer, keep
+        self.best = ckpt_dir / "best.pt"
+        self.last = ckpt_dir / "last.pt"
+        self.averaged = ckpt_dir / "averaged.pt"
+
+    def state(self, model: torch.nn.Module, *, update: int, epoch: int) -> dict[str, Any]:
+        """`inference_state` of `model`; an MTError (and nothing written) when a weight is not finite."""
+        bad = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+        if bad:  # never replace a good checkpoint with a broken model
+            raise MTError(f"train: non-finite weights ({bad[0]}, ...) at update {update}; "
+                          f"checkpoints left as they were")
+        return inference_state(self.cfg, self.tokenizer, model, update=update, epoch=epoch)
+
+    def save_best(self, model: torch.nn.Module, *, update: int, epoch: int, valid: dict[str, Any]) -> None:
+        """best.pt, with the validation record that made it the best under "valid"."""
+        state = self.state(model, update=update, epoch=epoch)
+        state["valid"] = valid
+        save_checkpoint(self.best, state)
+
+    def save_periodic(self, model: torch.nn.Module, *, update: int, epoch: int) -> None:
+        """update_<update>.pt; then only the newest `keep` periodic files are left."""
+        if self.keep <= 0:
+            return
+        save_checkpoint(self.dir / f"update_{update}.pt", self.state(model, update=update, epoch=epoch))
+        for old in self.periodic()[:-self.keep]:
+            old.unlink(missing_ok=True)
+
+    def save_last(self, model: torch.nn.Module, *, update: int, epoch: int, training: dict[str, Any]) -> None:
+        """last.pt: the weights plus `training`, what --resume needs (see mt/train/state.py)."""
+        state = self.state(model, update=update, epoch=epoch)
+        state["training"] = training
+        save_checkpoint(self.last, state)
+
+    def periodic(self) -> list[Path]:
+        """The update_<N>.pt files, oldest first."""
+        found = []
+        for p in self.dir.glob("update_*.pt"):
+            number = p.stem.split("_", 1)[1]
+            if number.isdigit():
+                found.append((int(number), p))
+        return [p for _, p in sorted(found)]
+
+    def average_candidate(self, sources: list[Path]) -> Path:
+        """The mean of `sources` in a candidate file, to validate before `keep_averaged`."""
+        candidate = self.dir / AVERAGE_CANDIDATE
+        average_checkpoints(sources, candidate)
+        return candidate
+
+    def keep_averaged(self, candidate: Path, keep: bool) -> None:
+        """Make `candidate` averaged.pt, or drop it and any averaged.pt of an earlier session."""
+        if keep:
+            candidate.replace(self.averaged)
+            return
+        candidate.unlink(missing_ok=True)
+        self.averaged.unlink(missing_ok=True)  # a stale one would be picked by `make evaluate`
+
+
+def load_models(paths: Sequence[Path], device: str | torch.device) -> tuple[Transformer | Ensemble, Tokenizer, Config]:
+    """One checkpoint -> its model; several -> an `Ensemble` of them (in eval mode on `device`).
+    The tokenizer and config (decode settings, corpus) are the first checkpoint's."""
+    if not paths:
+        raise MTError("--checkpoint: give at least one checkpoint")
+    loaded = [load_for_inference(path, device) for path in paths]
+    if len(loaded) == 1:
+        return loaded[0]
+    check_compatible(list(paths), [tok for _, tok, _ in loaded])
+    return Ensemble([model for model, _, _ in loaded]).eval(), loaded[0][1], loaded[0][2]

@@ -1,0 +1,432 @@
+"""The training loop: updates, validation, checkpoints, resume, stopping, DDP.
+
+One update = `train.accumulate` batches on each of `world_size` ranks, so the global batch is
+about max_tokens × accumulate × world_size padded tokens; every schedule counts UPDATES. The
+gradient is the per-target-token mean over the whole update: each micro-batch's summed loss is
+scaled by world_size / (target tokens of the update summed over ranks) before backward, and DDP
+averages over ranks, so N ranks equal one process accumulating the same N shards.
+
+Per update the ranks all-reduce one small vector (their token counts, a stop flag, rank 0's clock),
+so the LR, the time-budget stop and a signal on any rank are decided identically everywhere.
+Rank 0 alone validates, logs and writes checkpoints; the others wait for it.
+
+Checkpoints (run_dir/checkpoints): last.pt (full training state; what --resume reads), best.pt
+(best validation BLEU, or lowest val NLL when train.valid_bleu is off), update_<N>.pt (periodic,
+weights only, keep_checkpoints newest), averaged.pt (average_last > 0: the mean of the newest
+periodic checkpoints, kept only if its validation BLEU is at least best.pt's, so whichever file
+`make evaluate` picks was chosen on the validation set). Time budget: training seconds
+accumulated over sessions (resume continues the count), validations included; training stops
+early enough that the closing validation (and the averaged model's) fit in it too, estimated
+by the duration of the latest validation.
+
+Validation (mt/train/validate.py) runs every valid_every updates, at each epoch end and when training
+ends; patience counts validations without a gain in the selection metric (early stopping).
+With train.ema_decay > 0 (mt/train/ema.py) an exponential moving average of the weights is what is
+validated and written to best.pt and the periodic checkpoints; last.pt holds the raw weights and
+the average. Periodic checkpoints are written every save_every updates, or at each validation when 0. A fresh
+`mt train` refuses to overwrite an existing last.pt (use --resume, another name, or delete it).
+
+SIGINT/SIGTERM: the current update finishes, last.pt is written, train() returns (exit code 0);
+a second signal aborts at once without saving (`mt.errors.Interrupted`; the CLI exits 128 + the
+signal number: 130 for SIGINT, 143 for SIGTERM, as a shell reports a signal). kill -9 or a power
+cut at any moment loses nothing saved: every write is atomic, the next start removes the temp
+files of cut writes and a torn last line of metrics.jsonl, and --resume continues from last.pt. torchrun forwards SIGTERM to every rank
+and kills them 30 s later, so an update plus a last.pt write must fit in that. NaN/inf losses
+skip the update (no optimizer step); past max_bad_losses of them training stops with an MTError,
+writing nothing, so last.pt keeps the last good state.
+
+Seeds: every rank initialises the model from train.seed (identical weights), then reseeds with
+seed + rank so dropout streams differ between ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from mt.config import Config, TrainConfig
+from mt.config_checks import parse_duration
+from mt.config_load import save_config
+from mt.data.batching import TokenBatchSampler
+from mt.data.prepare import prepare
+from mt.data.splits import EncodedSplit, load_split
+from mt.data.tokenizer import Tokenizer
+from mt.device import resolve_device
+from mt.errors import MTError
+from mt.model.checkpoint import AVERAGE_CANDIDATE, CheckpointFiles, load_for_inference
+from mt.model.transformer import Transformer
+from mt.textio import remove_stale_temp_files
+from mt.train import distributed
+from mt.train.distributed import DistInfo
+from mt.train.ema import WeightEMA
+from mt.train.log import PhaseTimer, TrainLog, Window
+from mt.train.optim import Schedule, build_optimizer, set_lr, training_progress
+from mt.train.precision import (
+    PrecisionChoice,
+    keep_compiled_kernels,
+    pad_multiple_for,
+    resolve_precision,
+    step_speedup,
+)
+from mt.train.state import (
+    StopReason,
+    StopSignal,
+    TrainState,
+    restore,
+    rng_state,
+    seed_everything,
+    training_state,
+)
+from mt.train.step import UpdateStep, autocast
+from mt.train.validate import Validator, selection_metric
+
+
+def train(cfg: Config, *, resume: bool = False) -> Path:
+    """Train `cfg` (preparing its data if needed) and return the checkpoint to evaluate."""
+    info = distributed.env_info()
+    device = resolve_device(cfg.train.device, local_rank=info.local_rank)
+    if cfg.train.precision == "fp16" and device.type != "cuda":  # auto never picks fp16
+        raise MTError("config key 'train.precision': fp16 needs a CUDA device; use bf16 or fp32 on CPU")
+    if cfg.train.threads > 0 and device.type == "cpu":
+        torch.set_num_threads(cfg.train.threads)
+    distributed.init(info, device)
+    if device.type == "cpu":
+        keep_compiled_kernels()  # before the probe: its bf16 passes are the process's first oneDNN work
+    # A bf16 run would pad (pad_multiple auto) and so reuse its kernels: the probe times that case.
+    bounded_shapes = pad_multiple_for(cfg.train.pad_multiple, "bf16", device) > 1
+    choice = resolve_precision(cfg.train.precision, device, probe=lambda: step_speedup(
+        cfg.model, cfg.tokenizer.vocab_size, cfg.train.max_tokens, repeated_shapes=bounded_shapes))
+    if cfg.train.precision == "auto" and info.enabled:  # each rank timed its own check: follow rank 0
+        bf16 = distributed.broadcast_flag(choice.precision == "bf16", info, device)
+        if bf16 != (choice.precision == "bf16"):
+            choice = PrecisionChoice("bf16" if bf16 else "fp32", "auto: as chosen on rank 0")
+    pad = pad_multiple_for(cfg.train.pad_multiple, choice.precision, device)
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, pad_multiple=pad))
+    stop = StopSignal()
+    stop.install()
+    try:
+        return _run(cfg, resume=resume, info=info, device=device, stop=stop, precision=choice)
+    finally:
+        stop.restore()
+        distributed.shutdown(info)
+
+
+def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, stop: StopSignal,
+         precision: PrecisionChoice) -> Path:
+    """The training run; `precision` is train.precision resolved for this device (auto -> fp32 or bf16)."""
+    t = cfg.train
+    run_dir = cfg.run_dir
+    ckpt_dir = run_dir / "checkpoints"
+    last_path = ckpt_dir / "last.pt"
+    if resume and not last_path.is_file():
+        raise MTError(f"train --resume: no checkpoint at '{last_path}'")
+    if not resume and last_path.is_file():
+        raise MTError(f"train: '{last_path}' exists; continue it with --resume, or train under another "
+                      f"name (--set name=...) or delete '{ckpt_dir}'")
+    stale: list[Path] = []
+    if info.is_main:  # temp files of writes a kill -9 cut short (atomic_write's own pattern only)
+        stale = remove_stale_temp_files(ckpt_dir) + remove_stale_temp_files(run_dir)
+        if (ckpt_dir / AVERAGE_CANDIDATE).is_file():  # a kill while the average was validated
+            (ckpt_dir / AVERAGE_CANDIDATE).unlink()
+            stale.append(ckpt_dir / AVERAGE_CANDIDATE)
+        prepare(cfg)
+        save_config(cfg, run_dir / "config.yaml")
+    distributed.broadcast_flag(True, info, device)  # the others wait until the data is ready
+    tokenizer = Tokenizer.from_files(run_dir)
+    train_split = load_split(run_dir, cfg.data.train_split)
+    valid_split = load_split(run_dir, cfg.data.valid_split)
+
+    seed_everything(t.seed)
+    model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
+                        joint_vocab=tokenizer.joint).to(device)
+    optimizer = build_optimizer(model, t)
+    scaler = torch.amp.GradScaler("cuda") if precision.precision == "fp16" else None
+    ema = WeightEMA(model, t.ema_decay) if t.ema_decay > 0 else None
+    log = TrainLog(run_dir, enabled=info.is_main, total_updates=t.max_updates)
+    if stale:
+        log.info(f"removed {len(stale)} temporary file(s) of interrupted writes: {', '.join(p.name for p in stale)}")
+    state = TrainState(world_size=info.world_size)
+    if resume:
+        state = restore(last_path, cfg, tokenizer, model, optimizer, scaler, ema, rank=info.rank,
+                        world_size=info.world_size, log=log.info)
+        log.resume_at(state.update)
+    else:
+        seed_everything(t.seed + info.rank)  # same init on every rank (DDP checks), own dropout streams
+    log.info(f"model: {model.num_parameters():,} parameters; device {device}, {info.world_size} process(es), "
+             f"{torch.get_num_threads()} threads; precision {precision.precision} ({precision.reason})")
+    ddp: torch.nn.Module = model
+    if info.enabled:
+        ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None,
+                                      forward_sync_buffers=False, gradient_as_bucket_view=True)
+
+    sampler = TokenBatchSampler(train_split.src.lengths(), train_split.tgt.lengths(), max_tokens=t.max_tokens,
+                                max_sentences=t.max_sentences, seed=t.seed, rank=info.rank,
+                                world_size=info.world_size, pad_multiple=t.pad_multiple)
+    files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints)
+    step = UpdateStep(model=model, ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
+                       device=device, timer=PhaseTimer(), precision=precision.precision)
+    validator = Validator(cfg, valid_split, tokenizer, device, lambda: autocast(precision.precision, device))
+    loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,
+                 train_split=train_split, sampler=sampler, state=state, files=files, log=log, stop=stop, ema=ema)
+    try:
+        return loop.run()
+    finally:
+        log.close()
+
+
+class _Loop:
+    """The state of one training session; `run()` trains until a limit, a signal or early stopping."""
+
+    def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: UpdateStep,
+                 validator: Validator, train_split: EncodedSplit, sampler: TokenBatchSampler, state: TrainState,
+                 files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None) -> None:
+        self.t, self.info, self.device, self.model, self.step, self.validator = \
+            cfg.train, info, device, model, step, validator
+        self.ema = ema
+        self.sampler, self.state, self.files, self.log, self.stop = sampler, state, files, log, stop
+        self.optimizer, self.scaler, self.timer = step.optimizer, step.scaler, step.timer
+        self.budget = parse_duration(self.t.time_budget)
+        self.src_len = train_split.src.lengths() + 1  # + EOS
+        self.tgt_len = train_split.tgt.lengths() + 1  # + EOS: the target tokens of the loss
+        n_batches = len(sampler.epoch_batches(state.epoch))
+        self.updates_per_epoch = math.ceil(n_batches / self.t.accumulate)
+        self.horizon_updates = self.t.max_epochs * self.updates_per_epoch
+        self.schedule = Schedule.from_config(self.t, d_model=cfg.model.d_model, has_horizon=bool(
+            self.t.max_updates or self.horizon_updates or self.budget))
+        self.flops = model.flops_per_token()
+        self.window = Window()
+        self.total_tokens = 0.0
+        self.session_start = time.perf_counter()
+        self.session_elapsed0 = state.elapsed
+        self.session_update0 = state.update
+
+    def elapsed(self) -> float:
+        """Training seconds over all sessions."""
+        return self.session_elapsed0 + time.perf_counter() - self.session_start
+
+    def run(self) -> Path:
+        """Train until a limit, a signal or early stopping; returns the checkpoint to evaluate.
+
+        One update (`_one_update`, `UpdateStep`):
+          1. agree with the other ranks on the update's token counts, a stop signal and rank 0's clock
+          2. set the learning rate from the schedule
+          3. forward/backward per micro-batch (gradients synced across ranks on the last one)
+          4. clip the gradient norm, optimizer step (skipped on a non-finite loss)
+          5. log: progress bar every update, a train line every log_every
+          6. validate (best.pt, periodic, last.pt) every valid_every, or save every save_every
+        At each epoch end: validate and save unless that update just did. At the end: `_finish`.
+        """
+        st, t = self.state, self.t
+        _log_plan(self.log, t, self.info.world_size, self.updates_per_epoch)
+        reason = _limit_reached(st, t)
+        self.window = Window()
+        while not reason:
+            batches = self.sampler.epoch_batches(st.epoch)
+            tgt_tokens = np.array([self.tgt_len[b].sum() for b in batches], dtype=np.float64)
+            src_tokens = np.array([self.src_len[b].sum() for b in batches], dtype=np.float64)
+            while st.position < len(batches) and not reason:
+                end = min(st.position + t.accumulate, len(batches))
+                reason = self._one_update(batches[st.position:end], tgt_tokens[st.position:end].sum(),
+                                          src_tokens[st.position:end].sum(), end)
+            if st.position >= len(batches):  # the epoch is done (also after a final update in it)
+                st.epoch += 1
+                st.position = 0
+                validated = st.last_valid_update != st.update and self._validate_and_save(why="epoch end")
+                if validated and not reason:  # validated and patience ran out
+                    reason = StopReason.EARLY_STOPPING
+                if not reason:
+                    reason = _limit_reached(self.state, self.t)
+        return self._finish(reason)
+
+    def _one_update(self, chunk: list[np.ndarray], local_tgt: float, local_src: float, end: int) -> StopReason | None:
+        """Agree with the other ranks, run one update (or skip it), report; returns a stop reason or None."""
+        st, t, info = self.state, self.t, self.info
+        self.timer.mark()
+        # 1. rank 0's clock, plus the time the closing validation(s) will take, so they fit the budget too
+        clock = self.elapsed() + st.final_reserve if info.is_main else 0.0
+        sync = torch.tensor([local_tgt, local_src, float(self.stop.signum != 0), clock], dtype=torch.float64,
+                            device=self.device)
+        global_tgt, global_src, any_stop, elapsed = distributed.all_reduce_sum(sync, info).tolist()
+        if any_stop:
+            return StopReason.SIGNAL
+        if self.budget and elapsed >= self.budget:
+            return StopReason.TIME_BUDGET
+        # 2. learning rate
+        progress = training_progress(st.update, elapsed, max_updates=t.max_updates, time_budget=self.budget,
+                                     horizon_updates=self.horizon_updates)
+        lr = self.schedule.lr_at(st.update + 1, progress)
+        set_lr(self.optimizer, lr)
+        # 3-4. forward/backward, clip, step
+        loss, nll, gnorm, ok = self.step(chunk, scale=info.world_size / global_tgt)
+        st.position = end
+        if not ok:
+            _skip_bad_update(st, t, self.log, self.files.last, loss=loss, gnorm=gnorm)
+            return None
+        st.update += 1
+        if self.ema is not None:
+            self.ema.update(st.update)
+        # 5. log
+        self.total_tokens += global_tgt
+        self.window.add(loss=loss, nll=nll, tgt_tokens=global_tgt, src_tokens=global_src)
+        self.log.step(loss=loss / global_tgt, lr=lr, tok_s=self.window.tgt_tokens / self.window.seconds(),
+                      left_s=(self.budget - elapsed) if self.budget else None)
+        if st.update % t.log_every == 0:
+            self.log.train(self.window, update=st.update, epoch=st.epoch, wall=self.elapsed(), lr=lr, gnorm=gnorm,
+                           flops=self.flops)
+            self.window = Window()
+        # 6. validate and/or save
+        early = False
+        if t.valid_every and st.update % t.valid_every == 0:
+            early = self._validate_and_save(why="valid_every")
+        elif t.save_every and st.update % t.save_every == 0:
+            self._save_periodic()
+            self._save_last()
+        if early:
+            return StopReason.EARLY_STOPPING
+        return _limit_reached(self.state, self.t)
+
+    def _validate_and_save(self, *, why: str) -> bool:
+        """Validate on rank 0, write best/periodic/last checkpoints; True when patience ran out."""
+        st, t = self.state, self.t
+        self.timer.mark()
+        early = False
+        if self.info.is_main:
+            with self.smoothed():
+                record = self.validator(self.model)
+            record.update(update=st.update, epoch=st.epoch, wall=round(self.elapsed(), 2), kind="valid")
+            metric = selection_metric(record)
+            improved = metric > st.best_metric
+            if improved:
+                st.best_metric, st.best_update, st.bad_validations = metric, st.update, 0
+                with self.smoothed():
+                    self.files.save_best(self.model, update=st.update, epoch=st.epoch, valid=record)
+            else:
+                st.bad_validations += 1
+            early = bool(t.patience) and st.bad_validations >= t.patience
+            st.history.append(record)
+            self.log.validation(record, why=why, improved=improved, early=early)
+            # the end of training validates once more (twice with averaging): keep that time in the budget
+            st.final_reserve = self.timer.since_mark() * (2 if t.average_last > 0 else 1)
+        self.window.exclude(self.timer.since_mark())  # tok/s counts training time only
+        st.last_valid_update = st.update
+        early = distributed.broadcast_flag(early, self.info, self.device)
+        if t.save_every == 0 or st.update % t.save_every == 0:  # validating must not skip a periodic one
+            self._save_periodic()
+        self._save_last()
+        self.timer.lap("validation")
+        return early
+
+    def smoothed(self) -> contextlib.AbstractContextManager:
+        """The weights that are validated and saved for use: the EMA's with train.ema_decay, else the model's."""
+        return self.ema.applied() if self.ema is not None else contextlib.nullcontext()
+
+    def _save_periodic(self) -> None:
+        if self.info.is_main:
+            with self.smoothed():
+                self.files.save_periodic(self.model, update=self.state.update, epoch=self.state.epoch)
+
+    def _save_last(self) -> None:
+        """Full training state in last.pt (every rank's RNG gathered to rank 0)."""
+        rngs = distributed.gather_objects(rng_state(), self.info)
+        if not self.info.is_main:
+            return
+        st = self.state
+        st.elapsed = self.elapsed()
+        self.files.save_last(self.model, update=st.update, epoch=st.epoch,
+                             training=training_state(st, self.optimizer, self.scaler, rngs, self.ema))
+
+    def _finish(self, reason: StopReason) -> Path:
+        st, files = self.state, self.files
+        best = files.best
+        if reason is StopReason.SIGNAL:
+            self._save_last()
+            self.log.info(f"stopped by signal at update {st.update}: {files.last} saved; "
+                          f"continue with `mt train ... --resume`")
+            if not best.is_file():  # stopped before the first validation
+                best = files.last
+        elif st.update == self.session_update0 and best.is_file():
+            # A resumed run whose limits were already reached: nothing changed, so nothing is redone.
+            best = files.averaged if files.averaged.is_file() else best
+            self.log.info(f"training already finished ({reason.value}) at update {st.update}; nothing to do: {best}")
+            return best
+        else:
+            if st.last_valid_update != st.update:  # else last.pt was written at that validation
+                self._validate_and_save(why="end")
+            self.log.info(f"training finished ({reason.value}) at update {st.update}, epoch {st.epoch}; best "
+                          f"{_metric_name(self.t.valid_bleu)} {abs(st.best_metric):.2f} at update {st.best_update}")
+            if self.t.average_last > 0 and self.info.is_main:
+                best = self._average(best)
+        seconds = self.elapsed() - self.session_elapsed0
+        busy = max(seconds - self.timer.seconds.get("validation", 0.0), 1e-9)
+        self.log.info(f"session: {seconds:.0f}s, {self.total_tokens / busy:,.0f} target tokens/s while training "
+                      f"({self.total_tokens / max(seconds, 1e-9):,.0f} overall); time per phase: {self.timer.summary()}")
+        return best
+
+    def _average(self, best: Path) -> Path:
+        """averaged.pt from the newest periodic checkpoints, kept only if it validates at least as well."""
+        sources = self.files.periodic()[-self.t.average_last:]
+        if len(sources) < 2:
+            self.log.info(f"averaging skipped: {len(sources)} periodic checkpoint(s)")
+            return best
+        candidate = self.files.average_candidate(sources)
+        model, _, _ = load_for_inference(candidate, self.device)
+        record = self.validator(model)
+        metric = selection_metric(record)
+        record.update(kind="averaged", update=self.state.update, epoch=self.state.epoch,
+                      wall=round(self.elapsed(), 2), sources=[p.name for p in sources])
+        self.log.metrics(record)
+        keep = metric >= self.state.best_metric
+        self.files.keep_averaged(candidate, keep)
+        name, best_metric = _metric_name(self.t.valid_bleu), abs(self.state.best_metric)
+        if keep:
+            self.log.info(f"averaged {len(sources)} checkpoints -> {self.files.averaged} ({name} "
+                          f"{abs(metric):.2f}, best.pt {best_metric:.2f})")
+            return self.files.averaged
+        self.log.info(f"averaged checkpoints validate worse ({name} {abs(metric):.2f}, best.pt "
+                      f"{best_metric:.2f}): not written; use best.pt")
+        return best
+
+
+def _limit_reached(st: TrainState, t: TrainConfig) -> StopReason | None:
+    """The update or epoch limit that training has reached, if any."""
+    if t.max_updates and st.update >= t.max_updates:
+        return StopReason.MAX_UPDATES
+    if t.max_epochs and st.epoch > t.max_epochs:
+        return StopReason.MAX_EPOCHS
+    return None
+
+
+def _skip_bad_update(st: TrainState, t: TrainConfig, log: TrainLog, last: Path, *, loss: float,
+                     gnorm: float) -> None:
+    """Count a non-finite loss or gradient (the update was not applied); too many stop training."""
+    st.bad_losses += 1
+    if st.bad_losses > t.max_bad_losses:  # no checkpoint now: last.pt keeps the last good state
+        raise MTError(f"train: {st.bad_losses} non-finite losses (train.max_bad_losses={t.max_bad_losses}); "
+                      f"stopped at update {st.update}, the last good state is in {last}; "
+                      f"try a lower train.lr or fp32")
+    log.info(f"warning: non-finite loss/gradient at update {st.update + 1} (loss {loss}, grad norm "
+             f"{gnorm}); update skipped ({st.bad_losses}/{t.max_bad_losses})")
+
+
+def _log_plan(log: TrainLog, t: TrainConfig, world_size: int, updates_per_epoch: int) -> None:
+    """The opening lines of a session: batch size, epoch length, schedule."""
+    if t.average_last > t.keep_checkpoints:
+        log.info(f"note: average_last={t.average_last} > keep_checkpoints={t.keep_checkpoints}: "
+                 f"averaging at most {t.keep_checkpoints}")
+    global_batch = t.max_tokens * t.accumulate * world_size
+    log.info(f"training: global batch ≤ {t.max_tokens} max_tokens × {t.accumulate} accumulate × "
+             f"{world_size} rank(s) = {global_batch} padded tokens per update; "
+             f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {t.warmup} updates"
+             + (")" if t.schedule == "linear_decay" else f", cooldown over the last {t.cooldown:.0%})")
+             + (f"; batch widths padded to a multiple of {t.pad_multiple}" if t.pad_multiple > 1 else ""))
+
+
+def _metric_name(valid_bleu: bool) -> str:
+    return "val BLEU" if valid_bleu else "val NLL"

@@ -1,0 +1,99 @@
+"""One training update: forward/backward over its micro-batches, gradient clipping, the optimizer step.
+
+The gradient is the per-target-token mean over the whole update: each micro-batch's summed
+label-smoothed loss is multiplied by world_size / (target tokens of the update over all ranks)
+before backward, and DDP averages gradients over ranks (synced on the last micro-batch only).
+A non-finite loss or gradient norm skips the optimizer step; `mt.train.loop` counts those.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+import torch
+
+from mt.config import TrainConfig
+from mt.data.batching import Batch, collate
+from mt.data.splits import EncodedSplit
+from mt.model.transformer import Transformer
+from mt.train import distributed
+from mt.train.distributed import DistInfo
+from mt.train.log import PhaseTimer
+from mt.train.loss import projected_smoothed_nll
+
+
+def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """Mixed precision for forward passes (bf16/fp16), nothing for fp32."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def batch_loss(model: Transformer, ddp: torch.nn.Module, batch: Batch,
+               label_smoothing: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The training loss of one batch: (summed smoothed loss, summed NLL, target tokens), 0-d tensors.
+
+    `ddp` is `model` or its DistributedDataParallel wrapper (forward runs through it, so DDP sees
+    it); the output projection is fused into the loss (mt.train.loss). Runs under the caller's autocast.
+    """
+    hidden = ddp(batch.src, batch.src_mask, batch.tgt_in, project=False)  # (B, T, D)
+    return projected_smoothed_nll(hidden, *model.output_layer(), batch.tgt_out, label_smoothing)
+
+
+class UpdateStep:
+    """What one update computes: forward/backward over its micro-batches (DDP syncs gradients on
+    the last one), gradient clipping and the optimizer step. `mt.train.loop`'s loop decides when and with what LR."""
+
+    def __init__(self, *, model: Transformer, ddp: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                 scaler: torch.amp.GradScaler | None, train_split: EncodedSplit, t: TrainConfig, info: DistInfo,
+                 device: torch.device, timer: PhaseTimer, precision: str) -> None:
+        self.model, self.ddp, self.optimizer, self.scaler = model, ddp, optimizer, scaler
+        self.train_split = train_split
+        self.precision = precision  # train.precision resolved: fp32 | bf16 | fp16
+        self.t, self.info, self.device, self.timer = t, info, device, timer
+        self.params = [p for p in ddp.parameters() if p.requires_grad]  # a DDP wrapper's are its module's
+
+    def __call__(self, chunk: list[np.ndarray], *, scale: float) -> tuple[float, float, float, bool]:
+        """Run the update over `chunk` (a list of batches' sentence indices); each micro-batch's
+        summed loss is multiplied by `scale` before backward.
+
+        Returns (summed loss, summed NLL over all ranks, gradient norm, whether the step was taken).
+        """
+        src_ids, tgt_ids = self.train_split.src, self.train_split.tgt
+        loss_acc = torch.zeros((), device=self.device)
+        nll_acc = torch.zeros((), device=self.device)
+        for i, idx in enumerate(chunk):
+            batch = collate([src_ids[j] for j in idx], [tgt_ids[j] for j in idx], idx,
+                            self.t.pad_multiple).to(self.device)
+            self.timer.lap("data")
+            last = i == len(chunk) - 1
+            no_sync = self.ddp.no_sync() if (self.info.enabled and not last) else contextlib.nullcontext()
+            with no_sync:
+                with autocast(self.precision, self.device):
+                    loss, nll, _ = batch_loss(self.model, self.ddp, batch, self.t.label_smoothing)
+                scaled = loss * scale
+                (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
+            loss_acc += loss.detach()
+            nll_acc += nll
+            self.timer.lap("forward_backward")
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        grads = [p.grad for p in self.params if p.grad is not None]
+        gnorm = torch.nn.utils.get_total_norm(grads)
+        if self.t.clip_norm > 0:
+            torch.nn.utils.clip_grads_with_norm_(self.params, self.t.clip_norm, gnorm)
+        stats = distributed.all_reduce_sum(torch.stack([loss_acc, nll_acc]), self.info)
+        loss_v, nll_v, gnorm_v = torch.cat([stats, gnorm.reshape(1).to(stats.dtype)]).tolist()  # the one sync
+        ok = math.isfinite(loss_v) and (math.isfinite(gnorm_v) or self.scaler is not None)
+        if ok:
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)  # skips the step itself on fp16 overflow
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.timer.lap("optimizer")
+        return loss_v, nll_v, gnorm_v, ok

@@ -1,0 +1,122 @@
+"""The package layout: stages import only the stages below them, no module imports another in a
+cycle, and every module stays readable in one sitting.
+
+The order, bottom to top (ARCHITECTURE.md):
+
+    config, config_load, config_checks, errors, textio, device   (the base every stage uses)
+    data -> model -> decode -> eval -> {train, deploy} -> serve -> commands -> cli
+
+A module may import its own stage and any stage below it. Every import counts: module level,
+inside functions and under `if TYPE_CHECKING:`, since each of them ties the two modules together.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mt"
+MAX_LINES = 450  # "small enough to read in one sitting": ~400, with a little slack for docstrings
+
+BASE = {"mt", "mt.__main__", "mt.config", "mt.config_load", "mt.config_checks", "mt.errors", "mt.textio",
+        "mt.device"}
+RANK = {"data": 1, "model": 2, "decode": 3, "eval": 4, "train": 5, "deploy": 5, "serve": 6, "commands": 7, "cli": 8}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def stage_of(module: str) -> str:
+    """'mt.train.loop' -> 'train', 'mt.commands' -> 'commands', base modules -> 'base'."""
+    if module in BASE:
+        return "base"
+    return module.split(".")[1]
+
+
+def rank_of(module: str) -> int:
+    return 0 if module in BASE and module != "mt.__main__" else RANK.get(stage_of(module), RANK["cli"])
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The mt modules `path` imports anywhere in it (a `from mt.x import y` of a submodule y counts as mt.x.y)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "mt")
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == "mt":
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in modules else node.module)
+    return {name for name in found if name in modules}
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {module_name(p) for p in paths}
+    return {module_name(p): imports_of(p, modules) - {module_name(p)} for p in paths}
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """'a imports b' for every import of a module in a stage above a's own."""
+    return [f"{a} ({stage_of(a)}) imports {b} ({stage_of(b)}), a stage above it"
+            for a, targets in sorted(graph.items()) for b in sorted(targets)
+            if rank_of(b) > rank_of(a) and b != "mt"]
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle as [a, b, ..., a], or [] when the graph has none (depth-first search)."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return []
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return []
+
+
+def test_the_checks_catch_what_they_name() -> None:
+    """The two checks on small made-up graphs: they find a cycle and an upward import, and pass clean ones."""
+    assert find_cycle({"mt.a": {"mt.b"}, "mt.b": {"mt.c"}, "mt.c": {"mt.a"}}) == ["mt.a", "mt.b", "mt.c", "mt.a"]
+    assert find_cycle({"mt.a": {"mt.b"}, "mt.b": set(), "mt.c": {"mt.a", "mt.b"}}) == []
+    assert upward_imports({"mt.model.transformer": {"mt.train.loss"}}) == [
+        "mt.model.transformer (model) imports mt.train.loss (train), a stage above it"]
+    assert upward_imports({"mt.config": {"mt.data.corpus"}}) == [
+        "mt.config (base) imports mt.data.corpus (data), a stage above it"]
+    assert upward_imports({"mt.train.loop": {"mt.eval.evaluate", "mt.model.checkpoint", "mt.train.step"}}) == []
+
+
+def test_every_module_belongs_to_a_known_stage() -> None:
+    unknown = [m for m in import_graph() if stage_of(m) != "base" and stage_of(m) not in RANK]
+    assert not unknown, f"modules outside the known stages (add the stage to RANK and ARCHITECTURE.md): {unknown}"
+
+
+def test_no_module_imports_a_stage_above_its_own() -> None:
+    problems = upward_imports(import_graph())
+    assert not problems, "\n".join(problems)
+
+
+def test_no_import_cycle() -> None:
+    cycle = find_cycle(import_graph())
+    assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_is_small_enough_to_read_in_one_sitting(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE.parent)}: {lines} lines; split it by job (limit {MAX_LINES})"

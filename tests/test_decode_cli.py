@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,7 @@ from mt.model.ensemble import Ensemble, max_positions
 from mt.model.transformer import Transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +176,41 @@ def test_score_command(ckpt, ckpt2, small_data, tmp_path, monkeypatch, capsys): 
     short.write_text("Ein Hund.\n", encoding="utf-8")
     code, _, err = run_cli(monkeypatch, capsys, "score", "-c", ckpt, "--src", src, "--tgt", short)
     assert code == 2 and err.count("\n") == 1 and "val.en" in err and "short.de" in err, err
+
+
+def _mt_subprocess(command: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `command` in bash with "$MT" standing for this interpreter's `python -m mt` (as a shell user would)."""
+    env = {**os.environ, "MT": f"{sys.executable} -m mt", "OMP_NUM_THREADS": "1",  # as the in-process one_thread
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))}
+    return subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_input_from_process_substitution_pipe_and_dev_null(ckpt, tmp_path):  # noqa: F811
+    """`-i <(zcat corpus.gz)`, a named pipe and /dev/null are input like a file; a folder is one clear line."""
+    model, tokenizer, cfg = load_for_inference(ckpt, "cpu")
+    lines = ["A dog.", "", "Two men are playing football on the grass."]
+    want = translate_lines(model, tokenizer, lines, cfg.decode, device="cpu")
+    text = "".join(line + "\n" for line in lines)
+    (tmp_path / "in.txt").write_text(text, encoding="utf-8")
+    subprocess.run(["gzip", "-k", str(tmp_path / "in.txt")], check=True)
+
+    proc = _mt_subprocess(f"$MT translate -c '{ckpt}' -i <(zcat '{tmp_path / 'in.txt.gz'}')")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n") == [*want, ""]
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=(text,), kwargs={"encoding": "utf-8"}, daemon=True)
+    writer.start()  # blocks in open() until mt opens the pipe for reading
+    proc = _mt_subprocess(f"$MT translate -c '{ckpt}' -i '{fifo}' -o '{tmp_path / 'out.txt'}'")
+    writer.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8").split("\n") == [*want, ""]
+
+    proc = _mt_subprocess(f"$MT translate -c '{ckpt}' -i /dev/null")
+    assert proc.returncode == 0 and proc.stdout == "", proc.stderr
+
+    proc = _mt_subprocess(f"$MT translate -c '{ckpt}' -i '{tmp_path}'")
+    assert proc.returncode == 2 and proc.stderr.strip() == f"mt: error: input '{tmp_path}': is a folder"
+    proc = _mt_subprocess(f"$MT translate -c '{ckpt}' -i '{tmp_path / 'missing.txt'}'")
+    assert proc.returncode == 2 and proc.stderr.strip() == f"mt: error: input '{tmp_path / 'missing.txt'}': file not found"

@@ -14,8 +14,12 @@ interleaved sentence by sentence and a loaded machine's swings hit them alike. V
 - `--baseline DIR`: another checkout of mt (e.g. main before a change), on the same model.
 
 Reported per variant and search: p50 / p95 / mean milliseconds per sentence (encode, search,
-detokenise), milliseconds per decoder step (time over output tokens + EOS of the 1-best), and the
-ratio of p50s to the first variant. Sentences: the first `--limit` of `--split` (default
+detokenise), milliseconds per decoder step (time over output tokens + EOS of the 1-best, the
+output re-encoded), and the
+ratio of p50s to the first variant. `CPU p50` is the process CPU time of a sentence: for a
+one-thread variant about what the wall time would be on an idle core (a loaded machine inflates
+wall time, not CPU time, beyond cache sharing); with two threads it also counts the second
+thread's spinning and waiting. Sentences: the first `--limit` of `--split` (default
 test_2016_flickr) after `--skip` warm-up ones.
 """
 
@@ -34,7 +38,7 @@ import typer
 
 
 def worker(checkpoint: Path, small_rows: int | None) -> None:
-    """Serve latency requests on stdin: `{"line": str, "beam": int}` -> `{"ms": float, "tokens": int}`."""
+    """Serve latency requests on stdin: `{"line": str, "beam": int}` -> `{"ms", "cpu_ms", "tokens", "text"}`."""
     import torch
 
     from mt.decode.engine import NativeEngine
@@ -47,10 +51,11 @@ def worker(checkpoint: Path, small_rows: int | None) -> None:
     for request in sys.stdin:
         job = json.loads(request)
         decode = dataclasses.replace(cfg.decode, beam=job["beam"])
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         text = translate_lines(engine, tokenizer, [job["line"]], decode, device="cpu")[0]
-        ms = (time.perf_counter() - start) * 1000
-        print(json.dumps({"ms": ms, "tokens": len(tokenizer.encode_tgt([text])[0]), "text": text}), flush=True)
+        ms, cpu_ms = (time.perf_counter() - start) * 1000, (time.process_time() - cpu) * 1000
+        print(json.dumps({"ms": ms, "cpu_ms": cpu_ms, "tokens": len(tokenizer.encode_tgt([text])[0]), "text": text}),
+              flush=True)
 
 
 class Worker:
@@ -107,11 +112,13 @@ def main(
     load = os.getloadavg()
     print(f"bench_latency: {checkpoint}, {split}, {limit} sentences one at a time (after {skip} warm-up), "
           f"torch threads {workers[0].threads}; load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-    print(f"{'search':<8} {'variant':<40} {'p50 ms':>7} {'p95 ms':>7} {'mean ms':>8} {'ms/step':>8} {'p50 ratio':>9}")
+    print(f"{'search':<8} {'variant':<40} {'p50 ms':>7} {'p95 ms':>7} {'mean ms':>8} {'ms/step':>8} {'CPU p50':>8} "
+          f"{'p50 ratio':>9}")
     try:
         for beam in (int(b) for b in beams.split(",")):
             label = "greedy" if beam == 1 else f"beam {beam}"
             times: dict[str, list[float]] = {w.label: [] for w in workers}
+            cpu: dict[str, list[float]] = {w.label: [] for w in workers}
             steps: dict[str, int] = {w.label: 0 for w in workers}
             texts: dict[str, list[str]] = {w.label: [] for w in workers}
             for i, line in enumerate(lines):
@@ -119,6 +126,7 @@ def main(
                     got = w.translate(line, beam)
                     if i >= skip:
                         times[w.label].append(got["ms"])
+                        cpu[w.label].append(got["cpu_ms"])
                         steps[w.label] += got["tokens"] + 1
                         texts[w.label].append(got["text"])
             first = float(np.percentile(times[workers[0].label], 50))
@@ -128,7 +136,8 @@ def main(
                 same = "" if w is workers[0] else (" same text" if texts[w.label] == texts[workers[0].label]
                                                    else " TEXT DIFFERS")
                 print(f"{label:<8} {w.label:<40} {p50:7.1f} {np.percentile(t, 95):7.1f} {t.mean():8.1f} "
-                      f"{t.sum() / steps[w.label]:8.2f} {p50 / first:9.2f}{same}", flush=True)
+                      f"{t.sum() / steps[w.label]:8.2f} {np.percentile(cpu[w.label], 50):8.1f} {p50 / first:9.2f}{same}",
+                      flush=True)
     finally:
         for w in workers:
             w.close()

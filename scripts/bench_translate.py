@@ -343,15 +343,21 @@ def main(
         # End to end against the search alone, in alternating rounds (a loaded machine swings
         # more between two runs minutes apart than this ratio is about): best of each.
         dk = dataclasses.replace(decode, beam=k)
-        e2e_times, search_times = [], []
+        # CPU time too: on a shared machine wall time swings with other jobs, CPU time much less.
+        e2e_times, search_times, e2e_cpu, search_cpu = [], [], [], []
         for _ in range(e2e_rounds):
+            cpu = time.process_time()
             seconds_e, texts = timed(partial(translate_lines, model, tokenizer, src_lines, dk, device="cpu"))
             e2e_times.append(seconds_e)
+            cpu, before = time.process_time(), cpu
+            e2e_cpu.append(cpu - before)
             search_times.append(timed(partial(run_mt, model, batches, decode, k))[0])
+            search_cpu.append(time.process_time() - cpu)
         if e2e_rounds:
             same = "same text" if texts == tokenizer.decode_tgt(outputs) else "TEXT DIFFERS"
             report(label, "mt translate_lines e2e", min(e2e_times), outputs, k, bleu=False)
-            line += (f" translate_lines / search alone x{min(e2e_times) / min(search_times):.3f} in time "
+            line += (f" translate_lines / search alone x{min(e2e_times) / min(search_times):.3f} in time, "
+                     f"x{min(e2e_cpu) / min(search_cpu):.3f} in CPU time "
                      f"(best of {e2e_rounds} alternating rounds, {same});")
         summary.append(line)
     shutil.rmtree(workdir, ignore_errors=True)

@@ -25,10 +25,11 @@ from mt.model.ensemble import Ensemble, max_positions
 from mt.model.transformer import Transformer
 
 # A CPU search over at most this many decoder rows (sentences x beam, or samples) runs on one
-# intra-op thread. At a few rows every op of a decoder step is a few microseconds of work, less
-# than waking a second thread for it: at batch 1 one thread ran greedy and beam-5 steps 3-5x
-# faster than two on the 2-core development machine, and two threads never won below 8 rows
-# (docs/performance.md). Larger batches keep torch's thread count.
+# intra-op thread. At a few rows each of a decoder step's ~100 ops is a few microseconds of work,
+# less than handing half of it to a second thread and waiting for it: on the shared 2-core
+# development machine one thread ran a step 3.4x (1 row) and 6x (5 rows) faster than two, and
+# batch-1 sentences 6-7x faster (docs/performance.md). Larger batches keep torch's count: there
+# a second thread has real work to share on a machine that is not oversubscribed.
 SINGLE_THREAD_ROWS = 8
 
 
@@ -112,7 +113,8 @@ class NativeEngine:
 
     On a CPU, a search of at most `small_rows` decoder rows (batch 1 greedy or beam 5: a server
     at low load) runs on one thread (`SINGLE_THREAD_ROWS`); `small_rows=0` leaves torch's count
-    alone. Threads change only the speed: the output is the same.
+    alone. The thread count can change the last bits of the scores, as the batch's composition
+    already can (an exact tie could then break the other way); the benchmarks' texts never changed.
     """
 
     def __init__(self, model: Model, device: torch.device | str, *, small_rows: int = SINGLE_THREAD_ROWS) -> None:

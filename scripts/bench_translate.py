@@ -27,7 +27,9 @@ the config's decode.max_tokens, divided by the beam). Measured:
   native bf16 (AVX512-BF16/AMX) unless --bf16 is forced;
 - CTranslate2 fp32 / int8: the (first) model exported by `mt export` (into a temporary folder) and
   run by `mt.deploy.ct2.CT2Translator` on the same batches with mt's decode settings (`--no-ct2` skips them);
-- mt end to end: `mt.decode.translate.translate_lines` (tokenise, batch, search, detokenise);
+- mt end to end: `mt.decode.translate.translate_lines` (tokenise, batch, search, detokenise) on
+  the same sentences and batches, timed in `--e2e-rounds` rounds alternating with the cached
+  search alone; the summary gives the ratio of their best times (1.0 = nothing outside the model);
 - mt ensemble (with several `-c`, or `--ensemble M` random models): `mt.model.ensemble.Ensemble` of
   the M models in the same searches, reported as its speed relative to the first model alone
   (ideally about 1/M: every member runs its own encoder and decoder steps).
@@ -235,6 +237,8 @@ def main(
     ct2: bool = typer.Option(True, help="Also time the model exported to CTranslate2 (fp32 and int8)."),
     bf16: Optional[bool] = typer.Option(None, help="Also time mt in bf16 (default: where bf16 is native)."),
     peak_gflops: float = typer.Option(190.0, "--peak-gflops", help="fp32 peak of the machine, for MFU."),
+    e2e_rounds: int = typer.Option(
+        3, "--e2e-rounds", help="Alternating rounds of translate_lines and the search alone (0 = skip the e2e row)."),
 ) -> None:
     """Sentences/s and target tokens/s of greedy and beam search; cache speed-up; HF ratio."""
     if threads:
@@ -336,9 +340,25 @@ def main(
             ens_speed = report(label, f"mt ensemble of {len(members)}", seconds_m, [out_m[p] for p in position], k,
                                models=members)
             line += f" ensemble of {len(members)} at x{ens_speed / cached:.2f} of one model's sent/s;"
+        # End to end against the search alone, in alternating rounds (a loaded machine swings
+        # more between two runs minutes apart than this ratio is about): best of each.
         dk = dataclasses.replace(decode, beam=k)
-        seconds_e, _ = timed(partial(translate_lines, model, tokenizer, src_lines, dk, device="cpu"))
-        report(label, "mt translate_lines e2e", seconds_e, outputs, k, bleu=False)
+        # CPU time too: on a shared machine wall time swings with other jobs, CPU time much less.
+        e2e_times, search_times, e2e_cpu, search_cpu = [], [], [], []
+        for _ in range(e2e_rounds):
+            cpu = time.process_time()
+            seconds_e, texts = timed(partial(translate_lines, model, tokenizer, src_lines, dk, device="cpu"))
+            e2e_times.append(seconds_e)
+            cpu, before = time.process_time(), cpu
+            e2e_cpu.append(cpu - before)
+            search_times.append(timed(partial(run_mt, model, batches, decode, k))[0])
+            search_cpu.append(time.process_time() - cpu)
+        if e2e_rounds:
+            same = "same text" if texts == tokenizer.decode_tgt(outputs) else "TEXT DIFFERS"
+            report(label, "mt translate_lines e2e", min(e2e_times), outputs, k, bleu=False)
+            line += (f" translate_lines / search alone x{min(e2e_times) / min(search_times):.3f} in time, "
+                     f"x{min(e2e_cpu) / min(search_cpu):.3f} in CPU time "
+                     f"(best of {e2e_rounds} alternating rounds, {same});")
         summary.append(line)
     shutil.rmtree(workdir, ignore_errors=True)
     print("\n".join(summary))

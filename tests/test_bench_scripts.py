@@ -45,6 +45,7 @@ def test_bench_translate_runs(multi30k_dir: Path) -> None:
     out = run("bench_translate.py", "--config", "configs/tiny.yaml", "--data", str(multi30k_dir), "--limit", "4",
               "--no-hf", "--out-len", "3", "--threads", "1", "--ensemble", "2")
     assert "cache speed-up" in out and "(identical output)" in out
+    assert out.count("translate_lines / search alone x") == 2 and "same text)" in out and "TEXT DIFFERS" not in out
     assert "mt ensemble of 2" in out and "ensemble of 2 at x" in out
     if importlib.util.find_spec("ctranslate2") is not None:
         assert "CTranslate2 fp32" in out and "CTranslate2 int8" in out
@@ -77,6 +78,32 @@ def test_bench_translate_checkpoint_mode_reports_bleu(multi30k_dir: Path, tmp_pa
         for impl in ("mt (cached)", "CTranslate2 fp32", "CTranslate2 int8"):
             key = next(k for k in rows if k[0] == search and k[1].endswith(impl))
             float(rows[key])  # a BLEU figure, not "-"
+
+
+def test_bench_latency_runs_interleaved_variants(multi30k_dir: Path, tmp_path: Path) -> None:
+    """One sentence at a time in worker processes: this tree, torch's thread count, a baseline checkout."""
+    import gzip
+
+    import torch
+
+    from mt.data.tokenizer import train_sentencepiece
+    from mt.model.checkpoint import inference_state, save_checkpoint
+    from mt.model.transformer import Transformer
+    from tests.conftest import tiny_config_at
+
+    cfg = tiny_config_at(multi30k_dir, tmp_path / "runs")
+    lines = {lang: gzip.open(multi30k_dir / f"train.{lang}.gz", "rt", encoding="utf-8").read().splitlines()[:1000]
+             for lang in ("en", "de")}
+    tok = train_sentencepiece(lines["en"], lines["de"], dataclasses.replace(cfg.tokenizer, vocab_size=300, byte_fallback=False))
+    torch.manual_seed(0)
+    model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, joint_vocab=tok.joint).eval()
+    ckpt = tmp_path / "ckpt.pt"
+    save_checkpoint(ckpt, inference_state(cfg, tok, model, update=1, epoch=0))
+    out = run("bench_latency.py", "-c", str(ckpt), "--data", str(multi30k_dir), "--limit", "2", "--skip", "1",
+              "--beams", "1,2", "--torch-threads", "--baseline", str(ROOT))
+    rows = [line.split() for line in out.splitlines() if line.startswith(("greedy", "beam 2"))]
+    assert len(rows) == 6 and all(float(r[-3 if "same" in r else -1]) > 0 for r in rows)
+    assert out.count("same text") == 4 and "TEXT DIFFERS" not in out
 
 
 def test_bench_prepare_runs(multi30k_dir: Path, tmp_path: Path) -> None:

@@ -212,14 +212,15 @@ class Tokenizer:
         """
         cleaned = []
         for seq in ids:
-            out = []
-            for i in seq:
-                i = int(i)
-                if i == EOS_ID:
-                    break
-                if i not in (PAD_ID, BOS_ID):
-                    out.append(i)
-            cleaned.append(out)
+            # Search output is a list of ints already holding none of the three: list methods
+            # (C loops) find that out, no Python loop over tokens (docs/performance.md).
+            if not isinstance(seq, list) or (seq and not isinstance(seq[0], int)):
+                seq = seq.tolist() if hasattr(seq, "tolist") else [int(i) for i in seq]
+            if EOS_ID in seq:
+                seq = seq[:seq.index(EOS_ID)]
+            if PAD_ID in seq or BOS_ID in seq:
+                seq = [i for i in seq if i != PAD_ID and i != BOS_ID]
+            cleaned.append(seq)
         return [text.translate(_LINE_BREAKS_TO_SPACE) for text in self._tgt.decode(cleaned)]
 
     def round_trip_failures(self, lines: Sequence[str], ids: Sequence[Sequence[int]] | None = None) -> list[int]:

@@ -9,6 +9,8 @@ exported to CTranslate2). `mt.deploy.engines.load_engine` picks one from what `-
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Protocol, overload
 
 import torch
@@ -21,6 +23,29 @@ from mt.device import bf16_feature
 from mt.errors import MTError
 from mt.model.ensemble import Ensemble, max_positions
 from mt.model.transformer import Transformer
+
+# A CPU search over at most this many decoder rows (sentences x beam, or samples) runs on one
+# intra-op thread. At a few rows each of a decoder step's ~100 ops is a few microseconds of work,
+# less than handing half of it to a second thread and waiting for it: on the shared 2-core
+# development machine one thread ran a step 3.4x (1 row) and 6x (5 rows) faster than two, and
+# batch-1 sentences 6-7x faster (docs/performance.md). Larger batches keep torch's count: there
+# a second thread has real work to share on a machine that is not oversubscribed.
+SINGLE_THREAD_ROWS = 8
+
+
+@contextmanager
+def intra_op_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to `threads` inside the block (None: left as it is),
+    restored afterwards."""
+    before = torch.get_num_threads()
+    if threads is None or threads == before:
+        yield
+        return
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def rows_per_sentence(decode: DecodeConfig) -> int:
@@ -85,11 +110,17 @@ class NativeEngine:
 
     decode.precision bf16 runs a bf16 copy of the model (weights cast once; log-probs and search
     stay float32), opt-in and only where bf16 is native: check its BLEU against fp32 first.
+
+    On a CPU, a search of at most `small_rows` decoder rows (batch 1 greedy or beam 5: a server
+    at low load) runs on one thread (`SINGLE_THREAD_ROWS`); `small_rows=0` leaves torch's count
+    alone. The thread count can change the last bits of the scores, as the batch's composition
+    already can (an exact tie could then break the other way); the benchmarks' texts never changed.
     """
 
-    def __init__(self, model: Model, device: torch.device | str) -> None:
+    def __init__(self, model: Model, device: torch.device | str, *, small_rows: int = SINGLE_THREAD_ROWS) -> None:
         self.model, self.device = model, device
         self.max_positions = max_positions(model)
+        self.small_rows = small_rows
         self._bf16: Model | None = None
 
     def _model_for(self, decode: DecodeConfig) -> Model:
@@ -106,10 +137,11 @@ class NativeEngine:
                    sentence_ids: list[int]) -> list[list[tuple[list[int], float]]]:
         model = self._model_for(decode)
         src, src_mask = collate_source(src_ids)
+        small = torch.device(self.device).type == "cpu" and len(src_ids) * rows_per_sentence(decode) <= self.small_rows
         was_training = model.training
         model.eval()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), intra_op_threads(1 if small else None):
                 found = search_batch(model, src.to(self.device), src_mask.to(self.device), decode, n_best=n_best,
                                      sentence_ids=sentence_ids)
         finally:

@@ -193,11 +193,15 @@ class LiveRows:
     cache: SearchCache | None = None  # the decoder's, from the last decode_step
 
     def drop_finished(self, next_tok: torch.Tensor) -> torch.Tensor:
-        """Drop the rows whose `next_tok` (R,) is EOS; returns the tokens of the rows left (R',)."""
+        """Drop the rows whose `next_tok` (R,) is EOS; returns the tokens of the rows left (R',).
+        When none is left only `rows` empties (the search loop ends; nothing else is read)."""
         live = next_tok != EOS_ID
         if bool(live.all()):
             return next_tok
         keep = live.nonzero().squeeze(1)
+        if keep.numel() == 0:  # all done (at batch 1, every sentence's end): nothing left to reorder
+            self.rows = keep
+            return next_tok[keep]
         self.rows, self.max_lens = self.rows[keep], self.max_lens[keep]
         self.memory, self.src_mask = self.memory.index_select(0, keep), self.src_mask.index_select(0, keep)
         if self.cache is not None:

@@ -44,16 +44,20 @@ def _map_sentences(
     """Run `search(B source id lists, their line indices) -> B results` over length-sorted batches
     of the encoded lines; results come back in input order, `empty` for lines without any token."""
     # Stripped as prepare strips the corpus: a whitespace-only line is empty, not a run of spaces.
+    # One sentencepiece call for all lines (its C++ threads), lengths and filters in numpy: no
+    # Python loop per sentence beyond building the lists themselves.
     ids = tokenizer.encode_src([line.strip() for line in lines])
+    all_lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))  # (N,)
     limit = engine.max_positions - 1  # the source gets an EOS; longer input cannot be encoded
-    too_long = sum(len(seq) > limit for seq in ids)
+    too_long = int((all_lengths > limit).sum())
     if too_long:
         warnings.warn(f"{too_long} of {len(ids)} source lines longer than {limit} pieces are truncated "
                       f"(model.max_positions={limit + 1}, EOS included)", MTWarning, stacklevel=3)
         ids = [seq[:limit] for seq in ids]
-    todo = np.array([i for i, seq in enumerate(ids) if seq], dtype=np.int64)
+        all_lengths = np.minimum(all_lengths, limit)
+    todo = np.flatnonzero(all_lengths)  # lines with at least one piece; the others stay empty
     results: list[T] = [empty] * len(ids)
-    lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
+    lengths = all_lengths[todo]
     # decode.max_tokens bounds source tokens times the beam (or samples): search runs B * beam rows.
     budget = max(1, decode.max_tokens // rows_per_sentence(decode))
     with tqdm(total=len(ids), disable=not progress, file=sys.stderr, unit="sent", desc="translate") as bar:

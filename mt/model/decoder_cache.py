@@ -13,11 +13,20 @@ O(1)). Decoding twice from the same cache is still correct: the cache remembers 
 positions its buffers hold (`_written`, shared), and a cache whose buffers already hold a later
 position than its own length copies them before writing (copy on write). `reorder` and
 `reorder_beams` always return caches with buffers of their own.
+
+Two more things are worked out once per search instead of once per step: the source key-padding
+mask, None when no source row is padded (always so at batch 1, where the masked fill would be a
+no-op), and the output projection's weight transposed into a contiguous (D, V) copy: at a handful
+of rows `h @ W^T` with W^T contiguous runs ~2x faster on CPU than `F.linear(h, W)` over the (V, D)
+embedding matrix (a 6 MB matrix-vector product per step at 8k x 192), and from ~16 rows on it
+gives the same bits (docs/performance.md). A copy per search, not one kept on the model: weights
+change under the cache's feet in training (validation) and EMA swaps them through `.data`, which a
+version check would not see.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -53,6 +62,8 @@ class DecoderCache:
     k_bufs/v_bufs[l]: (capacity, B, H, d_k) self-attention buffers, positions [0, length) filled
     (time-major); `self_k`/`self_v[l]` view the filled part as (B, H, length, d_k).
     cross_k/cross_v[l]: (B, H, S, d_k) contiguous, projected from the encoder memory on the first step.
+    key_mask: (B, 1, 1, S) bool source key-padding mask (True = attend), None when no row is padded.
+    output_t: (D, V) contiguous, the output projection's weight transposed (see the module docstring).
     """
 
     k_bufs: list[Tensor]
@@ -61,17 +72,23 @@ class DecoderCache:
     cross_v: list[Tensor]
     length: int = 0
     _written: list[int] = field(default_factory=lambda: [0])  # positions the shared buffers hold
+    key_mask: Tensor | None = None
+    output_t: Tensor | None = None
 
     @classmethod
-    def start(cls, cross_k: list[Tensor], cross_v: list[Tensor]) -> DecoderCache:
-        """An empty cache over the cross-attention keys/values (B, H, S, d_k) of each layer."""
+    def start(cls, cross_k: list[Tensor], cross_v: list[Tensor], src_mask: Tensor,
+              output_weight: Tensor) -> DecoderCache:
+        """An empty cache over the cross-attention keys/values (B, H, S, d_k) of each layer, the
+        source mask src_mask (B, S) bool and the output projection's weight (V, D)."""
         cross_k, cross_v = [k.contiguous() for k in cross_k], [v.contiguous() for v in cross_v]
         B, H, _, d_k = cross_k[0].shape
 
         def buffers() -> list[Tensor]:
             return [k.new_empty((INITIAL_CAPACITY, B, H, d_k)) for k in cross_k]
 
-        return cls(buffers(), buffers(), cross_k, cross_v, 0)
+        # One host sync per search (none per step); an all-True mask would mask nothing.
+        key_mask = None if bool(src_mask.all()) else src_mask[:, None, None, :]
+        return cls(buffers(), buffers(), cross_k, cross_v, 0, [0], key_mask, output_weight.t().contiguous())
 
     @property
     def self_k(self) -> list[Tensor]:
@@ -90,22 +107,22 @@ class DecoderCache:
         if self.length < capacity and self._written[0] == self.length:
             return self
         capacity = 2 * capacity if self.length == capacity else capacity
-        return DecoderCache(_gather(self.k_bufs, self.length, None, capacity),
-                            _gather(self.v_bufs, self.length, None, capacity),
-                            self.cross_k, self.cross_v, self.length, [self.length])
+        return replace(self, k_bufs=_gather(self.k_bufs, self.length, None, capacity),
+                       v_bufs=_gather(self.v_bufs, self.length, None, capacity), _written=[self.length])
 
     def advanced(self) -> DecoderCache:
         """The cache after `decode_step` wrote position `length` into these buffers."""
         self._written[0] = self.length + 1
-        return DecoderCache(self.k_bufs, self.v_bufs, self.cross_k, self.cross_v, self.length + 1, self._written)
+        return replace(self, length=self.length + 1)
 
     def reorder(self, index: Tensor) -> DecoderCache:
         """Select batch rows `index` (B',) long: follow beams, or drop finished sentences."""
         capacity = self.k_bufs[0].size(0)
-        return DecoderCache(_gather(self.k_bufs, self.length, index, capacity),
-                            _gather(self.v_bufs, self.length, index, capacity),
-                            [t.index_select(0, index) for t in self.cross_k],
-                            [t.index_select(0, index) for t in self.cross_v], self.length, [self.length])
+        return replace(self, k_bufs=_gather(self.k_bufs, self.length, index, capacity),
+                       v_bufs=_gather(self.v_bufs, self.length, index, capacity),
+                       cross_k=[t.index_select(0, index) for t in self.cross_k],
+                       cross_v=[t.index_select(0, index) for t in self.cross_v], _written=[self.length],
+                       key_mask=None if self.key_mask is None else self.key_mask.index_select(0, index))
 
     def reorder_beams(self, index: Tensor) -> DecoderCache:
         """Like `reorder`, for an `index` (B,) that only moves rows among the beams of one sentence.
@@ -114,6 +131,5 @@ class DecoderCache:
         and are kept as they are instead of being copied on every beam-search step.
         """
         capacity = self.k_bufs[0].size(0)
-        return DecoderCache(_gather(self.k_bufs, self.length, index, capacity),
-                            _gather(self.v_bufs, self.length, index, capacity),
-                            self.cross_k, self.cross_v, self.length, [self.length])
+        return replace(self, k_bufs=_gather(self.k_bufs, self.length, index, capacity),
+                       v_bufs=_gather(self.v_bufs, self.length, index, capacity), _written=[self.length])

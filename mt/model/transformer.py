@@ -234,8 +234,9 @@ class DecoderLayer(nn.Module):
         return self.norm_ff.around(x, self.ff)
 
     def step(self, x: Tensor, k_buf: Tensor, v_buf: Tensor, t: int, mem_k: Tensor, mem_v: Tensor,
-             key_mask: Tensor) -> Tensor:
-        """One new position t (inference): x (B, 1, D) -> (B, 1, D).
+             key_mask: Tensor | None) -> Tensor:
+        """One new position t (inference): x (B, 1, D) -> (B, 1, D); key_mask (B, 1, 1, S) or
+        None when no source row is padded.
 
         k_buf/v_buf: this layer's time-major self-attention buffers (capacity > t, B, H, d_k)
         holding positions [0, t); the new key/value are written at t in place. The new query may
@@ -375,21 +376,23 @@ class Transformer(nn.Module):
         src_mask (B, S) -> (log_probs (B, V) float32, the extended cache).
 
         The position of `tokens` is `cache.length` (0 without a cache). Memory and src_mask are
-        only read on the first call (cross-attention K/V are cached), but must keep matching the
-        cache's batch rows. Every vocabulary entry is scored, PAD and BOS included: search
+        only read on the first call (cross-attention K/V and the key mask are cached), but must
+        keep matching the cache's batch rows. Every vocabulary entry is scored, PAD and BOS included: search
         decides what may be emitted.
         """
-        key_mask = key_padding_mask(src_mask)
         if cache is None:
             kvs = [layer.cross_attn.memory_kv(memory) for layer in self.decoder]
-            cache = DecoderCache.start([k for k, _ in kvs], [v for _, v in kvs])
+            cache = DecoderCache.start([k for k, _ in kvs], [v for _, v in kvs], src_mask, self.output_layer()[0])
         else:
             cache = cache.writable()
         t = cache.length
         x = self._embed(self.tgt_embed, tokens, t)  # (B, 1, D)
         for i, layer in enumerate(self.decoder):
-            x = layer.step(x, cache.k_bufs[i], cache.v_bufs[i], t, cache.cross_k[i], cache.cross_v[i], key_mask)
-        logits = self._logits(self.dec_norm(x[:, -1]))  # (B, V)
+            x = layer.step(x, cache.k_bufs[i], cache.v_bufs[i], t, cache.cross_k[i], cache.cross_v[i], cache.key_mask)
+        h = self.dec_norm(x[:, -1])  # (B, D)
+        bias = self.output_layer()[1]
+        # The cache's contiguous W^T: the same logits as _logits, ~2x faster at a few rows.
+        logits = h @ cache.output_t if bias is None else torch.addmm(bias, h, cache.output_t)  # (B, V)
         return logits.float().log_softmax(dim=-1), cache.advanced()
 
     @torch.no_grad()

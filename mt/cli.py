@@ -101,6 +101,9 @@ def translate(
         None, help="Sampling: the same seed and input give the same output, whatever the batching; default 0."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
     precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
+    target_lang: Optional[str] = typer.Option(
+        None, "--target-lang", help="The language to translate into, for a model of several pairs "
+        "(required when it has several target languages)."),
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order.
 
@@ -111,7 +114,7 @@ def translate(
 
     translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                       sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                      device=device, precision=precision)
+                      device=device, precision=precision, target_lang=target_lang)
 
 
 @app.command()
@@ -130,13 +133,16 @@ def evaluate(
         None, help="sacreBLEU tokenizer for BLEU (13a, intl, zh, ja-mecab, ko-mecab, char, flores200, ...); "
         "default: decode.bleu_tokenize, else by the target language."),
     precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
+    target_lang: Optional[str] = typer.Option(
+        None, "--target-lang", help="A model of several pairs: score only the pairs into this language "
+        "(required with --src/--ref when it has several target languages)."),
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
     from mt.commands import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
                      beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize,
-                     precision=precision)
+                     precision=precision, target_lang=target_lang)
 
 
 @app.command()

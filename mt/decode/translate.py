@@ -51,7 +51,9 @@ def _map_sentences(
         warnings.warn(f"{too_long} of {len(ids)} source lines longer than {limit} pieces are truncated "
                       f"(model.max_positions={limit + 1}, EOS included)", MTWarning, stacklevel=3)
         ids = [seq[:limit] for seq in ids]
-    todo = np.array([i for i, seq in enumerate(ids) if seq], dtype=np.int64)
+    # An empty line (nothing but a multi-pair model's target tag) is not translated: it stays empty.
+    tagged = len(tokenizer.src_prefix)
+    todo = np.array([i for i, seq in enumerate(ids) if len(seq) > tagged], dtype=np.int64)
     results: list[T] = [empty] * len(ids)
     lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)
     # decode.max_tokens bounds source tokens times the beam (or samples): search runs B * beam rows.

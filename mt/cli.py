@@ -59,7 +59,7 @@ def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
             force: bool = typer.Option(False, help="Rebuild even if the cache is up to date.")) -> None:
     """Train the sentencepiece tokenizer and encode every split into the run directory."""
     from mt.config_load import load_config
-    from mt.data.prepare import prepare as run_prepare
+    from mt.data.pairs import prepare_run as run_prepare
 
     run_prepare(load_config(config, overrides), force=force)
 

@@ -46,6 +46,7 @@ from mt.data.prepare import (
     _train_pairs,
     _warn_about,
     _write_json,
+    prepare,
 )
 from mt.data.splits import MANIFEST
 from mt.data.tokenizer import Tokenizer, reservoir_sample, train_sentencepiece
@@ -173,6 +174,12 @@ def _encode_pair(cfg: Config, pair: PairConfig, splits: list[str], tokenizer: To
             pool.terminate()
             pool.join()
     return entry
+
+
+def prepare_run(cfg: Config, *, force: bool = False) -> Path:
+    """The prepare stage of any config (what `mt prepare` and `mt train` run): `prepare_pairs` for
+    one with data.pairs, else the bilingual `mt.data.prepare.prepare`."""
+    return prepare_pairs(cfg, force=force) if cfg.data.pairs else prepare(cfg, force=force)
 
 
 def prepare_pairs(cfg: Config, *, force: bool = False) -> Path:

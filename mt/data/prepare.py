@@ -255,12 +255,10 @@ def prepare(cfg: Config, *, force: bool = False) -> Path:
     manifest fingerprint matches the inputs and config, unless `force`. Missing train/valid files
     are an error; a test split without files is skipped with a note. Everything is built in a
     staging folder and moved into place; the manifest is written last. A config with `data.pairs`
-    is prepared by `mt.data.pairs.prepare_pairs` (one tokenizer with target tags for all pairs).
+    is prepared by `mt.data.pairs.prepare_pairs` (`prepare_run` picks the right one).
     """
-    if cfg.data.pairs:
-        from mt.data.pairs import prepare_pairs  # it builds on this module's helpers
-
-        return prepare_pairs(cfg, force=force)
+    if cfg.data.pairs:  # that module builds on this one's helpers: it is the one that dispatches
+        raise MTError("prepare: a config with data.pairs is prepared by mt.data.pairs.prepare_run")
     run_dir, data_dir = cfg.run_dir, cfg.run_dir / "data"
     splits, skipped = _splits_to_prepare(cfg.data)
     digest, payload = _fingerprint(cfg, splits)

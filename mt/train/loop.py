@@ -55,8 +55,7 @@ from mt.config import Config, TrainConfig
 from mt.config_checks import parse_duration
 from mt.config_load import save_config
 from mt.data.batching import TokenBatchSampler
-from mt.data.pairs import pair_manifest
-from mt.data.prepare import prepare
+from mt.data.pairs import pair_manifest, prepare_run
 from mt.data.splits import EncodedSplit, load_split
 from mt.data.tokenizer import Tokenizer
 from mt.device import resolve_device
@@ -137,7 +136,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
         if (ckpt_dir / AVERAGE_CANDIDATE).is_file():  # a kill while the average was validated
             (ckpt_dir / AVERAGE_CANDIDATE).unlink()
             stale.append(ckpt_dir / AVERAGE_CANDIDATE)
-        prepare(cfg)
+        prepare_run(cfg)
         save_config(cfg, run_dir / "config.yaml")
     distributed.broadcast_flag(True, info, device)  # the others wait until the data is ready
     tokenizer = Tokenizer.from_files(run_dir)

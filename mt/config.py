@@ -59,12 +59,9 @@ class DataConfig:
     train_limit: int = 0  # keep only the first N training pairs (0 = all); for quick runs and tests
     max_len: int = 250  # cleaning: drop training pairs with more subword pieces than this on either side
     max_len_ratio: float = 9.0  # cleaning: drop training pairs whose length ratio (in pieces) exceeds this
-    # Several language pairs in one model (Johnson et al. 2017); empty = the one pair above. Each
-    # entry {path, src_lang, tgt_lang} may set its own format and split names (default: the keys above).
-    pairs: tuple[PairConfig, ...] = ()
-    # Sampling temperature over pairs (Arivazhagan et al. 2019): pair i gets a share of each epoch
-    # proportional to n_i^(1/T); 1 = proportional to size, larger = flatter (small pairs upsampled).
-    pair_temperature: float = 1.0
+    # Several language pairs in one model (Johnson et al. 2017, target tags <2de>); empty = the one pair above.
+    pairs: tuple[PairConfig, ...] = ()  # list of {path, src_lang, tgt_lang}, each optionally with its own format and split names (default: this section's); see "Several language pairs in one model"
+    pair_temperature: float = 1.0  # multi-pair sampling temperature (Arivazhagan et al. 2019): pair i's share of an epoch ∝ n_i^(1/T); 1 = by size, larger = flatter
 
 
 @dataclass(frozen=True)

@@ -170,12 +170,16 @@ def score(
                     "(decode.length_penalty, decode.alpha), the score beam search ranks by."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Padded source + target tokens per batch."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    target_lang: Optional[str] = typer.Option(
+        None, "--target-lang", help="The language of --tgt, for a model of several pairs "
+        "(required when it has several target languages)."),
 ) -> None:
     """Score sentence pairs under the model: per line 'log_prob<TAB>per_token' (forced decoding,
     EOS included), e.g. to filter a noisy corpus or rerank n-best lists."""
     from mt.commands import score_command
 
-    score_command(checkpoint, src, tgt, output, normalize=normalize, max_tokens=max_tokens, device=device)
+    score_command(checkpoint, src, tgt, output, normalize=normalize, max_tokens=max_tokens, device=device,
+                  target_lang=target_lang)
 
 
 @app.command()

@@ -356,17 +356,20 @@ def score_command(
     normalize: bool,
     max_tokens: int | None,
     device: str,
+    target_lang: str | None = None,
 ) -> None:
     """`mt score`: one line per (source, target) pair, 'log_prob<TAB>per_token', the target's
     log-probability under forced decoding (EOS included) and its average over the |y| + 1
     scored tokens; --normalize adds a third column, log_prob / the config's length penalty
-    (beam search's score for that output). Several checkpoints score as their ensemble."""
+    (beam search's score for that output). Several checkpoints score as their ensemble.
+    A multi-pair model scores the targets as `target_lang` (its tag before each source)."""
     src_lines, tgt_lines = read_lines(src), read_lines(tgt)  # read and checked before the model load
     check_same_length(src, tgt, len(src_lines), len(tgt_lines))
     out_path = None if output == "-" else Path(output)
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
     engine, tokenizer, cfg, dev = load_engine(checkpoints, device)
+    tokenizer = tokenizer_for_target(tokenizer, cfg, target_lang)
     if not isinstance(engine, NativeEngine):
         raise MTError(f"-c {checkpoints[0]}: mt score runs mt's own model; give the .pt checkpoint, not an export")
     decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)

@@ -310,3 +310,19 @@ def test_export_parity_with_tags(multi_run: tuple[Path, Path], monkeypatch: pyte
     assert outs[0] == outs[1]
     code, _, err = run_cli(monkeypatch, capsys, "translate", "-c", out_dir, "-i", src_file)
     assert code == 2 and "--target-lang: required" in err
+
+
+def test_score_uses_the_target_tag(multi_run: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+                                   capsys: pytest.CaptureFixture) -> None:
+    """Russian references are more probable under <2ru> than under <2de>; --target-lang is required."""
+    _, run = multi_run
+    ckpt, corpus = run / "checkpoints" / "best.pt", run.parent.parent / "en-ru"
+    args = ["score", "-c", ckpt, "--src", corpus / "test.en", "--tgt", corpus / "test.ru"]
+    code, _, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 2 and err.count("\n") == 1 and "--target-lang: required" in err
+    per_token = {}
+    for lang in ("de", "ru"):
+        code, out, err = run_cli(monkeypatch, capsys, *args, "--target-lang", lang)
+        assert code == 0, err
+        per_token[lang] = np.mean([float(line.split("\t")[1]) for line in out.splitlines()])
+    assert per_token["ru"] > per_token["de"], per_token

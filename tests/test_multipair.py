@@ -363,3 +363,16 @@ def test_resume_is_exact_with_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert b["update"] == 2 * n and a["epoch"] == b["epoch"] >= 2
     for name in a["model"]:
         assert torch.equal(a["model"][name], b["model"][name]), name
+
+
+def test_plot_attention_of_a_multi_pair_run(multi_run: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import shutil
+
+    _, run = multi_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    code, out, err = run_cli(monkeypatch, capsys, "plot", copy, "--attention")
+    assert code == 0, err
+    assert (copy / "plots" / "attention.png").is_file() and (copy / "plots" / "curves.png").is_file()

@@ -52,7 +52,7 @@ def _map_sentences(
                       f"(model.max_positions={limit + 1}, EOS included)", MTWarning, stacklevel=3)
         ids = [seq[:limit] for seq in ids]
     # An empty line (nothing but a multi-pair model's target tag) is not translated: it stays empty.
-    tagged = len(tokenizer.src_prefix)
+    tagged = len(getattr(tokenizer, "src_prefix", ()))  # a stand-in tokenizer without tags has none
     todo = np.array([i for i, seq in enumerate(ids) if len(seq) > tagged], dtype=np.int64)
     results: list[T] = [empty] * len(ids)
     lengths = np.array([len(ids[i]) for i in todo], dtype=np.int64)

@@ -59,7 +59,7 @@ def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
             force: bool = typer.Option(False, help="Rebuild even if the cache is up to date.")) -> None:
     """Train the sentencepiece tokenizer and encode every split into the run directory."""
     from mt.config_load import load_config
-    from mt.data.prepare import prepare as run_prepare
+    from mt.data.pairs import prepare_run as run_prepare
 
     run_prepare(load_config(config, overrides), force=force)
 
@@ -101,6 +101,9 @@ def translate(
         None, help="Sampling: the same seed and input give the same output, whatever the batching; default 0."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
     precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
+    target_lang: Optional[str] = typer.Option(
+        None, "--target-lang", help="The language to translate into, for a model of several pairs "
+        "(required when it has several target languages)."),
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order.
 
@@ -111,7 +114,7 @@ def translate(
 
     translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                       sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                      device=device, precision=precision)
+                      device=device, precision=precision, target_lang=target_lang)
 
 
 @app.command()
@@ -130,13 +133,16 @@ def evaluate(
         None, help="sacreBLEU tokenizer for BLEU (13a, intl, zh, ja-mecab, ko-mecab, char, flores200, ...); "
         "default: decode.bleu_tokenize, else by the target language."),
     precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
+    target_lang: Optional[str] = typer.Option(
+        None, "--target-lang", help="A model of several pairs: score only the pairs into this language "
+        "(required with --src/--ref when it has several target languages)."),
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
     from mt.commands import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
                      beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize,
-                     precision=precision)
+                     precision=precision, target_lang=target_lang)
 
 
 @app.command()
@@ -164,12 +170,16 @@ def score(
                     "(decode.length_penalty, decode.alpha), the score beam search ranks by."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Padded source + target tokens per batch."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    target_lang: Optional[str] = typer.Option(
+        None, "--target-lang", help="The language of --tgt, for a model of several pairs "
+        "(required when it has several target languages)."),
 ) -> None:
     """Score sentence pairs under the model: per line 'log_prob<TAB>per_token' (forced decoding,
     EOS included), e.g. to filter a noisy corpus or rerank n-best lists."""
     from mt.commands import score_command
 
-    score_command(checkpoint, src, tgt, output, normalize=normalize, max_tokens=max_tokens, device=device)
+    score_command(checkpoint, src, tgt, output, normalize=normalize, max_tokens=max_tokens, device=device,
+                  target_lang=target_lang)
 
 
 @app.command()

@@ -19,7 +19,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from mt.config import DecodeConfig
+from mt.config import Config, DecodeConfig
+from mt.data.corpus import split_available
+from mt.data.pairs import pair_data, pair_name, tokenizer_for_target
+from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import NativeEngine
 from mt.decode.forced import score_pairs
 from mt.decode.translate import translate_lines, translate_nbest
@@ -133,8 +136,12 @@ def translate_command(
     seed: int | None,
     device: str,
     precision: str | None = None,
+    target_lang: str | None = None,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
+
+    A multi-pair model translates into `target_lang` (--target-lang; required when it has several
+    target languages): its tag goes in front of every source.
 
     Interactive stdin (a terminal) with stdout output is translated line by line, each result
     flushed at once. Otherwise the input is streamed: CHUNK_LINES lines at a time are read,
@@ -157,6 +164,7 @@ def translate_command(
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
     model, tokenizer, cfg, dev = load_engine(checkpoints, device)
+    tokenizer = tokenizer_for_target(tokenizer, cfg, target_lang)
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                              precision=precision)
@@ -227,6 +235,40 @@ def _suffix_language(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
+def _eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: list[EvalSet],
+               target_lang: str | None, tokenize: str | None) -> list[tuple[EvalSet, Tokenizer, str]]:
+    """(test set, the tokenizer that translates it, its BLEU tokenizer) for each --split and file set.
+
+    A multi-pair model: each split of every pair (into `target_lang` when given) that has it,
+    labelled `<pair>/<split>`; a split no pair has is an error naming the pairs' splits."""
+    def bleu_for(lang: str) -> str:
+        return bleu_tokenizer_for(lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
+
+    if not cfg.data.pairs:
+        tok = tokenizer_for_target(tokenizer, cfg, target_lang)
+        bleu = bleu_for(cfg.data.tgt_lang)
+        return [(read_split_set(cfg.data, split), tok, bleu) for split in splits] + [(f, tok, bleu) for f in files]
+    pairs = [p for p in cfg.data.pairs if target_lang is None or p.tgt_lang == target_lang]
+    if not pairs:
+        tokenizer_for_target(tokenizer, cfg, target_lang)  # the error naming the known targets
+    out = []
+    for split in splits:
+        found = [p for p in pairs if split_available(pair_data(cfg.data, p), split)]
+        if not found:
+            known = ", ".join(f"{pair_name(p)}: {', '.join(dict.fromkeys([p.valid_split, *p.test_splits]))}"
+                              for p in pairs)
+            raise MTError(f"split '{split}': no language pair of the model has it ({known})")
+        for p in found:
+            test = read_split_set(pair_data(cfg.data, p), split)
+            test = dataclasses.replace(test, label=f"{pair_name(p)}/{split}")
+            out.append((test, tokenizer.for_target(p.tgt_lang), bleu_for(p.tgt_lang)))
+    if files:
+        tok = tokenizer_for_target(tokenizer, cfg, target_lang)
+        lang = target_lang or cfg.data.pairs[0].tgt_lang
+        out += [(f, tok, bleu_for(lang)) for f in files]
+    return out
+
+
 def evaluate_command(
     checkpoints: Sequence[Path],
     *,
@@ -241,6 +283,7 @@ def evaluate_command(
     device: str,
     tokenize: str | None = None,
     precision: str | None = None,
+    target_lang: str | None = None,
 ) -> None:
     """`mt evaluate`: translate splits of the checkpoint's corpus (--split, repeatable) or a
     --src file, score against the references, print scores with signatures (a table when there
@@ -249,7 +292,9 @@ def evaluate_command(
     (`<ckpt>` joins their names with '+'). With --hyp/--ref only scores (no checkpoint).
     BLEU's tokenizer: `tokenize` (--tokenize) if given, else the checkpoint's `decode.bleu_tokenize`,
     else chosen for its `data.tgt_lang`; with --hyp/--ref the language is the reference file's
-    suffix (`test.ja` -> ja)."""
+    suffix (`test.ja` -> ja). A multi-pair model scores each --split in every pair that has it (only
+    the pairs into `target_lang` when given), labelled `en-fr/test_2016_flickr`, each with its tag
+    and its target language's BLEU tokenizer; --src/--ref need --target-lang when it has several targets."""
     if samples < 0:
         raise MTError(f"--samples: must be at least 0, got {samples}")
     if hyp is not None:
@@ -274,17 +319,16 @@ def evaluate_command(
     started = time.perf_counter()
     model, tokenizer, cfg, dev = load_engine(checkpoints, device)
     load_s = time.perf_counter() - started
-    tests = [read_split_set(cfg.data, split) for split in splits] + files
+    tests = _eval_sets(cfg, tokenizer, splits, files, target_lang, tokenize)
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=1, max_tokens=None,  # scores the 1-best
                              precision=precision)
-    bleu_tokenize = bleu_tokenizer_for(cfg.data.tgt_lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
     shas = [sha256_file(path) for path in weight_files(checkpoints)]
     how = f"sampling (seed {decode.seed})" if decode.sampling else f"beam {decode.beam}, alpha {decode.alpha}"
     if len(checkpoints) > 1:
         how += f", ensemble of {len(checkpoints)} checkpoints"
     rows: list[tuple[str, Scores]] = []
-    for test in tests:
+    for test, tokenizer, bleu_tokenize in tests:
         result = evaluate_set(model, tokenizer, test, decode, device=dev, checkpoints=checkpoints,
                               checkpoint_sha256s=shas, load_s=load_s, out_dir=out_dir, progress=sys.stderr.isatty(),
                               bleu_tokenize=bleu_tokenize)
@@ -312,17 +356,20 @@ def score_command(
     normalize: bool,
     max_tokens: int | None,
     device: str,
+    target_lang: str | None = None,
 ) -> None:
     """`mt score`: one line per (source, target) pair, 'log_prob<TAB>per_token', the target's
     log-probability under forced decoding (EOS included) and its average over the |y| + 1
     scored tokens; --normalize adds a third column, log_prob / the config's length penalty
-    (beam search's score for that output). Several checkpoints score as their ensemble."""
+    (beam search's score for that output). Several checkpoints score as their ensemble.
+    A multi-pair model scores the targets as `target_lang` (its tag before each source)."""
     src_lines, tgt_lines = read_lines(src), read_lines(tgt)  # read and checked before the model load
     check_same_length(src, tgt, len(src_lines), len(tgt_lines))
     out_path = None if output == "-" else Path(output)
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
     engine, tokenizer, cfg, dev = load_engine(checkpoints, device)
+    tokenizer = tokenizer_for_target(tokenizer, cfg, target_lang)
     if not isinstance(engine, NativeEngine):
         raise MTError(f"-c {checkpoints[0]}: mt score runs mt's own model; give the .pt checkpoint, not an export")
     decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)

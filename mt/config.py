@@ -28,6 +28,22 @@ DecodePrecision = Literal["fp32", "bf16"]
 
 
 @dataclass(frozen=True)
+class PairConfig:
+    """One language pair of a multi-pair model (`data.pairs`). The loader fills `format`, the hub
+    keys and the split names a pair leaves out from its `data` section, so each is concrete here."""
+
+    path: str = ""  # required: the pair's folder (text/tsv/jsonl) or saved dataset
+    src_lang: str = ""  # required
+    tgt_lang: str = ""  # required: its tag <2tgt_lang> is prepended to every source of the pair
+    format: DataFormat = "text"
+    hub_name: str = ""
+    hub_config: str = ""
+    train_split: str = "train"
+    valid_split: str = "val"
+    test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+
+
+@dataclass(frozen=True)
 class DataConfig:
     """Where the parallel text comes from and how the training split is cleaned."""
 
@@ -43,6 +59,9 @@ class DataConfig:
     train_limit: int = 0  # keep only the first N training pairs (0 = all); for quick runs and tests
     max_len: int = 250  # cleaning: drop training pairs with more subword pieces than this on either side
     max_len_ratio: float = 9.0  # cleaning: drop training pairs whose length ratio (in pieces) exceeds this
+    # Several language pairs in one model (Johnson et al. 2017, target tags <2de>); empty = the one pair above.
+    pairs: tuple[PairConfig, ...] = ()  # list of {path, src_lang, tgt_lang}, each optionally with its own format and split names (default: this section's); see "Several language pairs in one model"
+    pair_temperature: float = 1.0  # multi-pair sampling temperature (Arivazhagan et al. 2019): pair i's share of an epoch ∝ n_i^(1/T); 1 = by size, larger = flatter
 
 
 @dataclass(frozen=True)

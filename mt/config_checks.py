@@ -45,7 +45,7 @@ class Range:
 POSITIVE, AT_LEAST_1, AT_LEAST_0, FRACTION = Range(0, lo_open=True), Range(1), Range(0), Range(0, 1, hi_open=True)
 # Every numeric key and its range (tests/test_robust.py checks that none is missing); tuples: each item.
 RANGES: dict[str, Range] = {
-    "data.train_limit": AT_LEAST_0, "data.max_len": AT_LEAST_0, "data.max_len_ratio": AT_LEAST_0,
+    "data.train_limit": AT_LEAST_0, "data.pair_temperature": POSITIVE, "data.max_len": AT_LEAST_0, "data.max_len_ratio": AT_LEAST_0,
     "tokenizer.vocab_size": Range(5), "tokenizer.character_coverage": Range(0, 1, lo_open=True),
     "tokenizer.sample_size": AT_LEAST_1, "tokenizer.workers": AT_LEAST_1,
     "model.d_model": Range(2), "model.heads": AT_LEAST_1, "model.encoder_layers": AT_LEAST_1,
@@ -68,6 +68,8 @@ RANGES: dict[str, Range] = {
 }
 # Run names become folder names: no '/', no '..', nothing a shell or another OS trips over.
 NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+# Language codes of data.pairs name target tags (<2de>) and prepared split files (en-de.val).
+LANG = re.compile(r"[A-Za-z0-9_]+(-[A-Za-z0-9_]+)*")
 
 
 
@@ -121,6 +123,7 @@ def check_values(cfg: Config) -> None:
     if d.n_best > d.beam and not d.sampling:  # sampling draws n_best samples, whatever the beam
         raise MTError(f"config key 'decode.n_best': {d.n_best} exceeds decode.beam={d.beam}")
     parse_duration(cfg.train.time_budget)
+    check_pairs(cfg)
     if not NAME.fullmatch(cfg.name):
         raise MTError(f"config key 'name': {short_repr(cfg.name)} names the run folder: use only letters, digits, "
                       f"'.', '_' and '-', not starting with '.'")
@@ -133,3 +136,29 @@ def check_data_format(data_format: str) -> None:
     if data_format not in formats:
         raise MTError(f"data.format '{data_format}': unknown format; "
                       f"expected {', '.join(formats[:-1])} or {formats[-1]}")
+
+
+def check_pairs(cfg: Config) -> None:
+    """MTError naming `data.pairs[i].key` for a pair without a path or languages, a language code
+    that cannot name a tag or a file, a repeated pair, or a multi-pair run with a hub dataset."""
+    seen: dict[tuple[str, str], int] = {}
+    for i, pair in enumerate(cfg.data.pairs):
+        where = f"data.pairs[{i}]"
+        for key in ("path", "src_lang", "tgt_lang"):
+            if not getattr(pair, key).strip():
+                raise MTError(f"config key '{where}.{key}': required (each pair needs path, src_lang and tgt_lang)")
+        for key in ("src_lang", "tgt_lang"):
+            if not LANG.fullmatch(getattr(pair, key)):
+                raise MTError(f"config key '{where}.{key}': {short_repr(getattr(pair, key))} is not a language code "
+                              f"(letters, digits, '_', inner '-')")
+        if pair.src_lang == pair.tgt_lang:
+            raise MTError(f"config key '{where}.tgt_lang': same as src_lang ({pair.src_lang!r})")
+        if pair.format == "hub" and not pair.hub_name:
+            raise MTError(f"config key '{where}.hub_name': required with format hub")
+        for key in ("train_split", "valid_split"):
+            if not getattr(pair, key).strip():
+                raise MTError(f"config key '{where}.{key}': must not be empty")
+        key = (pair.src_lang, pair.tgt_lang)
+        if key in seen:
+            raise MTError(f"config key '{where}': pair {pair.src_lang}-{pair.tgt_lang} repeats data.pairs[{seen[key]}]")
+        seen[key] = i

@@ -90,19 +90,53 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     raise bad
 
 
+# Keys an item of a list of sections (data.pairs) takes from its parent section when it leaves them out.
+_INHERITED = ("format", "hub_name", "hub_config", "train_split", "valid_split", "test_splits")
+
+
+def _section_list_item(tp: Any) -> Any:
+    """The section class of a `tuple[SomeSection, ...]` field (e.g. data.pairs), else None."""
+    args = typing.get_args(tp) if typing.get_origin(tp) is tuple else ()
+    return args[0] if len(args) == 2 and args[1] is Ellipsis and dataclasses.is_dataclass(args[0]) else None
+
+
+def _build_list(item_cls: type, value: Any, where: str, parent_cls: type, parent_raw: dict[str, Any]) -> tuple:
+    """A list of mappings -> a tuple of `item_cls`, each item named `where[i]` in errors; keys of
+    `_INHERITED` an item leaves out come from the parent section (its value, else its default)."""
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise MTError(f"config key '{where}': expected a list of mappings, got {short_repr(value)}")
+    parent_fields = {f.name: f for f in dataclasses.fields(parent_cls)}
+    item_fields = {f.name for f in dataclasses.fields(item_cls)}
+    inherited: dict[str, Any] = {}
+    for key in _INHERITED:
+        if key in item_fields and key in parent_fields:
+            f = parent_fields[key]
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            inherited[key] = parent_raw.get(key, default)
+    return tuple(_build(item_cls, {**inherited, **item} if isinstance(item, dict) else item, f"{where}[{i}]")
+                 for i, item in enumerate(value))
+
+
 def _build(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, dict):
         raise MTError(f"config section '{prefix or 'top level'}': expected a mapping, got {short_repr(raw)}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
-    for key, value in raw.items():
+    # Lists of sections last: a bad inherited key is reported under its own name first.
+    for key, value in sorted(raw.items(), key=lambda kv: kv[0] in fields and _section_list_item(hints[kv[0]]) is not None):
         where = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
             raise MTError(f"unknown config key {short_repr(where)}{_closest(str(key), list(fields))}")
         tp = hints[key]
         if dataclasses.is_dataclass(tp):
             kwargs[key] = _build(tp, value if value is not None else {}, where)
+            continue
+        item_cls = _section_list_item(tp)
+        if item_cls is not None:
+            kwargs[key] = _build_list(item_cls, value, where, cls, raw)
             continue
         kwargs[key] = _coerce(value, tp, where)
     return cls(**kwargs)

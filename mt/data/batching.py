@@ -120,6 +120,22 @@ def _pack(src_width: np.ndarray, tgt_width: np.ndarray, max_tokens: int, max_sen
     return sizes
 
 
+def pair_sample_counts(sizes: Sequence[int], temperature: float) -> list[int]:
+    """Sentences each pair contributes to one epoch of sum(sizes): proportional to n_i^(1/T)
+    (Arivazhagan et al. 2019; T = 1 keeps every pair's own size, larger T flattens towards equal
+    shares, upsampling small pairs), rounded by largest remainder so they add up to sum(sizes)."""
+    n = np.asarray(sizes, dtype=np.float64)
+    if len(n) == 0 or (n <= 0).any() or not temperature > 0:
+        raise MTError(f"sampler: pair sizes {list(sizes)} must be positive and temperature > 0, got {temperature}")
+    weights = n ** (1.0 / temperature)
+    share = weights / weights.sum() * n.sum()  # (P,) exact, fractional
+    counts = np.floor(share).astype(np.int64)
+    # ties broken by pair order: stable sort of the remainders, largest first
+    for i in np.argsort(-(share - counts), kind="stable")[:int(n.sum()) - int(counts.sum())]:
+        counts[i] += 1
+    return counts.tolist()
+
+
 def _split(order: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
     return np.split(order, np.cumsum(sizes)[:-1]) if sizes else []
 
@@ -143,10 +159,20 @@ class TokenBatchSampler:
     batches of one (S, T) group all have B = max_tokens // (S + T). Backends that compile a kernel
     per matrix shape (oneDNN's bf16 path on CPU, torch.compile) then see a few dozen shapes
     instead of new ones all run long; the price is the extra padding.
+
+    Several language pairs (`pair_sizes`: the split holds pair 0's n_0 sentences, then pair 1's,
+    ...): each epoch first draws the multiset of sentences it trains on, pair i contributing
+    m_i = `pair_sample_counts(pair_sizes, temperature)[i]` of them (every one of its sentences
+    floor(m_i / n_i) times, plus m_i mod n_i of them drawn without replacement), with the same
+    rng((seed, epoch)); that multiset is then shuffled, sorted and packed as above, so batches mix
+    pairs, and the batch list stays a pure function of (lengths, budgets, seed, epoch, pair sizes,
+    temperature): resume skips batches exactly as in the bilingual case. Without `pair_sizes` the
+    sampler draws exactly what it always did.
     """
 
     def __init__(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, max_tokens: int, max_sentences: int,
-                 seed: int, rank: int = 0, world_size: int = 1, pad_multiple: int = 1) -> None:
+                 seed: int, rank: int = 0, world_size: int = 1, pad_multiple: int = 1,
+                 pair_sizes: Sequence[int] = (), temperature: float = 1.0) -> None:
         src_lengths, tgt_lengths = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
         if src_lengths.shape != tgt_lengths.shape or src_lengths.ndim != 1:
             raise MTError(f"sampler: {src_lengths.shape} source lengths vs {tgt_lengths.shape} target lengths")
@@ -163,11 +189,28 @@ class TokenBatchSampler:
         self._tgt_width = padded_width(tgt_lengths + 1, pad_multiple)  # (N,) BOS included
         # One int64 sort key: source width major, target width minor.
         self._key = self._src_width * (int(self._tgt_width.max()) + 1) + self._tgt_width
+        self.pair_sizes = [int(n) for n in pair_sizes]
+        if self.pair_sizes and sum(self.pair_sizes) != len(src_lengths):
+            raise MTError(f"sampler: pair sizes {self.pair_sizes} do not add up to the {len(src_lengths)} training pairs")
+        self.pair_counts = pair_sample_counts(self.pair_sizes, temperature) if self.pair_sizes else []
+
+    def _epoch_pool(self, rng: np.random.Generator) -> np.ndarray:
+        """(sum n_i,) the split indices one multi-pair epoch trains on, pair by pair (see the class docstring)."""
+        parts, start = [], 0
+        for n, m in zip(self.pair_sizes, self.pair_counts):
+            repeats, rest = divmod(m, n)
+            parts += [np.arange(start, start + n)] * repeats + [start + rng.permutation(n)[:rest]]
+            start += n
+        return np.concatenate(parts)
 
     def all_batches(self, epoch: int) -> list[np.ndarray]:
         """Every rank's batches of the epoch, in training order (before DDP sharding)."""
         rng = np.random.default_rng((self.seed, epoch))
-        perm = rng.permutation(len(self._key))
+        if self.pair_sizes:
+            pool = self._epoch_pool(rng)
+            perm = pool[rng.permutation(len(pool))]
+        else:
+            perm = rng.permutation(len(self._key))
         order = perm[np.argsort(self._key[perm], kind="stable")]  # (N,) ties in random order
         sizes = _pack(self._src_width[order], self._tgt_width[order], self.max_tokens, self.max_sentences)
         batches = _split(order, sizes)

@@ -48,12 +48,13 @@ def worker_pool(tokenizer: Tokenizer, workers: int) -> Any:
     if workers <= 1:
         return None
     context = mp.get_context("spawn" if "torch" in sys.modules or "fork" not in mp.get_all_start_methods() else "fork")
-    return context.Pool(workers, initializer=_init_worker, initargs=(tokenizer.model_bytes(),))
+    # The whole tokenizer (pickled as its model bytes and source prefix: a multi-pair target tag).
+    return context.Pool(workers, initializer=_init_worker, initargs=(tokenizer,))
 
 
-def _init_worker(models: dict[str, bytes]) -> None:
+def _init_worker(tokenizer: Tokenizer) -> None:
     global _worker_tokenizer
-    _worker_tokenizer = Tokenizer.from_bytes(models["src"], models.get("tgt"))
+    _worker_tokenizer = tokenizer
 
 
 @dataclass

@@ -65,7 +65,11 @@ SAMPLE_LIMITS = corpus.CleanLimits(max_len=4192 // 4, max_len_ratio=0)
 def _data_for_fingerprint(cfg: Config) -> dict[str, Any]:
     tok = asdict(cfg.tokenizer)
     tok.pop("workers")  # the number of processes does not change the output
-    return {"data": json.loads(json.dumps(asdict(cfg.data))), "tokenizer": tok, "seed": cfg.train.seed,
+    data = json.loads(json.dumps(asdict(cfg.data)))
+    data.pop("pair_temperature")  # sampling, not the cache
+    if not data["pairs"]:
+        data.pop("pairs")  # a bilingual cache keeps the fingerprint it had before data.pairs existed
+    return {"data": data, "tokenizer": tok, "seed": cfg.train.seed,
             "max_positions": cfg.model.max_positions, "cache_version": CACHE_VERSION}
 
 
@@ -250,8 +254,11 @@ def prepare(cfg: Config, *, force: bool = False) -> Path:
     A no-op ("up to date"; only config.yaml is refreshed if other sections changed) when the
     manifest fingerprint matches the inputs and config, unless `force`. Missing train/valid files
     are an error; a test split without files is skipped with a note. Everything is built in a
-    staging folder and moved into place; the manifest is written last.
+    staging folder and moved into place; the manifest is written last. A config with `data.pairs`
+    is prepared by `mt.data.pairs.prepare_pairs` (`prepare_run` picks the right one).
     """
+    if cfg.data.pairs:  # that module builds on this one's helpers: it is the one that dispatches
+        raise MTError("prepare: a config with data.pairs is prepared by mt.data.pairs.prepare_run")
     run_dir, data_dir = cfg.run_dir, cfg.run_dir / "data"
     splits, skipped = _splits_to_prepare(cfg.data)
     digest, payload = _fingerprint(cfg, splits)

@@ -11,6 +11,13 @@ references have them; `nmt_nfkc`, sentencepiece's own default, turns them into A
 bytes instead of <unk>, so it decodes back to itself. Together they make
 `decode(encode(line)) == line` hold for target lines; with `identity` runs of spaces are kept
 too (the other rules collapse them). `round_trip_failures` finds the exceptions.
+
+Multi-pair models (data.pairs) add one target tag per target language, `<2de>`, `<2fr>`
+(Johnson et al. 2017), to the source model as sentencepiece *control* symbols: each is one
+piece with its own id (after the four specials) that encoding text never produces, so a
+source line that literally contains "<2de>" is split into ordinary pieces and is never taken
+for the tag, and decoding drops it. `Tokenizer.for_target(lang)` is the tokenizer whose
+`encode_src` prepends the tag's id to every source: what prepare, validation and translation use.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import random
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sentencepiece as spm
 
@@ -34,6 +41,7 @@ JOINT_MODEL, SRC_MODEL, TGT_MODEL = "spm.model", "spm.src.model", "spm.tgt.model
 # Sentencepiece's trained model depends on its thread count (work is split per thread), so it is
 # fixed rather than taken from the machine: same sample + config -> byte-identical model anywhere.
 TRAIN_THREADS = 4
+_TAG = re.compile(r"<2(.+)>")
 _MAX_SENTENCE_BYTES = 4192  # sentencepiece's default: longer sentences are left out of training (still encoded)
 
 T = TypeVar("T")
@@ -75,8 +83,13 @@ def reservoir_sample(items: Iterable[T], k: int, seed: int) -> list[T]:
     return [item for _, item in reservoir]
 
 
-def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str) -> bytes:
-    """Train one sentencepiece model on `sentences`; returns the serialized model."""
+def target_tag(lang: str) -> str:
+    """The tag piece that asks a multi-pair model for target language `lang`: `<2lang>`."""
+    return f"<2{lang}>"
+
+
+def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str, tags: Sequence[str] = ()) -> bytes:
+    """Train one sentencepiece model on `sentences` (with `tags` as control symbols); returns the serialized model."""
     if not sentences:
         raise MTError(f"tokenizer ({what}): no training sentences")
     writer = io.BytesIO()
@@ -92,6 +105,7 @@ def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str) -> byt
             # The sample is already drawn (seeded) by the caller: no second sampling or shuffling.
             input_sentence_size=0, shuffle_input_sentence=False,
             num_threads=TRAIN_THREADS, max_sentence_length=_MAX_SENTENCE_BYTES, minloglevel=2,
+            **({"control_symbols": list(tags)} if tags else {}),  # absent: bilingual models stay byte-identical
         )
     except RuntimeError as e:
         msg = str(e)
@@ -111,15 +125,18 @@ def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str) -> byt
     return writer.getvalue()
 
 
-def train_sentencepiece(src_sample: Sequence[str], tgt_sample: Sequence[str], cfg: TokenizerConfig) -> Tokenizer:
+def train_sentencepiece(src_sample: Sequence[str], tgt_sample: Sequence[str], cfg: TokenizerConfig,
+                        target_langs: Sequence[str] = ()) -> Tokenizer:
     """Train a joint model on both samples (cfg.joint) or one model per side. Deterministic.
 
     The samples are the (already drawn, bounded) training sentences; the same samples and config
-    give byte-identical models.
+    give byte-identical models. `target_langs` (multi-pair): their tags `<2lang>` become control
+    symbols of the source model (the joint one when joint).
     """
+    tags = [target_tag(lang) for lang in target_langs]
     if cfg.joint:
-        return Tokenizer.from_bytes(_train_one([*src_sample, *tgt_sample], cfg, "joint"), None)
-    return Tokenizer.from_bytes(_train_one(src_sample, cfg, "source"), _train_one(tgt_sample, cfg, "target"))
+        return Tokenizer.from_bytes(_train_one([*src_sample, *tgt_sample], cfg, "joint", tags), None)
+    return Tokenizer.from_bytes(_train_one(src_sample, cfg, "source", tags), _train_one(tgt_sample, cfg, "target"))
 
 
 def _load_proto(model: bytes, what: str) -> spm.SentencePieceProcessor:
@@ -137,10 +154,40 @@ def _load_proto(model: bytes, what: str) -> spm.SentencePieceProcessor:
 class Tokenizer:
     """Source and target sentencepiece models (the same object when joint) with mt's fixed special ids."""
 
-    def __init__(self, src_model: bytes, tgt_model: bytes | None) -> None:
+    def __init__(self, src_model: bytes, tgt_model: bytes | None, src_prefix: Sequence[int] = ()) -> None:
         self._src_bytes, self._tgt_bytes = src_model, tgt_model
         self._src = _load_proto(src_model, "source tokenizer model" if tgt_model else "tokenizer model")
         self._tgt = self._src if tgt_model is None else _load_proto(tgt_model, "target tokenizer model")
+        self._prefix = [int(i) for i in src_prefix]  # ids put before every encoded source: a target tag
+        self._tags: dict[str, int] | None = None
+
+    def target_tags(self) -> dict[str, int]:
+        """{target language: its tag's id} for the `<2lang>` control pieces of the source model
+        ({} for a bilingual model)."""
+        if self._tags is None:
+            found = {}
+            for i in range(self._src.get_piece_size()):
+                m = _TAG.fullmatch(self._src.id_to_piece(i)) if self._src.is_control(i) else None
+                if m:
+                    found[m.group(1)] = i
+            self._tags = found
+        return self._tags
+
+    def for_target(self, lang: str) -> Tokenizer:
+        """This tokenizer with `lang`'s tag id prepended to every encoded source. MTError naming the
+        languages the model knows when it has no tag for `lang`."""
+        tags = self.target_tags()
+        if lang not in tags:
+            known = ", ".join(sorted(tags)) or "none (not a multi-pair model)"
+            raise MTError(f"target language '{lang}': the model has no tag {target_tag(lang)}; it translates into {known}")
+        out = Tokenizer(self._src_bytes, self._tgt_bytes, [tags[lang]])
+        out._tags = tags
+        return out
+
+    @property
+    def src_prefix(self) -> list[int]:
+        """The ids `encode_src` puts before every source (a target tag), [] when none."""
+        return list(self._prefix)
 
     @classmethod
     def from_bytes(cls, src_model: bytes, tgt_model: bytes | None = None) -> Tokenizer:
@@ -176,11 +223,11 @@ class Tokenizer:
             out["tgt"] = self._tgt_bytes
         return out
 
-    def __getstate__(self) -> dict[str, bytes | None]:  # picklable (worker processes) via the model bytes
-        return {"src": self._src_bytes, "tgt": self._tgt_bytes}
+    def __getstate__(self) -> dict[str, Any]:  # picklable (worker processes) via the model bytes
+        return {"src": self._src_bytes, "tgt": self._tgt_bytes, "prefix": self._prefix}
 
-    def __setstate__(self, state: dict[str, bytes | None]) -> None:
-        self.__init__(state["src"], state["tgt"])  # type: ignore[misc, arg-type]
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["src"], state["tgt"], state.get("prefix", ()))  # type: ignore[misc]
 
     @property
     def joint(self) -> bool:
@@ -195,8 +242,10 @@ class Tokenizer:
         return self._tgt.get_piece_size()
 
     def encode_src(self, lines: list[str], *, threads: int = -1) -> list[list[int]]:
-        """Source lines -> piece ids (no BOS/EOS). `threads`: sentencepiece's C++ threads (-1 = its default)."""
-        return self._src.encode(lines, out_type=int, num_threads=threads)
+        """Source lines -> piece ids (no BOS/EOS), after `src_prefix` (a target tag) when set.
+        `threads`: sentencepiece's C++ threads (-1 = its default)."""
+        ids = self._src.encode(lines, out_type=int, num_threads=threads)
+        return [self._prefix + seq for seq in ids] if self._prefix else ids
 
     def encode_tgt(self, lines: list[str], *, threads: int = -1) -> list[list[int]]:
         """Target lines -> piece ids (no BOS/EOS)."""
@@ -231,8 +280,8 @@ class Tokenizer:
         return [i for i, (line, back) in enumerate(zip(lines, decoded)) if line != back]
 
     def src_pieces(self, line: str) -> list[str]:
-        """The source pieces of one line (labels for attention plots)."""
-        return self._src.encode(line, out_type=str)
+        """The source pieces of one line (labels for attention plots), the tag first when set."""
+        return [self._src.id_to_piece(i) for i in self._prefix] + self._src.encode(line, out_type=str)
 
     def tgt_pieces(self, ids: list[int]) -> list[str]:
         """The target pieces of an id sequence."""

@@ -55,7 +55,9 @@ def _map_sentences(
                       f"(model.max_positions={limit + 1}, EOS included)", MTWarning, stacklevel=3)
         ids = [seq[:limit] for seq in ids]
         all_lengths = np.minimum(all_lengths, limit)
-    todo = np.flatnonzero(all_lengths)  # lines with at least one piece; the others stay empty
+    # A line with no piece but a multi-pair model's target tag (an empty line) stays empty, untranslated.
+    tagged = len(getattr(tokenizer, "src_prefix", ()))  # a stand-in tokenizer without tags has none
+    todo = np.flatnonzero(all_lengths > tagged)
     results: list[T] = [empty] * len(ids)
     lengths = all_lengths[todo]
     # decode.max_tokens bounds source tokens times the beam (or samples): search runs B * beam rows.

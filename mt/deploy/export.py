@@ -168,7 +168,7 @@ def _model_card(info: dict[str, Any]) -> str:
         f"# {info['name']} — mt model exported to CTranslate2",
         "",
         f"- source checkpoint: `{info['checkpoint']}` (update {info['update']}, epoch {info['epoch']})",
-        f"- languages: {info['config']['data']['src_lang']} -> {info['config']['data']['tgt_lang']}",
+        _languages(info),
         (f"- Transformer: d_model {m['d_model']}, {m['heads']} heads, {m['encoder_layers']}+{m['decoder_layers']} "
          f"layers, d_ff {m['d_ff']}, {m['norm']}-LN, {m['activation']}, tied embeddings {m['tie_embeddings']}"),
         (f"- vocabulary: {'joint' if info['joint_vocab'] else 'separate'} sentencepiece "
@@ -191,11 +191,31 @@ def _model_card(info: dict[str, Any]) -> str:
     lines += ["", "## Use", "", "```python", "import ctranslate2, sentencepiece as spm",
               f"sp = spm.SentencePieceProcessor(model_file='{info['tokenizer_files'][0]}')",
               "tr = ctranslate2.Translator('<this dir>', compute_type='auto')",
-              "out = tr.translate_batch([sp.encode('A sentence.', out_type=str)], beam_size=5, max_input_length=0,",
+              *_tagged_source(info),
+              "out = tr.translate_batch([source], beam_size=5, max_input_length=0,",
               "                         suppress_sequences=[['<pad>'], ['<s>']])  # mt never emits PAD/BOS",
               "print(sp.decode(out[0].hypotheses[0]))",
               "```", ""]
     return "\n".join(lines)
+
+
+def _languages(info: dict[str, Any]) -> str:
+    """The model card's languages line; for a multi-pair model its pairs and how to use the tags."""
+    pairs = info.get("pairs")
+    if not pairs:
+        return f"- languages: {info['config']['data']['src_lang']} -> {info['config']['data']['tgt_lang']}"
+    listed = ", ".join(f"{p['src_lang']} -> {p['tgt_lang']} (`{p['tag']}`)" for p in pairs)
+    return (f"- languages: {listed}; put the target language's tag piece before the source pieces "
+            f"(`mt translate --target-lang`)")
+
+
+def _tagged_source(info: dict[str, Any]) -> list[str]:
+    """The model card's lines building `source`: the pieces, after the target tag for a multi-pair model."""
+    pairs = info.get("pairs")
+    if not pairs:
+        return ["source = sp.encode('A sentence.', out_type=str)"]
+    return [f"source = ['{pairs[-1]['tag']}'] + sp.encode('A sentence.', out_type=str)  "
+            f"# the tag picks the target language"]
 
 
 def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "none", force: bool = False) -> Path:
@@ -246,6 +266,7 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "
             "tokenizer_files": list(files),
             "add_source_eos": True,
             "config": state["config"],
+            **({"pairs": state["pairs"]} if "pairs" in state else {}),  # a multi-pair model's pairs and tags
             "scores": _eval_scores(run_dir_of(checkpoint)),
         }
         (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

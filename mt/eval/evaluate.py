@@ -231,7 +231,8 @@ def evaluate_set(
     scores = score(hyps, [r.rstrip() for r in test.ref], tokenize=bleu_tokenize)
     score_s = time.perf_counter() - t0
     how = f"sample{decode.seed}" if decode.sampling else f"beam{decode.beam}"
-    stem = f"{test.label}.{'+'.join(path.stem for path in checkpoints)}.{how}"
+    # A multi-pair label `en-fr/test_2016_flickr` names the files `en-fr.test_2016_flickr...`.
+    stem = f"{test.label.replace('/', '.')}.{'+'.join(path.stem for path in checkpoints)}.{how}"
     hyp_path, report_path = out_dir / f"{stem}.hyp", out_dir / f"{stem}.json"
     write_lines_atomic(hyp_path, hyps)
     made = Provenance(test.label, test.source, checkpoints, checkpoint_sha256s, decode, str(device),

@@ -18,6 +18,7 @@ import torch
 from mt.config import Config
 from mt.data.batching import collate_source
 from mt.data.corpus import read_split
+from mt.data.pairs import pair_data
 from mt.data.tokenizer import BOS_ID, Tokenizer
 from mt.decode.engine import search_batch
 from mt.errors import MTError, MTWarning
@@ -108,7 +109,7 @@ def plot_attention(loaded: tuple[Transformer, Tokenizer, Config], sentence: str,
         raise MTError(f"--layer {layer}: the model has {n_layers} decoder layers")
     layer = layer % n_layers
     src_ids = tokenizer.encode_src([sentence])[0]
-    if not src_ids:
+    if len(src_ids) <= len(tokenizer.src_prefix):  # nothing but a target tag
         raise MTError("attention plot: the sentence is empty")
     src, src_mask = collate_source([src_ids])
     with torch.inference_mode():
@@ -148,8 +149,11 @@ def plot_run(run_dir: Path, *, attention: bool, sentence: str | None, layer: int
     log.info(f"wrote {curves}")
     if attention:
         loaded = load_for_inference(checkpoint or run_dir / "checkpoints" / "best.pt", "cpu")
+        data = loaded[2].data
+        if data.pairs:  # a multi-pair model: its first pair, with that pair's target tag
+            model, tokenizer, cfg = loaded
+            loaded, data = (model, tokenizer.for_target(data.pairs[0].tgt_lang), cfg), pair_data(data, data.pairs[0])
         if sentence is None:
-            data = loaded[2].data
             sentence = read_split(data, data.valid_split)[0][0]
         heatmap = out_dir / "attention.png"
         translation = plot_attention(loaded, sentence, layer, heatmap)

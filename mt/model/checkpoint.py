@@ -150,7 +150,7 @@ def inference_state(cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, *
     """
     module = getattr(model, "module", model)
     weights = {k: v.detach().to("cpu", copy=True) for k, v in module.state_dict().items()}
-    return {
+    state = {
         "kind": KIND,
         "format_version": FORMAT_VERSION,
         "config": config_to_dict(cfg),
@@ -162,6 +162,11 @@ def inference_state(cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, *
         "update": int(update),
         "epoch": int(epoch),
     }
+    if cfg.data.pairs:  # a multi-pair model lists its pairs and target tags (the config holds them too)
+        tags = tokenizer.target_tags()
+        state["pairs"] = [{"src_lang": p.src_lang, "tgt_lang": p.tgt_lang, "tag": f"<2{p.tgt_lang}>",
+                           "tag_id": int(tags[p.tgt_lang])} for p in cfg.data.pairs]
+    return state
 
 
 def checkpoint_config(state: dict[str, Any], path: str | Path) -> Config:

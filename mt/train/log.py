@@ -96,6 +96,10 @@ class TrainLog:
         """A validation: its record in metrics.jsonl and one line (BLEU/chrF when scored)."""
         self.metrics(record)
         scores = f" | BLEU {record['bleu']:.2f} | chrF {record['chrf']:.2f}" if "bleu" in record else ""
+        if "pairs" in record:  # a multi-pair run: the figures above are means; each pair's too
+            scores += " (mean) | " + " | ".join(
+                f"{name} nll {r['nll']:.3f}" + (f" BLEU {r['bleu']:.2f}" if "bleu" in r else "")
+                for name, r in record["pairs"].items())
         self.info(f"valid ({why}) update {record['update']} | loss {record['loss']:.3f} | nll {record['nll']:.3f} | "
                   f"ppl {record['ppl']:.2f}{scores}{' | new best' if improved else ''}"
                   f"{' | early stopping' if early else ''}")

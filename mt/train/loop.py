@@ -55,7 +55,7 @@ from mt.config import Config, TrainConfig
 from mt.config_checks import parse_duration
 from mt.config_load import save_config
 from mt.data.batching import TokenBatchSampler
-from mt.data.prepare import prepare
+from mt.data.pairs import pair_manifest, prepare_run
 from mt.data.splits import EncodedSplit, load_split
 from mt.data.tokenizer import Tokenizer
 from mt.device import resolve_device
@@ -85,7 +85,7 @@ from mt.train.state import (
     training_state,
 )
 from mt.train.step import UpdateStep, autocast
-from mt.train.validate import Validator, selection_metric
+from mt.train.validate import PairsValidator, Validator, make_validator, selection_metric
 
 
 def train(cfg: Config, *, resume: bool = False) -> Path:
@@ -136,12 +136,11 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
         if (ckpt_dir / AVERAGE_CANDIDATE).is_file():  # a kill while the average was validated
             (ckpt_dir / AVERAGE_CANDIDATE).unlink()
             stale.append(ckpt_dir / AVERAGE_CANDIDATE)
-        prepare(cfg)
+        prepare_run(cfg)
         save_config(cfg, run_dir / "config.yaml")
     distributed.broadcast_flag(True, info, device)  # the others wait until the data is ready
     tokenizer = Tokenizer.from_files(run_dir)
     train_split = load_split(run_dir, cfg.data.train_split)
-    valid_split = load_split(run_dir, cfg.data.valid_split)
 
     seed_everything(t.seed)
     model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
@@ -168,11 +167,13 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
 
     sampler = TokenBatchSampler(train_split.src.lengths(), train_split.tgt.lengths(), max_tokens=t.max_tokens,
                                 max_sentences=t.max_sentences, seed=t.seed, rank=info.rank,
-                                world_size=info.world_size, pad_multiple=t.pad_multiple)
+                                world_size=info.world_size, pad_multiple=t.pad_multiple,
+                                pair_sizes=[p["train_sentences"] for p in pair_manifest(run_dir)],
+                                temperature=cfg.data.pair_temperature)
     files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints)
     step = UpdateStep(model=model, ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
                        device=device, timer=PhaseTimer(), precision=precision.precision)
-    validator = Validator(cfg, valid_split, tokenizer, device, lambda: autocast(precision.precision, device))
+    validator = make_validator(cfg, run_dir, tokenizer, device, lambda: autocast(precision.precision, device))
     loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,
                  train_split=train_split, sampler=sampler, state=state, files=files, log=log, stop=stop, ema=ema)
     try:
@@ -185,7 +186,7 @@ class _Loop:
     """The state of one training session; `run()` trains until a limit, a signal or early stopping."""
 
     def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: UpdateStep,
-                 validator: Validator, train_split: EncodedSplit, sampler: TokenBatchSampler, state: TrainState,
+                 validator: Validator | PairsValidator, train_split: EncodedSplit, sampler: TokenBatchSampler, state: TrainState,
                  files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None) -> None:
         self.t, self.info, self.device, self.model, self.step, self.validator = \
             cfg.train, info, device, model, step, validator

@@ -5,6 +5,11 @@ device). BLEU and chrF come from decoding the first `train.valid_max_sentences` 
 (all when 0) with `mt.decode.translate.translate_lines` and `mt.eval.evaluate.score`, the code `mt evaluate`
 runs, greedy unless `train.valid_beam` > 1, with the rest of the `decode` section as configured
 (never sampling: validation BLEU measures the model's search output).
+
+A multi-pair run (data.pairs) validates each pair on its own val split, with its target tag and
+the BLEU tokenizer of its target language (`PairsValidator`); the record's loss, nll, bleu and
+chrf are the means over pairs (ppl = exp(mean nll)), so best.pt, early stopping and averaging
+select on the pairs' mean, and `record["pairs"]` holds each pair's own scores.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import contextlib
 import dataclasses
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,7 +26,8 @@ import torch
 from mt.config import Config
 from mt.data.batching import Batch, TokenBatchSampler, collate
 from mt.data.corpus import read_split
-from mt.data.splits import EncodedSplit
+from mt.data.pairs import pair_data, pair_name, prepared_split
+from mt.data.splits import EncodedSplit, load_split
 from mt.data.tokenizer import Tokenizer
 from mt.decode.translate import translate_lines
 from mt.eval.bleu import bleu_tokenizer_for
@@ -82,6 +89,38 @@ class Validator:
         return record
 
 
+class PairsValidator:
+    """Validates a multi-pair model on every pair's val split; the record's scores are their means."""
+
+    def __init__(self, cfg: Config, run_dir: Path, tokenizer: Tokenizer, device: torch.device,
+                 autocast: Callable[[], contextlib.AbstractContextManager]) -> None:
+        self.validators: dict[str, Validator] = {}
+        for pair in cfg.data.pairs:
+            pair_cfg = dataclasses.replace(cfg, data=pair_data(cfg.data, pair))
+            split = load_split(run_dir, prepared_split(pair, pair.valid_split))
+            self.validators[pair_name(pair)] = Validator(pair_cfg, split, tokenizer.for_target(pair.tgt_lang),
+                                                         device, autocast)
+
+    def __call__(self, model: torch.nn.Module) -> dict[str, Any]:
+        """{loss, nll, ppl, [bleu, chrf]} means over pairs, plus {"pairs": {"en-de": its record, ...}}."""
+        per_pair = {name: validator(model) for name, validator in self.validators.items()}
+        records = list(per_pair.values())
+        record: dict[str, Any] = {key: sum(r[key] for r in records) / len(records)
+                                  for key in ("loss", "nll", "bleu", "chrf") if key in records[0]}
+        record["ppl"] = math.exp(min(record["nll"], 50.0))
+        record["pairs"] = per_pair
+        return record
+
+
+def make_validator(cfg: Config, run_dir: Path, tokenizer: Tokenizer, device: torch.device,
+                   autocast: Callable[[], contextlib.AbstractContextManager]) -> Validator | PairsValidator:
+    """The validator of a run: one per pair with data.pairs, else on data.valid_split."""
+    if cfg.data.pairs:
+        return PairsValidator(cfg, run_dir, tokenizer, device, autocast)
+    return Validator(cfg, load_split(run_dir, cfg.data.valid_split), tokenizer, device, autocast)
+
+
 def selection_metric(record: dict[str, Any]) -> float:
-    """What best.pt / early stopping / averaging maximise: val BLEU, or -NLL without BLEU."""
+    """What best.pt / early stopping / averaging maximise: val BLEU, or -NLL without BLEU (means
+    over the pairs of a multi-pair run)."""
     return record["bleu"] if "bleu" in record else -record["nll"]

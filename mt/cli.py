@@ -57,21 +57,29 @@ def data_fetch(
 @app.command()
 def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
             force: bool = typer.Option(False, help="Rebuild even if the cache is up to date.")) -> None:
-    """Train the sentencepiece tokenizer and encode every split into the run directory."""
-    from mt.config_load import load_config
-    from mt.data.pairs import prepare_run as run_prepare
+    """Train the sentencepiece tokenizer and encode every split into the run directory.
 
-    run_prepare(load_config(config, overrides), force=force)
+    With train.init_from set (fine-tuning) the init checkpoint's tokenizer encodes the corpus instead."""
+    from mt.data.pairs import prepare_run as run_prepare
+    from mt.train.init_from import load_train_config, prepare_tokenizer
+
+    cfg = load_train_config(config, overrides)
+    run_prepare(cfg, force=force, tokenizer=prepare_tokenizer(cfg))
 
 
 @app.command()
 def train(config: Path = ConfigArg, overrides: list[str] = SetOpt,
-          resume: bool = typer.Option(False, help="Continue exactly from runs/<name>/checkpoints/last.pt.")) -> None:
+          resume: bool = typer.Option(False, help="Continue exactly from runs/<name>/checkpoints/last.pt."),
+          init_from: Optional[Path] = typer.Option(
+              None, "--init-from",
+              help="Fine-tune: start a NEW run from this checkpoint's weights and tokenizer (optimizer, schedule, "
+                   "update count and best score start fresh); same as --set train.init_from=PATH.")) -> None:
     """Train a model (preparing the data first when needed). Works under torchrun for DDP."""
-    from mt.config_load import load_config
+    from mt.train.init_from import load_train_config
     from mt.train.loop import train as run_train
 
-    run_train(load_config(config, overrides), resume=resume)
+    cfg = load_train_config(config, overrides, init_from=None if init_from is None else str(init_from), resume=resume)
+    run_train(cfg, resume=resume)
 
 
 PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from mt.config import Config, DecodeConfig
 from mt.data.corpus import split_available
@@ -38,6 +38,7 @@ from mt.eval.evaluate import (
     read_split_set,
     score_files,
 )
+from mt.model.checkpoint import init_from_record
 from mt.textio import (
     atomic_write,
     check_same_length,
@@ -269,6 +270,14 @@ def _eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: 
     return out
 
 
+def _init_from(path: Path, cfg: Config) -> dict[str, Any] | None:
+    """Where the model at `path` started from: a checkpoint's `init_from` record; for an `mt
+    export` directory only the path its config names (exports keep no record)."""
+    if path.is_dir():
+        return {"path": cfg.train.init_from, "sha256": None, "update": None} if cfg.train.init_from else None
+    return init_from_record(path)
+
+
 def evaluate_command(
     checkpoints: Sequence[Path],
     *,
@@ -324,6 +333,12 @@ def evaluate_command(
                              precision=precision)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
     shas = [sha256_file(path) for path in weight_files(checkpoints)]
+    inits = [_init_from(path, cfg) for path in checkpoints]
+    for path, init in zip(checkpoints, inits):
+        if init is not None:
+            sha = f"sha256 {init['sha256'][:12]}, " if init.get("sha256") else ""
+            update = f"update {init['update']}" if init.get("update") is not None else "update unknown"
+            print(f"{path}: fine-tuned from {init['path']} ({sha}{update})")
     how = f"sampling (seed {decode.seed})" if decode.sampling else f"beam {decode.beam}, alpha {decode.alpha}"
     if len(checkpoints) > 1:
         how += f", ensemble of {len(checkpoints)} checkpoints"
@@ -331,7 +346,7 @@ def evaluate_command(
     for test, tokenizer, bleu_tokenize in tests:
         result = evaluate_set(model, tokenizer, test, decode, device=dev, checkpoints=checkpoints,
                               checkpoint_sha256s=shas, load_s=load_s, out_dir=out_dir, progress=sys.stderr.isatty(),
-                              bleu_tokenize=bleu_tokenize)
+                              bleu_tokenize=bleu_tokenize, init_from=inits)
         n, seconds = len(result.hyps), result.translate_s
         print(f"{test.label}: {n} sentences in {seconds:.1f} s ({n / max(seconds, 1e-9):.1f} sent/s), {how}")
         _print_scores(result.scores)

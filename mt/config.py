@@ -131,6 +131,7 @@ class TrainConfig:
     max_bad_losses: int = 10  # NaN/inf losses skipped before training stops
     average_last: int = 0  # after training, average the last N periodic checkpoints into `averaged.pt` (0 = off)
     ema_decay: float = 0.0  # > 0: validate and save an exponential moving average of the weights (e.g. 0.999; 0 = off)
+    init_from: str = ""  # fine-tune: start from this checkpoint's weights and tokenizer (mt/train/init_from.py); "" = off
 
 
 @dataclass(frozen=True)

@@ -217,6 +217,12 @@ def _stringify_for_str_fields(raw: dict[str, Any]) -> dict[str, Any]:
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     """Read a YAML config, apply `--set` overrides, and check every key and type."""
+    return config_from_dict(load_raw_config(path, overrides))
+
+
+def load_raw_config(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """The YAML file plus `--set` overrides as a plain dict, unchecked: the keys the user wrote
+    (`mt.train.init_from` needs to know which model keys were given, not defaulted)."""
     path = Path(path)
     if not path.is_file():
         raise MTError(f"config file '{path}' does not exist")
@@ -232,7 +238,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     raw = _stringify_for_str_fields(raw)
     if "name" not in raw:
         raw["name"] = path.stem
-    return config_from_dict(apply_overrides(raw, overrides or []))
+    return apply_overrides(raw, overrides or [])
 
 
 def config_to_yaml(cfg: Config) -> str:

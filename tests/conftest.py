@@ -90,6 +90,20 @@ def tiny_config(multi30k_dir: Path, tmp_path: Path) -> Config:
 
 
 @pytest.fixture(scope="session")
+def tiny_base(tiny_run: Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny en->de model trained for 6 updates from seed 7 (validated, so best.pt exists): the
+    checkpoint fine-tuning tests (`train.init_from`) start from. Read-only, shared."""
+    from test_train import copy_run
+
+    from mt.train.loop import train
+
+    cfg = copy_run(tiny_run, tmp_path_factory.mktemp("base"), max_updates=6, valid_every=0, valid_bleu=False,
+                   keep_checkpoints=0, log_every=1000, threads=1, seed=7, warmup=2)  # another seed than the runs'
+    train(cfg)
+    return cfg.run_dir / "checkpoints" / "best.pt"
+
+
+@pytest.fixture(scope="session")
 def tiny_run(multi30k_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Config:
     """The tiny config, already prepared: `load_split(cfg.run_dir, 'train')` works. Read-only, shared."""
     from mt.data.prepare import prepare

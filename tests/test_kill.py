@@ -35,9 +35,10 @@ UPDATE_LINE = re.compile(r" update (\d+) \| epoch ")
 TMP_FILE = re.compile(r"^\.(.+)\.(\d+)\.([0-9a-f]+)\.tmp$")  # mt.textio.atomic_write's temporary files
 
 
-def _start(config_file: Path, log_file: Path, resume: bool) -> subprocess.Popen:
+def _start(config_file: Path, log_file: Path, resume: bool, fresh_args: tuple[str, ...] = ()) -> subprocess.Popen:
+    """`mt train CONFIG` (+ `fresh_args` on a new run, --resume when there is a last.pt)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
-    args = [sys.executable, "-m", "mt", "train", str(config_file), *(["--resume"] if resume else [])]
+    args = [sys.executable, "-m", "mt", "train", str(config_file), *(["--resume"] if resume else fresh_args)]
     with log_file.open("ab") as log:
         return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=config_file.parent)
 
@@ -119,3 +120,36 @@ def test_kill_9_anywhere_then_resume_is_bit_identical(tmp_path: Path, tiny_run: 
     assert _tmp_files(ckpt_dir) == [], "a killed write's temp file was left behind"
     for line in (cfg.run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
         json.loads(line)  # no torn line left in the middle of the metrics
+
+
+def test_kill_9_while_fine_tuning_then_resume_is_bit_identical(tmp_path: Path, tiny_run: Config,
+                                                               tiny_base: Path) -> None:
+    """A run started with `mt train CONFIG --init-from CKPT`, killed, and continued with plain
+    `--resume` (last.pt remembers the init checkpoint) ends with the weights of an uninterrupted
+    fine-tuning run."""
+    updates = 12
+    opts = {**OPTS, "max_updates": updates}
+    straight = copy_run(tiny_run, tmp_path / "straight", **opts, init_from=str(tiny_base))
+    train(straight)
+    expected = load_checkpoint(straight.run_dir / "checkpoints" / "last.pt")["model"]
+
+    cfg = copy_run(tiny_run, tmp_path / "killed", **opts)  # no init_from in the file: --init-from gives it
+    config_file = tmp_path / "killed.yaml"
+    save_config(cfg, config_file)
+    ckpt_dir, log_file = cfg.run_dir / "checkpoints", tmp_path / "train.out"
+    rng = random.Random(25)
+    kills = []
+    for kind, value in [("update", rng.randint(1, 3)), ("write:last.pt", 0), ("update", rng.randint(8, updates - 2))]:
+        since = log_file.stat().st_size if log_file.exists() else 0
+        proc = _start(config_file, log_file, (ckpt_dir / "last.pt").is_file(), ("--init-from", str(tiny_base)))
+        if _kill_at(proc, (kind, value), log_file=log_file, since=since, ckpt_dir=ckpt_dir, rng=rng):
+            kills.append(f"{kind} (update {_latest_update(log_file, since)})")
+        else:
+            assert proc.returncode == 0, log_file.read_text(errors="replace")[-3000:]
+    assert len(kills) >= 2, kills
+    final = _start(config_file, log_file, (ckpt_dir / "last.pt").is_file(), ("--init-from", str(tiny_base)))
+    assert final.wait(timeout=300) == 0, log_file.read_text(errors="replace")[-3000:]
+    last = load_checkpoint(ckpt_dir / "last.pt")
+    assert last["update"] == updates and last["init_from"]["path"] == str(tiny_base.resolve())
+    for name, tensor in expected.items():
+        assert torch.equal(tensor, last["model"][name]), f"{name} differs after kills at {kills}"

@@ -82,13 +82,15 @@ def _params(path: Path) -> dict[str, torch.Tensor]:
     return load_checkpoint(path)["model"]
 
 
-@pytest.mark.parametrize("ema_decay", [0.0, 0.9])
-def test_resume_is_exact(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.MonkeyPatch, ema_decay: float) -> None:
+@pytest.mark.parametrize("ema_decay,finetune", [(0.0, False), (0.9, False), (0.0, True)])
+def test_resume_is_exact(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.MonkeyPatch, ema_decay: float,
+                         finetune: bool, request: pytest.FixtureRequest) -> None:
     """2N updates straight == N updates, SIGTERM, --resume, N more (dropout on: RNG state restored
-    too; with an EMA, its shadow weights too)."""
+    too; with an EMA, its shadow weights too; fine-tuning from a checkpoint, too)."""
     n = 5
+    init_from = str(request.getfixturevalue("tiny_base")) if finetune else ""
     opts = {"max_updates": 2 * n, "valid_every": 0, "valid_bleu": False, "keep_checkpoints": 0,
-            "log_every": 1000, "threads": 1, "ema_decay": ema_decay}
+            "log_every": 1000, "threads": 1, "ema_decay": ema_decay, "init_from": init_from}
     straight = copy_run(tiny_run, tmp_path / "a", **opts)
     train(straight)
 
@@ -112,6 +114,11 @@ def test_resume_is_exact(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.M
     assert load_checkpoint(interrupted.run_dir / "checkpoints" / "last.pt")["update"] == 2 * n
     for name in a:
         assert torch.equal(a[name], b[name]), name
+    if finetune:  # the resumed run still records its origin, and did not restart from it
+        record = load_checkpoint(interrupted.run_dir / "checkpoints" / "last.pt")["init_from"]
+        assert record["path"] == str(Path(init_from).resolve()) and record["update"] == 6
+        base = load_checkpoint(init_from)["model"]
+        assert any(not torch.equal(base[k], v) for k, v in b.items())
     ema_a, ema_b = (load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")["training"]["ema"]
                     for cfg in (straight, interrupted))
     assert bool(ema_a) == (ema_decay > 0)

@@ -176,10 +176,16 @@ def _encode_pair(cfg: Config, pair: PairConfig, splits: list[str], tokenizer: To
     return entry
 
 
-def prepare_run(cfg: Config, *, force: bool = False) -> Path:
+def prepare_run(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = None) -> Path:
     """The prepare stage of any config (what `mt prepare` and `mt train` run): `prepare_pairs` for
-    one with data.pairs, else the bilingual `mt.data.prepare.prepare`."""
-    return prepare_pairs(cfg, force=force) if cfg.data.pairs else prepare(cfg, force=force)
+    one with data.pairs, else the bilingual `mt.data.prepare.prepare` (with `tokenizer`, the one a
+    fine-tuning run reuses: `train.init_from`)."""
+    if not cfg.data.pairs:
+        return prepare(cfg, force=force, tokenizer=tokenizer)
+    if tokenizer is not None:
+        raise MTError("train.init_from: fine-tuning a multi-pair config (data.pairs) is not supported yet; "
+                      "fine-tune one pair at a time, or train the multi-pair model from scratch")
+    return prepare_pairs(cfg, force=force)
 
 
 def prepare_pairs(cfg: Config, *, force: bool = False) -> Path:

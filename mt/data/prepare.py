@@ -73,15 +73,26 @@ def _data_for_fingerprint(cfg: Config) -> dict[str, Any]:
             "max_positions": cfg.model.max_positions, "cache_version": CACHE_VERSION}
 
 
-def _fingerprint(cfg: Config, splits: list[str]) -> tuple[str, dict[str, Any]]:
-    """sha256 over the input files (path, size, mtime) of `splits` and the config that shapes the cache."""
+def _fingerprint(cfg: Config, splits: list[str], reused: Tokenizer | None = None) -> tuple[str, dict[str, Any]]:
+    """sha256 over the input files (path, size, mtime) of `splits` and the config that shapes the
+    cache, plus the sha256 of a `reused` tokenizer's model bytes (fine-tuning)."""
     inputs = {}
     for split in splits:
         inputs[split] = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns]
                          for p in corpus.split_files(cfg.data, split)]
     payload = {"inputs": inputs, **_data_for_fingerprint(cfg)}
+    if reused is not None:
+        payload["reused_tokenizer"] = _tokenizer_sha256(reused)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     return digest, payload
+
+
+def _tokenizer_sha256(tokenizer: Tokenizer) -> str:
+    """sha256 over a tokenizer's model bytes (source, then target when separate)."""
+    h = hashlib.sha256()
+    for side, data in sorted(tokenizer.model_bytes().items()):
+        h.update(side.encode() + len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
 
 
 def _is_up_to_date(data_dir: Path, digest: str) -> bool:
@@ -248,8 +259,12 @@ def _encode_splits(cfg: Config, splits: list[str], tokenizer: Tokenizer, staging
     return _EncodeResult(stats, clean_report, seconds, rate)
 
 
-def prepare(cfg: Config, *, force: bool = False) -> Path:
+def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = None) -> Path:
     """Train the tokenizer and encode train (cleaned), valid and test splits into `cfg.run_dir`.
+
+    With `tokenizer` (fine-tuning, `train.init_from`: the init checkpoint's, which
+    `mt.train.init_from.prepare_tokenizer` reads) no sentencepiece model is trained: that one is
+    saved into the run byte for byte and encodes every split.
 
     A no-op ("up to date"; only config.yaml is refreshed if other sections changed) when the
     manifest fingerprint matches the inputs and config, unless `force`. Missing train/valid files
@@ -260,8 +275,11 @@ def prepare(cfg: Config, *, force: bool = False) -> Path:
     if cfg.data.pairs:  # that module builds on this one's helpers: it is the one that dispatches
         raise MTError("prepare: a config with data.pairs is prepared by mt.data.pairs.prepare_run")
     run_dir, data_dir = cfg.run_dir, cfg.run_dir / "data"
+    if cfg.train.init_from and tokenizer is None:
+        raise MTError(f"prepare: train.init_from '{cfg.train.init_from}' is set: pass its tokenizer "
+                      f"(mt.train.init_from.prepare_tokenizer)")
     splits, skipped = _splits_to_prepare(cfg.data)
-    digest, payload = _fingerprint(cfg, splits)
+    digest, payload = _fingerprint(cfg, splits, tokenizer)
     if not force and _is_up_to_date(data_dir, digest):
         _refresh_config(cfg, run_dir)
         log.info(f"prepare: {run_dir} is up to date")
@@ -273,7 +291,12 @@ def prepare(cfg: Config, *, force: bool = False) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        tokenizer = _train_tokenizer(cfg, staging)
+        if tokenizer is None:
+            tokenizer = _train_tokenizer(cfg, staging)
+        else:
+            tokenizer.save(staging)
+            log.info(f"prepare: reusing the tokenizer of {cfg.train.init_from} ({'joint' if tokenizer.joint else 'separate'}, "
+                     f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}); no sentencepiece training")
         encoded = _encode_splits(cfg, splits, tokenizer, staging)
         _write_json(staging / CLEAN_REPORT, encoded.clean_report)
         save_config(cfg, staging / "config.yaml")
@@ -287,6 +310,8 @@ def prepare(cfg: Config, *, force: bool = False) -> Path:
         "encode_seconds": round(encoded.seconds, 3), "pairs_per_second": round(encoded.pairs_per_second, 1),
         "total_seconds": round(time.perf_counter() - start, 3), "inputs": payload["inputs"],
     }
+    if "reused_tokenizer" in payload:
+        manifest["tokenizer_from"] = {"path": cfg.train.init_from, "sha256": payload["reused_tokenizer"]}
     _write_json(data_dir / MANIFEST, manifest)  # last: its presence marks the cache complete
     log.info(f"prepare: wrote {run_dir} in {manifest['total_seconds']:.1f}s")
     return run_dir

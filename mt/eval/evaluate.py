@@ -15,6 +15,7 @@ progress bar on request: the functions return what the command line shows.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import time
 from collections.abc import Sequence
@@ -99,6 +100,8 @@ class Provenance:
     threads: int
     load_s: float
     translate_s: float
+    # per checkpoint: where its run started ({"path", "sha256", "update"}; None: trained from scratch)
+    init_from: Sequence[dict[str, Any] | None] = ()
 
 
 def build_report(hypotheses: Path, reference: str, scores: Scores, *, sentences: int, score_s: float,
@@ -116,8 +119,10 @@ def build_report(hypotheses: Path, reference: str, scores: Scores, *, sentences:
         return report
     report.update(
         checkpoint=str(made.checkpoints[0].resolve()), checkpoint_sha256=made.checkpoint_sha256s[0],
-        checkpoints=[{"path": str(path.resolve()), "sha256": sha}
-                     for path, sha in zip(made.checkpoints, made.checkpoint_sha256s)],
+        checkpoints=[{"path": str(path.resolve()), "sha256": sha, "init_from": init}
+                     for path, sha, init in itertools.zip_longest(made.checkpoints, made.checkpoint_sha256s,
+                                                                  made.init_from[:len(made.checkpoints)])],
+        init_from=made.init_from[0] if made.init_from else None,
         decode=dataclasses.asdict(made.decode), device=made.device, threads=made.threads,
         timings={"load_s": round(made.load_s, 3), "translate_s": round(made.translate_s, 3),
                  "score_s": round(score_s, 3)},
@@ -217,6 +222,7 @@ def evaluate_set(
     out_dir: Path,
     progress: bool,
     bleu_tokenize: str,
+    init_from: Sequence[dict[str, Any] | None] = (),
 ) -> SetResult:
     """Translate a test set, score it against its references (stripped at the end; BLEU tokenised
     with `bleu_tokenize`) and write `<out_dir>/<label>.<checkpoint stem>.beam<K>.hyp` and the
@@ -236,7 +242,7 @@ def evaluate_set(
     hyp_path, report_path = out_dir / f"{stem}.hyp", out_dir / f"{stem}.json"
     write_lines_atomic(hyp_path, hyps)
     made = Provenance(test.label, test.source, checkpoints, checkpoint_sha256s, decode, str(device),
-                      torch.get_num_threads(), load_s, translate_s)
+                      torch.get_num_threads(), load_s, translate_s, init_from)
     write_report(report_path, build_report(hyp_path, test.reference, scores, sentences=len(hyps),
                                            score_s=score_s, made=made))
     return SetResult(hyps, scores, translate_s, hyp_path, report_path)

@@ -13,6 +13,8 @@ Layout of a checkpoint (a plain dict; only tensors, numbers, strings, bytes, lis
     training        (training checkpoints only, e.g. last.pt) optimizer, scaler, data position,
                     RNG states, best metric, patience, ... — written and read by mt/train/loop.py
     averaged_from   (averaged checkpoints only) the source file names
+    init_from       (fine-tuned runs only) {"path", "sha256", "update"}: the checkpoint the run
+                    started from (train.init_from), its sha256 and update count
 
 Writes are atomic: a temp file in the same folder, fsync'd, then `os.replace`d over the target
 and the folder fsync'd, so a crash leaves either the old or the new file, never a torn one.
@@ -130,6 +132,8 @@ _FIELDS: tuple[tuple[str, bool, Any, str], ...] = (
     ("training", False, lambda v: isinstance(v, dict), "a dict"),
     ("averaged_from", False, lambda v: isinstance(v, list), "a list"),
     ("valid", False, lambda v: isinstance(v, dict), "a dict"),
+    ("init_from", False, lambda v: isinstance(v, dict) and isinstance(v.get("path"), str)
+     and isinstance(v.get("sha256"), str) and _is_int(v.get("update")), "{'path': str, 'sha256': str, 'update': int}"),
 )
 
 
@@ -142,8 +146,9 @@ def _wrong_field(state: dict[str, Any]) -> str:
 
 
 def inference_state(cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, *, update: int = 0,
-                    epoch: int = 0) -> dict[str, Any]:
-    """Everything `load_for_inference` needs: config, tokenizer models, vocab sizes and weights.
+                    epoch: int = 0, init_from: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything `load_for_inference` needs: config, tokenizer models, vocab sizes and weights,
+    plus `init_from` (where a fine-tuned run started) when given.
 
     `model` may be DDP-wrapped (its module is saved).
     Weights are copied to CPU so the dict stays valid while training goes on.
@@ -166,7 +171,16 @@ def inference_state(cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, *
         tags = tokenizer.target_tags()
         state["pairs"] = [{"src_lang": p.src_lang, "tgt_lang": p.tgt_lang, "tag": f"<2{p.tgt_lang}>",
                            "tag_id": int(tags[p.tgt_lang])} for p in cfg.data.pairs]
+    if init_from:
+        state["init_from"] = dict(init_from)
     return state
+
+
+def init_from_record(path: str | Path) -> dict[str, Any] | None:
+    """The `init_from` record of the checkpoint at `path` ({"path", "sha256", "update"}), or None
+    when its run did not start from another checkpoint."""
+    record = load_checkpoint(path).get("init_from")
+    return dict(record) if record else None
 
 
 def checkpoint_config(state: dict[str, Any], path: str | Path) -> Config:
@@ -247,8 +261,10 @@ class CheckpointFiles:
     are written when `keep` <= 0). Every write first checks that the weights are finite.
     """
 
-    def __init__(self, ckpt_dir: Path, cfg: Config, tokenizer: Tokenizer, *, keep: int) -> None:
+    def __init__(self, ckpt_dir: Path, cfg: Config, tokenizer: Tokenizer, *, keep: int,
+                 init_from: dict[str, Any] | None = None) -> None:
         self.dir, self.cfg, self.tokenizer, self.keep = ckpt_dir, cfg, tokenizer, keep
+        self.init_from = init_from  # recorded in every file written (fine-tuned runs)
         self.best = ckpt_dir / "best.pt"
         self.last = ckpt_dir / "last.pt"
         self.averaged = ckpt_dir / "averaged.pt"
@@ -259,7 +275,7 @@ class CheckpointFiles:
         if bad:  # never replace a good checkpoint with a broken model
             raise MTError(f"train: non-finite weights ({bad[0]}, ...) at update {update}; "
                           f"checkpoints left as they were")
-        return inference_state(self.cfg, self.tokenizer, model, update=update, epoch=epoch)
+        return inference_state(self.cfg, self.tokenizer, model, update=update, epoch=epoch, init_from=self.init_from)
 
     def save_best(self, model: torch.nn.Module, *, update: int, epoch: int, valid: dict[str, Any]) -> None:
         """best.pt, with the validation record that made it the best under "valid"."""

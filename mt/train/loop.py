@@ -66,6 +66,7 @@ from mt.textio import remove_stale_temp_files
 from mt.train import distributed
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
+from mt.train.init_from import load_init_weights, run_source
 from mt.train.log import PhaseTimer, TrainLog, Window
 from mt.train.optim import Schedule, build_optimizer, set_lr, training_progress
 from mt.train.precision import (
@@ -136,7 +137,9 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
         if (ckpt_dir / AVERAGE_CANDIDATE).is_file():  # a kill while the average was validated
             (ckpt_dir / AVERAGE_CANDIDATE).unlink()
             stale.append(ckpt_dir / AVERAGE_CANDIDATE)
-        prepare_run(cfg)
+    source = run_source(cfg, resume=resume)  # fine-tuning: the init checkpoint (or last.pt on --resume)
+    if info.is_main:
+        prepare_run(cfg, tokenizer=source.tokenizer if source is not None else None)
         save_config(cfg, run_dir / "config.yaml")
     distributed.broadcast_flag(True, info, device)  # the others wait until the data is ready
     tokenizer = Tokenizer.from_files(run_dir)
@@ -145,6 +148,8 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     seed_everything(t.seed)
     model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
                         joint_vocab=tokenizer.joint).to(device)
+    if source is not None and not resume:
+        load_init_weights(model, source)  # a new run from trained weights; optimizer, schedule, state fresh
     optimizer = build_optimizer(model, t)
     scaler = torch.amp.GradScaler("cuda") if precision.precision == "fp16" else None
     ema = WeightEMA(model, t.ema_decay) if t.ema_decay > 0 else None
@@ -170,7 +175,8 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
                                 world_size=info.world_size, pad_multiple=t.pad_multiple,
                                 pair_sizes=[p["train_sentences"] for p in pair_manifest(run_dir)],
                                 temperature=cfg.data.pair_temperature)
-    files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints)
+    files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints,
+                            init_from=source.record if source is not None else None)
     step = UpdateStep(model=model, ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
                        device=device, timer=PhaseTimer(), precision=precision.precision)
     validator = make_validator(cfg, run_dir, tokenizer, device, lambda: autocast(precision.precision, device))

@@ -1,0 +1,217 @@
+"""Fine-tuning: start a new run from a trained checkpoint's weights and tokenizer (`--init-from`).
+
+`train.init_from` (or `mt train --init-from CKPT`) names an mt checkpoint (.pt). The new run:
+
+- uses the checkpoint's sentencepiece model(s): `mt prepare` encodes the new corpus with them and
+  trains none (the cleaning and round-trip reports still run); the cache fingerprint includes the
+  tokenizer's sha256, so another init checkpoint re-encodes;
+- starts from its weights; the optimizer, LR schedule, update count, best score and patience
+  start fresh (a new TrainState), as OpenNMT-py's -reset_optim all / fairseq's --reset-* do;
+- takes the checkpoint's `model` and `tokenizer` config sections. The user's config may leave
+  them out, or give keys equal to the checkpoint's. SHAPE keys (what the weights' shapes and the
+  computation depend on: dimensions, layers, norm placement, activation, tying, positions) must
+  equal the checkpoint's; a differing one is an MTError naming every differing key with both
+  values. TRAINABLE keys (`model.dropout`, `model.attention_dropout`) are regularisation of
+  this run, not of the weights, and may differ (fine-tuning on a small corpus often wants more
+  dropout). Every `tokenizer` key but `workers` (processes) must match: the tokenizer is the
+  checkpoint's.
+
+Every checkpoint of the run records its origin as `init_from: {path, sha256, update}` (see
+`mt.model.checkpoint.inference_state`). `--resume` of a fine-tuning run reads nothing from the
+init checkpoint: last.pt holds the same tokenizer and config, and `init_from` record, and the
+init file may have moved since. `--init-from` with `--resume` is an error: one starts a new run
+from another run's weights, the other continues this run exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mt.config import Config, ModelConfig
+from mt.config_checks import short_repr
+from mt.config_load import config_from_dict, load_raw_config
+from mt.data.tokenizer import Tokenizer
+from mt.errors import MTError
+from mt.model.checkpoint import checkpoint_config, load_checkpoint
+from mt.textio import sha256_file
+
+# model keys that may differ from the init checkpoint's: regularisation of the new run only
+TRAINABLE_MODEL_KEYS = ("dropout", "attention_dropout")
+SHAPE_MODEL_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig) if f.name not in TRAINABLE_MODEL_KEYS)
+# tokenizer keys that may differ: they do not change the encoded output
+FREE_TOKENIZER_KEYS = ("workers",)
+
+
+@dataclass(frozen=True)
+class InitSource:
+    """A checkpoint a run starts from (or, on --resume of a fine-tuning run, its last.pt)."""
+
+    record: dict[str, Any]  # {"path": absolute path, "sha256": of the file, "update": its update count}
+    cfg: Config  # the checkpoint's config (model and tokenizer sections are what count)
+    tokenizer: Tokenizer
+    weights: dict[str, torch.Tensor]  # the model's state dict (on CPU)
+
+
+def _where(path: str | Path) -> str:
+    return f"train.init_from '{path}'"
+
+
+def read_init_source(path: str | Path) -> InitSource:
+    """Load the checkpoint at `path` as a starting point; every bad input is one MTError line."""
+    path = Path(path)
+    if path.is_dir():
+        exported = (path / "mt_export.json").is_file() or (path / "model.bin").is_file()  # mt.deploy.export's files
+        kind = "an `mt export` directory" if exported else "a folder"
+        raise MTError(f"{_where(path)}: is {kind}; fine-tuning starts from an mt checkpoint file (.pt), "
+                      f"e.g. runs/<name>/checkpoints/best.pt")
+    if not path.is_file():
+        raise MTError(f"{_where(path)}: file not found")
+    try:
+        state = load_checkpoint(path)
+        cfg = checkpoint_config(state, path)
+        tok = state["tokenizer"]
+        tokenizer = Tokenizer.from_bytes(tok["src"], tok.get("tgt"))
+    except MTError as e:
+        raise MTError(f"{_where(path)}: {e}") from None
+    record = {"path": str(path.resolve()), "sha256": sha256_file(path), "update": int(state.get("update", 0))}
+    return InitSource(record, cfg, tokenizer, state["model"])
+
+
+def _differences(section: str, given: dict[str, Any], ckpt: Any, free: tuple[str, ...]) -> list[str]:
+    """'section.key VALUE (config) vs VALUE (checkpoint)' for each key the user gave that must match."""
+    out = []
+    ckpt_values = dataclasses.asdict(ckpt)
+    for key in sorted(given):
+        if key in free or key not in ckpt_values:
+            continue
+        mine, theirs = given[key], ckpt_values[key]
+        if isinstance(theirs, tuple):
+            theirs = list(theirs)
+        if mine != theirs and not (isinstance(theirs, float) and isinstance(mine, (int, float))
+                                   and not isinstance(mine, bool) and float(mine) == theirs):
+            out.append(f"{section}.{key} {short_repr(mine)} (config) vs {short_repr(theirs)} (checkpoint)")
+    return out
+
+
+def resolve_config(cfg: Config, explicit: dict[str, Any], source_cfg: Config, where: str) -> Config:
+    """`cfg` with the model and tokenizer sections of `source_cfg`, keeping only the user's trainable keys.
+
+    `explicit` is the user's raw config (YAML + --set): the keys they actually wrote. A written
+    shape or tokenizer key that differs from the checkpoint's is one MTError line naming them all.
+    """
+    model_given = explicit.get("model") or {}
+    tok_given = explicit.get("tokenizer") or {}
+    diffs = (_differences("model", model_given, source_cfg.model, TRAINABLE_MODEL_KEYS)
+             + _differences("tokenizer", tok_given, source_cfg.tokenizer, FREE_TOKENIZER_KEYS))
+    if diffs:
+        raise MTError(f"{where}: the config does not match the checkpoint's model: {'; '.join(diffs)} "
+                      f"(leave the model/tokenizer sections out to take the checkpoint's)")
+    model = dataclasses.replace(source_cfg.model, **{k: getattr(cfg.model, k) for k in TRAINABLE_MODEL_KEYS
+                                                     if k in model_given})
+    tokenizer = dataclasses.replace(source_cfg.tokenizer, workers=cfg.tokenizer.workers)
+    return dataclasses.replace(cfg, model=model, tokenizer=tokenizer)
+
+
+def check_matches(cfg: Config, source: InitSource, where: str) -> None:
+    """Library callers (no CLI resolution): `cfg`'s model and tokenizer must be the source's."""
+    diffs = (_differences("model", dataclasses.asdict(cfg.model), source.cfg.model, TRAINABLE_MODEL_KEYS)
+             + _differences("tokenizer", dataclasses.asdict(cfg.tokenizer), source.cfg.tokenizer,
+                            FREE_TOKENIZER_KEYS))
+    if diffs:
+        raise MTError(f"{where}: the config does not match the checkpoint's model: {'; '.join(diffs)}")
+
+
+def _last_pt(cfg: Config) -> Path:
+    return cfg.run_dir / "checkpoints" / "last.pt"
+
+
+def resume_source(cfg: Config) -> InitSource | None:
+    """On --resume: last.pt as the source of a fine-tuning run's tokenizer and config (None when
+    last.pt is missing or the run did not start from a checkpoint)."""
+    last = _last_pt(cfg)
+    if not last.is_file():
+        return None
+    state = load_checkpoint(last)
+    record = state.get("init_from")
+    if not record:
+        return None
+    tok = state["tokenizer"]
+    return InitSource(dict(record), checkpoint_config(state, last), Tokenizer.from_bytes(tok["src"], tok.get("tgt")),
+                      state["model"])
+
+
+def load_train_config(path: str | Path, overrides: list[str] | None = None, *, init_from: str | None = None,
+                      resume: bool = False) -> Config:
+    """The config `mt train` / `mt prepare` run: `load_config`, then, when fine-tuning, the model
+    and tokenizer sections taken from the init checkpoint (or, on --resume, from last.pt)."""
+    raw = load_raw_config(path, overrides or [])
+    if init_from is not None:
+        if resume:
+            raise MTError("--init-from starts a new run from a checkpoint's weights and --resume continues this run "
+                          "from its last.pt (which remembers where it started); give one of them")
+        train = raw.get("train")
+        raw["train"] = {**(train if isinstance(train, dict) else {}), "init_from": str(init_from)}
+    cfg = config_from_dict(raw)
+    if resume:
+        source = resume_source(cfg)
+        if source is None:
+            return cfg  # not a fine-tuning run (or no last.pt: train() says so)
+        started = source.record["path"]
+        if cfg.train.init_from and Path(cfg.train.init_from).resolve() != Path(started):
+            raise MTError(f"train --resume: config train.init_from '{cfg.train.init_from}' but "
+                          f"'{_last_pt(cfg)}' started from '{started}'")
+        cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, init_from=str(started)))
+        return resolve_config(cfg, raw, source.cfg, f"train --resume: '{_last_pt(cfg)}'")
+    if not cfg.train.init_from:
+        return cfg
+    source = read_init_source(cfg.train.init_from)
+    return resolve_config(cfg, raw, source.cfg, _where(cfg.train.init_from))
+
+
+def prepare_tokenizer(cfg: Config, *, resume: bool = False) -> Tokenizer | None:
+    """The tokenizer `prepare` must reuse for `cfg` (None: train one): the init checkpoint's, or
+    on --resume of a fine-tuning run last.pt's (the same bytes)."""
+    if not cfg.train.init_from:
+        return None
+    if resume:
+        source = resume_source(cfg)
+        if source is not None:
+            return source.tokenizer
+    return read_init_source(cfg.train.init_from).tokenizer
+
+
+def run_source(cfg: Config, *, resume: bool) -> InitSource | None:
+    """What a training run with `cfg` starts from (None: not a fine-tuning run).
+
+    A new run: the init checkpoint, whose model/tokenizer config `cfg` must match (the CLI's
+    `load_train_config` takes them from it). --resume: last.pt, which must itself record an
+    init checkpoint (its weights are then restored with the rest of the training state)."""
+    if resume:
+        source = resume_source(cfg)
+        if source is not None and not cfg.train.init_from:
+            raise MTError(f"train --resume: '{_last_pt(cfg)}' was fine-tuned from '{source.record['path']}' but the "
+                          f"config has no train.init_from (`mt train --resume` fills it in)")
+        if source is None and cfg.train.init_from and _last_pt(cfg).is_file():
+            raise MTError(f"train --resume: '{_last_pt(cfg)}' was not started from a checkpoint, but the config sets "
+                          f"train.init_from '{cfg.train.init_from}'; drop it to resume, or start a new run")
+        return source
+    if not cfg.train.init_from:
+        return None
+    source = read_init_source(cfg.train.init_from)
+    check_matches(cfg, source, _where(cfg.train.init_from))
+    return source
+
+
+def load_init_weights(model: torch.nn.Module, source: InitSource) -> None:
+    """Copy the init checkpoint's weights into the freshly built `model` (before the optimizer's
+    first step and before an EMA copies them); shapes were checked by config, this re-checks."""
+    try:
+        model.load_state_dict(source.weights)
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[0]
+        raise MTError(f"{_where(source.record['path'])}: weights do not fit the model ({first})") from None

@@ -65,7 +65,8 @@ from mt.config_load import load_config
 from mt.data.batching import collate_source, decode_batches
 from mt.data.corpus import read_split
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
-from mt.decode.search import beam_search, greedy_search
+from mt.decode.beam import beam_search
+from mt.decode.search import greedy_search
 from mt.decode.translate import translate_lines
 from mt.device import bf16_feature
 from mt.eval.evaluate import score

@@ -11,9 +11,10 @@ import torch
 from mt.config import Config, ModelConfig
 from mt.data.batching import collate_source
 from mt.data.tokenizer import BOS_ID, Tokenizer
+from mt.decode.beam import beam_search
 from mt.decode.forced import force_decode_score
 from mt.decode.sampling import sample_search
-from mt.decode.search import beam_search, greedy_search
+from mt.decode.search import greedy_search
 from mt.errors import MTError
 from mt.model.checkpoint import load_models
 from mt.model.ensemble import Ensemble, EnsembleCache, check_compatible, max_positions

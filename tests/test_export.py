@@ -21,7 +21,8 @@ pytest.importorskip("ctranslate2")
 from mt.config import Config, ModelConfig, TokenizerConfig
 from mt.data.batching import collate, collate_source
 from mt.data.tokenizer import Tokenizer, train_sentencepiece
-from mt.decode.search import beam_search, greedy_search
+from mt.decode.beam import beam_search
+from mt.decode.search import greedy_search
 from mt.deploy.ct2 import CT2Translator
 from mt.deploy.export import export_ctranslate2, is_export_dir, read_export_info
 from mt.errors import MTError

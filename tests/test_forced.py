@@ -12,8 +12,9 @@ import torch
 from mt.config import Config
 from mt.data.batching import collate_source, pair_batches
 from mt.data.tokenizer import Tokenizer
+from mt.decode.beam import beam_search
 from mt.decode.forced import PairScore, score_pairs
-from mt.decode.search import beam_search, length_penalty
+from mt.decode.search import length_penalty
 from mt.errors import MTError, MTWarning
 from mt.model.ensemble import Ensemble, max_positions
 from mt.model.transformer import Transformer

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from mt.decode.beam import beam_search
 from mt.decode.forced import force_decode_score
 from mt.decode.search import (
     Hypothesis,
-    beam_search,
     greedy_search,
     length_penalty,
     mask_log_probs,

@@ -15,8 +15,9 @@ import torch
 from mt.config import DecodeConfig, ModelConfig
 from mt.data.batching import collate_source
 from mt.data.tokenizer import EOS_ID
+from mt.decode.beam import beam_search
 from mt.decode.engine import search_batch
-from mt.decode.search import beam_search, greedy_search
+from mt.decode.search import greedy_search
 from mt.decode.translate import translate_lines
 from mt.errors import MTWarning
 from mt.model.transformer import Transformer

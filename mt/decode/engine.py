@@ -17,8 +17,9 @@ import torch
 
 from mt.config import DecodeConfig
 from mt.data.batching import collate_source
+from mt.decode.beam import beam_search
 from mt.decode.sampling import sample_search
-from mt.decode.search import Hypothesis, beam_search, greedy_search
+from mt.decode.search import Hypothesis, greedy_search
 from mt.device import bf16_feature
 from mt.errors import MTError
 from mt.model.ensemble import Ensemble, max_positions

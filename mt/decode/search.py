@@ -1,6 +1,7 @@
-"""Greedy and beam search over the model's incremental decoding interface.
+"""Greedy search, and what every search shares: the model interface, hypotheses, length limits
+and penalties, banned tokens, top-k candidates (beam search itself is mt.decode.beam).
 
-Both searches only need `model.encode(src, src_mask)` and
+Every search (greedy, beam, sampling) only needs `model.encode(src, src_mask)` and
 `model.decode_step(tokens (R, 1), memory, src_mask, cache) -> (log_probs (R, V), cache)` with
 `cache.reorder(index)` / `cache.reorder_beams(index)` (`SearchCache`): the decoder sees one new
 token per row and step, never the prefix again.
@@ -16,7 +17,7 @@ Conventions (shared by greedy, beam, sampling in mt/decode/sampling.py and force
 - PAD and BOS are never emitted; `forbid_unk` also bans UNK. Banned tokens are set to -inf
   without renormalising, so scores stay the model's own log-probabilities.
 
-Beam search keeps `beam` live hypotheses per sentence in one batch of B*K rows. A sentence
+Beam search (mt/decode/beam.py) keeps `beam` live hypotheses per sentence in one batch of B*K rows. A sentence
 stops when it has `beam` finished hypotheses (the usual criterion; it makes beam 1 equal to
 greedy), when it reaches its maximum length, or as soon as no live hypothesis can still beat its
 `n_best`-th finished one (an exact bound, so it never changes the result). Stopped sentences'
@@ -91,8 +92,6 @@ def length_penalty(length: torch.Tensor | float, *, alpha: float, kind: str) -> 
     raise ValueError(f"length_penalty: unknown kind {kind!r}; "
                      f"expected one of {', '.join(typing.get_args(LengthPenalty))}")
 
-
-_length_penalty = length_penalty  # beam_search's keyword argument `length_penalty` shadows the name
 
 
 def max_output_lengths(
@@ -245,105 +244,3 @@ def greedy_search(
     for row in out.tolist():
         results.append(row[: row.index(EOS_ID)])  # every row ends in EOS (forced at max length)
     return results
-
-
-def beam_search(
-    model: Seq2Seq,
-    src: torch.Tensor,
-    src_mask: torch.Tensor,
-    *,
-    beam: int,
-    alpha: float,
-    length_penalty: str,
-    max_len_a: float,
-    max_len_b: int,
-    n_best: int,
-    forbid_unk: bool,
-    max_len_limit: int | None = None,
-) -> list[list[Hypothesis]]:
-    """Beam search. src, src_mask: (B, S) -> for each sentence its `n_best` hypotheses, best first.
-
-    Scores are `log_prob / length_penalty(|y|)` with |y| counting EOS (see the module docstring).
-    `max_len_limit` caps the output length as in `greedy_search`.
-    """
-    if beam < 1 or not 1 <= n_best <= beam:
-        raise ValueError(f"beam_search: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
-    kind, lp = length_penalty, _length_penalty
-    lp(1.0, alpha=alpha, kind=kind)  # validate `kind` before any work
-    batch, k = src.size(0), beam
-    if batch == 0:
-        return []
-    device = src.device
-    neg_inf = float("-inf")
-
-    memory = model.encode(src, src_mask)  # (B, S, D)
-    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
-    expand = torch.arange(batch, device=device).repeat_interleave(k)  # (B*K,) sentence-major rows
-    memory, src_mask = memory.index_select(0, expand), src_mask.index_select(0, expand)
-    sent = torch.arange(batch, device=device)  # original id of each live sentence  (N,)
-    scores = torch.full((batch, k), neg_inf, device=device)  # (N, K) cumulative log-probs
-    scores[:, 0] = 0.0  # one live hypothesis at the start, so the beam holds no duplicates
-    history = torch.empty((batch * k, 0), dtype=torch.long, device=device)  # (N*K, t)
-    last = torch.full((batch * k, 1), BOS_ID, dtype=torch.long, device=device)
-    cache: SearchCache | None = None
-    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    num_finished = torch.zeros(batch, dtype=torch.long, device=device)  # (N,)
-    nth_best = torch.full((batch,), neg_inf, device=device)  # n_best-th best finished score (N,)
-    final_lp = lp(max_lens.to(torch.float32) + 1.0, alpha=alpha, kind=kind)  # (N,) penalty at max length
-    arange_2k = torch.arange(2 * k, device=device)
-
-    step = 0  # tokens emitted so far by every live hypothesis
-    while sent.numel() > 0:
-        n = sent.numel()
-        log_probs, cache = model.decode_step(last, memory, src_mask, cache)  # (N*K, V)
-        force = (max_lens <= step).repeat_interleave(k)
-        log_probs = mask_log_probs(log_probs.float(), forbid_unk=forbid_unk, force_eos=force)
-        values, beams, toks = topk_candidates(scores, log_probs, 2 * k)  # (N, 2K) each
-        is_eos = toks == EOS_ID
-
-        # EOS among the K best candidates finishes a hypothesis; its log-prob stays fixed from now on.
-        ends = is_eos[:, :k] & torch.isfinite(values[:, :k])
-        if bool(ends.any()):
-            penalty = float(lp(float(step + 1), alpha=alpha, kind=kind))
-            touched = set()
-            for s, j in ends.nonzero().tolist():
-                row = s * k + int(beams[s, j])
-                log_prob = float(values[s, j])
-                finished[int(sent[s])].append(Hypothesis(history[row].tolist(), log_prob / penalty, log_prob))
-                touched.add(s)
-            for s in touched:
-                hyps = finished[int(sent[s])]
-                num_finished[s] = len(hyps)
-                if len(hyps) >= n_best:
-                    nth_best[s] = sorted((h.score for h in hyps), reverse=True)[n_best - 1]
-
-        # The K best candidates that do not end continue (there are at least K: <= K end in EOS).
-        pick = (arange_2k + is_eos.long() * 2 * k).topk(k, dim=1, largest=False).indices  # (N, K), in score order
-        scores = values.gather(1, pick)
-        parents = (torch.arange(n, device=device) * k).unsqueeze(1) + beams.gather(1, pick)  # (N, K) old rows
-        toks = toks.gather(1, pick)
-        history = torch.cat([history.index_select(0, parents.view(-1)), toks.view(-1, 1)], dim=1)
-        step += 1
-
-        # Optimistic bound for a live hypothesis: its log-prob cannot grow, the penalty can at most
-        # reach its largest value over the remaining lengths (monotone in |y|: an end point).
-        best_live = scores[:, 0]  # (N,)
-        now_lp = lp(torch.full_like(best_live, float(step + 1)), alpha=alpha, kind=kind)
-        bound = best_live / torch.maximum(now_lp, final_lp)
-        done = (num_finished >= k) | (max_lens < step) | (nth_best >= bound)
-        dropped = bool(done.any())
-        if dropped:
-            keep = (~done).nonzero().squeeze(1)  # (N',)
-            keep_rows = ((keep * k).unsqueeze(1) + torch.arange(k, device=device)).view(-1)  # (N'*K,)
-            parents, toks, scores = parents.index_select(0, keep), toks.index_select(0, keep), scores.index_select(0, keep)
-            history = history.index_select(0, keep_rows)
-            memory, src_mask = memory.index_select(0, keep_rows), src_mask.index_select(0, keep_rows)
-            sent, max_lens, final_lp = sent[keep], max_lens[keep], final_lp[keep]
-            num_finished, nth_best = num_finished[keep], nth_best[keep]
-        if sent.numel() > 0:
-            # Parents stay within their sentence; cross-attention entries move only when sentences leave.
-            cache = cache.reorder(parents.reshape(-1)) if dropped else cache.reorder_beams(parents.reshape(-1))
-        last = toks.reshape(-1, 1)
-
-    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
-

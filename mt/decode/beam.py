@@ -1,0 +1,193 @@
+"""Beam search as a loop over a small state with named steps (the conventions are mt.decode.search's).
+
+`BeamState` holds the live hypotheses of the sentences still searching: K rows per sentence,
+sentence-major, every per-sentence and per-row tensor in one object. One step of the search is
+
+    log_probs = model.decode_step(...)           the next-token log-probs of every live row
+    candidates = topk_candidates(...)            TopK: the 2K best one-token extensions per sentence
+    state.finish(candidates, ...)                the EOS among the K best become finished hypotheses
+    state.advance(candidates)                    the K best that do not end continue (scores, history)
+    state.select(keep)                           sentences that are done leave every tensor at once
+
+which is how Sockeye names its pieces (TopK, UpdateScores, SortStates). Each method is tested on
+its own in tests/test_beam.py; `beam_search` is the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from mt.data.tokenizer import BOS_ID, EOS_ID
+from mt.decode.search import (
+    Hypothesis,
+    SearchCache,
+    Seq2Seq,
+    mask_log_probs,
+    max_output_lengths,
+    topk_candidates,
+)
+from mt.decode.search import length_penalty as _length_penalty  # beam_search's keyword shadows it
+
+
+@dataclass
+class Candidates:
+    """The 2K best one-token extensions of each live sentence's beam, best first (TopK)."""
+
+    values: Tensor  # (N, 2K) cumulative log-probs after the extension
+    beams: Tensor  # (N, 2K) long: which of the sentence's K rows each extends
+    tokens: Tensor  # (N, 2K) long: the token it adds
+
+
+@dataclass
+class BeamState:
+    """The live hypotheses of a beam search: K rows for each of the N sentences still searching."""
+
+    k: int  # beam size
+    alpha: float  # length-penalty parameters, for scores and the stopping bound
+    kind: str
+    sent: Tensor  # (N,) long: the original index of each live sentence
+    scores: Tensor  # (N, K) cumulative log-probs of the live hypotheses, best first (-inf: no hypothesis)
+    history: Tensor  # (N*K, t) long: the tokens each live hypothesis has emitted
+    parents: Tensor  # (N, K) long: the row (numbered before the last step) each hypothesis extends
+    memory: Tensor  # (N*K, S, D) encoder output, repeated per beam row
+    src_mask: Tensor  # (N*K, S) bool, True = real token
+    max_lens: Tensor  # (N,) long: the longest output allowed before EOS
+    final_lp: Tensor  # (N,) the length penalty at that length (the bound's largest denominator)
+    num_finished: Tensor  # (N,) long: finished hypotheses so far
+    nth_best: Tensor  # (N,) the n_best-th best finished score (-inf until there are n_best)
+    step: int = 0  # tokens emitted so far by every live hypothesis
+
+    @classmethod
+    def start(cls, memory: Tensor, src_mask: Tensor, max_lens: Tensor, *, k: int, alpha: float,
+              kind: str) -> BeamState:
+        """B sentences' beams before the first step. memory (B, S, D), src_mask (B, S), max_lens (B,).
+        Each beam holds ONE live hypothesis (the others at -inf), so it never holds duplicates."""
+        batch, device = memory.size(0), memory.device
+        expand = torch.arange(batch, device=device).repeat_interleave(k)  # (B*K,) sentence-major rows
+        scores = torch.full((batch, k), float("-inf"), device=device)
+        scores[:, 0] = 0.0
+        return cls(k=k, alpha=alpha, kind=kind, sent=torch.arange(batch, device=device), scores=scores,
+                   history=torch.empty((batch * k, 0), dtype=torch.long, device=device),
+                   parents=torch.arange(batch * k, device=device).view(batch, k),
+                   memory=memory.index_select(0, expand), src_mask=src_mask.index_select(0, expand),
+                   max_lens=max_lens,
+                   final_lp=_length_penalty(max_lens.to(torch.float32) + 1.0, alpha=alpha, kind=kind),
+                   num_finished=torch.zeros(batch, dtype=torch.long, device=device),
+                   nth_best=torch.full((batch,), float("-inf"), device=device))
+
+    @property
+    def live(self) -> bool:
+        return self.sent.numel() > 0
+
+    @property
+    def last_tokens(self) -> Tensor:
+        """(N*K, 1) the token each live row feeds the decoder next: BOS at the start."""
+        if self.history.size(1) == 0:
+            return torch.full((self.history.size(0), 1), BOS_ID, dtype=torch.long, device=self.history.device)
+        return self.history[:, -1:].contiguous()  # a column view would make the embedding lookup copy
+
+    def at_max_length(self) -> Tensor:
+        """(N*K,) bool: rows whose next token must be EOS (the output reached its maximum length)."""
+        return (self.max_lens <= self.step).repeat_interleave(self.k)
+
+    def finish(self, cand: Candidates, finished: list[list[Hypothesis]], *, n_best: int) -> None:
+        """EOS among a sentence's K best candidates ends that hypothesis: it joins
+        `finished[original sentence]` with its log-prob and score, and the sentence's finished count
+        and n_best-th best finished score follow."""
+        ends = (cand.tokens[:, :self.k] == EOS_ID) & torch.isfinite(cand.values[:, :self.k])
+        if not bool(ends.any()):
+            return
+        penalty = float(_length_penalty(float(self.step + 1), alpha=self.alpha, kind=self.kind))
+        touched = set()
+        for s, j in ends.nonzero().tolist():
+            row = s * self.k + int(cand.beams[s, j])
+            log_prob = float(cand.values[s, j])
+            finished[int(self.sent[s])].append(Hypothesis(self.history[row].tolist(), log_prob / penalty, log_prob))
+            touched.add(s)
+        for s in touched:
+            hyps = finished[int(self.sent[s])]
+            self.num_finished[s] = len(hyps)
+            if len(hyps) >= n_best:
+                self.nth_best[s] = sorted((h.score for h in hyps), reverse=True)[n_best - 1]
+
+    def advance(self, cand: Candidates) -> None:
+        """The K best candidates that do not end continue (there are at least K of the 2K: at most
+        K end in EOS), in score order: new scores, parents and histories; one more step."""
+        n, k = cand.values.size(0), self.k
+        is_eos = (cand.tokens == EOS_ID).long()
+        order = torch.arange(2 * k, device=cand.values.device)
+        pick = (order + is_eos * 2 * k).topk(k, dim=1, largest=False).indices  # (N, K): non-EOS first, by rank
+        self.scores = cand.values.gather(1, pick)
+        self.parents = (torch.arange(n, device=cand.values.device) * k).unsqueeze(1) + cand.beams.gather(1, pick)
+        tokens = cand.tokens.gather(1, pick)
+        self.history = torch.cat([self.history.index_select(0, self.parents.view(-1)), tokens.view(-1, 1)], dim=1)
+        self.step += 1
+
+    def done(self) -> Tensor:
+        """(N,) bool: sentences that stop here — K finished hypotheses, past their maximum length, or
+        no live hypothesis can still beat the n_best-th finished one. The bound is exact: a live
+        log-prob cannot grow, and the length penalty is monotone in |y|, so its largest value over
+        the remaining lengths is at an end point (now or at the maximum length)."""
+        now_lp = _length_penalty(torch.full_like(self.scores[:, 0], float(self.step + 1)), alpha=self.alpha,
+                                 kind=self.kind)
+        bound = self.scores[:, 0] / torch.maximum(now_lp, self.final_lp)
+        return (self.num_finished >= self.k) | (self.max_lens < self.step) | (self.nth_best >= bound)
+
+    def select(self, keep: Tensor) -> None:
+        """Keep only the sentences `keep` (N',) long, in that order, in every per-sentence and
+        per-row tensor. `parents` keeps the row numbers from before the step (the cache's)."""
+        rows = ((keep * self.k).unsqueeze(1) + torch.arange(self.k, device=keep.device)).view(-1)  # (N'*K,)
+        self.sent, self.max_lens, self.final_lp = self.sent[keep], self.max_lens[keep], self.final_lp[keep]
+        self.num_finished, self.nth_best = self.num_finished[keep], self.nth_best[keep]
+        self.scores, self.parents = self.scores.index_select(0, keep), self.parents.index_select(0, keep)
+        self.history = self.history.index_select(0, rows)
+        self.memory, self.src_mask = self.memory.index_select(0, rows), self.src_mask.index_select(0, rows)
+
+
+def beam_search(
+    model: Seq2Seq,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    *,
+    beam: int,
+    alpha: float,
+    length_penalty: str,
+    max_len_a: float,
+    max_len_b: int,
+    n_best: int,
+    forbid_unk: bool,
+    max_len_limit: int | None = None,
+) -> list[list[Hypothesis]]:
+    """Beam search. src, src_mask: (B, S) -> for each sentence its `n_best` hypotheses, best first.
+
+    Scores are `log_prob / length_penalty(|y|)` with |y| counting EOS (see mt.decode.search).
+    `max_len_limit` caps the output length as in `greedy_search`.
+    """
+    if beam < 1 or not 1 <= n_best <= beam:
+        raise ValueError(f"beam_search: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
+    _length_penalty(1.0, alpha=alpha, kind=length_penalty)  # validate the kind before any work
+    batch = src.size(0)
+    if batch == 0:
+        return []
+    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
+    state = BeamState.start(model.encode(src, src_mask), src_mask, max_lens, k=beam, alpha=alpha, kind=length_penalty)
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    cache: SearchCache | None = None
+    while state.live:
+        log_probs, cache = model.decode_step(state.last_tokens, state.memory, state.src_mask, cache)  # (N*K, V)
+        log_probs = mask_log_probs(log_probs.float(), forbid_unk=forbid_unk, force_eos=state.at_max_length())
+        candidates = Candidates(*topk_candidates(state.scores, log_probs, 2 * beam))  # (N, 2K) each
+        state.finish(candidates, finished, n_best=n_best)
+        state.advance(candidates)
+        done = state.done()
+        dropped = bool(done.any())
+        if dropped:
+            state.select((~done).nonzero().squeeze(1))
+        if state.live:
+            # Parents stay within their sentence; cross-attention entries move only when sentences leave.
+            parents = state.parents.reshape(-1)
+            cache = cache.reorder(parents) if dropped else cache.reorder_beams(parents)
+    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]

@@ -118,6 +118,8 @@ def get_texts(fields: dict[str, Any], name: str) -> tuple[list[str], bool]:
     if value is None:
         raise ApiError(400, f"{name}: missing")
     if isinstance(value, str):
+        if not value.strip():
+            raise ApiError(400, f"{name}: empty")
         return [check_text(value, name)], False
     if not isinstance(value, list) or not value:
         raise ApiError(400, f"{name}: expected a string or a non-empty list of strings")

@@ -218,6 +218,8 @@ def serve(
                                                                          "(/v1 n_best: this + 1)."),
     queue_size: int = typer.Option(4096, "--queue-size", help="Segments waiting for the model at most (else 429)."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    threads: int = typer.Option(0, help="CPU threads for the model (0 = torch's default; 1 is best on a busy, "
+                                        "shared CPU)."),
 ) -> None:
     """Serve a model over HTTP: LibreTranslate-compatible /translate, /v1/translate, /metrics, /docs.
 
@@ -228,7 +230,7 @@ def serve(
     serve_command(checkpoint, host=host, port=port, beam=beam, max_batch_tokens=max_batch_tokens,
                   max_wait_ms=max_wait_ms, api_keys=api_keys, cors_origins=cors_origin, timeout=timeout,
                   char_limit=char_limit, max_segments=max_segments, max_alternatives=max_alternatives,
-                  queue_size=queue_size, device=device)
+                  queue_size=queue_size, device=device, threads=threads)
 
 
 ShowWarning = Callable[[Warning | str, type[Warning], str, int, TextIO | None, str | None], None]

@@ -372,6 +372,7 @@ def serve_command(
     max_alternatives: int,
     queue_size: int,
     device: str,
+    threads: int = 0,
 ) -> None:
     """`mt serve`: check the flags and the model paths, then run the HTTP server until SIGTERM."""
     for path in checkpoints:
@@ -392,5 +393,5 @@ def serve_command(
                              max_wait_ms=max_wait_ms, timeout_s=timeout, char_limit=char_limit,
                              max_segments=max_segments, max_alternatives=max_alternatives, queue_size=queue_size,
                              max_body_bytes=max(1 << 20, 8 * char_limit), cors_origins=tuple(cors_origins),
-                             api_keys=keys, device=device)
+                             api_keys=keys, device=device, threads=threads)
     run_server(settings, checkpoints)

@@ -268,3 +268,18 @@ def test_keys_and_sigterm_drains(tiny, tmp_path: Path) -> None:
     access = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     assert {"id", "method", "route", "status", "ms"} <= set(access[0])
     assert any(a["status"] == 403 for a in access)
+
+
+def test_cli_errors_are_one_line(tiny, tmp_path: Path) -> None:
+    ckpt = str(tiny[0])
+    no_extra = ("import sys; sys.modules['uvicorn'] = None; from mt.cli import main; "
+                f"sys.argv = ['mt', 'serve', '-c', {ckpt!r}]; main()")
+    for argv in ([sys.executable, "-c", no_extra],
+                 [sys.executable, "-m", "mt", "serve", "-c", ckpt, "--char-limit", "0"],
+                 [sys.executable, "-m", "mt", "serve", "-c", ckpt, "--api-keys", str(tmp_path / "none.txt")],
+                 [sys.executable, "-m", "mt", "serve", "-c", str(tmp_path / "missing.pt")]):
+        run = subprocess.run(argv, env=ENV, capture_output=True, timeout=60)
+        lines = run.stderr.decode().strip().splitlines()
+        assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("mt: "), run.stderr
+    assert 'pip install -e ".[serve]"' in subprocess.run([sys.executable, "-c", no_extra], env=ENV,
+                                                          capture_output=True, timeout=60).stderr.decode()

@@ -25,6 +25,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -38,7 +39,10 @@ from mt.serve.access import AccessMiddleware
 from mt.serve.batcher import Batcher, Hyps, QueueFull
 from mt.serve.metrics import Metrics
 from mt.serve.requests import (
+    LT_SCHEMA,
+    V1_SCHEMA,
     ApiError,
+    body_doc,
     check_key,
     check_size,
     get_int,
@@ -73,6 +77,8 @@ class Model:
 def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Metrics) -> Model:
     """Load, identify and warm up the model behind `-c`; start its batcher."""
     started = time.perf_counter()
+    if settings.threads:
+        torch.set_num_threads(settings.threads)  # before load_engine: a CTranslate2 engine takes it too
     engine, tokenizer, cfg, _ = load_engine(checkpoints, settings.device)
     info = getattr(engine, "info", None)  # an export's mt_export.json
     update = int(info["update"]) if isinstance(info, dict) else int(load_checkpoint(checkpoints[0]).get("update", 0))
@@ -208,7 +214,8 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
 
     # ------------------------------------------------------------------ LibreTranslate API
 
-    @app.post("/translate", summary="Translate (LibreTranslate-compatible; JSON or form data)")
+    @app.post("/translate", summary="Translate (LibreTranslate-compatible; JSON or form data)",
+              openapi_extra=body_doc(LT_SCHEMA, form=True))
     async def lt_translate(request: Request) -> JSONResponse:
         fields = await read_fields(request)
         check_key(key_of(request, fields), settings)
@@ -247,7 +254,8 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
 
     # ------------------------------------------------------------------ mt's own API
 
-    @app.post("/v1/translate", summary="Translate segments with decoding options (mt's API)")
+    @app.post("/v1/translate", summary="Translate segments with decoding options (mt's API)",
+              openapi_extra=body_doc(V1_SCHEMA, form=False))
     async def v1_translate(request: Request) -> JSONResponse:
         fields = await read_fields(request)
         check_key(key_of(request, fields), settings)

@@ -198,3 +198,25 @@ def v1_decode(fields: dict[str, Any], base: DecodeConfig, settings: ServeSetting
             raise ApiError(400, f"n_best: {decode.n_best} exceeds beam {decode.beam}")
         decode = dataclasses.replace(decode, beam=decode.n_best)
     return decode, n_best
+
+
+# Request bodies as /docs shows them (the routes read bodies themselves: JSON or form data, with
+# the errors above instead of FastAPI's 422 format).
+_TEXTS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+LT_SCHEMA = {"type": "object", "required": ["q", "source", "target"], "properties": {
+    "q": _TEXTS, "source": {"type": "string", "example": "en"}, "target": {"type": "string", "example": "de"},
+    "format": {"type": "string", "enum": ["text"]}, "alternatives": {"type": "integer", "minimum": 0},
+    "api_key": {"type": "string"}}}
+V1_SCHEMA = {"type": "object", "required": ["segments"], "properties": {
+    "segments": {"type": "array", "items": {"type": "string"}}, "beam": {"type": "integer", "minimum": 1},
+    "alpha": {"type": "number"}, "n_best": {"type": "integer", "minimum": 1}, "sampling": {"type": "boolean"},
+    "seed": {"type": "integer"}, "temperature": {"type": "number"}, "top_k": {"type": "integer"},
+    "top_p": {"type": "number"}, "api_key": {"type": "string"}}}
+
+
+def body_doc(schema: dict[str, Any], form: bool) -> dict[str, Any]:
+    """`openapi_extra` for a route whose body is `schema` as JSON (and form data when `form`)."""
+    content = {"application/json": {"schema": schema}}
+    if form:
+        content["application/x-www-form-urlencoded"] = {"schema": schema}
+    return {"requestBody": {"required": True, "content": content}}

@@ -28,6 +28,9 @@ class ServeSettings:
     max_alternatives: LibreTranslate `alternatives` / /v1 n_best - 1 at most, else 400
     queue_size:      segments waiting for the model at most (all requests), else 429
     max_body_bytes:  request body size at most, else 413
+    threads:         CPU threads the model uses (torch intra-op, CTranslate2 intra_threads); 0 = torch's
+                     default. On a shared, oversubscribed CPU, small batches with more threads than
+                     free cores stall in thread barriers: 1 is then much faster (see README, Serve).
     """
 
     host: str = "127.0.0.1"
@@ -44,6 +47,7 @@ class ServeSettings:
     cors_origins: tuple[str, ...] = ()
     api_keys: frozenset[str] = field(default=frozenset(), repr=False)
     device: str = "auto"
+    threads: int = 0
 
     def __post_init__(self) -> None:
         positive = (("--port", self.port), ("--char-limit", self.char_limit), ("--max-segments", self.max_segments),
@@ -58,6 +62,8 @@ class ServeSettings:
                 raise MTError(f"{flag}: must be at least 1, got {opt}")
         if self.max_alternatives < 0:
             raise MTError(f"--max-alternatives: must be 0 or more, got {self.max_alternatives}")
+        if self.threads < 0:
+            raise MTError(f"--threads: must be 0 (default) or more, got {self.threads}")
         if not self.max_wait_ms >= 0:
             raise MTError(f"--max-wait-ms: must be 0 or more, got {self.max_wait_ms}")
         if not self.timeout_s > 0:

@@ -2,7 +2,8 @@
 
 A request submits its source lines (already split on '\\n') with its decoding options and gets a
 `Job` whose `future` resolves to one list of (text, score) per line, in the request's order. The
-worker waits (at most `max_wait_ms`, only while idle) for segments to gather, takes every queued
+worker waits (at most `max_wait_ms` from the oldest segment's arrival, or, after a round shared by
+several requests, from that round's end, so those clients' next segments join) to gather, takes every queued
 segment that shares the oldest segment's options, and decodes them in the same token-budgeted,
 length-sorted batches `mt translate` uses (`mt.data.batching.decode_batches`, budget
 decode.max_tokens // rows per sentence) through the engine's own `search_ids`; the search itself
@@ -85,6 +86,8 @@ class Batcher:
         self._queue: list[_Item] = []
         self._cond = threading.Condition()
         self._stopping = False
+        self._free_at = 0.0  # when the worker finished its last round
+        self._last_jobs = 0  # requests in that round
         self._thread = threading.Thread(target=self._run, name="mt-serve-model", daemon=True)
         self._thread.start()
 
@@ -162,7 +165,11 @@ class Batcher:
             if self._stopping:
                 return None
             first = self._queue[0]
-            deadline = first.queued_at + self.max_wait_s
+            # After a round shared by several requests, their clients are about to come back with
+            # their next segments: count the wait from the end of that round, so they join the next
+            # batch instead of trickling into many small ones. Otherwise (one client) from arrival.
+            since = max(first.queued_at, self._free_at) if self._last_jobs > 1 else first.queued_at
+            deadline = since + self.max_wait_s
             budget = self._budget(first.job)
             while not self._stopping and self._queue and self._queued_tokens() < budget:
                 remaining = deadline - time.monotonic()
@@ -192,6 +199,7 @@ class Batcher:
                 return
             if not taken:
                 continue
+            self._last_jobs = len({id(item.job) for item in taken})
             budget = self._budget(taken[0].job)
             lengths = np.array([len(item.job.ids[item.index]) for item in taken], dtype=np.int64)
             for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
@@ -199,6 +207,7 @@ class Batcher:
                     items = [taken[i] for i in batch.tolist() if not taken[i].job.cancelled]
                 if items:
                     self._decode(items)
+            self._free_at = time.monotonic()
 
     def _decode(self, items: list[_Item]) -> None:
         job0 = items[0].job

@@ -215,6 +215,42 @@ def plot(
     plot_run(run_dir, attention=attention, sentence=sentence, layer=layer, checkpoint=checkpoint)
 
 
+@app.command()
+def serve(
+    checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
+    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback unless told otherwise)."),
+    port: int = typer.Option(8000, help="TCP port."),
+    beam: Optional[int] = typer.Option(None, help="Default and largest beam a request may use "
+                                                  "(default: the checkpoint's decode.beam)."),
+    max_batch_tokens: Optional[int] = typer.Option(
+        None, "--max-batch-tokens", help="Source tokens x beam per decoding batch (default: decode.max_tokens; "
+                                         "1 = no batching)."),
+    max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", help="How long an idle model waits to fill a batch."),
+    api_keys: Optional[Path] = typer.Option(None, "--api-keys", help="File of API keys, one per line ('#' comments); "
+                                                                       "when given, translate routes need one."),
+    cors_origin: list[str] = typer.Option([], "--cors-origin", help="Allow browser calls from this origin (repeatable)."),
+    timeout: float = typer.Option(30.0, help="Seconds a request may wait for its translations (else 503)."),
+    char_limit: int = typer.Option(10_000, "--char-limit", help="Characters per request at most (else 413)."),
+    max_segments: int = typer.Option(256, "--max-segments", help="Segments (lines) per request at most (else 413)."),
+    max_alternatives: int = typer.Option(5, "--max-alternatives", help="LibreTranslate alternatives at most "
+                                                                         "(/v1 n_best: this + 1)."),
+    queue_size: int = typer.Option(4096, "--queue-size", help="Segments waiting for the model at most (else 429)."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    threads: int = typer.Option(0, help="CPU threads for the model (0 = torch's default; 1 is best on a busy, "
+                                        "shared CPU)."),
+) -> None:
+    """Serve a model over HTTP: LibreTranslate-compatible /translate, /v1/translate, /metrics, /docs.
+
+    Needs the serve extra: pip install -e ".[serve]". SIGTERM finishes requests in flight, then exits.
+    """
+    from mt.commands import serve_command
+
+    serve_command(checkpoint, host=host, port=port, beam=beam, max_batch_tokens=max_batch_tokens,
+                  max_wait_ms=max_wait_ms, api_keys=api_keys, cors_origins=cors_origin, timeout=timeout,
+                  char_limit=char_limit, max_segments=max_segments, max_alternatives=max_alternatives,
+                  queue_size=queue_size, device=device, threads=threads)
+
+
 ShowWarning = Callable[[Warning | str, type[Warning], str, int, TextIO | None, str | None], None]
 
 

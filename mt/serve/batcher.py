@@ -1,0 +1,253 @@
+"""Dynamic batching: segments from concurrent requests, decoded together by ONE model worker thread.
+
+A request submits its source lines (already split on '\\n') with its decoding options and gets a
+`Job` whose `future` resolves to one list of (text, score) per line, in the request's order. The
+worker waits (at most `max_wait_ms` from the oldest segment's arrival, or, after a round shared by
+several requests, from that round's end, so those clients' next segments join) to gather, takes every queued
+segment that shares the oldest segment's options, and decodes them in the same token-budgeted,
+length-sorted batches `mt translate` uses (`mt.data.batching.decode_batches`, budget
+decode.max_tokens // rows per sentence) through the engine's own `search_ids`; the search itself
+is `mt.decode`'s. Requests with other options wait for the next round.
+
+Each segment keeps its index inside its own request as its `sentence_id`, so sampling draws are
+those `mt translate` makes for the same lines, and results never depend on who else was batched
+alongside. Cancelling a job (client gone, timeout) removes its queued segments at once and skips
+its segments still in the current round, so no queue slot leaks. The worker never dies on a
+failing batch: the jobs in it get the exception.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mt.config import DecodeConfig
+from mt.data.batching import decode_batches
+from mt.data.tokenizer import Tokenizer
+from mt.decode.engine import Engine, rows_per_sentence
+
+log = logging.getLogger(__name__)
+
+Hyps = list[tuple[str, float]]  # one line's outputs: (text, score), best first; score NaN when unknown
+
+
+class QueueFull(Exception):
+    """The queue has no room for a request's segments (answer 429)."""
+
+
+@dataclass
+class Job:
+    """One request's segments. `future` -> list of Hyps, one per line, in order."""
+
+    ids: list[list[int]]
+    decode: DecodeConfig
+    n_best: int | None
+    warnings: list[str]
+    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    tokens: list[list[tuple[list[int], float]] | None] = field(default_factory=list)
+    left: int = 0
+    cancelled: bool = False
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """One decoded batch, for metrics: segments, source tokens (unpadded), seconds."""
+
+    segments: int
+    tokens: int
+    seconds: float
+
+
+@dataclass
+class _Item:
+    job: Job
+    index: int  # the line's index inside its request: its sentence id for sampling
+    queued_at: float
+
+
+class Batcher:
+    """The queue and its model worker. Thread-safe; `submit`/`cancel` may be called from any thread."""
+
+    def __init__(self, engine: Engine, tokenizer: Tokenizer, *, max_wait_ms: float, queue_size: int,
+                 on_batch: Callable[[BatchStats], None] | None = None,
+                 on_depth: Callable[[int], None] | None = None) -> None:
+        self.engine, self.tokenizer = engine, tokenizer
+        self.max_wait_s = max_wait_ms / 1000.0
+        self.queue_size = queue_size
+        self._on_batch = on_batch or (lambda stats: None)
+        self._on_depth = on_depth or (lambda depth: None)
+        self._queue: list[_Item] = []
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._free_at = 0.0  # when the worker finished its last round
+        self._last_jobs = 0  # requests in that round
+        self._thread = threading.Thread(target=self._run, name="mt-serve-model", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ client side
+
+    def encode(self, lines: Sequence[str]) -> tuple[list[list[int]], list[str]]:
+        """Source ids per line (stripped as `mt translate` strips them, cut to the model's limit)
+        and the warning `mt translate` gives for cut lines (empty when none)."""
+        ids = self.tokenizer.encode_src([line.strip() for line in lines])
+        limit = self.engine.max_positions - 1
+        too_long = sum(len(seq) > limit for seq in ids)
+        if not too_long:
+            return ids, []
+        message = (f"{too_long} of {len(ids)} source lines longer than {limit} pieces are truncated "
+                   f"(model.max_positions={limit + 1}, EOS included)")
+        return [seq[:limit] for seq in ids], [message]
+
+    def submit(self, lines: Sequence[str], decode: DecodeConfig, *, n_best: int | None) -> Job:
+        """Queue `lines` for decoding with `decode` (n_best None: the one output `decode` asks
+        for, score NaN; else that many hypotheses/samples). Raises QueueFull when they do not fit."""
+        ids, notes = self.encode(lines)
+        job = Job(ids, decode, n_best, notes)
+        job.tokens = [None] * len(ids)
+        todo = [i for i, seq in enumerate(ids) if seq]
+        for i, seq in enumerate(ids):
+            if not seq:  # an empty line is an empty output, as in mt translate
+                job.tokens[i] = [([], 0.0)]
+        job.left = len(todo)
+        if not todo:
+            self._finish(job)
+            return job
+        now = time.monotonic()
+        with self._cond:
+            if self._stopping:
+                raise QueueFull("the server is shutting down")
+            if len(self._queue) + len(todo) > self.queue_size:
+                raise QueueFull(f"{len(self._queue)} segments queued, room for {self.queue_size}")
+            self._queue.extend(_Item(job, i, now) for i in todo)
+            self._on_depth(len(self._queue))
+            self._cond.notify()
+        return job
+
+    def cancel(self, job: Job) -> None:
+        """Drop what is left of `job` (its queued segments go at once; a running batch skips it)."""
+        with self._cond:
+            job.cancelled = True
+            self._queue = [item for item in self._queue if item.job is not job]
+            self._on_depth(len(self._queue))
+        job.future.cancel()
+
+    @property
+    def depth(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop the worker after its current batch; queued jobs fail."""
+        with self._cond:
+            self._stopping = True
+            left, self._queue = self._queue, []
+            self._on_depth(0)
+            self._cond.notify_all()
+        for item in left:
+            if not item.job.future.done():
+                item.job.future.set_exception(RuntimeError("server stopped"))
+        self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ worker side
+
+    def _take_round(self) -> list[_Item] | None:
+        """Wait for segments, then take every queued one with the oldest one's options."""
+        with self._cond:
+            while not self._queue and not self._stopping:
+                self._cond.wait()
+            if self._stopping:
+                return None
+            first = self._queue[0]
+            # After a round shared by several requests, their clients are about to come back with
+            # their next segments: count the wait from the end of that round, so they join the next
+            # batch instead of trickling into many small ones. Otherwise (one client) from arrival.
+            since = max(first.queued_at, self._free_at) if self._last_jobs > 1 else first.queued_at
+            deadline = since + self.max_wait_s
+            budget = self._budget(first.job)
+            while not self._stopping and self._queue and self._queued_tokens() < budget:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            if self._stopping or not self._queue:
+                return None if self._stopping else []
+            key = (self._queue[0].job.decode, self._queue[0].job.n_best)
+            taken = [item for item in self._queue if (item.job.decode, item.job.n_best) == key]
+            self._queue = [item for item in self._queue if (item.job.decode, item.job.n_best) != key]
+            self._on_depth(len(self._queue))
+            return taken
+
+    def _queued_tokens(self) -> int:
+        return sum(len(item.job.ids[item.index]) for item in self._queue)
+
+    @staticmethod
+    def _budget(job: Job) -> int:
+        """Sentences (= source tokens, one per sentence at least) per batch for the job's options."""
+        return max(1, job.decode.max_tokens // rows_per_sentence(job.decode))
+
+    def _run(self) -> None:
+        while True:
+            taken = self._take_round()
+            if taken is None:
+                return
+            if not taken:
+                continue
+            self._last_jobs = len({id(item.job) for item in taken})
+            budget = self._budget(taken[0].job)
+            lengths = np.array([len(item.job.ids[item.index]) for item in taken], dtype=np.int64)
+            for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
+                with self._cond:  # a job cancelled meanwhile is skipped
+                    items = [taken[i] for i in batch.tolist() if not taken[i].job.cancelled]
+                if items:
+                    self._decode(items)
+            self._free_at = time.monotonic()
+
+    def _decode(self, items: list[_Item]) -> None:
+        job0 = items[0].job
+        src = [item.job.ids[item.index] for item in items]
+        started = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # lines were cut (and the warning noted) in `encode`
+                found = self.engine.search_ids(src, job0.decode, n_best=job0.n_best,
+                                               sentence_ids=[item.index for item in items])
+        except Exception as e:  # noqa: BLE001 - a failing batch fails its jobs, never the worker
+            log.exception("decoding a batch of %d segments failed", len(items))
+            for job in {id(item.job): item.job for item in items}.values():
+                if not job.future.done():
+                    job.future.set_exception(e)
+            return
+        self._on_batch(BatchStats(len(items), int(sum(len(s) for s in src)), time.perf_counter() - started))
+        done = []
+        with self._cond:
+            for item, hyps in zip(items, found):
+                job = item.job
+                if job.cancelled or job.tokens[item.index] is not None:
+                    continue
+                job.tokens[item.index] = hyps
+                job.left -= 1
+                if job.left == 0:
+                    done.append(job)
+        for job in done:
+            self._finish(job)
+
+    def _finish(self, job: Job) -> None:
+        """Detokenise the job's outputs and resolve its future (unless it was cancelled)."""
+        if job.future.done():
+            return
+        flat = [tokens for hyps in job.tokens for tokens, _ in hyps]  # type: ignore[union-attr]
+        texts = iter(self.tokenizer.decode_tgt(flat))
+        result = [[(next(texts), score) for _, score in hyps] for hyps in job.tokens]  # type: ignore[union-attr]
+        if not job.future.done():
+            try:
+                job.future.set_result(result)
+            except concurrent.futures.InvalidStateError:  # cancelled meanwhile
+                pass
+

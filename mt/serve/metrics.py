@@ -1,0 +1,43 @@
+"""Prometheus metrics of one server (one registry per app, so tests can run several apps)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from mt.serve.batcher import BatchStats
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 30.0)
+_SEGMENT_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+_TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+
+
+class Metrics:
+    """requests by route and status, latency, queue depth, batch sizes, segments, model load time."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("mt_requests", "HTTP requests by route and status", ["route", "status"], registry=r)
+        self.latency = Histogram("mt_request_seconds", "Request latency by route", ["route"],
+                                 buckets=_LATENCY_BUCKETS, registry=r)
+        self.queue_depth = Gauge("mt_queue_depth", "Segments waiting for the model worker", registry=r)
+        self.batch_segments = Histogram("mt_batch_segments", "Segments per decoded batch",
+                                        buckets=_SEGMENT_BUCKETS, registry=r)
+        self.batch_tokens = Histogram("mt_batch_tokens", "Source tokens per decoded batch (unpadded)",
+                                      buckets=_TOKEN_BUCKETS, registry=r)
+        self.batch_seconds = Histogram("mt_batch_seconds", "Model time per decoded batch",
+                                       buckets=_LATENCY_BUCKETS, registry=r)
+        self.segments = Counter("mt_segments_translated", "Segments (non-empty lines) translated", registry=r)
+        self.load_seconds = Gauge("mt_model_load_seconds", "Seconds to load and warm up the model", registry=r)
+
+    def on_batch(self, stats: BatchStats) -> None:
+        self.batch_segments.observe(stats.segments)
+        self.batch_tokens.observe(stats.tokens)
+        self.batch_seconds.observe(stats.seconds)
+        self.segments.inc(stats.segments)
+
+    def on_depth(self, depth: int) -> None:
+        self.queue_depth.set(depth)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,222 @@
+"""Reading and checking request bodies: JSON or form data in, plain values or an `ApiError` out.
+
+Every problem is an `ApiError(status, one-line message)` that the app renders as
+`{"error": message}`: 400 for missing, empty or ill-typed fields and text that is not valid
+UTF-8 (the message names the byte, as `mt translate` does for a file), 413 for a body or a
+request over the server's limits, 403 for keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import json
+import math
+from typing import Any
+from urllib.parse import parse_qsl
+
+from mt.config import DecodeConfig
+from mt.serve.settings import ServeSettings
+
+
+class ApiError(Exception):
+    """A request the server refuses: HTTP `status` and a one-line `message` (plus headers, e.g. Retry-After)."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers or {}
+
+
+def _utf8(raw: bytes, what: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ApiError(400, f"{what}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+
+
+def parse_fields(raw: bytes, content_type: str) -> dict[str, Any]:
+    """The request's fields: a JSON object, or urlencoded form data (a repeated field becomes a list).
+    Multipart bodies are read by the caller (Starlette's form parser) and not passed here."""
+    kind = content_type.split(";", 1)[0].strip().lower()
+    if kind in ("application/x-www-form-urlencoded",):
+        text = _utf8(raw, "body")
+        try:
+            pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
+        except UnicodeDecodeError as e:
+            raise ApiError(400, f"body: invalid UTF-8 in a form field ({e.reason})") from None
+        fields: dict[str, Any] = {}
+        for key, value in pairs:
+            fields[key] = [*fields[key], value] if isinstance(fields.get(key), list) else (
+                [fields[key], value] if key in fields else value)
+        return fields
+    if kind not in ("application/json", "", "text/plain"):
+        raise ApiError(400, f"Content-Type {kind!r}: expected application/json or form data")
+    if not raw.strip():
+        raise ApiError(400, "body: empty; expected a JSON object")
+    try:
+        data = json.loads(_utf8(raw, "body"))
+    except json.JSONDecodeError as e:
+        raise ApiError(400, f"body: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, f"body: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def check_text(value: str, what: str) -> str:
+    """`value` if it can be written as UTF-8 (JSON may carry lone surrogates such as \\ud800)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ApiError(400, f"{what}: invalid UTF-8 ({e.reason} at character {e.start})") from None
+    return value
+
+
+def get_str(fields: dict[str, Any], name: str, *, required: bool = True, default: str = "") -> str:
+    value = fields.get(name)
+    if value is None:
+        if required:
+            raise ApiError(400, f"{name}: missing")
+        return default
+    if not isinstance(value, str):
+        raise ApiError(400, f"{name}: expected a string, got {type(value).__name__}")
+    if required and not value.strip():
+        raise ApiError(400, f"{name}: empty")
+    return check_text(value, name)
+
+
+def get_int(fields: dict[str, Any], name: str, *, low: int, high: int | None = None) -> int | None:
+    """An optional integer field in [low, high] (a form sends it as text)."""
+    value = fields.get(name)
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ApiError(400, f"{name}: expected an integer, got {fields[name]!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ApiError(400, f"{name}: expected an integer, got {type(value).__name__}")
+    if value < low:
+        raise ApiError(400, f"{name}: must be at least {low}, got {value}")
+    if high is not None and value > high:
+        raise ApiError(400, f"{name}: at most {high} on this server, got {value}")
+    return value
+
+
+def get_float(fields: dict[str, Any], name: str) -> float | None:
+    value = fields.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ApiError(400, f"{name}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def get_texts(fields: dict[str, Any], name: str) -> tuple[list[str], bool]:
+    """(texts, was_a_list): a string or a non-empty list of strings."""
+    value = fields.get(name)
+    if value is None:
+        raise ApiError(400, f"{name}: missing")
+    if isinstance(value, str):
+        if not value.strip():
+            raise ApiError(400, f"{name}: empty")
+        return [check_text(value, name)], False
+    if not isinstance(value, list) or not value:
+        raise ApiError(400, f"{name}: expected a string or a non-empty list of strings")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ApiError(400, f"{name}[{i}]: expected a string, got {type(item).__name__}")
+        check_text(item, f"{name}[{i}]")
+    return list(value), True
+
+
+def check_size(texts: list[str], settings: ServeSettings) -> list[list[str]]:
+    """Each text's lines (split on '\\n'), after the character and segment limits (413)."""
+    chars = sum(len(t) for t in texts)
+    if chars > settings.char_limit:
+        raise ApiError(413, f"request: {chars} characters, the limit is {settings.char_limit}")
+    lines = [t.split("\n") for t in texts]
+    count = sum(len(x) for x in lines)
+    if count > settings.max_segments:
+        raise ApiError(413, f"request: {count} segments (lines), the limit is {settings.max_segments}")
+    return lines
+
+
+def check_key(given: str | None, settings: ServeSettings) -> None:
+    """403 unless keys are off or `given` is one of them (constant-time; the key is never echoed)."""
+    if not settings.keys_required:
+        return
+    if not given:
+        raise ApiError(403, "api_key: missing; this server needs a key (api_key field or X-API-Key header)")
+    ok = False
+    for key in settings.api_keys:  # no early exit: the time does not depend on which key matched
+        ok |= hmac.compare_digest(given.encode("utf-8", "replace"), key.encode("utf-8"))
+    if not ok:
+        raise ApiError(403, "api_key: not valid")
+
+
+def v1_decode(fields: dict[str, Any], base: DecodeConfig, settings: ServeSettings,
+              max_beam: int) -> tuple[DecodeConfig, int | None]:
+    """(decode settings, n_best or None) for a /v1 request: `mt translate`'s rules (decode_settings)
+    within the server's limits (n_best, capped by max_alternatives + 1, may raise the beam to it). `base` is the server's default (checkpoint config, server beam)."""
+    beam = get_int(fields, "beam", low=1, high=max_beam)
+    n_best = get_int(fields, "n_best", low=1, high=settings.max_alternatives + 1)
+    alpha = get_float(fields, "alpha")
+    if alpha is not None and alpha < 0:
+        raise ApiError(400, f"alpha: must be >= 0, got {alpha}")
+    sampling = fields.get("sampling")
+    if sampling is not None and not isinstance(sampling, bool):
+        raise ApiError(400, f"sampling: expected true or false, got {sampling!r}")
+    seed = get_int(fields, "seed", low=0)
+    top_k = get_int(fields, "top_k", low=0)
+    temperature, top_p = get_float(fields, "temperature"), get_float(fields, "top_p")
+    if temperature is not None and not temperature > 0:
+        raise ApiError(400, f"temperature: must be positive, got {temperature}")
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ApiError(400, f"top_p: must be in (0, 1], got {top_p}")
+    sampling = base.sampling if sampling is None else sampling
+    decode = dataclasses.replace(
+        base,
+        beam=base.beam if beam is None else beam,
+        alpha=base.alpha if alpha is None else alpha,
+        n_best=n_best if n_best is not None else (base.n_best if beam is None else min(base.n_best, beam)),
+        sampling=sampling,
+        seed=base.seed if seed is None else seed,
+        top_k=base.top_k if top_k is None else top_k,
+        temperature=base.temperature if temperature is None else temperature,
+        top_p=base.top_p if top_p is None else top_p,
+    )
+    if sampling:
+        if beam is not None:
+            raise ApiError(400, "beam: sampling draws translations, it does not search; drop beam or sampling")
+        return decode, n_best
+    for name in ("temperature", "top_k", "top_p", "seed"):
+        if fields.get(name) is not None:
+            raise ApiError(400, f"{name}: only applies to sampling; add \"sampling\": true")
+    if decode.n_best > decode.beam:
+        if beam is not None:
+            raise ApiError(400, f"n_best: {decode.n_best} exceeds beam {decode.beam}")
+        decode = dataclasses.replace(decode, beam=decode.n_best)
+    return decode, n_best
+
+
+# Request bodies as /docs shows them (the routes read bodies themselves: JSON or form data, with
+# the errors above instead of FastAPI's 422 format).
+_TEXTS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+LT_SCHEMA = {"type": "object", "required": ["q", "source", "target"], "properties": {
+    "q": _TEXTS, "source": {"type": "string", "example": "en"}, "target": {"type": "string", "example": "de"},
+    "format": {"type": "string", "enum": ["text"]}, "alternatives": {"type": "integer", "minimum": 0},
+    "api_key": {"type": "string"}}}
+V1_SCHEMA = {"type": "object", "required": ["segments"], "properties": {
+    "segments": {"type": "array", "items": {"type": "string"}}, "beam": {"type": "integer", "minimum": 1},
+    "alpha": {"type": "number"}, "n_best": {"type": "integer", "minimum": 1}, "sampling": {"type": "boolean"},
+    "seed": {"type": "integer"}, "temperature": {"type": "number"}, "top_k": {"type": "integer"},
+    "top_p": {"type": "number"}, "api_key": {"type": "string"}}}
+
+
+def body_doc(schema: dict[str, Any], form: bool) -> dict[str, Any]:
+    """`openapi_extra` for a route whose body is `schema` as JSON (and form data when `form`)."""
+    content = {"application/json": {"schema": schema}}
+    if form:
+        content["application/x-www-form-urlencoded"] = {"schema": schema}
+    return {"requestBody": {"required": True, "content": content}}

@@ -1,0 +1,222 @@
+"""Load-test `mt serve` on loopback and compare it with offline `translate_lines` in the same run.
+
+    python scripts/bench_serve.py -c /work/models/demo_en_de.pt [--export DIR] [-n 300] [--out bench.json]
+
+Single-sentence POST /v1/translate requests (the first N English lines of test_2016_flickr) at
+concurrency 1, 8, 32 and 128, beam 5 and greedy, from a bounded asyncio + httpx generator. For
+each level: segments/s, p50/p95/p99 latency, and the batch sizes the server's batcher formed
+(from the /metrics histograms, before/after). Also, in this same run: offline `translate_lines`
+of the same N sentences with the same engine and beam (the ratio the issue asks for), the
+server with batching off (--max-batch-tokens 1) at concurrency 32, and, with --export, the
+CTranslate2 export served side by side. Everything is bounded: N requests per level and a
+per-level time cap. The load generator shares the machine with the server; say so with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import gzip
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_SRC = Path("/work/main/data/multi30k/test_2016_flickr.en.gz")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def served(model: str, *args: str) -> Iterator[str]:
+    """`mt serve -c model` on a free port until the block ends (always stopped)."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-c", model, "--port", str(port),
+                             "--queue-size", "100000", "--max-segments", "10000", "--timeout", "600", *args],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(f"mt serve -c {model} exited with {proc.returncode}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise SystemExit("server not ready in 180 s")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def histogram(text: str, name: str) -> dict[str, float]:
+    """Cumulative bucket counts of a Prometheus histogram, plus _sum and _count."""
+    out = {m.group(1): float(m.group(2)) for m in re.finditer(rf'^{name}_bucket{{le="([^"]+)"}} (\S+)$', text, re.M)}
+    for part in ("sum", "count"):
+        m = re.search(rf"^{name}_{part} (\S+)$", text, re.M)
+        out[part] = float(m.group(1)) if m else 0.0
+    return out
+
+
+def batch_shape(before: str, after: str) -> dict[str, object]:
+    """Batches formed between two /metrics scrapes: count, mean segments and tokens, and the
+    distribution of segments per batch (bucket upper bound -> batches)."""
+    seg0, seg1 = histogram(before, "mt_batch_segments"), histogram(after, "mt_batch_segments")
+    tok0, tok1 = histogram(before, "mt_batch_tokens"), histogram(after, "mt_batch_tokens")
+    n = seg1["count"] - seg0["count"]
+    dist, prev = {}, 0.0
+    for le in [k for k in seg1 if k not in ("sum", "count")]:
+        cum = seg1[le] - seg0.get(le, 0.0)
+        if cum - prev:
+            dist[f"<={le}"] = int(cum - prev)
+        prev = cum
+    return {"batches": int(n), "mean_segments": round((seg1["sum"] - seg0["sum"]) / max(n, 1), 1),
+            "mean_tokens": round((tok1["sum"] - tok0["sum"]) / max(n, 1), 1), "segments_per_batch": dist}
+
+
+async def load(url: str, lines: list[str], concurrency: int, beam: int, cap_s: float) -> dict[str, object]:
+    """Send every line as its own request from `concurrency` workers; stop early after cap_s."""
+    todo = list(enumerate(lines))
+    latencies: list[float] = []
+    errors = 0
+    stop_at = time.monotonic() + cap_s
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
+        async def worker() -> None:
+            nonlocal errors
+            while todo and time.monotonic() < stop_at:
+                _, line = todo.pop(0)
+                started = time.perf_counter()
+                try:
+                    r = await client.post(url + "/v1/translate", json={"segments": [line], "beam": beam})
+                    errors += r.status_code != 200
+                except httpx.HTTPError:
+                    errors += 1
+                latencies.append(time.perf_counter() - started)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        wall = time.perf_counter() - started
+    ms = np.array(latencies) * 1000
+    return {"requests": len(latencies), "errors": errors, "seg_per_s": round(len(latencies) / wall, 1),
+            "p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
+            "p99_ms": round(float(np.percentile(ms, 99)), 1)}
+
+
+def level(url: str, lines: list[str], concurrency: int, beam: int, cap_s: float) -> dict[str, object]:
+    before = httpx.get(url + "/metrics").text
+    row = asyncio.run(load(url, lines, concurrency, beam, cap_s))
+    row.update(batch_shape(before, httpx.get(url + "/metrics").text), concurrency=concurrency, beam=beam)
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def offline(model: str, lines: list[str], beam: int, threads: int) -> float:
+    """Offline translate_lines of all `lines` with the engine `mt serve` would load: sentences/s."""
+    sys.path.insert(0, str(REPO))
+    import torch
+
+    from mt.decode.translate import translate_lines
+    from mt.deploy.engines import load_engine
+
+    if threads:
+        torch.set_num_threads(threads)  # as `mt serve --threads` does
+    engine, tokenizer, cfg, dev = load_engine([Path(model)], "auto")
+    decode = dataclasses.replace(cfg.decode, beam=beam, n_best=1)
+    translate_lines(engine, tokenizer, lines[:8], decode, device=dev)  # warm-up, as the server does
+    started = time.perf_counter()
+    translate_lines(engine, tokenizer, lines, decode, device=dev)
+    rate = len(lines) / (time.perf_counter() - started)
+    print(json.dumps({"offline": model, "beam": beam, "seg_per_s": round(rate, 1)}), flush=True)
+    return rate
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-c", "--checkpoint", required=True)
+    ap.add_argument("--export", help="an `mt export` directory (CTranslate2) to serve side by side")
+    ap.add_argument("--src", type=Path, default=DEFAULT_SRC)
+    ap.add_argument("-n", type=int, default=1000, help="sentences (requests) per level")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 128])
+    ap.add_argument("--beams", type=int, nargs="+", default=[5, 1])
+    ap.add_argument("--cap-s", type=float, default=60.0, help="time cap per level (fewer requests if reached)")
+    ap.add_argument("--threads", type=int, default=1, help="model threads, offline and served (0 = torch default)")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    with gzip.open(args.src, "rt", encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for _, line in zip(range(args.n), f)]
+    report: dict[str, object] = {"n": len(lines), "cpu": _cpu(), "threads": args.threads,
+                                 "load_before": os.getloadavg()}
+    models = [("native", args.checkpoint)] + ([("ct2", args.export)] if args.export else [])
+    for name, model in models:
+        rates = {beam: offline(model, lines, beam, args.threads) for beam in args.beams}
+        rows = []
+        with served(model, "--beam", str(max(args.beams)), "--threads", str(args.threads)) as url:
+            for beam in args.beams:
+                for c in args.concurrency:
+                    row = level(url, lines, c, beam, args.cap_s)
+                    row["ratio_offline"] = round(row["seg_per_s"] / rates[beam], 2)
+                    rows.append(row)
+        with served(model, "--beam", str(max(args.beams)), "--threads", str(args.threads),
+                    "--max-batch-tokens", "1") as url:
+            unbatched = {beam: level(url, lines, 32, beam, args.cap_s) for beam in args.beams}
+        for row in rows:
+            if row["concurrency"] == 32:
+                row["ratio_unbatched"] = round(row["seg_per_s"] / unbatched[row["beam"]]["seg_per_s"], 2)
+        report[name] = {"model": model, "offline_seg_per_s": {str(b): round(r, 1) for b, r in rates.items()},
+                        "levels": rows, "unbatched_c32": list(unbatched.values())}
+    report["load_after"] = os.getloadavg()
+    _table(report, [name for name, _ in models])
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+
+def _cpu() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return f"{line.split(':', 1)[1].strip()} x{os.cpu_count()}"
+    return "unknown"
+
+
+def _table(report: dict, names: list[str]) -> None:
+    print(f"\n{report['cpu']}, {report['n']} sentences/level, load {report['load_before'][0]:.1f} -> "
+          f"{report['load_after'][0]:.1f}")
+    print("| engine | beam | conc. | seg/s | p50 ms | p95 ms | p99 ms | x offline | x unbatched | mean batch (seg) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in names:
+        for r in report[name]["levels"]:
+            print(f"| {name} | {r['beam']} | {r['concurrency']} | {r['seg_per_s']} | {r['p50_ms']} | {r['p95_ms']} | "
+                  f"{r['p99_ms']} | {r['ratio_offline']} | {r.get('ratio_unbatched', '')} | {r['mean_segments']} |")
+        for r in report[name]["unbatched_c32"]:
+            print(f"| {name} unbatched | {r['beam']} | 32 | {r['seg_per_s']} | {r['p50_ms']} | {r['p95_ms']} | "
+                  f"{r['p99_ms']} | | | {r['mean_segments']} |")
+        print(f"| {name} offline | " + ", ".join(f"beam {b}: {v} seg/s" for b, v in
+                                                report[name]["offline_seg_per_s"].items()) + " |||||||||")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,285 @@
+"""`mt serve` end to end: a real server process (uvicorn via the CLI, 127.0.0.1, a free port),
+spoken to over HTTP with httpx and LibreTranslate's own client. Every server is stopped, even on
+failure. Outputs are compared with the real `mt translate` CLI on the same lines."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("fastapi")
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def server(ckpt: Path, *args: str, log: Path | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`mt serve -c ckpt args...` on a free loopback port, ready; always stopped afterwards."""
+    port = free_port()
+    out = open(log, "wb") if log else subprocess.DEVNULL
+    proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-c", str(ckpt), "--port", str(port), *args],
+                            env=ENV, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, f"mt serve exited early with {proc.returncode}"
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "mt serve not ready in 90 s"
+            time.sleep(0.2)
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+        if log:
+            out.close()
+
+
+def mt_translate(ckpt: Path, lines: list[str], *args: str) -> list[str]:
+    """The real CLI's output lines for `lines`."""
+    run = subprocess.run([sys.executable, "-m", "mt", "translate", "-c", str(ckpt), *args],
+                         input="".join(line + "\n" for line in lines).encode(), env=ENV, capture_output=True,
+                         check=True, timeout=120)
+    return run.stdout.decode("utf-8").split("\n")[:-1]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from tiny_checkpoint import synthetic_sentences, write_random_checkpoint
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    return write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt"), synthetic_sentences(64, 11)
+
+
+@pytest.fixture(scope="module")
+def main_server(tiny) -> Iterator[str]:
+    with server(tiny[0], "--beam", "4", "--max-alternatives", "3", "--char-limit", "20000") as (url, _):
+        yield url
+
+
+def test_v1_and_concurrent_clients_match_mt_translate(tiny, main_server: str) -> None:
+    ckpt, lines = tiny
+    expected = mt_translate(ckpt, lines, "--beam", "1")
+
+    async def one(client: httpx.AsyncClient, line: str) -> str:
+        r = await client.post(main_server + "/v1/translate", json={"segments": [line], "beam": 1})
+        assert r.status_code == 200, r.text
+        return r.json()["translations"][0]["text"]
+
+    async def all_clients() -> list[str]:
+        async with httpx.AsyncClient(timeout=60) as client:
+            return await asyncio.wait_for(asyncio.gather(*(one(client, line) for line in lines)), 120)
+
+    assert asyncio.run(all_clients()) == expected  # 64 clients, each its own line back
+
+    r = httpx.post(main_server + "/v1/translate", json={"segments": lines[:10], "beam": 4}, timeout=60).json()
+    assert [t["text"] for t in r["translations"]] == mt_translate(ckpt, lines[:10], "--beam", "4")
+    assert re.fullmatch(r"[0-9a-f]{64}", r["model"]["id"]) and r["model"]["update"] == 0 and r["warnings"] == []
+
+    r = httpx.post(main_server + "/v1/translate", json={"segments": lines[:5], "beam": 4, "n_best": 3}, timeout=60)
+    got = [f"{i} ||| {h['text']} ||| {h['score']:.4f}" for i, t in enumerate(r.json()["translations"])
+           for h in t["n_best"]]
+    assert got == mt_translate(ckpt, lines[:5], "--beam", "4", "--n-best", "3")
+
+    r = httpx.post(main_server + "/v1/translate", json={"segments": lines[:6], "sampling": True, "seed": 9},
+                   timeout=60)
+    assert [t["text"] for t in r.json()["translations"]] == mt_translate(ckpt, lines[:6], "--sampling", "--seed", "9")
+
+    # A segment's own lines are kept; empty lines stay empty.
+    r = httpx.post(main_server + "/v1/translate", json={"segments": [f"{lines[0]}\n\n{lines[1]}"], "beam": 1},
+                   timeout=60)
+    assert r.json()["translations"][0]["text"] == f"{expected[0]}\n\n{expected[1]}"
+
+
+def test_libretranslate_client_and_routes(tiny, main_server: str) -> None:
+    from libretranslatepy import LibreTranslateAPI
+
+    ckpt, lines = tiny
+    expected = mt_translate(ckpt, lines[:3], "--beam", "4")
+    lt = LibreTranslateAPI(main_server)
+    assert lt.translate(lines[0], "en", "de") == expected[0]
+    assert lt.languages() == [{"code": "en", "name": "English", "targets": ["de"]}]
+
+    r = httpx.post(main_server + "/translate", json={"q": lines[:3], "source": "auto", "target": "de",
+                                                     "alternatives": 2}, timeout=60).json()
+    assert r["translatedText"] == expected
+    assert len(r["alternatives"]) == 3 and all(len(a) == 2 for a in r["alternatives"])
+    assert r["detectedLanguage"][0] == {"confidence": 100.0, "language": "en"}
+    r = httpx.post(main_server + "/translate", data={"q": f"{lines[0]}\n\n{lines[1]}", "source": "en",
+                                                     "target": "de"}, timeout=60).json()
+    assert r["translatedText"] == f"{expected[0]}\n\n{expected[1]}"
+    s = httpx.get(main_server + "/v1/settings").json()
+    assert s == {"char_limit": 20000, "max_segments": 256, "max_beam": 4, "max_alternatives": 3,
+                 "keys_required": False, "languages": [{"source": "en", "target": "de"}]}
+    assert httpx.get(main_server + "/health").json() == {"status": "ok"}
+    assert httpx.get(main_server + "/docs").status_code == 200
+    assert "/v1/translate" in httpx.get(main_server + "/openapi.json").json()["paths"]
+
+
+@pytest.mark.parametrize("route, body, status, message", [
+    ("/translate", {"source": "en", "target": "de"}, 400, "q: missing"),
+    ("/translate", {"q": "", "source": "en", "target": "de"}, 400, "q: empty"),
+    ("/translate", {"q": 5, "source": "en", "target": "de"}, 400, "q: expected a string"),
+    ("/translate", {"q": ["a", 3], "source": "en", "target": "de"}, 400, "q[1]: expected a string"),
+    ("/translate", {"q": "a", "target": "de"}, 400, "source: missing"),
+    ("/translate", {"q": "a", "source": "en", "target": "de", "format": "html"}, 400, "only \"text\""),
+    ("/translate", {"q": "a", "source": "fr", "target": "de"}, 400, "language pair fr-de: not served"),
+    ("/translate", {"q": "a", "source": "en", "target": "de", "alternatives": 4}, 400, "alternatives: at most 3"),
+    ("/translate", {"q": "a", "source": "en", "target": "de", "alternatives": "x"}, 400, "expected an integer"),
+    ("/translate", {"q": "a\ud800", "source": "en", "target": "de"}, 400, "invalid UTF-8"),
+    ("/v1/translate", {"segments": "a"}, 400, "segments: expected a list"),
+    ("/v1/translate", {"segments": []}, 400, "non-empty list"),
+    ("/v1/translate", {"segments": ["a"], "beam": 5}, 400, "beam: at most 4"),
+    ("/v1/translate", {"segments": ["a"], "n_best": 5}, 400, "n_best: at most 4"),
+    ("/v1/translate", {"segments": ["a"], "beam": 0}, 400, "beam: must be at least 1"),
+    ("/v1/translate", {"segments": ["a"], "seed": 3}, 400, "seed: only applies to sampling"),
+    ("/v1/translate", {"segments": ["a"], "sampling": True, "beam": 2}, 400, "beam: sampling"),
+    ("/v1/translate", {"segments": ["a"], "temperature": -1.0, "sampling": True}, 400, "temperature"),
+    ("/v1/translate", {"segments": ["x" * 20001]}, 413, "20001 characters, the limit is 20000"),
+    ("/v1/translate", {"segments": ["a"] * 257}, 413, "257 segments"),
+])
+def test_bad_requests(main_server: str, route: str, body: dict, status: int, message: str) -> None:
+    r = httpx.post(main_server + route, content=json.dumps(body).encode(), timeout=30,
+                   headers={"content-type": "application/json"})
+    assert r.status_code == status, r.text
+    assert message in r.json()["error"]
+
+
+def test_bad_bytes_and_bodies(tiny, main_server: str) -> None:
+    post = lambda content, kind="application/json": httpx.post(  # noqa: E731
+        main_server + "/translate", content=content, headers={"content-type": kind}, timeout=30)
+    r = post(b'{"q": "caf\xe9", "source": "en", "target": "de"}')
+    assert r.status_code == 400 and r.json() == {"error": "body: invalid UTF-8 (invalid continuation byte at byte 10)"}
+    r = post(b"q=caf%E9&source=en&target=de", "application/x-www-form-urlencoded")
+    assert r.status_code == 400 and "invalid UTF-8" in r.json()["error"]
+    assert post(b"{not json").json()["error"].startswith("body: invalid JSON")
+    r = post(b'{"q": "' + b"a" * (1 << 21) + b'"}')
+    assert r.status_code == 413 and "body" in r.json()["error"]
+    # NUL passes through to the tokenizer as in `mt translate` (which gives the same output).
+    r = post(json.dumps({"q": "a\u0000b c", "source": "en", "target": "de"}).encode())
+    assert r.status_code == 200 and r.json()["translatedText"] == mt_translate(tiny[0], ["a\u0000b c"], "--beam", "4")[0]
+    r = httpx.get(main_server + "/nowhere")
+    assert r.status_code == 404 and "error" in r.json()
+    assert httpx.get(main_server + "/translate").status_code == 405
+
+
+def test_metrics_move(main_server: str) -> None:
+    def value(text: str, name: str) -> float:
+        found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+        return float(found.group(1)) if found else 0.0
+
+    before = httpx.get(main_server + "/metrics").text
+    httpx.post(main_server + "/v1/translate", json={"segments": ["a b", "c d"]}, timeout=60)
+    after = httpx.get(main_server + "/metrics").text
+    ok = 'mt_requests_total{route="/v1/translate",status="200"}'
+    assert value(after, ok) == value(before, ok) + 1
+    assert value(after, "mt_segments_translated_total") == value(before, "mt_segments_translated_total") + 2
+    assert value(after, "mt_batch_segments_count") > value(before, "mt_batch_segments_count")
+    assert value(after, "mt_queue_depth") == 0 and value(after, "mt_model_load_seconds") > 0
+    assert "mt_request_seconds_bucket" in after and "mt_batch_tokens_bucket" in after
+
+
+def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
+    """An idle worker that waits 20 s to fill a batch keeps segments queued: 429 when the queue is
+    full, 503 after --timeout, and a client that hangs up leaves the queue empty."""
+    ckpt, lines = tiny
+    with server(ckpt, "--max-wait-ms", "20000", "--max-batch-tokens", "100000", "--queue-size", "4",
+                "--timeout", "4") as (url, _):
+        def depth() -> float:
+            return float(re.search(r"^mt_queue_depth (\S+)$", httpx.get(url + "/metrics").text, re.M).group(1))
+
+        body = json.dumps({"segments": lines[:3]}).encode()
+        sock = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+        sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        deadline = time.monotonic() + 3
+        while depth() != 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert depth() == 3
+        r = httpx.post(url + "/v1/translate", json={"segments": lines[3:5]}, timeout=30)
+        assert r.status_code == 429 and r.headers["retry-after"] == "1" and "queue full" in r.json()["error"]
+        sock.close()  # hang up mid-request: its 3 queued segments must go
+        deadline = time.monotonic() + 3
+        while depth() != 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert depth() == 0
+        started = time.monotonic()
+        r = httpx.post(url + "/v1/translate", json={"segments": lines[:1]}, timeout=30)
+        assert r.status_code == 503 and "--timeout" in r.json()["error"] and time.monotonic() - started >= 3.9
+        assert depth() == 0
+
+
+def test_keys_and_sigterm_drains(tiny, tmp_path: Path) -> None:
+    ckpt, lines = tiny
+    keys = tmp_path / "keys.txt"
+    keys.write_text("# clients\nk-alpha\nk-beta  # second\n", encoding="utf-8")
+    log = tmp_path / "serve.log"
+    with server(ckpt, "--api-keys", str(keys), "--max-wait-ms", "1500", log=log) as (url, proc):
+        body = {"q": lines[0], "source": "en", "target": "de"}
+        assert httpx.post(url + "/translate", json=body).status_code == 403
+        r = httpx.post(url + "/translate", json={**body, "api_key": "k-gamma"})
+        assert r.status_code == 403 and r.json() == {"error": "api_key: not valid"}
+        assert httpx.post(url + "/v1/translate", json={"segments": ["a"]}).status_code == 403
+        assert httpx.post(url + "/translate", data={**body, "api_key": "k-beta"}, timeout=30).status_code == 200
+        assert httpx.post(url + "/v1/translate", json={"segments": ["a"]}, headers={"X-API-Key": "k-alpha"},
+                          timeout=30).status_code == 200
+        assert httpx.get(url + "/v1/settings").json()["keys_required"] is True
+        for free in ("/health", "/ready", "/metrics", "/languages"):
+            assert httpx.get(url + free).status_code == 200
+
+        # SIGTERM while a request waits in the batcher (1.5 s): it still gets its answer, exit 0.
+        got: dict[str, httpx.Response] = {}
+        t = threading.Thread(target=lambda: got.setdefault("r", httpx.post(
+            url + "/v1/translate", json={"segments": lines[:2], "api_key": "k-alpha"}, timeout=30)))
+        t.start()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGTERM)
+        t.join(30)
+        assert got["r"].status_code == 200 and len(got["r"].json()["translations"]) == 2
+        assert proc.wait(timeout=30) == 0
+    text = log.read_text(encoding="utf-8")
+    assert "k-alpha" not in text and "k-beta" not in text and "k-gamma" not in text
+    access = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    assert {"id", "method", "route", "status", "ms"} <= set(access[0])
+    assert any(a["status"] == 403 for a in access)
+
+
+def test_cli_errors_are_one_line(tiny, tmp_path: Path) -> None:
+    ckpt = str(tiny[0])
+    no_extra = ("import sys; sys.modules['uvicorn'] = None; from mt.cli import main; "
+                f"sys.argv = ['mt', 'serve', '-c', {ckpt!r}]; main()")
+    for argv in ([sys.executable, "-c", no_extra],
+                 [sys.executable, "-m", "mt", "serve", "-c", ckpt, "--char-limit", "0"],
+                 [sys.executable, "-m", "mt", "serve", "-c", ckpt, "--api-keys", str(tmp_path / "none.txt")],
+                 [sys.executable, "-m", "mt", "serve", "-c", str(tmp_path / "missing.pt")]):
+        run = subprocess.run(argv, env=ENV, capture_output=True, timeout=60)
+        lines = run.stderr.decode().strip().splitlines()
+        assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("mt: "), run.stderr
+    assert 'pip install -e ".[serve]"' in subprocess.run([sys.executable, "-c", no_extra], env=ENV,
+                                                          capture_output=True, timeout=60).stderr.decode()

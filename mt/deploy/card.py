@@ -47,6 +47,17 @@ def eval_scores(run_dir: Path | None) -> dict[str, dict[str, Any]]:
     return scores
 
 
+def parameter_count(state: dict[str, Any]) -> int:
+    """Weights of a checkpoint `state`, the shared source/target embedding (joint vocabulary and tied
+    embeddings: `Transformer.src_embed is tgt_embed`) counted once, as `model.parameters()` does.
+    Checkpoints store copied tensors, so the sharing is read from the config, not from storage."""
+    weights = state["model"]
+    total = sum(int(t.numel()) for t in weights.values())
+    if state["joint_vocab"] and state["config"]["model"]["tie_embeddings"] and "src_embed.weight" in weights:
+        total -= int(weights["src_embed.weight"].numel())
+    return total
+
+
 def model_card(state: dict[str, Any], *, checkpoint: str, scores: dict[str, dict[str, Any]],
                parameters: int | None) -> dict[str, Any]:
     """The card (a JSON-able dict) of a checkpoint `state` (as `load_checkpoint` returns it, or the
@@ -89,9 +100,8 @@ def model_card_for(path: Path) -> dict[str, Any]:
         return model_card(info, checkpoint=info.get("checkpoint", str(path)), scores=info.get("scores", {}),
                           parameters=info.get("parameters"))
     state = load_checkpoint(path)
-    parameters = sum(int(t.numel()) for t in state["model"].values())
     return model_card(state, checkpoint=str(path.resolve()), scores=eval_scores(run_dir_of(path)),
-                      parameters=parameters)
+                      parameters=parameter_count(state))
 
 
 def _num(value: Any, digits: int = 2) -> str:

@@ -36,7 +36,14 @@ from typing import Any
 
 from mt.config import Config
 from mt.data.tokenizer import JOINT_MODEL, SRC_MODEL, TGT_MODEL
-from mt.deploy.card import EXPORT_INFO, eval_scores, model_card, model_card_markdown, run_dir_of
+from mt.deploy.card import (
+    EXPORT_INFO,
+    eval_scores,
+    model_card,
+    model_card_markdown,
+    parameter_count,
+    run_dir_of,
+)
 from mt.errors import MTError
 from mt.model.checkpoint import checkpoint_config, load_checkpoint
 
@@ -205,7 +212,7 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "
             "tokenizer_files": list(files),
             "add_source_eos": True,
             "config": state["config"],
-            "parameters": sum(int(t.numel()) for t in state["model"].values()),
+            "parameters": parameter_count(state),
             "valid": state.get("valid", {}),
             "scores": eval_scores(run_dir_of(checkpoint)),
         }

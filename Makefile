@@ -27,7 +27,7 @@ RUN   = runs/$(NAME)
 CKPT  = $(if $(wildcard $(RUN)/checkpoints/averaged.pt),$(RUN)/checkpoints/averaged.pt,$(RUN)/checkpoints/best.pt)
 TEST_SPLITS := --split test_2016_flickr --split test_2017_flickr --split test_2017_mscoco
 
-.PHONY: install install-dev data prepare train translate evaluate plot demo test test-offline bench clean
+.PHONY: install install-dev browser-deps data prepare train translate evaluate plot demo test test-offline bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -78,12 +78,24 @@ demo: prepare
 # data test that still finds none FAILS (tests/conftest.py). `make test-offline` runs only the
 # tests that need no corpus, skipping the others explicitly (MT_TESTS_OFFLINE=1).
 # pytest exits 5 when it collected no tests: that is a failure, not a pass.
-test: install-dev data
+# tests/test_page.py drives a real headless Chromium: Debian's chromium + chromium-driver, installed
+# here when missing (as root, or through sudo). It fails loudly when it cannot; the test itself
+# fails, never skips, without a browser.
+browser-deps:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
+	echo "browser-deps: installing Debian's chromium and chromium-driver for tests/test_page.py"; \
+	SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+	$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium chromium-driver \
+	  || { echo "browser-deps: FAILED to install chromium + chromium-driver (apt-get); the browser tests need them" >&2; exit 1; }; \
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null \
+	  || { echo "browser-deps: chromium/chromedriver still missing after apt-get" >&2; exit 1; }
+
+test: install-dev data browser-deps
 	$(BIN)/ruff check mt tests scripts
 	$(BIN)/python -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-test-offline: install-dev
+test-offline: install-dev browser-deps
 	$(BIN)/ruff check mt tests scripts
 	MT_TESTS_OFFLINE=1 $(BIN)/python -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc

@@ -23,6 +23,7 @@ from mt.data.batching import collate, collate_source
 from mt.data.tokenizer import Tokenizer, train_sentencepiece
 from mt.decode.beam import beam_search
 from mt.decode.search import greedy_search
+from mt.deploy.card import model_card_for, model_card_markdown
 from mt.deploy.ct2 import CT2Translator
 from mt.deploy.export import export_ctranslate2, is_export_dir, read_export_info
 from mt.errors import MTError
@@ -208,6 +209,35 @@ def test_export_directory_contents(tmp_path: Path, tokenizers: dict[bool, Tokeni
     assert "35.4" in (out / "MODEL_CARD.md").read_text()
     vocab = json.loads((out / "target_vocabulary.json").read_text())
     assert vocab[:4] == ["<pad>", "<unk>", "<s>", "</s>"] and len(vocab) == 32
+
+
+def test_model_card_is_one_function_for_checkpoint_export_and_markdown(tmp_path: Path,
+                                                                        tokenizers: dict[bool, Tokenizer]) -> None:
+    """`mt serve`'s /v1/model-card (model_card_for on the .pt or the export dir) and MODEL_CARD.md agree."""
+    tok = tokenizers[True]
+    cfg = _config("pre", "gelu", True)
+    eval_dir = tmp_path / "runs" / cfg.name / "eval"
+    eval_dir.mkdir(parents=True)
+    signature = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.4.0"
+    (eval_dir / "test2016.json").write_text(json.dumps({"bleu": 35.4, "chrf": 61.2, "ter": 47.0,
+                                                        "bleu_signature": signature, "hyps": ["x"]}))
+    (eval_dir / "broken.json").write_text("{half")
+    model = _random_model(cfg, tok)
+    out = _export(tmp_path, cfg, tok, model)
+    ckpt = tmp_path / "runs" / cfg.name / "checkpoints" / "best.pt"
+    card = model_card_for(ckpt)
+    assert model_card_for(out) == card
+    assert card["model"]["parameters"] == sum(p.numel() for p in model.parameters())  # tied: counted once
+    assert card["languages"] == {"source": cfg.data.src_lang, "target": cfg.data.tgt_lang}
+    assert (card["update"], card["epoch"]) == (123, 4)
+    assert card["test_scores"] == {"test2016": {"bleu": 35.4, "chrf": 61.2, "ter": 47.0, "bleu_signature": signature}}
+    assert json.loads(json.dumps(card)) == card  # JSON-able as served
+    text = (out / "MODEL_CARD.md").read_text()
+    assert text.startswith(model_card_markdown(card, title=f"{cfg.name} — mt model exported to CTranslate2",
+                                               extra=text.split("\n")[7:10]))
+    assert f"| test2016 | 35.4 | 61.2 | 47.0 | `{signature}` |" in text
+    with pytest.raises(MTError, match="not an mt export"):
+        model_card_for(tmp_path)
 
 
 def test_export_refuses_non_empty_dir_unless_forced(tmp_path: Path, tokenizers: dict[bool, Tokenizer]) -> None:

@@ -36,11 +36,18 @@ from typing import Any
 
 from mt.config import Config
 from mt.data.tokenizer import JOINT_MODEL, SRC_MODEL, TGT_MODEL
+from mt.deploy.card import (
+    EXPORT_INFO,
+    eval_scores,
+    model_card,
+    model_card_markdown,
+    parameter_count,
+    run_dir_of,
+)
 from mt.errors import MTError
 from mt.model.checkpoint import checkpoint_config, load_checkpoint
 
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int16")
-EXPORT_INFO = "mt_export.json"
 WEIGHTS_FILE = "model.bin"  # what CTranslate2's converter writes: the weights, hashed as the model's id
 MODEL_CARD = "MODEL_CARD.md"
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which mt uses
@@ -139,63 +146,24 @@ def build_spec(cfg: Config, state: dict[str, Any]) -> Any:
     return spec
 
 
-def run_dir_of(checkpoint: Path) -> Path | None:
-    """`runs/<name>` for a checkpoint at `runs/<name>/checkpoints/<file>.pt`, else None."""
-    parent = checkpoint.resolve().parent
-    return parent.parent if parent.name == "checkpoints" else None
-
-
-def _eval_scores(run_dir: Path | None) -> dict[str, Any]:
-    """BLEU/chrF/TER of each `<run_dir>/eval/*.json` report (file name -> scores)."""
-    if run_dir is None or not (run_dir / "eval").is_dir():
-        return {}
-    scores: dict[str, Any] = {}
-    for path in sorted((run_dir / "eval").glob("*.json")):
-        try:
-            report = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # a half-written or foreign file is not worth failing an export for
-        if isinstance(report, dict):
-            picked = {k: report[k] for k in ("bleu", "chrf", "ter", "bleu_signature", "sentences") if k in report}
-            if picked:
-                scores[path.stem] = picked
-    return scores
-
-
 def _model_card(info: dict[str, Any]) -> str:
-    m, d = info["config"]["model"], info["config"]["decode"]
-    lines = [
-        f"# {info['name']} — mt model exported to CTranslate2",
-        "",
-        f"- source checkpoint: `{info['checkpoint']}` (update {info['update']}, epoch {info['epoch']})",
-        _languages(info),
-        (f"- Transformer: d_model {m['d_model']}, {m['heads']} heads, {m['encoder_layers']}+{m['decoder_layers']} "
-         f"layers, d_ff {m['d_ff']}, {m['norm']}-LN, {m['activation']}, tied embeddings {m['tie_embeddings']}"),
-        (f"- vocabulary: {'joint' if info['joint_vocab'] else 'separate'} sentencepiece "
-         f"({info['src_vocab_size']} / {info['tgt_vocab_size']} pieces): {', '.join(info['tokenizer_files'])}"),
-        (f"- weights: {'float32' if info['quantization'] == 'none' else info['quantization']}; "
-         f"CTranslate2 {info['ctranslate2_version']}"),
-        "- the model appends `</s>` to each source itself (config `add_source_eos`): pass plain pieces",
-        (f"- mt decoding defaults: beam {d['beam']}, length penalty {d['length_penalty']} (alpha {d['alpha']}), "
-         f"max length {d['max_len_a']} * |src| + {d['max_len_b']}"),
-        "",
-        "## Scores (from the run's eval reports)",
-        "",
-    ]
-    if info["scores"]:
-        lines += ["| report | BLEU | chrF | TER |", "|---|---|---|---|"]
-        for name, s in info["scores"].items():
-            lines.append(f"| {name} | {s.get('bleu', '')} | {s.get('chrf', '')} | {s.get('ter', '')} |")
-    else:
-        lines.append("none found")
-    lines += ["", "## Use", "", "```python", "import ctranslate2, sentencepiece as spm",
-              f"sp = spm.SentencePieceProcessor(model_file='{info['tokenizer_files'][0]}')",
-              "tr = ctranslate2.Translator('<this dir>', compute_type='auto')",
-              *_tagged_source(info),
-              "out = tr.translate_batch([source], beam_size=5, max_input_length=0,",
-              "                         suppress_sequences=[['<pad>'], ['<s>']])  # mt never emits PAD/BOS",
-              "print(sp.decode(out[0].hypotheses[0]))",
-              "```", ""]
+    """MODEL_CARD.md of an export: the shared card (`mt.deploy.card`) plus how to use the directory."""
+    card = model_card(info, checkpoint=info["checkpoint"], scores=info["scores"], parameters=info["parameters"])
+    extra = [f"- tokenizer files: {', '.join(info['tokenizer_files'])}",
+             (f"- weights: {'float32' if info['quantization'] == 'none' else info['quantization']}; "
+              f"CTranslate2 {info['ctranslate2_version']}"),
+             "- the model appends `</s>` to each source itself (config `add_source_eos`): pass plain pieces"]
+    if info.get("pairs"):
+        extra.insert(0, _languages(info))
+    lines = [model_card_markdown(card, title=f"{info['name']} — mt model exported to CTranslate2", extra=extra),
+             "## Use", "", "```python", "import ctranslate2, sentencepiece as spm",
+             f"sp = spm.SentencePieceProcessor(model_file='{info['tokenizer_files'][0]}')",
+             "tr = ctranslate2.Translator('<this dir>', compute_type='auto')",
+             *_tagged_source(info),
+             "out = tr.translate_batch([source], beam_size=5, max_input_length=0,",
+             "                         suppress_sequences=[['<pad>'], ['<s>']])  # mt never emits PAD/BOS",
+             "print(sp.decode(out[0].hypotheses[0]))",
+             "```", ""]
     return "\n".join(lines)
 
 
@@ -267,7 +235,9 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "
             "add_source_eos": True,
             "config": state["config"],
             **({"pairs": state["pairs"]} if "pairs" in state else {}),  # a multi-pair model's pairs and tags
-            "scores": _eval_scores(run_dir_of(checkpoint)),
+            "parameters": parameter_count(state),
+            "valid": state.get("valid", {}),
+            "scores": eval_scores(run_dir_of(checkpoint)),
         }
         (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         (tmp / MODEL_CARD).write_text(_model_card(info), encoding="utf-8")

@@ -33,6 +33,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mt.config import Config, DecodeConfig
+from mt.deploy.card import model_card_for
 from mt.deploy.engines import load_engine, weight_files
 from mt.model.checkpoint import load_checkpoint
 from mt.serve.access import AccessMiddleware
@@ -59,6 +60,7 @@ log = logging.getLogger(__name__)
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish", "it": "Italian",
                   "pt": "Portuguese", "nl": "Dutch", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
                   "ko": "Korean", "ar": "Arabic", "pl": "Polish", "tr": "Turkish", "uk": "Ukrainian"}
+STATIC = Path(__file__).resolve().parent / "static"  # index.html, shipped as package data
 TRANSLATE_ROUTES = ("/translate", "/v1/translate")
 
 
@@ -300,8 +302,24 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
     async def prometheus() -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
-    # ------------------------------------------------------------------ static page
-    # The web page (GET /, files under mt/serve/static/) and GET /v1/model-card are added here.
+    # ------------------------------------------------------------------ the web page and its model card
+
+    page = (STATIC / "index.html").read_bytes()  # read once: a missing file fails at start-up, not per request
+
+    @app.get("/", summary="The translation web page", include_in_schema=False)
+    async def index() -> Response:
+        return Response(page, media_type="text/html; charset=utf-8",
+                        headers={"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"})
+
+    @app.get("/v1/model-card", summary="The model card (what `mt export` writes as MODEL_CARD.md), as JSON")
+    async def v1_model_card() -> JSONResponse:
+        model = ready_model()
+        if state.get("card") is None:  # built once, off the event loop (reads the checkpoint and eval/)
+            card = await asyncio.to_thread(model_card_for, checkpoints[0])
+            card["ensemble"] = [str(path) for path in checkpoints] if len(checkpoints) > 1 else []
+            card["model_id"] = model.model_id
+            state["card"] = card
+        return JSONResponse(state["card"])
 
     return app
 

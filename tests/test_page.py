@@ -1,0 +1,214 @@
+"""The web page at `mt serve`'s `/`, in a real headless Chromium (Debian's `chromium` and
+`chromium-driver`, driven by Selenium with the driver path given, so nothing is downloaded), against
+a real server process with a tiny trained checkpoint. The browser missing is a FAILURE, not a skip:
+`make browser-deps` (a prerequisite of `make test`) installs it.
+
+What a user sees is compared with the real `mt translate` CLI; "nothing was sent" is read from the
+server's own request counter (/metrics)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_serve import mt_translate, server  # the real-server helpers: free port, always stopped
+
+httpx = pytest.importorskip("httpx")
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+MISSING = "headless browser tests need Debian's chromium + chromium-driver: run `make browser-deps` " \
+          "(apt-get install -y chromium chromium-driver)"
+
+
+def _browser_or_fail() -> None:
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not Path(path).is_file() and not shutil.which(Path(path).name):
+            pytest.fail(f"{path} not found: {MISSING}")
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        pytest.fail("selenium not installed: pip install -e '.[dev]'")
+
+
+@contextlib.contextmanager
+def browser(width: int, height: int) -> Iterator[object]:
+    """A headless Chromium window of `width` x `height` CSS pixels; always quit."""
+    _browser_or_fail()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                f"--window-size={width},{height}", "--no-first-run", "--disable-extensions"):
+        options.add_argument(arg)
+    service = Service(executable_path=shutil.which("chromedriver") or CHROMEDRIVER)  # no Selenium Manager
+    driver = webdriver.Chrome(service=service, options=options)
+    try:
+        driver.set_window_size(width, height)
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(condition, timeout: float = 30.0, what: str = "condition"):  # noqa: ANN001, ANN201
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def translate_requests(url: str) -> float:
+    """The server's count of /v1/translate requests so far, all statuses."""
+    text = httpx.get(url + "/metrics").text
+    return sum(float(v) for v in re.findall(r'^mt_requests_total\{[^}]*route="/v1/translate"[^}]*\} (\S+)$',
+                                           text, re.M))
+
+
+def type_into(driver, text: str) -> None:  # noqa: ANN001
+    """Replace the source box's text as a user would (clear, then type; '\\n' types a line break)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.ID, "source")
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE)
+    for i, line in enumerate(text.split("\n")):
+        if i:
+            box.send_keys(Keys.SHIFT, Keys.ENTER)
+        if line:
+            box.send_keys(line)
+
+
+def value(driver, element_id: str) -> str:  # noqa: ANN001
+    return driver.execute_script(f"return document.getElementById({element_id!r}).value;")
+
+
+def text_of(driver, element_id: str) -> str:  # noqa: ANN001
+    return driver.execute_script(f"return document.getElementById({element_id!r}).textContent;")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(repo / "scripts"))
+    try:
+        from tiny_checkpoint import synthetic_sentences, write_random_checkpoint
+    finally:
+        sys.path.remove(str(repo / "scripts"))
+    return write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt"), synthetic_sentences(16, 5)
+
+
+def test_page_translates_like_mt_translate_limits_alternatives_and_screenshots(tiny, tmp_path: Path) -> None:
+    ckpt, lines = tiny
+    text = "\n".join([lines[0], "", lines[1], lines[2]])  # an empty line inside: kept, lines stay aligned
+    expected = "\n".join(mt_translate(ckpt, text.split("\n"), "--beam", "3"))
+    limit = len(text.replace("\n", "")) + 5
+    with server(ckpt, "--beam", "3", "--max-alternatives", "2", "--char-limit", str(limit)) as (url, _), \
+            browser(1280, 900) as driver:
+        from selenium.webdriver.common.by import By
+
+        driver.get(url + "/")
+        wait_for(lambda: "/" in text_of(driver, "count"), what="settings loaded")
+        assert driver.find_element(By.ID, "keyrow").is_displayed() is False
+        assert driver.find_element(By.ID, "source").get_attribute("dir") == "auto"
+        assert driver.find_element(By.ID, "result").get_attribute("dir") == "auto"
+        assert text_of(driver, "pair") == "English → German"
+
+        # Translate as you type: the result box equals `mt translate`, line for line.
+        type_into(driver, text)
+        wait_for(lambda: value(driver, "result") == expected, what=f"result {expected!r}, "
+                 f"got {value(driver, 'result')!r}, message {text_of(driver, 'message')!r}")
+        assert text_of(driver, "message") == ""
+
+        # The model card panel shows what the checkpoint holds.
+        card = httpx.get(url + "/v1/model-card").json()
+        assert card["languages"] == {"source": "en", "target": "de"} and card["model"]["parameters"] > 0
+        driver.find_element(By.CSS_SELECTOR, "#card summary").click()
+        body = wait_for(lambda: driver.find_element(By.ID, "card-body").text, what="model card")
+        assert f"{card['model']['parameters']:,} parameters" in body and "Update" in body
+
+        # Alternatives on request: 2 alternatives = 3 hypotheses per non-empty line, with their scores,
+        # as `mt translate --n-best 3` lists them ("i ||| text ||| score").
+        from selenium.webdriver.support.select import Select
+
+        Select(driver.find_element(By.ID, "alt-n")).select_by_value("2")
+        driver.find_element(By.ID, "alt-on").click()
+        wait_for(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#alternatives li")) == 9, what="alternatives")
+        lists = driver.find_elements(By.CSS_SELECTOR, "#alternatives ol")
+        assert len(lists) == 3  # the empty line has none
+        for got, line in zip(lists, [lines[0], lines[1], lines[2]], strict=True):
+            cli = [row.split(" ||| ") for row in mt_translate(ckpt, [line], "--beam", "3", "--n-best", "3")]
+            shown = [(li.find_element(By.CSS_SELECTOR, ".score").text,
+                      driver.execute_script("return arguments[0].firstChild.textContent", li))
+                     for li in got.find_elements(By.TAG_NAME, "li")]
+            assert [text for _, text in shown] == [text for _, text, _ in cli]
+            # the page shows 3 decimals, the CLI 4: equal to within their rounding
+            assert all(re.fullmatch(r"score -?\d+\.\d{3}", score) for score, _ in shown)
+            assert [float(score[6:]) for score, _ in shown] == pytest.approx([float(x) for _, _, x in cli], abs=6e-4)
+        driver.save_screenshot(str(tmp_path / "page_desktop.png"))
+        driver.find_element(By.ID, "alt-on").click()
+
+        # Over the character limit: the message, and no request reaches the server.
+        wait_for(lambda: text_of(driver, "message") == "", what="idle")
+        before = translate_requests(url)
+        driver.find_element(By.ID, "source").send_keys("x" * 10)
+        msg = wait_for(lambda: text_of(driver, "message"), what="limit message")
+        assert msg.startswith("Too long:") and f"the limit is {limit}" in msg and "Nothing was sent" in msg
+        driver.find_element(By.ID, "translate").click()
+        time.sleep(1.0)  # longer than the debounce: any request would have been sent by now
+        assert translate_requests(url) == before
+        assert "over" in driver.find_element(By.ID, "count").get_attribute("class")
+
+    # Phone width: the panes stack, nothing runs off the side.
+    with server(ckpt, "--beam", "3") as (url, _), browser(360, 780) as driver:
+        driver.get(url + "/")
+        wait_for(lambda: "/" in text_of(driver, "count"), what="settings loaded")
+        type_into(driver, lines[3])
+        wait_for(lambda: value(driver, "result") == mt_translate(ckpt, [lines[3]], "--beam", "3")[0],
+                 what="phone translation")
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= 360
+        driver.save_screenshot(str(tmp_path / "page_phone.png"))
+    for name in ("page_desktop.png", "page_phone.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_page_keys_wrong_key_shows_403_right_key_translates(tiny, tmp_path: Path) -> None:
+    ckpt, lines = tiny
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k-right\n", encoding="utf-8")
+    expected = mt_translate(ckpt, [lines[4]])[0]
+    with server(ckpt, "--api-keys", str(keys)) as (url, _), browser(1024, 768) as driver:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.common.keys import Keys
+
+        driver.get(url + "/")
+        wait_for(lambda: driver.find_element(By.ID, "keyrow").is_displayed(), what="key field")
+        key = driver.find_element(By.ID, "key")
+        key.send_keys("k-wrong")
+        type_into(driver, lines[4])
+        msg = wait_for(lambda: text_of(driver, "message") if "403" in text_of(driver, "message") else "",
+                       what="403 message")
+        assert msg == "Key refused (403): api_key: not valid"
+        assert value(driver, "result") == ""
+
+        key.send_keys(Keys.CONTROL, "a")
+        key.send_keys("k-right")
+        driver.find_element(By.ID, "source").send_keys(Keys.CONTROL, Keys.ENTER)  # Ctrl+Enter translates
+        wait_for(lambda: value(driver, "result") == expected, what="translation with the right key")
+        assert text_of(driver, "message") == ""
+        # The key never leaves the tab: no cookie, nothing in localStorage.
+        assert driver.get_cookies() == []
+        assert driver.execute_script("return window.localStorage.length") == 0
+        assert "k-right" not in json.dumps(driver.execute_script("return Object.assign({}, window.sessionStorage)"))

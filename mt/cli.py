@@ -1,7 +1,7 @@
 """The `mt` command line: one Typer subcommand per pipeline stage.
 
 Each command parses its options, loads the config and calls one library function (or, for
-translate and evaluate, one function of mt/commands.py). Those modules are imported inside the
+translate and evaluate, one function of mt/commands/). Those modules are imported inside the
 commands so `mt --help` stays fast. Errors a user can cause raise `MTError`; `main()` prints
 them as one line on stderr and exits with code 2, and prints each `MTWarning` as one line too.
 Library stages report progress through `logging` (loggers under "mt"); `main()` shows those
@@ -118,7 +118,7 @@ def translate(
     Beam search (greedy with --beam 1) by default; --sampling draws translations instead.
     Several -c checkpoints translate as one ensemble.
     """
-    from mt.commands import translate_command
+    from mt.commands.translate import translate_command
 
     translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                       sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
@@ -146,7 +146,7 @@ def evaluate(
         "(required with --src/--ref when it has several target languages)."),
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
-    from mt.commands import evaluate_command
+    from mt.commands.evaluate import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
                      beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize,
@@ -162,7 +162,7 @@ def export(
     force: bool = typer.Option(False, help="Replace a non-empty output directory."),
 ) -> None:
     """Export a checkpoint for deployment (CTranslate2: `mt translate/evaluate -c DIR` run it too)."""
-    from mt.commands import export_command
+    from mt.commands.deploy import export_command
 
     export_command(checkpoint, format=format, output=output, quantization=quantization, force=force)
 
@@ -184,7 +184,7 @@ def score(
 ) -> None:
     """Score sentence pairs under the model: per line 'log_prob<TAB>per_token' (forced decoding,
     EOS included), e.g. to filter a noisy corpus or rerank n-best lists."""
-    from mt.commands import score_command
+    from mt.commands.translate import score_command
 
     score_command(checkpoint, src, tgt, output, normalize=normalize, max_tokens=max_tokens, device=device,
                   target_lang=target_lang)
@@ -243,7 +243,7 @@ def serve(
 
     Needs the serve extra: pip install -e ".[serve]". SIGTERM finishes requests in flight, then exits.
     """
-    from mt.commands import serve_command
+    from mt.commands.deploy import serve_command
 
     serve_command(checkpoint, host=host, port=port, beam=beam, max_batch_tokens=max_batch_tokens,
                   max_wait_ms=max_wait_ms, api_keys=api_keys, cors_origins=cors_origin, timeout=timeout,

@@ -92,7 +92,7 @@ def test_cache_grows_and_copies_on_write() -> None:
 
 def test_bf16_precision_is_opt_in_and_needs_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     import mt.decode.engine as engines
-    from mt.commands import decode_settings
+    from mt.commands.translate import decode_settings
     from mt.config import DecodeConfig
     from mt.errors import MTError
 

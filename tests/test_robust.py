@@ -425,7 +425,7 @@ def test_good_names_pass(name: str) -> None:
 
 
 def _translate(ckpt: Path, src: Path, out: Path, *, n_best: int | None = None, alpha: float | None = None) -> None:
-    from mt.commands import translate_command
+    from mt.commands.translate import translate_command
 
     translate_command([ckpt], str(src), str(out), beam=None, alpha=alpha, n_best=n_best, max_tokens=None,
                       sampling=None, temperature=None, top_k=None, top_p=None, seed=None, device="cpu")
@@ -433,7 +433,7 @@ def _translate(ckpt: Path, src: Path, out: Path, *, n_best: int | None = None, a
 
 def test_translate_streams_in_chunks_with_the_same_output(tmp_path: Path, random_ckpt: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import mt.commands
+    import mt.commands.translate
     from mt.decode.translate import translate_lines
     from mt.model.checkpoint import load_for_inference
 
@@ -450,29 +450,29 @@ def test_translate_streams_in_chunks_with_the_same_output(tmp_path: Path, random
     whole = translate_lines(model, tokenizer, lines, cfg.decode, device="cpu")
 
     seen: list[int] = []
-    real = mt.commands.translate_lines
+    real = mt.commands.translate.translate_lines
 
     def counting(model: Any, tokenizer: Any, chunk: list[str], *args: Any, **kw: Any) -> list[str]:
         seen.append(len(chunk))
         return real(model, tokenizer, chunk, *args, **kw)
 
-    monkeypatch.setattr(mt.commands, "CHUNK_LINES", 5)
-    monkeypatch.setattr(mt.commands, "translate_lines", counting)
+    monkeypatch.setattr(mt.commands.translate, "CHUNK_LINES", 5)
+    monkeypatch.setattr(mt.commands.translate, "translate_lines", counting)
     _translate(random_ckpt, src, out)
     assert seen == [5, 5, 5, 5, 3]  # never more than a chunk in memory
     assert out.read_text(encoding="utf-8").split("\n") == [*whole, ""]
 
     # n-best numbering runs on across chunks
-    monkeypatch.setattr(mt.commands, "translate_lines", real)
+    monkeypatch.setattr(mt.commands.translate, "translate_lines", real)
     _translate(random_ckpt, src, out, n_best=1)
     assert [int(line.split(" ||| ")[0]) for line in out.read_text(encoding="utf-8").splitlines()] == list(range(23))
 
 
 def test_a_bad_line_in_a_late_chunk_leaves_the_earlier_output_file(tmp_path: Path, random_ckpt: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import mt.commands
+    import mt.commands.translate
 
-    monkeypatch.setattr(mt.commands, "CHUNK_LINES", 2)
+    monkeypatch.setattr(mt.commands.translate, "CHUNK_LINES", 2)
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     out.write_text("an earlier result\n")
     src.write_bytes(b"a b\nc d\ne f\ng h\nbad \xff byte\n")

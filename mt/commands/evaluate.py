@@ -1,0 +1,188 @@
+"""`mt evaluate`: flag checks, the BLEU tokenizer, and the scores, samples and tables it prints
+(the work is mt.eval.evaluate's; the decoding flags are mt.commands.translate's)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mt.commands.translate import decode_settings
+from mt.config import Config
+from mt.data.corpus import split_available
+from mt.data.pairs import pair_data, pair_name, tokenizer_for_target
+from mt.data.tokenizer import Tokenizer
+from mt.deploy.engines import load_engine, weight_files
+from mt.errors import MTError
+from mt.eval.bleu import bleu_tokenizer_for
+from mt.eval.evaluate import (
+    EvalSet,
+    Scores,
+    default_out_dir,
+    evaluate_set,
+    read_file_set,
+    read_split_set,
+    score_files,
+)
+from mt.model.checkpoint import init_from_record
+from mt.textio import (
+    sha256_file,
+)
+
+# --------------------------------------------------------------------------- mt evaluate
+
+
+def _print_scores(scores: Scores) -> None:
+    print(f"  BLEU {scores.bleu:6.2f}  {scores.bleu_signature}")
+    print(f"       {scores.bleu_detail}")
+    print(f"  chrF {scores.chrf:6.2f}  {scores.chrf_signature}")
+    print(f"  TER  {scores.ter:6.2f}  {scores.ter_signature}")
+
+
+def _print_samples(test: EvalSet, hyps: list[str], samples: int) -> None:
+    picked = sorted(random.Random(0).sample(range(len(hyps)), min(samples, len(hyps))))
+    for i in picked:
+        print(f"  [{i + 1}] SRC: {test.src[i]}")
+        print(f"       REF: {test.ref[i]}")
+        print(f"       HYP: {hyps[i]}")
+
+
+def _print_table(rows: list[tuple[str, Scores]]) -> None:
+    width = max(len("split"), *(len(label) for label, _ in rows))
+    print(f"{'split':<{width}} | {'BLEU':>6} | {'chrF':>6} | {'TER':>6}")
+    print(f"{'-' * width}-+-{'-' * 6}-+-{'-' * 6}-+-{'-' * 6}")
+    for label, s in rows:
+        print(f"{label:<{width}} | {s.bleu:6.2f} | {s.chrf:6.2f} | {s.ter:6.2f}")
+
+
+def _suffix_language(path: Path) -> str:
+    """'test.ja' -> 'ja', 'newstest.zh.gz' -> 'zh', 'refs.txt' -> 'txt' (which maps to 13a)."""
+    suffixes = [x.lstrip(".") for x in path.suffixes if x != ".gz"]
+    return suffixes[-1] if suffixes else ""
+
+
+def _eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: list[EvalSet],
+               target_lang: str | None, tokenize: str | None) -> list[tuple[EvalSet, Tokenizer, str]]:
+    """(test set, the tokenizer that translates it, its BLEU tokenizer) for each --split and file set.
+
+    A multi-pair model: each split of every pair (into `target_lang` when given) that has it,
+    labelled `<pair>/<split>`; a split no pair has is an error naming the pairs' splits."""
+    def bleu_for(lang: str) -> str:
+        return bleu_tokenizer_for(lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
+
+    if not cfg.data.pairs:
+        tok = tokenizer_for_target(tokenizer, cfg, target_lang)
+        bleu = bleu_for(cfg.data.tgt_lang)
+        return [(read_split_set(cfg.data, split), tok, bleu) for split in splits] + [(f, tok, bleu) for f in files]
+    pairs = [p for p in cfg.data.pairs if target_lang is None or p.tgt_lang == target_lang]
+    if not pairs:
+        tokenizer_for_target(tokenizer, cfg, target_lang)  # the error naming the known targets
+    out = []
+    for split in splits:
+        found = [p for p in pairs if split_available(pair_data(cfg.data, p), split)]
+        if not found:
+            known = ", ".join(f"{pair_name(p)}: {', '.join(dict.fromkeys([p.valid_split, *p.test_splits]))}"
+                              for p in pairs)
+            raise MTError(f"split '{split}': no language pair of the model has it ({known})")
+        for p in found:
+            test = read_split_set(pair_data(cfg.data, p), split)
+            test = dataclasses.replace(test, label=f"{pair_name(p)}/{split}")
+            out.append((test, tokenizer.for_target(p.tgt_lang), bleu_for(p.tgt_lang)))
+    if files:
+        tok = tokenizer_for_target(tokenizer, cfg, target_lang)
+        lang = target_lang or cfg.data.pairs[0].tgt_lang
+        out += [(f, tok, bleu_for(lang)) for f in files]
+    return out
+
+
+def _init_from(path: Path, cfg: Config) -> dict[str, Any] | None:
+    """Where the model at `path` started from: a checkpoint's `init_from` record; for an `mt
+    export` directory only the path its config names (exports keep no record)."""
+    if path.is_dir():
+        return {"path": cfg.train.init_from, "sha256": None, "update": None} if cfg.train.init_from else None
+    return init_from_record(path)
+
+
+def evaluate_command(
+    checkpoints: Sequence[Path],
+    *,
+    splits: Sequence[str],
+    src: Path | None,
+    ref: Path | None,
+    hyp: Path | None,
+    out_dir: Path | None,
+    beam: int | None,
+    alpha: float | None,
+    samples: int,
+    device: str,
+    tokenize: str | None = None,
+    precision: str | None = None,
+    target_lang: str | None = None,
+) -> None:
+    """`mt evaluate`: translate splits of the checkpoint's corpus (--split, repeatable) or a
+    --src file, score against the references, print scores with signatures (a table when there
+    are several sets) and `samples` example translations, and write `<label>.<ckpt>.beam<K>.hyp`
+    plus a JSON report beside it in `out_dir`. Several checkpoints are evaluated as one ensemble
+    (`<ckpt>` joins their names with '+'). With --hyp/--ref only scores (no checkpoint).
+    BLEU's tokenizer: `tokenize` (--tokenize) if given, else the checkpoint's `decode.bleu_tokenize`,
+    else chosen for its `data.tgt_lang`; with --hyp/--ref the language is the reference file's
+    suffix (`test.ja` -> ja). A multi-pair model scores each --split in every pair that has it (only
+    the pairs into `target_lang` when given), labelled `en-fr/test_2016_flickr`, each with its tag
+    and its target language's BLEU tokenizer; --src/--ref need --target-lang when it has several targets."""
+    if samples < 0:
+        raise MTError(f"--samples: must be at least 0, got {samples}")
+    if hyp is not None:
+        if ref is None:
+            raise MTError("--hyp needs --ref: the reference translations to score against")
+        if checkpoints or splits or src is not None:
+            raise MTError("--hyp scores existing translations; do not combine it with --checkpoint, --split or --src")
+        result = score_files(hyp, ref, out_dir, bleu_tokenize=bleu_tokenizer_for(_suffix_language(ref), tokenize or ""))
+        print(f"{hyp} ({result.sentences} sentences) against {ref}")
+        _print_scores(result.scores)
+        print(f"  report: {result.report_path}")
+        return
+    if not checkpoints:
+        raise MTError("give --checkpoint with --split or --src/--ref, or --hyp/--ref to score existing translations")
+    if (src is None) != (ref is None):
+        raise MTError("--src and --ref go together (or use --split, or --hyp with --ref)")
+    if not splits and src is None:
+        raise MTError("nothing to evaluate: give --split NAME (repeatable) or --src/--ref")
+
+    # User files are read (and checked) before the slower model load.
+    files = [read_file_set(src, ref)] if src is not None and ref is not None else []
+    started = time.perf_counter()
+    model, tokenizer, cfg, dev = load_engine(checkpoints, device)
+    load_s = time.perf_counter() - started
+    tests = _eval_sets(cfg, tokenizer, splits, files, target_lang, tokenize)
+    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=1, max_tokens=None,  # scores the 1-best
+                             precision=precision)
+    out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
+    shas = [sha256_file(path) for path in weight_files(checkpoints)]
+    inits = [_init_from(path, cfg) for path in checkpoints]
+    for path, init in zip(checkpoints, inits):
+        if init is not None:
+            sha = f"sha256 {init['sha256'][:12]}, " if init.get("sha256") else ""
+            update = f"update {init['update']}" if init.get("update") is not None else "update unknown"
+            print(f"{path}: fine-tuned from {init['path']} ({sha}{update})")
+    how = f"sampling (seed {decode.seed})" if decode.sampling else f"beam {decode.beam}, alpha {decode.alpha}"
+    if len(checkpoints) > 1:
+        how += f", ensemble of {len(checkpoints)} checkpoints"
+    rows: list[tuple[str, Scores]] = []
+    for test, tokenizer, bleu_tokenize in tests:
+        result = evaluate_set(model, tokenizer, test, decode, device=dev, checkpoints=checkpoints,
+                              checkpoint_sha256s=shas, load_s=load_s, out_dir=out_dir, progress=sys.stderr.isatty(),
+                              bleu_tokenize=bleu_tokenize, init_from=inits)
+        n, seconds = len(result.hyps), result.translate_s
+        print(f"{test.label}: {n} sentences in {seconds:.1f} s ({n / max(seconds, 1e-9):.1f} sent/s), {how}")
+        _print_scores(result.scores)
+        print(f"  hypotheses: {result.hyp_path}  report: {result.report_path}")
+        if samples:
+            _print_samples(test, result.hyps, samples)
+        rows.append((test.label, result.scores))
+    if len(rows) > 1:
+        print()
+        _print_table(rows)

@@ -33,8 +33,11 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mt.config import Config, DecodeConfig
+from mt.data.pairs import tokenizer_for_target
+from mt.data.tokenizer import Tokenizer
 from mt.deploy.card import model_card_for
 from mt.deploy.engines import load_engine, weight_files
+from mt.errors import MTError
 from mt.model.checkpoint import load_checkpoint
 from mt.serve.access import AccessMiddleware
 from mt.serve.batcher import Batcher, Hyps, QueueFull
@@ -74,6 +77,8 @@ class Model:
     max_beam: int
     model_id: str
     update: int
+    tokenizer: Tokenizer  # the checkpoint's; a multi-pair model's adds a target tag (`for_target`)
+    pairs: list[tuple[str, str]]  # (source, target) languages served: one, or a multi-pair model's pairs
 
 
 def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Metrics) -> Model:
@@ -91,12 +96,14 @@ def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Me
                                  max_tokens=settings.max_batch_tokens or cfg.decode.max_tokens)
     batcher = Batcher(engine, tokenizer, max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
                       on_batch=metrics.on_batch, on_depth=metrics.on_depth)
-    batcher.submit(["Warm-up."], decode, n_best=None).future.result()  # first call pays allocations, not a client
+    warm = tokenizer.for_target(cfg.data.pairs[0].tgt_lang) if cfg.data.pairs else tokenizer
+    batcher.submit(["Warm-up."], decode, n_best=None, tokenizer=warm).future.result()  # allocations, not a client
     seconds = time.perf_counter() - started
     metrics.load_seconds.set(seconds)
     log.info("serve: model %s (update %d, %s-%s, beam %d) ready in %.1f s", model_id[:12], update,
              cfg.data.src_lang, cfg.data.tgt_lang, max_beam, seconds)
-    return Model(batcher, cfg, decode, max_beam, model_id, update)
+    pairs = [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs] or [(cfg.data.src_lang, cfg.data.tgt_lang)]
+    return Model(batcher, cfg, decode, max_beam, model_id, update, tokenizer, pairs)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -176,13 +183,21 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
             return {key: value for key, value in form.items() if isinstance(value, str)}
         return parse_fields(raw, content_type)
 
+    def target_tokenizer(model: Model, target: str | None, field: str) -> Tokenizer:
+        """The tokenizer that makes the model translate into `target` (a multi-pair model's tag in
+        front); a target the model does not know is a 400 naming the ones it knows."""
+        try:
+            return tokenizer_for_target(model.tokenizer, model.cfg, target, flag=field)
+        except MTError as e:
+            raise ApiError(400, str(e)) from None
+
     async def translate(request: Request, model: Model, texts: list[str], decode: DecodeConfig,
-                        n_best: int | None) -> tuple[list[Hyps], list[str]]:
+                        n_best: int | None, tokenizer: Tokenizer) -> tuple[list[Hyps], list[str]]:
         """Each text's outputs, its lines translated and joined back with '\\n' (k-th outputs line by line)."""
         lines = check_size(texts, settings)
         flat = [line for text_lines in lines for line in text_lines]
         try:
-            job = model.batcher.submit(flat, decode, n_best=n_best)
+            job = model.batcher.submit(flat, decode, n_best=n_best, tokenizer=tokenizer)
         except QueueFull as e:
             raise ApiError(429, f"queue full ({e}); retry later", {"Retry-After": "1"}) from None
         waiter = asyncio.ensure_future(asyncio.wrap_future(job.future))
@@ -227,9 +242,14 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         fmt = get_str(fields, "format", required=False, default="text")
         if fmt not in ("text", ""):
             raise ApiError(400, f"format {fmt!r}: not supported; only \"text\" (send plain text, not HTML)")
-        src, tgt = model.cfg.data.src_lang, model.cfg.data.tgt_lang
-        if (source not in (src, "auto")) or target != tgt:
-            raise ApiError(400, f"language pair {source}-{target}: not served; this model translates {src}-{tgt}")
+        sources = list(dict.fromkeys(s for s, _ in model.pairs))
+        if source == "auto" and len(sources) > 1:
+            raise ApiError(400, f"source auto: this model translates from {', '.join(sources)}; name the source language")
+        src = sources[0] if source == "auto" else source
+        if (src, target) not in model.pairs:
+            served = ", ".join(f"{s}-{t}" for s, t in model.pairs)
+            raise ApiError(400, f"language pair {source}-{target}: not served; this model translates {served}")
+        tokenizer = target_tokenizer(model, target, "target")
         alternatives = get_int(fields, "alternatives", low=0) or 0
         if alternatives > settings.max_alternatives:
             raise ApiError(400, f"alternatives: at most {settings.max_alternatives} on this server, got {alternatives}")
@@ -237,7 +257,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         if alternatives:
             n_best = alternatives + 1
             decode = dataclasses.replace(decode, n_best=n_best, beam=max(decode.beam, n_best), sampling=False)
-        found, _ = await translate(request, model, texts, decode, n_best)
+        found, _ = await translate(request, model, texts, decode, n_best, tokenizer)
         best = [hyps[0][0] for hyps in found]
         body: dict[str, Any] = {"translatedText": best if as_list else best[0]}
         if alternatives:
@@ -251,8 +271,9 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
     @app.get("/languages", summary="Languages (LibreTranslate shape)")
     async def languages() -> JSONResponse:
         model = ready_model()
-        src, tgt = model.cfg.data.src_lang, model.cfg.data.tgt_lang
-        return JSONResponse([{"code": src, "name": LANGUAGE_NAMES.get(src, src), "targets": [tgt]}])
+        sources = dict.fromkeys(s for s, _ in model.pairs)
+        return JSONResponse([{"code": src, "name": LANGUAGE_NAMES.get(src, src),
+                              "targets": [t for s, t in model.pairs if s == src]} for src in sources])
 
     # ------------------------------------------------------------------ mt's own API
 
@@ -266,7 +287,9 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         if not as_list:
             raise ApiError(400, "segments: expected a list of strings")
         decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam)
-        found, notes = await translate(request, model, segments, decode, n_best)
+        target = get_str(fields, "target", required=False) or None  # required when the model has several
+        found, notes = await translate(request, model, segments, decode, n_best,
+                                       target_tokenizer(model, target, "target"))
         rows = []
         for hyps in found:
             score = hyps[0][1] if n_best is not None else None
@@ -283,7 +306,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         return JSONResponse({"char_limit": settings.char_limit, "max_segments": settings.max_segments,
                              "max_beam": model.max_beam, "max_alternatives": settings.max_alternatives,
                              "keys_required": settings.keys_required,
-                             "languages": [{"source": model.cfg.data.src_lang, "target": model.cfg.data.tgt_lang}]})
+                             "languages": [{"source": s, "target": t} for s, t in model.pairs]})
 
     # ------------------------------------------------------------------ operations
 

@@ -93,10 +93,10 @@ class Batcher:
 
     # ------------------------------------------------------------------ client side
 
-    def encode(self, lines: Sequence[str]) -> tuple[list[list[int]], list[str]]:
+    def encode(self, lines: Sequence[str], tokenizer: Tokenizer) -> tuple[list[list[int]], list[str]]:
         """Source ids per line (stripped as `mt translate` strips them, cut to the model's limit)
         and the warning `mt translate` gives for cut lines (empty when none)."""
-        ids = self.tokenizer.encode_src([line.strip() for line in lines])
+        ids = tokenizer.encode_src([line.strip() for line in lines])
         limit = self.engine.max_positions - 1
         too_long = sum(len(seq) > limit for seq in ids)
         if not too_long:
@@ -105,15 +105,20 @@ class Batcher:
                    f"(model.max_positions={limit + 1}, EOS included)")
         return [seq[:limit] for seq in ids], [message]
 
-    def submit(self, lines: Sequence[str], decode: DecodeConfig, *, n_best: int | None) -> Job:
+    def submit(self, lines: Sequence[str], decode: DecodeConfig, *, n_best: int | None,
+               tokenizer: Tokenizer | None = None) -> Job:
         """Queue `lines` for decoding with `decode` (n_best None: the one output `decode` asks
-        for, score NaN; else that many hypotheses/samples). Raises QueueFull when they do not fit."""
-        ids, notes = self.encode(lines)
+        for, score NaN; else that many hypotheses/samples). Raises QueueFull when they do not fit.
+        `tokenizer`: the one encoding the sources, when not the batcher's own (a multi-pair
+        model's, with a target tag in front: `Tokenizer.for_target`)."""
+        tokenizer = self.tokenizer if tokenizer is None else tokenizer
+        ids, notes = self.encode(lines, tokenizer)
         job = Job(ids, decode, n_best, notes)
         job.tokens = [None] * len(ids)
-        todo = [i for i, seq in enumerate(ids) if seq]
+        tagged = len(tokenizer.src_prefix)  # a line with no piece but the target tag is empty
+        todo = [i for i, seq in enumerate(ids) if len(seq) > tagged]
         for i, seq in enumerate(ids):
-            if not seq:  # an empty line is an empty output, as in mt translate
+            if len(seq) <= tagged:  # an empty line is an empty output, as in mt translate
                 job.tokens[i] = [([], 0.0)]
         job.left = len(todo)
         if not todo:

@@ -1,0 +1,33 @@
+"""`mt serve` with a multi-pair model (one model, target tags): the served languages, the target
+that picks the tag on both APIs, and outputs equal to `mt translate --target-lang`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from test_multipair import multi_run  # noqa: F401  (fixture: a tiny en->{de,ru} model)
+from test_serve import httpx, mt_translate, server
+
+LINES = ["He reads a book at home.", "", "She drinks tea."]
+
+
+def test_multi_pair_model_serves_each_target(multi_run: tuple[Path, Path]) -> None:  # noqa: F811
+    ckpt = multi_run[1] / "checkpoints" / "best.pt"
+    want = {lang: mt_translate(ckpt, LINES, "--target-lang", lang) for lang in ("de", "ru")}
+    assert want["de"] != want["ru"]
+    with server(ckpt) as (url, _):
+        assert httpx.get(url + "/languages").json() == [{"code": "en", "name": "English", "targets": ["de", "ru"]}]
+        assert httpx.get(url + "/v1/settings").json()["languages"] == [{"source": "en", "target": "de"},
+                                                                       {"source": "en", "target": "ru"}]
+        for lang in ("de", "ru"):
+            got = httpx.post(url + "/v1/translate", json={"segments": LINES, "target": lang}).json()
+            assert [t["text"] for t in got["translations"]] == want[lang]
+            lt = httpx.post(url + "/translate", json={"q": "\n".join(LINES), "source": "en", "target": lang}).json()
+            assert lt["translatedText"] == "\n".join(want[lang])
+        missing = httpx.post(url + "/v1/translate", json={"segments": LINES})
+        assert missing.status_code == 400
+        assert missing.json() == {"error": "target: required: this model translates into de, ru"}
+        unknown = httpx.post(url + "/translate", json={"q": "Hi.", "source": "en", "target": "fr"})
+        assert unknown.status_code == 400 and "en-fr: not served; this model translates en-de, en-ru" in unknown.text
+        auto = httpx.post(url + "/translate", json={"q": "She drinks tea.", "source": "auto", "target": "ru"}).json()
+        assert auto["translatedText"] == want["ru"][2] and auto["detectedLanguage"]["language"] == "en"

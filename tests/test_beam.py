@@ -11,9 +11,9 @@ import math
 
 import torch
 
-from mt.data.tokenizer import BOS_ID, EOS_ID
+from mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from mt.decode.beam import BeamState, Candidates
-from mt.decode.search import Hypothesis
+from mt.decode.search import Hypothesis, mask_log_probs
 
 NEG_INF = float("-inf")
 
@@ -133,3 +133,74 @@ def test_select_keeps_chosen_sentences_in_every_tensor_in_order() -> None:
     assert s.num_finished.tolist() == [2, 0] and s.nth_best.tolist() == [-7.0, -9.0]
     s.select(torch.tensor([], dtype=torch.long))
     assert not s.live and s.memory.shape[0] == 0
+
+
+class RowCache:
+    """A decoder cache whose row i is the id `ids[i]`; records which reorder built it."""
+
+    def __init__(self, ids: list[int], via: str = "") -> None:
+        self.ids, self.via = ids, via
+
+    def reorder(self, index: torch.Tensor) -> RowCache:
+        return RowCache([self.ids[i] for i in index.tolist()], "reorder")
+
+    def reorder_beams(self, index: torch.Tensor) -> RowCache:
+        return RowCache([self.ids[i] for i in index.tolist()], "reorder_beams")
+
+
+class RecordingModel:
+    """decode_step records what it is fed and returns zero log-probs over V = 6 and the cache it got."""
+
+    def __init__(self) -> None:
+        self.fed: list[tuple[list[int], list[float], list[int] | None, str | None]] = []
+
+    def decode_step(self, tokens: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
+                    cache: RowCache | None) -> tuple[torch.Tensor, RowCache]:
+        self.fed.append((tokens.view(-1).tolist(), memory[:, 0, 0].tolist(),
+                         None if cache is None else cache.ids, None if cache is None else cache.via))
+        out = cache if cache is not None else RowCache(list(range(100, 100 + tokens.size(0))))
+        return torch.zeros(tokens.size(0), 6, dtype=torch.float64), out
+
+
+def test_decode_moves_the_cache_by_parents_in_one_reorder_and_select_drops_its_rows() -> None:
+    s = state(k=2, scores=[[-1.0, -1.5], [-2.0, -2.5], [-3.0, -3.5]], history=[[1], [2], [3], [4], [5], [6]],
+              sent=[7, 8, 9], step=1, max_lens=[4, 5, 6])
+    model = RecordingModel()
+    # The first step has no cache yet: the model starts one; its rows are the current rows.
+    s.cache = None
+    lp = s.decode(model)
+    assert lp.dtype == torch.float32 and lp.shape == (6, 6)
+    assert model.fed[-1] == ([1, 2, 3, 4, 5, 6], [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], None, None)
+    # New row r continues old row parents[r]; rows stay among their sentence's beams: reorder_beams.
+    s.cache = RowCache([10, 11, 12, 13, 14, 15])
+    s.parents = torch.tensor([[1, 0], [2, 3], [5, 4]])
+    s.decode(model)
+    assert model.fed[-1][2:] == ([11, 10, 12, 13, 15, 14], "reorder_beams")
+    # Sentence 8 leaves (keep 9 then 7): the cache follows the kept parents in ONE full reorder,
+    # in step with the tokens and memory rows fed alongside.
+    s.cache = RowCache([10, 11, 12, 13, 14, 15])
+    s.select(torch.tensor([2, 0]))
+    s.decode(model)
+    assert model.fed[-1] == ([5, 6, 1, 2], [4.0, 5.0, 0.0, 1.0], [15, 14, 11, 10], "reorder")
+    # The next step is back to moving beams within sentences only.
+    s.parents = torch.tensor([[1, 0], [2, 3]])
+    s.decode(model)
+    assert model.fed[-1][2:] == ([14, 15, 11, 10], "reorder_beams")
+
+
+def test_topk_picks_the_2k_best_extensions_with_unk_forbidden() -> None:
+    # K = 2, V = 6 (PAD 0, UNK 1, BOS 2, EOS 3, then tokens 4 and 5); live log-probs -1 and -2.
+    s = state(k=2, scores=[[-1.0, -2.0]], history=[[4], [5]], sent=[0], step=1, max_lens=[9])
+    log_probs = torch.tensor([[-0.125, -4.0, -0.125, -0.5, -0.25, -3.0],
+                              [-0.125, -0.0625, -0.125, -1.0, -0.125, -0.375]])
+    masked = mask_log_probs(log_probs.clone(), forbid_unk=True, force_eos=torch.tensor([False, False]))
+    cand = s.topk(masked)
+    # Sums: row 0: UNK -5, EOS -1.5, 4 -1.25, 5 -4; row 1: UNK -2.0625, EOS -3, 4 -2.125, 5 -2.375.
+    # PAD, BOS and (here) UNK are banned, so the 2K = 4 best are:
+    assert cand.values.tolist() == [[-1.25, -1.5, -2.125, -2.375]]
+    assert cand.beams.tolist() == [[0, 0, 1, 1]]
+    assert cand.tokens.tolist() == [[4, EOS_ID, 4, 5]]
+    # With UNK allowed, row 1's UNK (-2 - 0.0625) takes third place.
+    cand = s.topk(mask_log_probs(log_probs.clone(), forbid_unk=False, force_eos=torch.tensor([False, False])))
+    assert cand.values.tolist() == [[-1.25, -1.5, -2.0625, -2.125]]
+    assert cand.tokens.tolist() == [[4, EOS_ID, UNK_ID, 4]] and cand.beams.tolist() == [[0, 0, 1, 1]]

@@ -3,8 +3,8 @@
 `BeamState` holds the live hypotheses of the sentences still searching: K rows per sentence,
 sentence-major, every per-sentence and per-row tensor in one object. One step of the search is
 
-    log_probs = model.decode_step(...)           the next-token log-probs of every live row
-    candidates = topk_candidates(...)            TopK: the 2K best one-token extensions per sentence
+    log_probs = state.decode(model)              the cache follows the rows, then one decoder step
+    candidates = state.topk(log_probs)           TopK: the 2K best one-token extensions per sentence
     state.finish(candidates, ...)                the EOS among the K best become finished hypotheses
     state.advance(candidates)                    the K best that do not end continue (scores, history)
     state.select(keep)                           sentences that are done leave every tensor at once
@@ -59,6 +59,10 @@ class BeamState:
     num_finished: Tensor  # (N,) long: finished hypotheses so far
     nth_best: Tensor  # (N,) the n_best-th best finished score (-inf until there are n_best)
     step: int = 0  # tokens emitted so far by every live hypothesis
+    # The decoder's incremental state, one row per row of the LAST decode step: new row r continues
+    # cache row parents[r]. `decode` applies that reorder (one per step, whatever `select` did since).
+    cache: SearchCache | None = None
+    sentences_left: bool = False  # `select` ran since the last decode: parents cross sentences' rows
 
     @classmethod
     def start(cls, memory: Tensor, src_mask: Tensor, max_lens: Tensor, *, k: int, alpha: float,
@@ -92,6 +96,24 @@ class BeamState:
     def at_max_length(self) -> Tensor:
         """(N*K,) bool: rows whose next token must be EOS (the output reached its maximum length)."""
         return (self.max_lens <= self.step).repeat_interleave(self.k)
+
+    def decode(self, model: Seq2Seq) -> Tensor:
+        """One decoder step for every live row -> next-token log-probs (N*K, V) float32.
+
+        The cache first follows `parents`: `reorder_beams` (self-attention only) while every row
+        stays among its sentence's beams, `reorder` (cross-attention too) once sentences have left.
+        """
+        if self.cache is not None:
+            parents = self.parents.reshape(-1)
+            self.cache = self.cache.reorder(parents) if self.sentences_left else self.cache.reorder_beams(parents)
+            self.sentences_left = False
+        log_probs, self.cache = model.decode_step(self.last_tokens, self.memory, self.src_mask, self.cache)
+        return log_probs.float()
+
+    def topk(self, log_probs: Tensor) -> Candidates:
+        """TopK: the 2K best extensions of each sentence's K hypotheses. log_probs (N*K, V), banned
+        tokens already at -inf (`mask_log_probs`). 2K, because up to K of them may end in EOS."""
+        return Candidates(*topk_candidates(self.scores, log_probs, 2 * self.k))
 
     def finish(self, cand: Candidates, finished: list[list[Hypothesis]], *, n_best: int) -> None:
         """EOS among a sentence's K best candidates ends that hypothesis: it joins
@@ -138,13 +160,15 @@ class BeamState:
 
     def select(self, keep: Tensor) -> None:
         """Keep only the sentences `keep` (N',) long, in that order, in every per-sentence and
-        per-row tensor. `parents` keeps the row numbers from before the step (the cache's)."""
+        per-row tensor. `parents` keeps the row numbers from before the step (the cache's), so the
+        next `decode` drops the cache rows of the sentences that left in the same single reorder."""
         rows = ((keep * self.k).unsqueeze(1) + torch.arange(self.k, device=keep.device)).view(-1)  # (N'*K,)
         self.sent, self.max_lens, self.final_lp = self.sent[keep], self.max_lens[keep], self.final_lp[keep]
         self.num_finished, self.nth_best = self.num_finished[keep], self.nth_best[keep]
         self.scores, self.parents = self.scores.index_select(0, keep), self.parents.index_select(0, keep)
         self.history = self.history.index_select(0, rows)
         self.memory, self.src_mask = self.memory.index_select(0, rows), self.src_mask.index_select(0, rows)
+        self.sentences_left = True
 
 
 def beam_search(
@@ -175,19 +199,12 @@ def beam_search(
     max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
     state = BeamState.start(model.encode(src, src_mask), src_mask, max_lens, k=beam, alpha=alpha, kind=length_penalty)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    cache: SearchCache | None = None
     while state.live:
-        log_probs, cache = model.decode_step(state.last_tokens, state.memory, state.src_mask, cache)  # (N*K, V)
-        log_probs = mask_log_probs(log_probs.float(), forbid_unk=forbid_unk, force_eos=state.at_max_length())
-        candidates = Candidates(*topk_candidates(state.scores, log_probs, 2 * beam))  # (N, 2K) each
+        log_probs = mask_log_probs(state.decode(model), forbid_unk=forbid_unk, force_eos=state.at_max_length())
+        candidates = state.topk(log_probs)  # (N, 2K) each
         state.finish(candidates, finished, n_best=n_best)
         state.advance(candidates)
-        done = state.done()
-        dropped = bool(done.any())
-        if dropped:
+        done = state.done()  # (N,)
+        if bool(done.any()):
             state.select((~done).nonzero().squeeze(1))
-        if state.live:
-            # Parents stay within their sentence; cross-attention entries move only when sentences leave.
-            parents = state.parents.reshape(-1)
-            cache = cache.reorder(parents) if dropped else cache.reorder_beams(parents)
     return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]

@@ -107,7 +107,7 @@ class TrainConfig:
     optimizer: Optimizer = "adamw"
     lr: float = 1e-3  # peak learning rate (schedule=inverse_sqrt); scale factor for schedule=noam
     schedule: Schedule = "inverse_sqrt"
-    warmup: int = 4000  # updates of linear warmup
+    warmup: int | str = 4000  # updates of linear warmup, or a share of the run's updates: "5%" (mt/train/horizon.py)
     cooldown: float = 0.2  # with a limit (updates/epochs/time): anneal lr linearly to 0 over this last fraction
     betas: tuple[float, float] = (0.9, 0.98)
     eps: float = 1e-9
@@ -117,13 +117,13 @@ class TrainConfig:
     max_epochs: int = 0  # 0 = no limit
     max_updates: int = 0  # 0 = no limit
     time_budget: str = ""  # wall-clock training budget, e.g. "20m", "1h30m", "90s"; "" = none
-    valid_every: int = 0  # validate every N updates (0 = only at epoch ends)
+    valid_every: int | str = 0  # validate every N updates, or every "25%" of the run (0 = only at epoch ends)
     valid_bleu: bool = True  # decode the validation set and compute BLEU/chrF at validation
     valid_beam: int = 1  # 1 = greedy
     valid_max_sentences: int = 0  # decode only the first N validation sentences for BLEU (0 = all)
     patience: int = 0  # early stopping: validations without a BLEU gain (0 = off)
     keep_checkpoints: int = 5  # periodic checkpoints kept (besides last and best)
-    save_every: int = 0  # write a periodic checkpoint every N updates (0 = at validations only)
+    save_every: int | str = 0  # periodic checkpoint every N updates, or every "10%" of the run (0 = at validations only)
     log_every: int = 100  # plain log line every N updates
     precision: Precision = "auto"  # auto: bf16 where native and faster (checked at start), else fp32; bf16: autocast; fp16: autocast + grad scaler, CUDA
     device: str = "auto"  # auto | cpu | cuda | cuda:N

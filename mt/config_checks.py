@@ -53,7 +53,7 @@ RANGES: dict[str, Range] = {
     "model.attention_dropout": FRACTION, "model.max_positions": Range(2),
     "train.seed": AT_LEAST_0, "train.max_tokens": AT_LEAST_1, "train.max_sentences": AT_LEAST_1,
     "train.pad_multiple": AT_LEAST_0,
-    "train.accumulate": AT_LEAST_1, "train.lr": POSITIVE, "train.warmup": AT_LEAST_0,
+    "train.accumulate": AT_LEAST_1, "train.lr": POSITIVE, "train.warmup": AT_LEAST_0,  # or a share: SHARE_KEYS
     "train.cooldown": Range(0, 1), "train.betas": FRACTION,
     "train.eps": POSITIVE, "train.weight_decay": AT_LEAST_0, "train.clip_norm": AT_LEAST_0,
     "train.label_smoothing": FRACTION, "train.max_epochs": AT_LEAST_0, "train.max_updates": AT_LEAST_0,
@@ -96,6 +96,26 @@ def parse_duration(text: str) -> float:
     return h * 3600 + mnt * 60 + s
 
 
+# Keys given in updates or as a share of the run's updates ("5%"), resolved by mt/train/horizon.py.
+SHARE_KEYS = ("warmup", "valid_every", "save_every")
+_SHARE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*%\s*$")
+
+
+def parse_share(key: str, value: int | str) -> float | None:
+    """'5%' -> 0.05; an int (a number of updates) -> None. MTError naming `key` for other text or a
+    share outside [0%, 100%]."""
+    if not isinstance(value, str):
+        return None
+    m = _SHARE.match(value)
+    if not m:
+        raise MTError(f"config key '{key}': expected a number of updates or a share of the run like '5%', "
+                      f"got {short_repr(value)}")
+    share = float(m.group(1)) / 100
+    if share > 1:
+        raise MTError(f"config key '{key}': a share of the run must be at most 100%, got {short_repr(value)}")
+    return share
+
+
 def check_range(key: str, value: Any, allowed: Range) -> None:
     """MTError naming `key`, the allowed range and `value` unless every item of it is in `allowed`."""
     for v in value if isinstance(value, tuple) else (value,):
@@ -114,7 +134,11 @@ def check_values(cfg: Config) -> None:
     """MTError for the first value of `cfg` out of its range or inconsistent with another."""
     for key, allowed in RANGES.items():  # ranges first: the checks below divide by some of these
         section, name = key.split(".")
-        check_range(key, getattr(getattr(cfg, section), name), allowed)
+        value = getattr(getattr(cfg, section), name)
+        if section == "train" and name in SHARE_KEYS and isinstance(value, str):
+            parse_share(key, value)
+        else:
+            check_range(key, value, allowed)
     m, d = cfg.model, cfg.decode
     if m.d_model % m.heads != 0:
         raise MTError(f"config key 'model.heads': d_model={m.d_model} is not divisible by heads={m.heads}")
@@ -122,7 +146,12 @@ def check_values(cfg: Config) -> None:
         raise MTError(f"config key 'model.d_model': must be even for sinusoidal positions, got {m.d_model}")
     if d.n_best > d.beam and not d.sampling:  # sampling draws n_best samples, whatever the beam
         raise MTError(f"config key 'decode.n_best': {d.n_best} exceeds decode.beam={d.beam}")
-    parse_duration(cfg.train.time_budget)
+    t = cfg.train
+    if not (parse_duration(t.time_budget) or t.max_updates or t.max_epochs):
+        for name in SHARE_KEYS:
+            if isinstance(getattr(t, name), str):
+                raise MTError(f"config key 'train.{name}': {getattr(t, name)!r} is a share of the run, which needs a "
+                              f"limit to measure it by: train.time_budget, max_updates or max_epochs")
     check_pairs(cfg)
     if not NAME.fullmatch(cfg.name):
         raise MTError(f"config key 'name': {short_repr(cfg.name)} names the run folder: use only letters, digits, "

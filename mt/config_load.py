@@ -86,6 +86,9 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             raise bad
         return tuple(_coerce(v, a, where) for v, a in zip(value, args))
     if origin in (typing.Union, types.UnionType):
+        if set(typing.get_args(tp)) == {int, str}:  # updates or a share of the run: 400 or "5%"
+            if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+                return value
         raise bad  # no optional fields: every key has a concrete default
     raise bad
 

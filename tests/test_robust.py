@@ -373,7 +373,7 @@ def test_every_numeric_config_key_has_a_range() -> None:
         if dc.is_dataclass(tp):
             for f in dc.fields(tp):
                 t = typing.get_type_hints(tp)[f.name]
-                if t in (int, float) or (typing.get_origin(t) is tuple and typing.get_args(t)[0] in (int, float)):
+                if t in (int, float, int | str) or (typing.get_origin(t) is tuple and typing.get_args(t)[0] in (int, float)):
                     numeric.add(f"{section.name}.{f.name}")
     assert numeric == set(RANGES)
 

@@ -17,10 +17,9 @@ periodic checkpoints, kept only if its validation BLEU is at least best.pt's, so
 `make evaluate` picks was chosen on the validation set). Time budget: training seconds
 accumulated over sessions (resume continues the count), validations included; training stops
 early enough that the closing validation (and the averaged model's) fit in it too, estimated
-by the duration of the latest validation.
-
-Validation (mt/train/validate.py) runs every valid_every updates, at each epoch end and when training
-ends; patience counts validations without a gain in the selection metric (early stopping).
+by the duration of the latest validation. warmup, valid_every and save_every may be shares of the
+run ("5%"), resolved into updates by mt/train/horizon.py. Validation (mt/train/validate.py) runs
+every valid_every updates, at each epoch end and when training ends; patience counts validations without a gain in the selection metric (early stopping).
 With train.ema_decay > 0 (mt/train/ema.py) an exponential moving average of the weights is what is
 validated and written to best.pt and the periodic checkpoints; last.pt holds the raw weights and
 the average. Periodic checkpoints are written every save_every updates, or at each validation when 0. A fresh
@@ -66,6 +65,7 @@ from mt.textio import remove_stale_temp_files
 from mt.train import distributed
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
+from mt.train.horizon import RunHorizon
 from mt.train.init_from import load_init_weights, run_source
 from mt.train.log import PhaseTimer, TrainLog, Window
 from mt.train.optim import Schedule, build_optimizer, set_lr, training_progress
@@ -87,6 +87,8 @@ from mt.train.state import (
 )
 from mt.train.step import UpdateStep, autocast
 from mt.train.validate import PairsValidator, Validator, make_validator, selection_metric
+
+CLOCK = time.perf_counter  # the training clock (a test replaces it with a fake one)
 
 
 def train(cfg: Config, *, resume: bool = False) -> Path:
@@ -205,18 +207,20 @@ class _Loop:
         n_batches = len(sampler.epoch_batches(state.epoch))
         self.updates_per_epoch = math.ceil(n_batches / self.t.accumulate)
         self.horizon_updates = self.t.max_epochs * self.updates_per_epoch
+        self.horizon = RunHorizon(self.t, budget=self.budget, epoch_updates=self.horizon_updates, saved=state.horizon)
         self.schedule = Schedule.from_config(self.t, d_model=cfg.model.d_model, has_horizon=bool(
-            self.t.max_updates or self.horizon_updates or self.budget))
+            self.t.max_updates or self.horizon_updates or self.budget),
+            warmup=self.horizon.warmup(state.update, state.elapsed))
         self.flops = model.flops_per_token()
         self.window = Window()
         self.total_tokens = 0.0
-        self.session_start = time.perf_counter()
+        self.session_start = CLOCK()
         self.session_elapsed0 = state.elapsed
         self.session_update0 = state.update
 
     def elapsed(self) -> float:
         """Training seconds over all sessions."""
-        return self.session_elapsed0 + time.perf_counter() - self.session_start
+        return self.session_elapsed0 + CLOCK() - self.session_start
 
     def run(self) -> Path:
         """Train until a limit, a signal or early stopping; returns the checkpoint to evaluate.
@@ -231,7 +235,7 @@ class _Loop:
         At each epoch end: validate and save unless that update just did. At the end: `_finish`.
         """
         st, t = self.state, self.t
-        _log_plan(self.log, t, self.info.world_size, self.updates_per_epoch)
+        _log_plan(self.log, t, self.info.world_size, self.updates_per_epoch, self.horizon)
         reason = _limit_reached(st, t)
         self.window = Window()
         while not reason:
@@ -257,15 +261,19 @@ class _Loop:
         st, t, info = self.state, self.t, self.info
         self.timer.mark()
         # 1. rank 0's clock, plus the time the closing validation(s) will take, so they fit the budget too
-        clock = self.elapsed() + st.final_reserve if info.is_main else 0.0
-        sync = torch.tensor([local_tgt, local_src, float(self.stop.signum != 0), clock], dtype=torch.float64,
-                            device=self.device)
-        global_tgt, global_src, any_stop, elapsed = distributed.all_reduce_sum(sync, info).tolist()
+        now = self.elapsed() if info.is_main else 0.0  # (other ranks add 0: rank 0's clock is the one)
+        sync = torch.tensor([local_tgt, local_src, float(self.stop.signum != 0), now + st.final_reserve * info.is_main,
+                             now], dtype=torch.float64, device=self.device)
+        global_tgt, global_src, any_stop, elapsed, now = distributed.all_reduce_sum(sync, info).tolist()
         if any_stop:
             return StopReason.SIGNAL
         if self.budget and elapsed >= self.budget:
             return StopReason.TIME_BUDGET
-        # 2. learning rate
+        # 2. learning rate (warmup resolved from the measured speed when it is a share of a time budget)
+        for line in self.horizon.observe(st.update, st.update - self.session_update0, now):
+            self.log.info(line)
+        st.horizon = self.horizon.saved()
+        self.schedule = dataclasses.replace(self.schedule, warmup=self.horizon.warmup(st.update, now))
         progress = training_progress(st.update, elapsed, max_updates=t.max_updates, time_budget=self.budget,
                                      horizon_updates=self.horizon_updates)
         lr = self.schedule.lr_at(st.update + 1, progress)
@@ -290,9 +298,10 @@ class _Loop:
             self.window = Window()
         # 6. validate and/or save
         early = False
-        if t.valid_every and st.update % t.valid_every == 0:
+        valid_every, save_every = self.horizon.every("valid_every"), self.horizon.every("save_every")
+        if valid_every and st.update % valid_every == 0:
             early = self._validate_and_save(why="valid_every")
-        elif t.save_every and st.update % t.save_every == 0:
+        elif save_every and st.update % save_every == 0:
             self._save_periodic()
             self._save_last()
         if early:
@@ -324,7 +333,8 @@ class _Loop:
         self.window.exclude(self.timer.since_mark())  # tok/s counts training time only
         st.last_valid_update = st.update
         early = distributed.broadcast_flag(early, self.info, self.device)
-        if t.save_every == 0 or st.update % t.save_every == 0:  # validating must not skip a periodic one
+        save_every = self.horizon.every("save_every")
+        if save_every == 0 or st.update % save_every == 0:  # validating must not skip a periodic one
             self._save_periodic()
         self._save_last()
         self.timer.lap("validation")
@@ -422,7 +432,7 @@ def _skip_bad_update(st: TrainState, t: TrainConfig, log: TrainLog, last: Path, 
              f"{gnorm}); update skipped ({st.bad_losses}/{t.max_bad_losses})")
 
 
-def _log_plan(log: TrainLog, t: TrainConfig, world_size: int, updates_per_epoch: int) -> None:
+def _log_plan(log: TrainLog, t: TrainConfig, world_size: int, updates_per_epoch: int, horizon: RunHorizon) -> None:
     """The opening lines of a session: batch size, epoch length, schedule."""
     if t.average_last > t.keep_checkpoints:
         log.info(f"note: average_last={t.average_last} > keep_checkpoints={t.keep_checkpoints}: "
@@ -430,7 +440,7 @@ def _log_plan(log: TrainLog, t: TrainConfig, world_size: int, updates_per_epoch:
     global_batch = t.max_tokens * t.accumulate * world_size
     log.info(f"training: global batch ≤ {t.max_tokens} max_tokens × {t.accumulate} accumulate × "
              f"{world_size} rank(s) = {global_batch} padded tokens per update; "
-             f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {t.warmup} updates"
+             f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {horizon.describe('warmup')}"
              + (")" if t.schedule == "linear_decay" else f", cooldown over the last {t.cooldown:.0%})")
              + (f"; batch widths padded to a multiple of {t.pad_multiple}" if t.pad_multiple > 1 else ""))
 

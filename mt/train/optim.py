@@ -82,8 +82,14 @@ class Schedule:
     floor: float = FLOOR
 
     @classmethod
-    def from_config(cls, train: TrainConfig, *, d_model: int, has_horizon: bool) -> Schedule:
-        return cls(kind=train.schedule, lr=train.lr, warmup=train.warmup, d_model=d_model,
+    def from_config(cls, train: TrainConfig, *, d_model: int, has_horizon: bool, warmup: int | None = None) -> Schedule:
+        """warmup: in updates; None = train.warmup, which must then be a number (a share of the run
+        is resolved into updates by mt.train.horizon first)."""
+        if warmup is None:
+            if not isinstance(train.warmup, int):
+                raise ValueError(f"train.warmup {train.warmup!r} is a share: resolve it into updates first")
+            warmup = train.warmup
+        return cls(kind=train.schedule, lr=train.lr, warmup=warmup, d_model=d_model,
                    has_horizon=has_horizon, cooldown=train.cooldown)
 
     def base(self, step: int, progress: float) -> float:

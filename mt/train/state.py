@@ -46,6 +46,7 @@ class TrainState:
     last_valid_update: int = -1
     final_reserve: float = 0.0  # seconds of the latest validation (x2 with averaging), kept free at the budget's end
     world_size: int = 1
+    horizon: dict[str, Any] = field(default_factory=dict)  # RunHorizon.saved(): shares resolved into updates
     history: list[dict[str, Any]] = field(default_factory=list)  # validation records
 
 

@@ -1,0 +1,143 @@
+"""How many updates a run will make, and the schedule keys given as a share of it.
+
+`train.warmup`, `train.valid_every` and `train.save_every` take a number of updates or a share of
+the run, `"5%"`. The run's length is its first limit: `max_updates`, `max_epochs` × updates per
+epoch, or the updates `train.time_budget` allows at this machine's speed. A budget's count is
+estimated once per session, after `SPEED_UPDATES` updates, from the seconds per update since the
+first update of the session (which carries one-time costs: allocation, kernel choice, the bf16
+probe); time spent validating in between counts, as it does against the budget. The resolved
+values and the estimate are logged, and kept in last.pt so that a resumed run keeps them.
+
+Before the estimate: a share of warmup ramps with a provisional length of at least
+`SPEED_UPDATES` updates (never a faster ramp than that), and shares of valid_every / save_every
+do not fire yet. A value in updates that cannot fit the run (a warmup longer than it, an
+interval past its end) gets one warning line naming the estimate: a recipe tuned on a fast CPU
+must say so on a slow one rather than silently never reach its peak learning rate.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from mt.config import TrainConfig
+from mt.config_checks import SHARE_KEYS, parse_share
+
+SPEED_UPDATES = 20  # a session's speed is measured over its updates 2..SPEED_UPDATES
+
+# What a value in updates that does not fit the run means, and what to write instead.
+_TOO_LONG = {
+    "warmup": ("the learning rate never reaches its peak", "warmup: 5%"),
+    "valid_every": ("validation runs only at epoch ends and when training ends", "valid_every: 25%"),
+    "save_every": ("no periodic checkpoint is written before the end", "save_every: 10%"),
+}
+
+
+class RunHorizon:
+    """The run's length in updates and warmup / valid_every / save_every in updates.
+
+    Call `observe` before each update with the update count and the training seconds so far;
+    it returns the log lines of the moment the values are resolved (once), else [].
+    """
+
+    def __init__(self, t: TrainConfig, *, budget: float, epoch_updates: int, saved: dict[str, Any]) -> None:
+        """budget: seconds (0 = none); epoch_updates: max_epochs × updates per epoch (0 = none);
+        saved: what `saved()` returned in an earlier session ({} = nothing resolved yet)."""
+        self.budget = budget
+        self.shares = {key: parse_share(f"train.{key}", getattr(t, key)) for key in SHARE_KEYS}
+        self.given = {key: getattr(t, key) for key in SHARE_KEYS}
+        limits = [n for n in (t.max_updates, epoch_updates) if n > 0]
+        self.known = min(limits) if limits else 0  # updates fixed by the config, 0 = none
+        self.why_known = "max_updates" if self.known == t.max_updates else f"max_epochs {t.max_epochs}"
+        self.values: dict[str, int] = {}
+        self.estimate = 0
+        self.first: tuple[int, float] | None = None  # (update, elapsed) after the session's first update
+        self.pending_lines: list[str] = []
+        if saved.get("values"):
+            self.values, self.estimate = {k: int(v) for k, v in saved["values"].items()}, int(saved["estimate"])
+        elif not budget:  # the length is known now
+            self.pending_lines = self._resolve(self.known, self.why_known)
+
+    @property
+    def resolved(self) -> bool:
+        return bool(self.values)
+
+    def saved(self) -> dict[str, Any]:
+        """What last.pt keeps ({} until resolved)."""
+        return {"values": dict(self.values), "estimate": self.estimate} if self.values else {}
+
+    def observe(self, update: int, session_updates: int, elapsed: float) -> list[str]:
+        """Note the clock before update `update + 1`; `session_updates` of them were made in this
+        session. Returns the log lines of the resolution, once."""
+        lines, self.pending_lines = self.pending_lines, []
+        if self.resolved or not self.budget:
+            return lines
+        if session_updates == 1:
+            self.first = (update, elapsed)
+        elif session_updates >= SPEED_UPDATES and self.first is not None:
+            seconds = (elapsed - self.first[1]) / (update - self.first[0])
+            estimate = update + max(self.budget - elapsed, 0.0) / max(seconds, 1e-9)
+            why = (f"the {_duration(self.budget)} budget at {seconds:.3g} s/update, measured over updates "
+                   f"{self.first[0] + 1}-{update}")
+            if self.known and self.known <= estimate:
+                estimate, why = self.known, self.why_known
+            lines += self._resolve(round(estimate), why)
+        return lines
+
+    def warmup(self, update: int, elapsed: float) -> int:
+        """The warmup length (updates) for the next update; provisional until resolved."""
+        if self.resolved:
+            return self.values["warmup"]
+        share = self.shares["warmup"]
+        if share is None:
+            return int(self.given["warmup"])
+        if self.first is None or update <= self.first[0]:
+            guess = math.inf  # no speed yet: the floor below
+        else:
+            seconds = (elapsed - self.first[1]) / (update - self.first[0])
+            guess = share * (update + max(self.budget - elapsed, 0.0) / max(seconds, 1e-9))
+        provisional = max(SPEED_UPDATES, guess) if math.isfinite(guess) else SPEED_UPDATES
+        if self.known:
+            provisional = min(provisional, max(1, round(share * self.known)))
+        return int(provisional)
+
+    def every(self, key: str) -> int:
+        """valid_every / save_every in updates (0 = off, also while a share awaits its estimate)."""
+        if self.resolved:
+            return self.values[key]
+        return 0 if self.shares[key] is not None else int(self.given[key])
+
+    def describe(self, key: str) -> str:
+        """A key as configured, for the plan line: '400 updates' or '5% of the run'."""
+        share = self.shares[key]
+        return f"{self.given[key]} updates" if share is None else f"{share * 100:.4g}% of the run"
+
+    def _resolve(self, estimate: int, why: str) -> list[str]:
+        """Fix every key in updates for a run of `estimate` updates; the log lines that say so."""
+        self.estimate = estimate
+        lines, parts = [], []
+        for key in SHARE_KEYS:
+            share = self.shares[key]
+            if share is None:
+                value = int(self.given[key])
+                reason, instead = _TOO_LONG[key]
+                if estimate and value > estimate:
+                    lines.append(f"warning: train.{key}={value} updates is longer than the ~{estimate:,} updates of "
+                                 f"this run ({why}): {reason}; a share fits any machine, e.g. {instead}")
+            else:
+                value = round(share * estimate)
+                if key != "warmup" and share > 0:
+                    value = max(value, 1)  # "every 0.01%" of a short run is every update, not never
+                parts.append(f"{key} {share * 100:.4g}% = {value:,} updates")
+            self.values[key] = value
+        if parts or self.budget:
+            lines.insert(0, f"run length: ~{estimate:,} updates ({why})" + (f"; {', '.join(parts)}" if parts else ""))
+        return lines
+
+
+def _duration(seconds: float) -> str:
+    """1200.0 -> '20m', 90.0 -> '1m30s'."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    text = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
+    return text or "0s"

@@ -160,11 +160,18 @@ def export(
     output: Path = typer.Option(..., "--output", "-o", help="The model directory to write."),
     quantization: str = typer.Option("none", help="Weights: none (float32) | int8 | int8_float32 | int16."),
     force: bool = typer.Option(False, help="Replace a non-empty output directory."),
+    int8_range: str = typer.Option(
+        "reduced", "--int8-range", help="int8 weights in [-63, 63] (reduced: exact on AVX2 CPUs too) or "
+                                         "[-127, 127] (full: finer, for CPUs with VNNI only)."),
+    check: bool = typer.Option(
+        True, help="With --quantization: translate the validation set with the quantised and the float32 "
+                   "model and write both BLEUs (and the CPU) into mt_export.json and MODEL_CARD.md."),
 ) -> None:
     """Export a checkpoint for deployment (CTranslate2: `mt translate/evaluate -c DIR` run it too)."""
     from mt.commands.deploy import export_command
 
-    export_command(checkpoint, format=format, output=output, quantization=quantization, force=force)
+    export_command(checkpoint, format=format, output=output, quantization=quantization, force=force,
+                   int8_range=int8_range, check=check)
 
 
 @app.command()

@@ -1,10 +1,14 @@
-"""Which device a command runs on, and whether it computes bf16 natively.
+"""Which device a command runs on, whether it computes bf16 natively, and what CPU this is.
 
 Used by training (`train.device`, `train.precision: auto`), translation (`--device`,
-`--precision bf16`) and the benchmarks, so the answer is the same everywhere.
+`--precision bf16`), the export's int8 check and the benchmarks, so the answer is the same everywhere.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
 
 import torch
 
@@ -56,3 +60,34 @@ def bf16_feature(device: torch.device | str) -> str | None:
         if check is not None and check():
             return name
     return None
+
+
+def _cpuinfo() -> tuple[str, set[str]]:
+    """(model name, flags) of the first CPU in /proc/cpuinfo; ("", set()) where there is none."""
+    name, flags = "", set()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not name:
+                name = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    return name, flags
+
+
+def cpu_name() -> str:
+    """'AMD EPYC x2': the CPU model and the cores this process may use, for every published figure."""
+    name, _ = _cpuinfo()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{name or 'unknown CPU'} x{cores}"
+
+
+def cpu_isa() -> str:
+    """The widest vector extension int8 kernels can use here: 'AVX-512 VNNI', 'AVX-512', 'AVX2' or
+    'older'; CT2_FORCE_CPU_ISA and ONEDNN_MAX_CPU_ISA, when set, are named too (they cap what
+    CTranslate2 and its oneDNN GEMMs use)."""
+    _, flags = _cpuinfo()
+    isa = ("AVX-512 VNNI" if "avx512_vnni" in flags else "AVX-512" if "avx512f" in flags
+           else "AVX2" if "avx2" in flags else "older")
+    caps = [f"{var}={os.environ[var]}" for var in ("CT2_FORCE_CPU_ISA", "ONEDNN_MAX_CPU_ISA") if os.environ.get(var)]
+    return f"{isa} ({', '.join(caps)})" if caps else isa

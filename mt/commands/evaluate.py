@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import sys
 import time
@@ -13,9 +12,6 @@ from typing import Any
 
 from mt.commands.translate import decode_settings
 from mt.config import Config
-from mt.data.corpus import split_available
-from mt.data.pairs import pair_data, pair_name, tokenizer_for_target
-from mt.data.tokenizer import Tokenizer
 from mt.deploy.engines import load_engine, weight_files
 from mt.errors import MTError
 from mt.eval.bleu import bleu_tokenizer_for
@@ -23,9 +19,9 @@ from mt.eval.evaluate import (
     EvalSet,
     Scores,
     default_out_dir,
+    eval_sets,
     evaluate_set,
     read_file_set,
-    read_split_set,
     score_files,
 )
 from mt.model.checkpoint import init_from_record
@@ -63,40 +59,6 @@ def _suffix_language(path: Path) -> str:
     """'test.ja' -> 'ja', 'newstest.zh.gz' -> 'zh', 'refs.txt' -> 'txt' (which maps to 13a)."""
     suffixes = [x.lstrip(".") for x in path.suffixes if x != ".gz"]
     return suffixes[-1] if suffixes else ""
-
-
-def _eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: list[EvalSet],
-               target_lang: str | None, tokenize: str | None) -> list[tuple[EvalSet, Tokenizer, str]]:
-    """(test set, the tokenizer that translates it, its BLEU tokenizer) for each --split and file set.
-
-    A multi-pair model: each split of every pair (into `target_lang` when given) that has it,
-    labelled `<pair>/<split>`; a split no pair has is an error naming the pairs' splits."""
-    def bleu_for(lang: str) -> str:
-        return bleu_tokenizer_for(lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
-
-    if not cfg.data.pairs:
-        tok = tokenizer_for_target(tokenizer, cfg, target_lang)
-        bleu = bleu_for(cfg.data.tgt_lang)
-        return [(read_split_set(cfg.data, split), tok, bleu) for split in splits] + [(f, tok, bleu) for f in files]
-    pairs = [p for p in cfg.data.pairs if target_lang is None or p.tgt_lang == target_lang]
-    if not pairs:
-        tokenizer_for_target(tokenizer, cfg, target_lang)  # the error naming the known targets
-    out = []
-    for split in splits:
-        found = [p for p in pairs if split_available(pair_data(cfg.data, p), split)]
-        if not found:
-            known = ", ".join(f"{pair_name(p)}: {', '.join(dict.fromkeys([p.valid_split, *p.test_splits]))}"
-                              for p in pairs)
-            raise MTError(f"split '{split}': no language pair of the model has it ({known})")
-        for p in found:
-            test = read_split_set(pair_data(cfg.data, p), split)
-            test = dataclasses.replace(test, label=f"{pair_name(p)}/{split}")
-            out.append((test, tokenizer.for_target(p.tgt_lang), bleu_for(p.tgt_lang)))
-    if files:
-        tok = tokenizer_for_target(tokenizer, cfg, target_lang)
-        lang = target_lang or cfg.data.pairs[0].tgt_lang
-        out += [(f, tok, bleu_for(lang)) for f in files]
-    return out
 
 
 def _init_from(path: Path, cfg: Config) -> dict[str, Any] | None:
@@ -157,7 +119,7 @@ def evaluate_command(
     started = time.perf_counter()
     model, tokenizer, cfg, dev = load_engine(checkpoints, device)
     load_s = time.perf_counter() - started
-    tests = _eval_sets(cfg, tokenizer, splits, files, target_lang, tokenize)
+    tests = eval_sets(cfg, tokenizer, splits, files, target_lang, tokenize)
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=1, max_tokens=None,  # scores the 1-best
                              precision=precision)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])

@@ -34,6 +34,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from mt.config import Config
 from mt.data.tokenizer import JOINT_MODEL, SRC_MODEL, TGT_MODEL
 from mt.deploy.card import (
@@ -48,6 +50,8 @@ from mt.errors import MTError
 from mt.model.checkpoint import checkpoint_config, load_checkpoint
 
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int16")
+INT8_RANGES = ("reduced", "full")  # int8 weights in [-63, 63] (no AVX2 saturation) or [-127, 127]
+INT8_REDUCED_MAX = 63
 WEIGHTS_FILE = "model.bin"  # what CTranslate2's converter writes: the weights, hashed as the model's id
 MODEL_CARD = "MODEL_CARD.md"
 LAYER_NORM_EPS = 1e-5  # torch.nn.LayerNorm's default, which mt uses
@@ -146,13 +150,17 @@ def build_spec(cfg: Config, state: dict[str, Any]) -> Any:
     return spec
 
 
-def _model_card(info: dict[str, Any]) -> str:
+def export_model_card(info: dict[str, Any]) -> str:
     """MODEL_CARD.md of an export: the shared card (`mt.deploy.card`) plus how to use the directory."""
     card = model_card(info, checkpoint=info["checkpoint"], scores=info["scores"], parameters=info["parameters"])
     extra = [f"- tokenizer files: {', '.join(info['tokenizer_files'])}",
-             (f"- weights: {'float32' if info['quantization'] == 'none' else info['quantization']}; "
-              f"CTranslate2 {info['ctranslate2_version']}"),
+             (f"- weights: {'float32' if info['quantization'] == 'none' else info['quantization']}"
+              + {"reduced": " in [-63, 63] (exact on AVX2 CPUs too)", "full": " in [-127, 127] (AVX2 CPUs saturate: "
+                 "for VNNI CPUs only)"}.get(info.get("int8_range", ""), "")
+              + f"; CTranslate2 {info['ctranslate2_version']}"),
              "- the model appends `</s>` to each source itself (config `add_source_eos`): pass plain pieces"]
+    if info.get("quantization_check"):  # written by mt.deploy.quantcheck after the export
+        extra.append(f"- {info['quantization_check']['summary']}")
     if info.get("pairs"):
         extra.insert(0, _languages(info))
     lines = [model_card_markdown(card, title=f"{info['name']} — mt model exported to CTranslate2", extra=extra),
@@ -186,14 +194,44 @@ def _tagged_source(info: dict[str, Any]) -> list[str]:
             f"# the tag picks the target language"]
 
 
-def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "none", force: bool = False) -> Path:
+def _quantize_int8_reduced(spec: Any) -> None:
+    """int8 weights in [-63, 63] with a float32 scale per output row, in place of CTranslate2's
+    [-127, 127]. Without VNNI (AVX2 CPUs) int8 products go through vpmaddubsw, which adds two
+    u8 x s8 products into a saturating int16: activations up to 255 (CTranslate2 shifts them to
+    u8) times weights up to 127 overflow, weights up to 63 cannot (2 * 255 * 63 < 32767), the
+    range PyTorch's fbgemm reduces to for the same reason. Measured on the demo model's val
+    references (README "Deploy with CTranslate2"): the 8-bit range's log-prob error grows 6x on
+    the AVX2 path, the 7-bit range's is the same on every path."""
+    from ctranslate2.specs import model_spec
+
+    def quantize(layer: Any, name: str, value: Any) -> None:
+        key = name.split("/")[-1]
+        if isinstance(value, str) or not hasattr(layer, f"{key}_scale") or not hasattr(value, "numpy"):
+            return  # an alias of another variable, a layer without a scale, or not an array
+        weights = value.to("float32").numpy()
+        if weights.ndim != 2:
+            return
+        amax = np.maximum(np.abs(weights).max(axis=1), np.float32(1e-30))
+        scale = (np.float32(INT8_REDUCED_MAX) / amax).astype(np.float32)
+        setattr(layer, key, model_spec.NumpyVariable(np.rint(weights * scale[:, None]).astype(np.int8)))
+        setattr(layer, f"{key}_scale", model_spec.NumpyVariable(scale))
+
+    model_spec.visit_spec(spec, quantize)
+
+
+def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "none", force: bool = False,
+                       int8_range: str = "reduced") -> Path:
     """Write the CTranslate2 model directory `out_dir` for an mt checkpoint; returns `out_dir`.
 
-    `quantization`: none (float32) | int8 | int8_float32 | int16. An existing non-empty `out_dir`
-    is an error unless `force`. The directory is built beside `out_dir` and renamed into place.
+    `quantization`: none (float32) | int8 | int8_float32 | int16. `int8_range`: reduced (weights
+    in [-63, 63], exact on every CPU; see `_quantize_int8_reduced`) | full (CTranslate2's
+    [-127, 127]: a little finer where the CPU has VNNI, saturating on AVX2). An existing non-empty
+    `out_dir` is an error unless `force`. The directory is built beside `out_dir` and renamed into place.
     """
     if quantization not in QUANTIZATIONS:
         raise MTError(f"mt export: unknown quantization {quantization!r}; expected one of {', '.join(QUANTIZATIONS)}")
+    if int8_range not in INT8_RANGES:
+        raise MTError(f"mt export: unknown --int8-range {int8_range!r}; expected one of {', '.join(INT8_RANGES)}")
     ct2 = import_ctranslate2()
     checkpoint, out_dir = Path(checkpoint), Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
@@ -210,7 +248,11 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "
         spec.validate()
     except ValueError as e:
         raise MTError(f"mt export: '{checkpoint}' does not fit a CTranslate2 Transformer ({str(e).splitlines()[0]})") from None
-    spec.optimize(quantization=None if quantization == "none" else quantization)
+    if quantization.startswith("int8") and int8_range == "reduced":
+        spec.optimize(quantization=None)  # aliases tied weights; quantised below
+        _quantize_int8_reduced(spec)
+    else:
+        spec.optimize(quantization=None if quantization == "none" else quantization)
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
@@ -227,6 +269,7 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "
             "update": int(state.get("update", 0)),
             "epoch": int(state.get("epoch", 0)),
             "quantization": quantization,
+            **({"int8_range": int8_range} if quantization.startswith("int8") else {}),
             "ctranslate2_version": getattr(ct2, "__version__", "unknown"),
             "src_vocab_size": int(state["src_vocab_size"]),
             "tgt_vocab_size": int(state["tgt_vocab_size"]),
@@ -240,7 +283,7 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "
             "scores": eval_scores(run_dir_of(checkpoint)),
         }
         (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        (tmp / MODEL_CARD).write_text(_model_card(info), encoding="utf-8")
+        (tmp / MODEL_CARD).write_text(export_model_card(info), encoding="utf-8")
         os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; an exported model is meant to be shared
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}.old.{os.getpid()}")

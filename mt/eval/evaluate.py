@@ -26,13 +26,15 @@ from typing import Any
 import torch
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from mt.config import DataConfig, DecodeConfig
+from mt.config import Config, DataConfig, DecodeConfig
 from mt.data.corpus import read_split, split_available
+from mt.data.pairs import pair_data, pair_name, tokenizer_for_target
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine
 from mt.decode.translate import translate_lines
 from mt.errors import MTError
 from mt.eval.bleu import DEFAULT as DEFAULT_TOKENIZER
+from mt.eval.bleu import bleu_tokenizer_for
 from mt.model.ensemble import Ensemble
 from mt.model.transformer import Transformer
 from mt.textio import check_same_length, read_lines, write_lines_atomic
@@ -246,3 +248,38 @@ def evaluate_set(
     write_report(report_path, build_report(hyp_path, test.reference, scores, sentences=len(hyps),
                                            score_s=score_s, made=made))
     return SetResult(hyps, scores, translate_s, hyp_path, report_path)
+
+
+def eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: list[EvalSet],
+               target_lang: str | None, tokenize: str | None) -> list[tuple[EvalSet, Tokenizer, str]]:
+    """(test set, the tokenizer that translates it, its BLEU tokenizer) for each split and file set;
+    `tokenize` overrides the config's BLEU tokenizer (None = the config's or the language's).
+
+    A multi-pair model: each split of every pair (into `target_lang` when given) that has it,
+    labelled `<pair>/<split>`; a split no pair has is an error naming the pairs' splits."""
+    def bleu_for(lang: str) -> str:
+        return bleu_tokenizer_for(lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
+
+    if not cfg.data.pairs:
+        tok = tokenizer_for_target(tokenizer, cfg, target_lang)
+        bleu = bleu_for(cfg.data.tgt_lang)
+        return [(read_split_set(cfg.data, split), tok, bleu) for split in splits] + [(f, tok, bleu) for f in files]
+    pairs = [p for p in cfg.data.pairs if target_lang is None or p.tgt_lang == target_lang]
+    if not pairs:
+        tokenizer_for_target(tokenizer, cfg, target_lang)  # the error naming the known targets
+    out = []
+    for split in splits:
+        found = [p for p in pairs if split_available(pair_data(cfg.data, p), split)]
+        if not found:
+            known = ", ".join(f"{pair_name(p)}: {', '.join(dict.fromkeys([p.valid_split, *p.test_splits]))}"
+                              for p in pairs)
+            raise MTError(f"split '{split}': no language pair of the model has it ({known})")
+        for p in found:
+            test = read_split_set(pair_data(cfg.data, p), split)
+            test = dataclasses.replace(test, label=f"{pair_name(p)}/{split}")
+            out.append((test, tokenizer.for_target(p.tgt_lang), bleu_for(p.tgt_lang)))
+    if files:
+        tok = tokenizer_for_target(tokenizer, cfg, target_lang)
+        lang = target_lang or cfg.data.pairs[0].tgt_lang
+        out += [(f, tok, bleu_for(lang)) for f in files]
+    return out

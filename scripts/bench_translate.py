@@ -26,7 +26,10 @@ the config's decode.max_tokens, divided by the beam). Measured:
 - mt bf16: the same search over a bf16 copy of the model (`--precision bf16`), only on CPUs with
   native bf16 (AVX512-BF16/AMX) unless --bf16 is forced;
 - CTranslate2 fp32 / int8: the (first) model exported by `mt export` (into a temporary folder) and
-  run by `mt.deploy.ct2.CT2Translator` on the same batches with mt's decode settings (`--no-ct2` skips them);
+  run by `mt.deploy.ct2.CT2Translator` with mt's decode settings, twice (`--no-ct2` skips them):
+  on mt's batches, each one CTranslate2 batch (what `mt translate -c DIR` does), and over the whole
+  input in one call with `max_batch_size=--ct2-batch-tokens` (4096) and `batch_type="tokens"`, the
+  settings CTranslate2's documentation advises for a file;
 - mt end to end: `mt.decode.translate.translate_lines` (tokenise, batch, search, detokenise) on
   the same sentences and batches, timed in `--e2e-rounds` rounds alternating with the cached
   search alone; the summary gives the ratio of their best times (1.0 = nothing outside the model);
@@ -156,15 +159,23 @@ def run_ct2(translator: object, id_batches: list[list[list[int]]], decode: Decod
     return out
 
 
-def export_all(cfg: Config, tokenizer: Tokenizer, model: Transformer, workdir: Path) -> dict[str, object]:
-    """The model exported to CTranslate2 fp32 and int8 (via a temporary checkpoint) -> translators."""
+def export_all(cfg: Config, tokenizer: Tokenizer, model: Transformer, workdir: Path,
+               own_batch_tokens: int) -> dict[str, tuple[object, object]]:
+    """The model exported to CTranslate2 fp32 and int8 (via a temporary checkpoint) -> for each, a
+    translator as `mt translate -c DIR` runs it (mt's batches, each one CTranslate2 batch) and one
+    as its documentation advises running a whole file (`max_batch_size=own_batch_tokens`,
+    `batch_type="tokens"`: CTranslate2 sorts and batches by itself)."""
     from mt.deploy.ct2 import CT2Translator
     from mt.deploy.export import export_ctranslate2
 
     ckpt = workdir / "bench.pt"
     save_checkpoint(ckpt, inference_state(cfg, tokenizer, model, update=0, epoch=0))
-    return {q: CT2Translator(export_ctranslate2(ckpt, workdir / f"ct2-{q}", quantization=q), max_batch_size=0)
-            for q in ("none", "int8")}
+    out = {}
+    for q in ("none", "int8"):
+        path = export_ctranslate2(ckpt, workdir / f"ct2-{q}", quantization=q)
+        out[q] = (CT2Translator(path, max_batch_size=0),
+                  CT2Translator(path, max_batch_size=own_batch_tokens, batch_type="tokens"))
+    return out
 
 
 def marian_like(model: Transformer) -> torch.nn.Module:
@@ -236,6 +247,9 @@ def main(
     hf: bool = typer.Option(True, help="Also time HF MarianMTModel.generate (random-model mode)."),
     uncached: bool = typer.Option(True, help="Also time the uncached re-decoding baseline."),
     ct2: bool = typer.Option(True, help="Also time the model exported to CTranslate2 (fp32 and int8)."),
+    ct2_batch_tokens: int = typer.Option(
+        4096, "--ct2-batch-tokens", help="CTranslate2's own batching row: max_batch_size in source tokens "
+                                         "(batch_type='tokens'), over the whole input in one call."),
     bf16: Optional[bool] = typer.Option(None, help="Also time mt in bf16 (default: where bf16 is native)."),
     peak_gflops: float = typer.Option(190.0, "--peak-gflops", help="fp32 peak of the machine, for MFU."),
     e2e_rounds: int = typer.Option(
@@ -281,8 +295,12 @@ def main(
     bf16 = bf16_feature("cpu") is not None if bf16 is None else bf16
     model_bf16 = copy.deepcopy(model).to(torch.bfloat16).eval() if bf16 else None
     workdir = Path(tempfile.mkdtemp(prefix="bench_translate."))
-    translators = export_all(cfg, tokenizer, model, workdir) if ct2 else {}
-    print(f"{'search':<8} {'implementation':<22} {'sent/s':>8} {'tgt tok/s':>10} {'GFLOP/s':>8} {'MFU':>6} "
+    translators = export_all(cfg, tokenizer, model, workdir, ct2_batch_tokens) if ct2 else {}
+    if ct2:
+        print(f"CTranslate2: 'mt batches' = mt's batches, each one translate_batch call (what `mt translate -c DIR` "
+              f"does); 'own batching' = the whole input in one call with max_batch_size={ct2_batch_tokens}, "
+              f"batch_type='tokens' (its documentation's advice)")
+    print(f"{'search':<8} {'implementation':<30} {'sent/s':>8} {'tgt tok/s':>10} {'GFLOP/s':>8} {'MFU':>6} "
           f"{'time s':>7} {'BLEU':>6}")
 
     def report(label: str, impl: str, seconds: float, outputs: list[list[int]], rows: int,
@@ -294,7 +312,7 @@ def main(
         shown = "-"
         if bleu and checkpoint:
             shown = f"{score(tokenizer.decode_tgt(outputs), [r.rstrip() for r in ref_lines]).bleu:6.2f}"
-        print(f"{label:<8} {impl:<22} {len(ids) / seconds:8.1f} {tokens / seconds:10.0f} {gflops:8.2f} "
+        print(f"{label:<8} {impl:<30} {len(ids) / seconds:8.1f} {tokens / seconds:10.0f} {gflops:8.2f} "
               f"{100 * gflops / peak_gflops:5.1f}% {seconds:7.2f} {shown:>6}")
         return len(ids) / seconds
 
@@ -327,13 +345,16 @@ def main(
             seconds_b, out_b = timed(partial(run_mt, model_bf16, batches, decode, k))
             fast = report(label, "mt bf16", seconds_b, [out_b[p] for p in position], k)
             line += f" bf16/fp32 x{fast / cached:.2f};"
-        for quant, translator in translators.items():
+        for quant, (translator, own) in translators.items():
             name = "CTranslate2 fp32" if quant == "none" else f"CTranslate2 {quant}"
             run_ct2(translator, id_batches[-1:], decode, k)
             seconds_c, out_c = timed(partial(run_ct2, translator, id_batches, decode, k))
-            speed = report(label, name, seconds_c, [out_c[p] for p in position], k)
+            speed = report(label, f"{name}, mt batches", seconds_c, [out_c[p] for p in position], k)
             same = "" if quant != "none" else (", identical output" if out_c == out else ", output differs")
-            line += f" mt/{name} x{cached / speed:.2f}{same};"
+            run_ct2(own, id_batches[-1:], decode, k)
+            seconds_o, out_o = timed(partial(run_ct2, own, [ids], decode, k))
+            own_speed = report(label, f"{name}, own batching", seconds_o, out_o, k)
+            line += f" mt/{name} x{cached / speed:.2f}{same} (own batching x{cached / own_speed:.2f});"
         if members:
             ens = Ensemble(members).eval()
             timed(partial(run_mt, ens, warm, decode, k))

@@ -75,7 +75,8 @@ def test_bench_translate_checkpoint_mode_reports_bleu(multi30k_dir: Path, tmp_pa
               "--no-uncached", "--no-bf16", "--threads", "1")
     rows = {(r[0], " ".join(r[1:-6])): r[-1] for r in (line.split() for line in out.splitlines()) if len(r) >= 8}
     for search in ("greedy", "beam"):
-        for impl in ("mt (cached)", "CTranslate2 fp32", "CTranslate2 int8"):
+        for impl in ("mt (cached)", "CTranslate2 fp32, mt batches", "CTranslate2 fp32, own batching",
+                     "CTranslate2 int8, mt batches", "CTranslate2 int8, own batching"):
             key = next(k for k in rows if k[0] == search and k[1].endswith(impl))
             float(rows[key])  # a BLEU figure, not "-"
 

@@ -76,6 +76,9 @@ class TokenizerConfig:
     workers: int = 1  # processes used to encode the corpus
     normalization: Normalization = "identity"  # identity keeps text as written (full-width ，？！ and … too)
     byte_fallback: bool = True  # unseen characters become UTF-8 byte pieces, not <unk> (uses 256 vocab entries)
+    # Subword regularisation of the training split (mt/data/resegment.py): every epoch a sampled segmentation.
+    sampling_alpha: float = 0.0  # 0 = off; unigram: sentencepiece's sampling smoothing α (Kudo 2018; smaller = more varied); bpe: the BPE-dropout rate (Provilkov et al. 2020)
+    sampling_nbest: int = -1  # unigram: sample from the n best segmentations (-1 = all of them, the lattice); bpe ignores it
 
 
 @dataclass(frozen=True)

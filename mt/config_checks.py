@@ -48,6 +48,7 @@ RANGES: dict[str, Range] = {
     "data.train_limit": AT_LEAST_0, "data.pair_temperature": POSITIVE, "data.max_len": AT_LEAST_0, "data.max_len_ratio": AT_LEAST_0,
     "tokenizer.vocab_size": Range(5), "tokenizer.character_coverage": Range(0, 1, lo_open=True),
     "tokenizer.sample_size": AT_LEAST_1, "tokenizer.workers": AT_LEAST_1,
+    "tokenizer.sampling_alpha": AT_LEAST_0, "tokenizer.sampling_nbest": Range(-1),
     "model.d_model": Range(2), "model.heads": AT_LEAST_1, "model.encoder_layers": AT_LEAST_1,
     "model.decoder_layers": AT_LEAST_1, "model.d_ff": AT_LEAST_1, "model.dropout": FRACTION,
     "model.attention_dropout": FRACTION, "model.max_positions": Range(2),
@@ -146,6 +147,13 @@ def check_values(cfg: Config) -> None:
         raise MTError(f"config key 'model.d_model': must be even for sinusoidal positions, got {m.d_model}")
     if d.n_best > d.beam and not d.sampling:  # sampling draws n_best samples, whatever the beam
         raise MTError(f"config key 'decode.n_best': {d.n_best} exceeds decode.beam={d.beam}")
+    tok = cfg.tokenizer
+    if tok.type == "bpe" and tok.sampling_alpha >= 1:
+        raise MTError(f"config key 'tokenizer.sampling_alpha': with a bpe tokenizer it is the BPE-dropout rate, "
+                      f"which must be in [0, 1), got {tok.sampling_alpha:g}")
+    if tok.sampling_nbest in (0, 1):
+        raise MTError(f"config key 'tokenizer.sampling_nbest': {tok.sampling_nbest} leaves nothing to sample; "
+                      f"use -1 (all segmentations) or at least 2")
     t = cfg.train
     if not (parse_duration(t.time_budget) or t.max_updates or t.max_epochs):
         for name in SHARE_KEYS:

@@ -64,7 +64,8 @@ SAMPLE_LIMITS = corpus.CleanLimits(max_len=4192 // 4, max_len_ratio=0)
 
 def _data_for_fingerprint(cfg: Config) -> dict[str, Any]:
     tok = asdict(cfg.tokenizer)
-    tok.pop("workers")  # the number of processes does not change the output
+    for key in ("workers", "sampling_alpha", "sampling_nbest"):
+        tok.pop(key)  # processes do not change the cache, and sampling happens per epoch in training
     data = json.loads(json.dumps(asdict(cfg.data)))
     data.pop("pair_temperature")  # sampling, not the cache
     if not data["pairs"]:

@@ -6,6 +6,7 @@ an `EncodedSplit` of two `TokenArray`s; nothing is read into memory but the offs
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,21 @@ class TokenArray:
                                 else np.zeros(0, dtype=IDS_DTYPE))  # (total_tokens,) int32
         if len(self.offsets) == 0 or self.offsets[0] != 0 or self.offsets[-1] != n_ids:
             raise MTError(f"{offsets_path}: does not match {ids_path.name} (corrupt cache); run `mt prepare --force`")
+
+    @classmethod
+    def from_sequences(cls, seqs: list[list[int]]) -> TokenArray:
+        """An in-memory TokenArray holding `seqs` (e.g. one epoch's sampled segmentation)."""
+        out = cls.__new__(cls)
+        lengths = np.fromiter(map(len, seqs), dtype=OFFSETS_DTYPE, count=len(seqs))
+        out.offsets = np.zeros(len(seqs) + 1, dtype=OFFSETS_DTYPE)
+        np.cumsum(lengths, out=out.offsets[1:])
+        out.ids = np.fromiter(itertools.chain.from_iterable(seqs), dtype=IDS_DTYPE, count=int(out.offsets[-1]))
+        return out
+
+    def to_lists(self) -> list[list[int]]:
+        """Every sequence as a list of ints."""
+        flat, bounds = self.ids.tolist(), self.offsets.tolist()
+        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
     def __len__(self) -> int:
         return len(self.offsets) - 1

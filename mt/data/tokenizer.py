@@ -251,6 +251,22 @@ class Tokenizer:
         """Target lines -> piece ids (no BOS/EOS)."""
         return self._tgt.encode(lines, out_type=int, num_threads=threads)
 
+    def sample_encode(self, side: str, lines: list[str], *, alpha: float, nbest: int, seed: int) -> list[list[int]]:
+        """`lines` -> one sampled segmentation each (subword regularisation), no prefix, no BOS/EOS.
+
+        `side` is "src" or "tgt". Unigram models sample from the `nbest` best segmentations (-1: the
+        whole lattice) with smoothing `alpha` (Kudo 2018); BPE models drop each merge with
+        probability `alpha` (BPE-dropout). Deterministic given `seed`: sentencepiece's generator is
+        reseeded and runs in this one thread (its multi-threaded sampling is not reproducible).
+        """
+        spm.set_random_generator_seed(seed)
+        model = self._src if side == "src" else self._tgt
+        return model.encode(lines, out_type=int, enable_sampling=True, alpha=alpha, nbest_size=nbest, num_threads=1)
+
+    def decode_pieces(self, side: str, ids: list[list[int]]) -> list[str]:
+        """Piece ids of `side` ("src" or "tgt") -> the text they spell, control pieces (tags) dropped."""
+        return (self._src if side == "src" else self._tgt).decode(ids)
+
     def decode_tgt(self, ids: list[list[int]]) -> list[str]:
         """Target ids -> detokenised text, one line each; each sequence is cut at its first EOS,
         PAD and BOS are ignored.

@@ -13,8 +13,8 @@
   equal the checkpoint's; a differing one is an MTError naming every differing key with both
   values. TRAINABLE keys (`model.dropout`, `model.attention_dropout`) are regularisation of
   this run, not of the weights, and may differ (fine-tuning on a small corpus often wants more
-  dropout). Every `tokenizer` key but `workers` (processes) must match: the tokenizer is the
-  checkpoint's.
+  dropout). Every `tokenizer` key but `workers` (processes) and the sampling keys (subword
+  regularisation of this run) must match: the tokenizer is the checkpoint's.
 
 Every checkpoint of the run records its origin as `init_from: {path, sha256, update}` (see
 `mt.model.checkpoint.inference_state`). `--resume` of a fine-tuning run reads nothing from the
@@ -44,7 +44,7 @@ from mt.textio import sha256_file
 TRAINABLE_MODEL_KEYS = ("dropout", "attention_dropout")
 SHAPE_MODEL_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig) if f.name not in TRAINABLE_MODEL_KEYS)
 # tokenizer keys that may differ: they do not change the encoded output
-FREE_TOKENIZER_KEYS = ("workers",)
+FREE_TOKENIZER_KEYS = ("workers", "sampling_alpha", "sampling_nbest")
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def resolve_config(cfg: Config, explicit: dict[str, Any], source_cfg: Config, wh
                       f"(leave the model/tokenizer sections out to take the checkpoint's)")
     model = dataclasses.replace(source_cfg.model, **{k: getattr(cfg.model, k) for k in TRAINABLE_MODEL_KEYS
                                                      if k in model_given})
-    tokenizer = dataclasses.replace(source_cfg.tokenizer, workers=cfg.tokenizer.workers)
+    tokenizer = dataclasses.replace(source_cfg.tokenizer, **{k: getattr(cfg.tokenizer, k) for k in FREE_TOKENIZER_KEYS})
     return dataclasses.replace(cfg, model=model, tokenizer=tokenizer)
 
 

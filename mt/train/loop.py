@@ -53,9 +53,8 @@ from torch.nn.parallel import DistributedDataParallel
 from mt.config import Config, TrainConfig
 from mt.config_checks import parse_duration
 from mt.config_load import save_config
-from mt.data.batching import TokenBatchSampler
-from mt.data.pairs import pair_manifest, prepare_run
-from mt.data.splits import EncodedSplit, load_split
+from mt.data.pairs import prepare_run
+from mt.data.splits import load_split
 from mt.data.tokenizer import Tokenizer
 from mt.device import resolve_device
 from mt.errors import MTError
@@ -65,6 +64,7 @@ from mt.textio import remove_stale_temp_files
 from mt.train import distributed
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
+from mt.train.epochs import TrainingData
 from mt.train.horizon import RunHorizon
 from mt.train.init_from import load_init_weights, run_source
 from mt.train.log import PhaseTimer, TrainLog, Window
@@ -172,18 +172,14 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
         ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None,
                                       forward_sync_buffers=False, gradient_as_bucket_view=True)
 
-    sampler = TokenBatchSampler(train_split.src.lengths(), train_split.tgt.lengths(), max_tokens=t.max_tokens,
-                                max_sentences=t.max_sentences, seed=t.seed, rank=info.rank,
-                                world_size=info.world_size, pad_multiple=t.pad_multiple,
-                                pair_sizes=[p["train_sentences"] for p in pair_manifest(run_dir)],
-                                temperature=cfg.data.pair_temperature)
+    data = TrainingData(cfg, run_dir, train_split, tokenizer, info, log.info)
     files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints,
                             init_from=source.record if source is not None else None)
     step = UpdateStep(model=model, ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
                        device=device, timer=PhaseTimer(), precision=precision.precision)
     validator = make_validator(cfg, run_dir, tokenizer, device, lambda: autocast(precision.precision, device))
     loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,
-                 train_split=train_split, sampler=sampler, state=state, files=files, log=log, stop=stop, ema=ema)
+                 data=data, state=state, files=files, log=log, stop=stop, ema=ema)
     try:
         return loop.run()
     finally:
@@ -194,17 +190,15 @@ class _Loop:
     """The state of one training session; `run()` trains until a limit, a signal or early stopping."""
 
     def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: UpdateStep,
-                 validator: Validator | PairsValidator, train_split: EncodedSplit, sampler: TokenBatchSampler, state: TrainState,
+                 validator: Validator | PairsValidator, data: TrainingData, state: TrainState,
                  files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None) -> None:
         self.t, self.info, self.device, self.model, self.step, self.validator = \
             cfg.train, info, device, model, step, validator
         self.ema = ema
-        self.sampler, self.state, self.files, self.log, self.stop = sampler, state, files, log, stop
+        self.data, self.state, self.files, self.log, self.stop = data, state, files, log, stop
         self.optimizer, self.scaler, self.timer = step.optimizer, step.scaler, step.timer
         self.budget = parse_duration(self.t.time_budget)
-        self.src_len = train_split.src.lengths() + 1  # + EOS
-        self.tgt_len = train_split.tgt.lengths() + 1  # + EOS: the target tokens of the loss
-        n_batches = len(sampler.epoch_batches(state.epoch))
+        n_batches = len(data.epoch(state.epoch).batches)  # with subword sampling: this epoch's, ~ every epoch's
         self.updates_per_epoch = math.ceil(n_batches / self.t.accumulate)
         self.horizon_updates = self.t.max_epochs * self.updates_per_epoch
         self.horizon = RunHorizon(self.t, budget=self.budget, epoch_updates=self.horizon_updates, saved=state.horizon)
@@ -239,9 +233,9 @@ class _Loop:
         reason = _limit_reached(st, t)
         self.window = Window()
         while not reason:
-            batches = self.sampler.epoch_batches(st.epoch)
-            tgt_tokens = np.array([self.tgt_len[b].sum() for b in batches], dtype=np.float64)
-            src_tokens = np.array([self.src_len[b].sum() for b in batches], dtype=np.float64)
+            epoch = self.data.epoch(st.epoch)
+            self.step.train_split = epoch.split
+            batches, tgt_tokens, src_tokens = epoch.batches, epoch.tgt_tokens, epoch.src_tokens
             while st.position < len(batches) and not reason:
                 end = min(st.position + t.accumulate, len(batches))
                 reason = self._one_update(batches[st.position:end], tgt_tokens[st.position:end].sum(),

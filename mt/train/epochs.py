@@ -1,0 +1,79 @@
+"""What each epoch trains on: the training split (resegmented per epoch with subword
+regularisation, `mt.data.resegment`) and this rank's batches of it, with their token counts."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mt.config import Config
+from mt.data.batching import TokenBatchSampler
+from mt.data.pairs import pair_manifest
+from mt.data.resegment import Resegmenter, SamplingSettings
+from mt.data.splits import EncodedSplit
+from mt.data.tokenizer import Tokenizer
+from mt.train.distributed import DistInfo
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """One epoch's split and this rank's batches of it, in training order."""
+
+    split: EncodedSplit
+    batches: list[np.ndarray]  # index arrays into `split`
+    src_tokens: np.ndarray  # (len(batches),) float64: source tokens per batch, EOS included
+    tgt_tokens: np.ndarray  # (len(batches),) float64: target tokens of the loss per batch, EOS included
+
+
+class TrainingData:
+    """The training split and its batch plan, epoch by epoch; a pure function of (config, epoch)."""
+
+    def __init__(self, cfg: Config, run_dir: Path, split: EncodedSplit, tokenizer: Tokenizer, info: DistInfo,
+                 report: Callable[[str], None]) -> None:
+        t, tok = cfg.train, cfg.tokenizer
+        self.cfg, self.split, self.info, self.report = cfg, split, info, report
+        self.pair_sizes = [p["train_sentences"] for p in pair_manifest(run_dir)]
+        self.resegmenter: Resegmenter | None = None
+        if tok.sampling_alpha > 0:
+            limit = cfg.model.max_positions - 1  # + EOS (source) or BOS (target) must fit
+            if cfg.data.max_len > 0:
+                limit = min(limit, cfg.data.max_len)
+            start = time.perf_counter()
+            self.resegmenter = Resegmenter(split, tokenizer, SamplingSettings(
+                alpha=tok.sampling_alpha, nbest=tok.sampling_nbest, max_len=limit, seed=t.seed))
+            report(f"subword regularisation: {tok.type} sampling, alpha {tok.sampling_alpha:g}"
+                   f"{f', nbest {tok.sampling_nbest}' if tok.type == 'unigram' else ''}; "
+                   f"{100 * self.resegmenter.invertible_fraction():.2f}% of the sequences resampled each epoch "
+                   f"(text recovered in {time.perf_counter() - start:.1f}s)")
+        self._sampler = None if self.resegmenter else self._make_sampler(split)
+        self._last: tuple[int, Epoch] | None = None
+
+    def _make_sampler(self, split: EncodedSplit) -> TokenBatchSampler:
+        t = self.cfg.train
+        return TokenBatchSampler(split.src.lengths(), split.tgt.lengths(), max_tokens=t.max_tokens,
+                                 max_sentences=t.max_sentences, seed=t.seed, rank=self.info.rank,
+                                 world_size=self.info.world_size, pad_multiple=t.pad_multiple,
+                                 pair_sizes=self.pair_sizes, temperature=self.cfg.data.pair_temperature)
+
+    def epoch(self, epoch: int) -> Epoch:
+        """Epoch `epoch`'s split and batches (the same object when asked twice in a row)."""
+        if self._last is not None and self._last[0] == epoch:
+            return self._last[1]
+        split, sampler = self.split, self._sampler
+        if self.resegmenter is not None:
+            start = time.perf_counter()
+            segmented = self.resegmenter.epoch(epoch)
+            split, sampler = segmented.split, self._make_sampler(segmented.split)
+            self.report(f"epoch {epoch}: sampled segmentation in {time.perf_counter() - start:.1f}s, "
+                        f"{segmented.tokens_ratio:.3f}x the canonical tokens, {segmented.kept} sequences kept canonical")
+        assert sampler is not None
+        batches = sampler.epoch_batches(epoch)
+        src_len, tgt_len = split.src.lengths() + 1, split.tgt.lengths() + 1  # + EOS
+        result = Epoch(split, batches, np.array([src_len[b].sum() for b in batches], dtype=np.float64),
+                       np.array([tgt_len[b].sum() for b in batches], dtype=np.float64))
+        self._last = (epoch, result)
+        return result

@@ -31,6 +31,27 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+def train_stopped_at(cfg: Config, update: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Train `cfg` and send SIGTERM while update `update` runs: it completes, last.pt is written
+    and training stops there (the first half of every exact-resume test)."""
+    import signal
+
+    import mt.train.loop
+    from mt.model.checkpoint import load_checkpoint
+
+    real_progress = mt.train.loop.training_progress
+
+    def progress_then_sigterm(step: int, elapsed: float, **limits: int | float) -> float:
+        if step == update - 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real_progress(step, elapsed, **limits)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(mt.train.loop, "training_progress", progress_then_sigterm)
+        mt.train.loop.train(cfg)
+    assert load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")["update"] == update
+
+
 OFFLINE_ENV = "MT_TESTS_OFFLINE"
 
 

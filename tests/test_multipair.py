@@ -331,11 +331,8 @@ def test_score_uses_the_target_tag(multi_run: tuple[Path, Path], monkeypatch: py
 def test_resume_is_exact_with_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """2N updates straight == N updates, SIGTERM, --resume, N more, across an epoch boundary of the
     temperature sampler (13 batches per epoch here)."""
-    import os
-    import signal
-
-    import mt.train.loop
     from mt.train.loop import train
+    from tests.conftest import train_stopped_at
 
     n = 9
     de, ru = _corpus(tmp_path, "de", 300), _corpus(tmp_path, "ru", 100)
@@ -347,17 +344,7 @@ def test_resume_is_exact_with_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         configs.append(load_config(path, overrides))
     straight, interrupted = configs
     train(straight)
-    real_progress = mt.train.loop.training_progress
-
-    def progress_then_sigterm(step: int, elapsed: float, **limits: int | float) -> float:
-        if step == n - 1:  # while update n runs: it completes, then training stops
-            os.kill(os.getpid(), signal.SIGTERM)
-        return real_progress(step, elapsed, **limits)
-
-    monkeypatch.setattr(mt.train.loop, "training_progress", progress_then_sigterm)
-    train(interrupted)
-    monkeypatch.undo()
-    assert load_checkpoint(interrupted.run_dir / "checkpoints" / "last.pt")["update"] == n
+    train_stopped_at(interrupted, n, monkeypatch)
     train(interrupted, resume=True)
     a, b = (load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt") for cfg in configs)
     assert b["update"] == 2 * n and a["epoch"] == b["epoch"] >= 2

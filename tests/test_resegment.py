@@ -14,6 +14,7 @@ from mt.data.resegment import Resegmenter, SamplingSettings
 from mt.data.splits import EncodedSplit, TokenArray, load_split
 from mt.data.tokenizer import Tokenizer, train_sentencepiece
 from mt.errors import MTError
+from tests.conftest import train_stopped_at
 
 
 def _settings(**changes: object) -> SamplingSettings:
@@ -120,13 +121,9 @@ def test_training_with_sampling_resumes_exactly_across_epochs(tmp_path: Path, ti
                                                               capsys: pytest.CaptureFixture) -> None:
     """Straight through 2 epochs + 4 updates == SIGTERM in epoch 2, --resume: the resumed session
     re-derives epoch 2's segmentation and batches exactly."""
-    import os
-    import signal
-
     import torch
     from test_train import copy_run
 
-    import mt.train.loop
     from mt.model.checkpoint import load_checkpoint
     from mt.train.distributed import DistInfo
     from mt.train.epochs import TrainingData
@@ -149,17 +146,7 @@ def test_training_with_sampling_resumes_exactly_across_epochs(tmp_path: Path, ti
     text = capsys.readouterr().out
     assert "subword regularisation: unigram sampling, alpha 0.2" in text and "epoch 2: sampled segmentation" in text
     interrupted = run("b")
-    real_progress = mt.train.loop.training_progress
-
-    def progress_then_sigterm(step: int, elapsed: float, **limits: int | float) -> float:
-        if step == stop_at - 1:
-            os.kill(os.getpid(), signal.SIGTERM)
-        return real_progress(step, elapsed, **limits)
-
-    monkeypatch.setattr(mt.train.loop, "training_progress", progress_then_sigterm)
-    train(interrupted)
-    monkeypatch.undo()
-    assert load_checkpoint(interrupted.run_dir / "checkpoints" / "last.pt")["update"] == stop_at
+    train_stopped_at(interrupted, stop_at, monkeypatch)
     train(interrupted, resume=True)
     a, b = (load_checkpoint(c.run_dir / "checkpoints" / "last.pt") for c in (straight, interrupted))
     assert a["update"] == b["update"] == total

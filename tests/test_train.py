@@ -21,6 +21,7 @@ from mt.config_load import config_from_dict, load_config, save_config
 from mt.errors import MTError
 from mt.model.checkpoint import AVERAGE_CANDIDATE, load_checkpoint, load_for_inference
 from mt.train.loop import train
+from tests.conftest import train_stopped_at
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -95,16 +96,7 @@ def test_resume_is_exact(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.M
     train(straight)
 
     interrupted = copy_run(tiny_run, tmp_path / "b", **opts)
-    real_progress = mt.train.loop.training_progress
-
-    def progress_then_sigterm(step: int, elapsed: float, **limits: int | float) -> float:
-        if step == n - 1:  # while update n runs: it completes, then training stops
-            os.kill(os.getpid(), signal.SIGTERM)
-        return real_progress(step, elapsed, **limits)
-
-    monkeypatch.setattr(mt.train.loop, "training_progress", progress_then_sigterm)
-    train(interrupted)
-    monkeypatch.undo()
+    train_stopped_at(interrupted, n, monkeypatch)
     last = load_checkpoint(interrupted.run_dir / "checkpoints" / "last.pt")
     assert last["update"] == n and last["training"]["state"]["position"] == n
     train(interrupted, resume=True)

@@ -3,7 +3,8 @@
     python scripts/bench_serve.py -c /work/models/demo_en_de.pt [--export DIR] [-n 300] [--out bench.json]
 
 Single-sentence POST /v1/translate requests (the first N English lines of test_2016_flickr) at
-concurrency 1, 8, 32 and 128, beam 5 and greedy, from a bounded asyncio + httpx generator. For
+concurrency 1, 8, 32 and 128, beam 5 and greedy, from a bounded asyncio generator (raw HTTP/1.1 keep-alive connections, or
+httpx with --client httpx). For
 each level: segments/s, p50/p95/p99 latency, and the batch sizes the server's batcher formed
 (from the /metrics histograms, before/after). Also, in this same run: offline `translate_lines`
 of the same N sentences with the same engine and beam (the ratio the issue asks for), the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import gzip
@@ -33,7 +35,7 @@ import httpx
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_SRC = Path("/work/main/data/multi30k/test_2016_flickr.en.gz")
+DEFAULT_SRC = REPO / "data" / "multi30k" / "test_2016_flickr.en.gz"  # make fetch
 
 
 def free_port() -> int:
@@ -97,38 +99,94 @@ def batch_shape(before: str, after: str) -> dict[str, object]:
             "mean_tokens": round((tok1["sum"] - tok0["sum"]) / max(n, 1), 1), "segments_per_batch": dist}
 
 
-async def load(url: str, lines: list[str], concurrency: int, beam: int, cap_s: float) -> dict[str, object]:
-    """Send every line as its own request from `concurrency` workers; stop early after cap_s."""
-    todo = list(enumerate(lines))
+class RawHTTPConnection:
+    """One keep-alive HTTP/1.1 connection on asyncio streams, for the load generator only.
+
+    httpx costs about as much CPU per request as the server's own HTTP handling, and its pool scans
+    its connections per request, so at 128 connections on a 2-core machine the generator, not the
+    server, set the pace. This sends prebuilt request bytes and reads the status line, the headers
+    and a Content-Length body: the least work a client can do, so the cores go to the server."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def post_json(self, path: str, payload: object) -> tuple[int, bytes]:
+        body = json.dumps(payload).encode()
+        head = (f"POST {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        if self.streams is None:
+            self.streams = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self.streams
+        writer.write(head + body)
+        await writer.drain()
+        header = await reader.readuntil(b"\r\n\r\n")
+        status = int(header.split(b" ", 2)[1])
+        length = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", header)
+        if length is None:
+            raise ValueError("response without Content-Length")
+        data = await reader.readexactly(int(length.group(1)))
+        if re.search(rb"(?i)\r\nconnection:\s*close", header):
+            await self.close()
+        return status, data
+
+    async def close(self) -> None:
+        if self.streams is not None:
+            writer = self.streams[1]
+            self.streams = None
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+
+
+async def load(url: str, lines: list[str], concurrency: int, beam: int, cap_s: float,
+               client: str = "raw") -> dict[str, object]:
+    """Send every line as its own request from `concurrency` workers (one connection each); stop
+    early after cap_s. A request counts as an error unless it is a 200 with one translation."""
+    todo = collections.deque(lines)
     latencies: list[float] = []
     errors = 0
     stop_at = time.monotonic() + cap_s
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(timeout=600, limits=limits) as client:
-        async def worker() -> None:
-            nonlocal errors
-            while todo and time.monotonic() < stop_at:
-                _, line = todo.pop(0)
-                started = time.perf_counter()
-                try:
-                    r = await client.post(url + "/v1/translate", json={"segments": [line], "beam": beam})
-                    errors += r.status_code != 200
-                except httpx.HTTPError:
-                    errors += 1
-                latencies.append(time.perf_counter() - started)
+    host, port = url.removeprefix("http://").rsplit(":", 1)
 
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    async def worker(post) -> None:
+        nonlocal errors
+        while todo and time.monotonic() < stop_at:
+            line = todo.popleft()
+            started = time.perf_counter()
+            try:
+                status, data = await post({"segments": [line], "beam": beam})
+                errors += status != 200 or len(json.loads(data)["translations"]) != 1
+            except (OSError, ValueError, KeyError, asyncio.IncompleteReadError, httpx.HTTPError):
+                errors += 1
+            latencies.append(time.perf_counter() - started)
+
+    started = time.perf_counter()
+    if client == "raw":
+        connections = [RawHTTPConnection(host, int(port)) for _ in range(concurrency)]
+        await asyncio.gather(*(worker(lambda payload, c=c: c.post_json("/v1/translate", payload))
+                               for c in connections))
         wall = time.perf_counter() - started
+        for c in connections:
+            await c.close()
+    else:
+        limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+        async with httpx.AsyncClient(timeout=600, limits=limits) as http:
+            async def post(payload: object) -> tuple[int, bytes]:
+                r = await http.post(url + "/v1/translate", json=payload)
+                return r.status_code, r.content
+
+            await asyncio.gather(*(worker(post) for _ in range(concurrency)))
+            wall = time.perf_counter() - started
     ms = np.array(latencies) * 1000
     return {"requests": len(latencies), "errors": errors, "seg_per_s": round(len(latencies) / wall, 1),
             "p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
             "p99_ms": round(float(np.percentile(ms, 99)), 1)}
 
 
-def level(url: str, lines: list[str], concurrency: int, beam: int, cap_s: float) -> dict[str, object]:
+def level(url: str, lines: list[str], concurrency: int, beam: int, cap_s: float, client: str) -> dict[str, object]:
     before = httpx.get(url + "/metrics").text
-    row = asyncio.run(load(url, lines, concurrency, beam, cap_s))
+    row = asyncio.run(load(url, lines, concurrency, beam, cap_s, client))
     row.update(batch_shape(before, httpx.get(url + "/metrics").text), concurrency=concurrency, beam=beam)
     print(json.dumps(row), flush=True)
     return row
@@ -164,11 +222,13 @@ def main() -> None:
     ap.add_argument("--beams", type=int, nargs="+", default=[5, 1])
     ap.add_argument("--cap-s", type=float, default=60.0, help="time cap per level (fewer requests if reached)")
     ap.add_argument("--threads", type=int, default=1, help="model threads, offline and served (0 = torch default)")
+    ap.add_argument("--client", choices=["raw", "httpx"], default="raw",
+                    help="load generator: raw asyncio HTTP/1.1 connections (the least client CPU) or httpx")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     with gzip.open(args.src, "rt", encoding="utf-8") as f:
         lines = [line.rstrip("\n") for _, line in zip(range(args.n), f)]
-    report: dict[str, object] = {"n": len(lines), "cpu": _cpu(), "threads": args.threads,
+    report: dict[str, object] = {"n": len(lines), "cpu": _cpu(), "threads": args.threads, "client": args.client,
                                  "load_before": os.getloadavg()}
     models = [("native", args.checkpoint)] + ([("ct2", args.export)] if args.export else [])
     for name, model in models:
@@ -177,12 +237,12 @@ def main() -> None:
         with served(model, "--beam", str(max(args.beams)), "--threads", str(args.threads)) as url:
             for beam in args.beams:
                 for c in args.concurrency:
-                    row = level(url, lines, c, beam, args.cap_s)
+                    row = level(url, lines, c, beam, args.cap_s, args.client)
                     row["ratio_offline"] = round(row["seg_per_s"] / rates[beam], 2)
                     rows.append(row)
         with served(model, "--beam", str(max(args.beams)), "--threads", str(args.threads),
                     "--max-batch-tokens", "1") as url:
-            unbatched = {beam: level(url, lines, 32, beam, args.cap_s) for beam in args.beams}
+            unbatched = {beam: level(url, lines, 32, beam, args.cap_s, args.client) for beam in args.beams}
         for row in rows:
             if row["concurrency"] == 32:
                 row["ratio_unbatched"] = round(row["seg_per_s"] / unbatched[row["beam"]]["seg_per_s"], 2)

@@ -169,3 +169,28 @@ def test_sweep_refuses_a_malformed_trials_file(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), str(trials), "--out",
                            str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode != 0 and "letters, digits" in proc.stderr
+
+
+@pytest.mark.parametrize("client", ["raw", "httpx"])
+def test_bench_serve_runs(tmp_path: Path, client: str) -> None:
+    """bench_serve.py end to end on a random tiny checkpoint: every request of every level answered
+    (200, one translation each), the batched and unbatched servers both measured, the table printed."""
+    import gzip
+    import json
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from tiny_checkpoint import synthetic_sentences, write_random_checkpoint
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    ckpt = write_random_checkpoint(tmp_path / "tiny.pt")
+    src = tmp_path / "src.en.gz"
+    with gzip.open(src, "wt", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in synthetic_sentences(6, 3))
+    out = run("bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "6", "--concurrency", "1", "4",
+              "--beams", "1", "--cap-s", "120", "--client", client, "--out", str(tmp_path / "report.json"))
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    levels = report["native"]["levels"] + report["native"]["unbatched_c32"]
+    assert [row["concurrency"] for row in levels] == [1, 4, 32]
+    assert all(row["requests"] == 6 and row["errors"] == 0 and row["batches"] >= 1 for row in levels)
+    assert report["client"] == client and "| native | 1 | 4 |" in out

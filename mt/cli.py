@@ -232,7 +232,7 @@ def serve(
     max_batch_tokens: Optional[int] = typer.Option(
         None, "--max-batch-tokens", help="Source tokens x beam per decoding batch (default: decode.max_tokens; "
                                          "1 = no batching)."),
-    max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", help="How long an idle model waits to fill a batch."),
+    max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", help="How long a filling batch waits for the next segment (in all at most 10x this)."),
     api_keys: Optional[Path] = typer.Option(None, "--api-keys", help="File of API keys, one per line ('#' comments); "
                                                                        "when given, translate routes need one."),
     cors_origin: list[str] = typer.Option([], "--cors-origin", help="Allow browser calls from this origin (repeatable)."),

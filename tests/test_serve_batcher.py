@@ -104,3 +104,57 @@ def test_jobs_with_other_options_are_not_mixed(tiny) -> None:
     finally:
         batcher.stop()
     assert sorted(s.segments for s in stats) == [3, 4]
+
+
+def test_a_filling_batch_waits_while_segments_keep_coming(tiny) -> None:
+    """Segments arriving closer together than max_wait join one batch even when they span more
+    than max_wait; a steady stream still starts a batch by GATHER_CAP x max_wait."""
+    import time
+
+    from mt.serve.batcher import GATHER_CAP
+
+    engine, tokenizer, cfg, lines = tiny
+    stats: list[BatchStats] = []
+    batcher = Batcher(engine, tokenizer, max_wait_ms=300, queue_size=1000, on_batch=stats.append)
+    try:
+        jobs = []
+        for line in lines[:6]:  # 6 segments over ~500 ms, 100 ms apart
+            jobs.append(batcher.submit([line], cfg.decode, n_best=None))
+            time.sleep(0.1)
+        for job in jobs:
+            job.future.result(timeout=60)
+        assert [s.segments for s in stats] == [6]
+
+        stats.clear()
+        jobs = []
+        started = time.monotonic()
+        while time.monotonic() - started < GATHER_CAP * 0.3 + 1.0:  # a stream longer than the cap
+            jobs.append(batcher.submit([lines[len(jobs) % len(lines)]], cfg.decode, n_best=None))
+            time.sleep(0.05)
+        for job in jobs:
+            job.future.result(timeout=60)
+        assert len(stats) >= 2 and sum(s.segments for s in stats) == len(jobs)
+    finally:
+        batcher.stop()
+
+
+def test_a_shared_round_starts_as_soon_as_its_requests_are_back(tiny) -> None:
+    """After a round shared by 3 requests, the next round starts when 3 requests are queued again,
+    without waiting out max_wait (here 2 s) for a 4th."""
+    import time
+
+    engine, tokenizer, cfg, lines = tiny
+    stats: list[BatchStats] = []
+    batcher = Batcher(engine, tokenizer, max_wait_ms=2000, queue_size=1000, on_batch=stats.append)
+    try:
+        first = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[:3]]
+        for job in first:
+            job.future.result(timeout=60)
+        started = time.monotonic()
+        second = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[3:6]]
+        for job in second:
+            job.future.result(timeout=60)
+        assert time.monotonic() - started < 1.5
+        assert [s.segments for s in stats] == [3, 3]
+    finally:
+        batcher.stop()

@@ -21,7 +21,8 @@ class ServeSettings:
                      (None = the checkpoint's decode.beam, which is then also the maximum)
     max_batch_tokens: source tokens x beam per decoding batch (None = the checkpoint's decode.max_tokens);
                      1 switches batching off (every segment is decoded alone)
-    max_wait_ms:     how long an idle model worker waits for more segments to fill a batch
+    max_wait_ms:     how long a filling batch waits for the next segment (in all at most
+                     batcher.GATHER_CAP x this)
     timeout_s:       a request waiting longer than this for its translations gets 503
     char_limit:      characters per request (all segments together), else 413
     max_segments:    segments (lines) per request, else 413

@@ -62,17 +62,28 @@ def bf16_feature(device: torch.device | str) -> str | None:
     return None
 
 
-def _cpuinfo() -> tuple[str, set[str]]:
-    """(model name, flags) of the first CPU in /proc/cpuinfo; ("", set()) where there is none."""
-    name, flags = "", set()
+def _cpuinfo_fields() -> dict[str, str]:
+    """The fields of the first CPU in /proc/cpuinfo ("model name", "flags", "vendor_id", ...); {} where there is none."""
+    fields: dict[str, str] = {}
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "model name" and not name:
-                name = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = set(value.split())
-    return name, flags
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _cpuinfo() -> tuple[str, set[str]]:
+    """(model name, flags) of the first CPU in /proc/cpuinfo; ("", set()) where there is none."""
+    fields = _cpuinfo_fields()
+    return fields.get("model name", ""), set(fields.get("flags", "").split())
+
+
+def cpu_vendor() -> str:
+    """The CPU vendor string ('GenuineIntel', 'AuthenticAMD', ...); '' where /proc/cpuinfo has none.
+
+    Intel's MKL picks its fastest kernels by vendor, so some matrix products are routed by it
+    (mt.train.loss)."""
+    return _cpuinfo_fields().get("vendor_id", "")
 
 
 def cpu_name() -> str:

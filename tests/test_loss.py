@@ -79,6 +79,38 @@ def test_matches_plain_loss_and_gradients(bias: bool, eps: float, chunk_bytes: i
     assert fused[3][1, 4:].abs().max().item() == 0.0  # PAD positions get no gradient
 
 
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("vendor", ["GenuineIntel", "AuthenticAMD"])
+def test_float32_products_by_cpu_vendor_match_plain(vendor: str, bias: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """float32 on a CPU: plain products (MKL) on Intel, oneDNN on a packed weight elsewhere
+    (where this torch has the ops); both give the plain loss and gradients to float32 rounding."""
+    monkeypatch.setattr(fused_loss, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(fused_loss, "CHUNK_BYTES", 4 * 300 * 16)  # 16-row chunks, a ragged last one
+    routes = []
+    monkeypatch.setattr(fused_loss._Products, "__init__", _spy(fused_loss._Products.__init__, routes))
+    torch.manual_seed(0)
+    B, T, D, V = 6, 11, 24, 300
+    h = torch.randn(B, T, D, requires_grad=True)
+    w = (0.3 * torch.randn(V, D)).requires_grad_()
+    b = torch.randn(V, requires_grad=True) if bias else None
+    target = torch.randint(1, V, (B, T))
+    target[2, 5:] = 0
+    plain, fused = both(h, w, b, target, 0.1, scale=0.5)
+    assert routes == [vendor != "GenuineIntel" and fused_loss._onednn_linear()]
+    assert fused[0] == pytest.approx(plain[0], rel=1e-5)
+    for got, want in zip(fused[3:], plain[3:]):
+        if want is not None:
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _spy(init, routes: list):  # noqa: ANN001, ANN202
+    """Wrap _Products.__init__ to record whether each instance packed its weight for oneDNN."""
+    def wrapped(self, *args):  # noqa: ANN001, ANN202
+        init(self, *args)
+        routes.append(self.packed is not None)
+    return wrapped
+
+
 @settings(max_examples=40, deadline=None)
 @given(B=st.integers(1, 4), T=st.integers(1, 9), V=st.integers(2, 30), eps=st.floats(0.0, 0.5),
        pad_prob=st.floats(0.0, 1.0), seed=st.integers(0, 2**16))

@@ -207,15 +207,25 @@ def test_metrics_move(main_server: str) -> None:
 
 def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
     """An idle worker that waits 20 s to fill a batch keeps segments queued: 429 when the queue is
-    full, 503 after --timeout, and a client that hangs up leaves the queue empty."""
+    full, 503 after --timeout, and a client that hangs up leaves the queue empty. The worker waits
+    because another translate request is open (its headers sent, its body not yet): a lone
+    request would start at once."""
     ckpt, lines = tiny
     with server(ckpt, "--max-wait-ms", "20000", "--max-batch-tokens", "100000", "--queue-size", "4",
                 "--timeout", "4") as (url, _):
         def depth() -> float:
             return float(re.search(r"^mt_queue_depth (\S+)$", httpx.get(url + "/metrics").text, re.M).group(1))
 
+        port = int(url.rsplit(":", 1)[1])
+        on_its_way = socket.create_connection(("127.0.0.1", port))
+        on_its_way.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: 100\r\n\r\n")
+        deadline = time.monotonic() + 3
+        while "mt_translate_requests_open 1.0" not in httpx.get(url + "/metrics").text:
+            assert time.monotonic() < deadline, "the open request was not counted"
+            time.sleep(0.05)
         body = json.dumps({"segments": lines[:3]}).encode()
-        sock = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])))
+        sock = socket.create_connection(("127.0.0.1", port))
         sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         deadline = time.monotonic() + 3
@@ -233,6 +243,7 @@ def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
         r = httpx.post(url + "/v1/translate", json={"segments": lines[:1]}, timeout=30)
         assert r.status_code == 503 and "--timeout" in r.json()["error"] and time.monotonic() - started >= 3.9
         assert depth() == 0
+        on_its_way.close()
 
 
 def test_keys_and_sigterm_drains(tiny, tmp_path: Path) -> None:

@@ -158,3 +158,31 @@ def test_a_shared_round_starts_as_soon_as_its_requests_are_back(tiny) -> None:
         assert [s.segments for s in stats] == [3, 3]
     finally:
         batcher.stop()
+
+
+def test_a_lone_request_starts_at_once_but_waits_for_one_on_its_way(tiny) -> None:
+    """With one translate request open on the server and its segments queued, the round starts
+    without waiting out max_wait (here 2 s); with a second request open (received, not yet
+    queued) it waits for it, and both share one batch."""
+    import time
+
+    engine, tokenizer, cfg, lines = tiny
+    stats: list[BatchStats] = []
+    open_requests = [1]
+    batcher = Batcher(engine, tokenizer, max_wait_ms=2000, queue_size=1000, on_batch=stats.append,
+                      open_requests=lambda: open_requests[0])
+    try:
+        started = time.monotonic()
+        batcher.submit([lines[0]], cfg.decode, n_best=None).future.result(timeout=60)
+        assert time.monotonic() - started < 1.0
+
+        open_requests[0] = 2
+        started = time.monotonic()
+        first = batcher.submit([lines[1]], cfg.decode, n_best=None)
+        time.sleep(0.3)  # the second request is still being read
+        second = batcher.submit([lines[2]], cfg.decode, n_best=None)
+        first.future.result(timeout=60)
+        second.future.result(timeout=60)
+        assert [s.segments for s in stats] == [1, 2]
+    finally:
+        batcher.stop()

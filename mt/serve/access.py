@@ -19,13 +19,15 @@ from mt.serve.metrics import Metrics
 
 access_log = logging.getLogger("mt.serve.access")
 
+TRANSLATE_ROUTES = frozenset({"/translate", "/v1/translate"})
 KNOWN_ROUTES = frozenset({"/translate", "/languages", "/v1/translate", "/v1/settings", "/v1/model-card", "/health",
                           "/ready", "/metrics", "/docs", "/openapi.json", "/"})
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 class AccessMiddleware:
-    """Counts requests by route and status, times them, logs one line each."""
+    """Counts requests by route and status, times them, logs one line each; keeps the count of
+    translate requests open (received, not yet answered) for the batcher."""
 
     def __init__(self, app: Any, metrics: Metrics) -> None:
         self.app, self.metrics = app, metrics
@@ -49,9 +51,14 @@ class AccessMiddleware:
                                                   (b"x-request-id", request_id.encode())]}
             await send(message)
 
+        translating = route in TRANSLATE_ROUTES
+        if translating:  # counted from its first byte, so the batcher knows a request is on its way
+            self.metrics.translate_started()
         try:
             await self.app(scope, receive, send_with_id)
         finally:
+            if translating:
+                self.metrics.translate_ended()
             seconds = time.perf_counter() - started
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)

@@ -95,7 +95,8 @@ def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Me
     decode = dataclasses.replace(cfg.decode, beam=max_beam, n_best=min(cfg.decode.n_best, max_beam),
                                  max_tokens=settings.max_batch_tokens or cfg.decode.max_tokens)
     batcher = Batcher(engine, tokenizer, max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
-                      on_batch=metrics.on_batch, on_depth=metrics.on_depth)
+                      on_batch=metrics.on_batch, on_depth=metrics.on_depth,
+                      open_requests=lambda: metrics.open_translations)
     warm = tokenizer.for_target(cfg.data.pairs[0].tgt_lang) if cfg.data.pairs else tokenizer
     batcher.submit(["Warm-up."], decode, n_best=None, tokenizer=warm).future.result()  # allocations, not a client
     seconds = time.perf_counter() - started

@@ -1,11 +1,14 @@
 """Dynamic batching: segments from concurrent requests, decoded together by ONE model worker thread.
 
-A request submits its source lines (already split on '\\n') with its decoding options and gets a
+A request submits its source lines (already split on '\n') with its decoding options and gets a
 `Job` whose `future` resolves to one list of (text, score) per line, in the request's order. The
-worker gathers while segments keep coming: it starts a round once `max_wait_ms` pass without a new
-segment (counted from the oldest segment's arrival, or, after a round shared by several requests,
-from that round's end, so those clients' next segments join), once a batch's worth is queued or as
-many requests as that shared round had are back, or at the latest `GATHER_CAP` x `max_wait_ms` after that start. It then takes every queued segment that
+worker gathers while segments keep coming. It starts a round at once when clients come one at a
+time and every translate request open on the server already has its segments queued
+(`open_requests`: nobody else is on the way, so waiting would only add latency); otherwise once
+`max_wait_ms` pass without a new segment (counted from the oldest segment's arrival, or, after a
+round shared by several requests, from that round's end, so those clients' next segments join),
+once a batch's worth is queued or as many requests as that shared round had are back, or at the
+latest `GATHER_CAP` x `max_wait_ms` after that start. It then takes every queued segment that
 shares the oldest segment's options, and decodes them in the same token-budgeted,
 length-sorted batches `mt translate` uses (`mt.data.batching.decode_batches`, budget
 decode.max_tokens // rows per sentence) through the engine's own `search_ids`; the search itself
@@ -85,12 +88,14 @@ class Batcher:
 
     def __init__(self, engine: Engine, tokenizer: Tokenizer, *, max_wait_ms: float, queue_size: int,
                  on_batch: Callable[[BatchStats], None] | None = None,
-                 on_depth: Callable[[int], None] | None = None) -> None:
+                 on_depth: Callable[[int], None] | None = None,
+                 open_requests: Callable[[], int] | None = None) -> None:
         self.engine, self.tokenizer = engine, tokenizer
         self.max_wait_s = max_wait_ms / 1000.0
         self.queue_size = queue_size
         self._on_batch = on_batch or (lambda stats: None)
         self._on_depth = on_depth or (lambda depth: None)
+        self._open_requests = open_requests  # translate requests the server holds (None: unknown)
         self._queue: list[_Item] = []
         self._cond = threading.Condition()
         self._stopping = False
@@ -187,7 +192,8 @@ class Batcher:
             cap = since + GATHER_CAP * self.max_wait_s
             budget = self._budget(first.job)
             while (not self._stopping and self._queue and self._queued_tokens() < budget
-                   and not (self._last_jobs > 1 and self._queued_jobs() >= self._last_jobs)):
+                   and not (self._last_jobs > 1 and self._queued_jobs() >= self._last_jobs)
+                   and not (self._last_jobs <= 1 and self._nobody_else_coming())):
                 # (the last round's requests all back: go) max_wait_s without a new segment, never past the cap
                 deadline = min(max(since, self._last_arrival) + self.max_wait_s, cap)
                 remaining = deadline - time.monotonic()
@@ -201,6 +207,12 @@ class Batcher:
             self._queue = [item for item in self._queue if (item.job.decode, item.job.n_best) != key]
             self._on_depth(len(self._queue))
             return taken
+
+    def _nobody_else_coming(self) -> bool:
+        """Every translate request the server holds has its segments queued: waiting would only add
+        latency (one client at a time). Not used after a shared round, whose clients come back
+        over tens of milliseconds and reach the server one by one."""
+        return self._open_requests is not None and self._open_requests() <= self._queued_jobs()
 
     def _queued_jobs(self) -> int:
         return len({id(item.job) for item in self._queue})

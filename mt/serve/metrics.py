@@ -12,7 +12,8 @@ _TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 
 class Metrics:
-    """requests by route and status, latency, queue depth, batch sizes, segments, model load time."""
+    """requests by route and status, latency, queue depth, batch sizes, segments, model load time,
+    translate requests open."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -29,6 +30,17 @@ class Metrics:
                                        buckets=_LATENCY_BUCKETS, registry=r)
         self.segments = Counter("mt_segments_translated", "Segments (non-empty lines) translated", registry=r)
         self.load_seconds = Gauge("mt_model_load_seconds", "Seconds to load and warm up the model", registry=r)
+        self.translate_open = Gauge("mt_translate_requests_open",
+                                    "Translate requests received and not yet answered", registry=r)
+        self.open_translations = 0  # the same count, read by the batcher's worker thread
+
+    def translate_started(self) -> None:
+        self.open_translations += 1
+        self.translate_open.set(self.open_translations)
+
+    def translate_ended(self) -> None:
+        self.open_translations -= 1
+        self.translate_open.set(self.open_translations)
 
     def on_batch(self, stats: BatchStats) -> None:
         self.batch_segments.observe(stats.segments)

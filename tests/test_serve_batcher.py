@@ -160,6 +160,46 @@ def test_a_shared_round_starts_as_soon_as_its_requests_are_back(tiny) -> None:
         batcher.stop()
 
 
+class _SlowEngine:
+    """An engine whose every search takes at least `seconds` more: rounds long enough to queue during."""
+
+    def __init__(self, engine, seconds: float) -> None:
+        self.engine, self.seconds = engine, seconds
+        self.max_positions = engine.max_positions
+
+    def search_ids(self, *args, **kwargs):
+        import time
+
+        time.sleep(self.seconds)
+        return self.engine.search_ids(*args, **kwargs)
+
+
+def test_requests_queued_during_a_round_are_awaited_with_its_own(tiny) -> None:
+    """3 requests share a round; 2 more queue while it runs. The next round waits for all 5 (the 3
+    come back), without waiting out max_wait (here 2 s): one batch of 5, not 3 and then 2."""
+    import time
+
+    engine, tokenizer, cfg, lines = tiny
+    stats: list[BatchStats] = []
+    batcher = Batcher(_SlowEngine(engine, 0.5), tokenizer, max_wait_ms=2000, queue_size=1000,
+                      on_batch=stats.append)
+    try:
+        first = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[:3]]
+        while not stats and batcher.depth:  # the round has taken the 3 and is decoding
+            time.sleep(0.01)
+        waiting = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[3:5]]
+        for job in first:
+            job.future.result(timeout=60)
+        started = time.monotonic()
+        back = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[5:8]]
+        for job in waiting + back:
+            job.future.result(timeout=60)
+        assert time.monotonic() - started < 1.5
+        assert [s.segments for s in stats] == [3, 5]
+    finally:
+        batcher.stop()
+
+
 def test_a_lone_request_starts_at_once_but_waits_for_one_on_its_way(tiny) -> None:
     """With one translate request open on the server and its segments queued, the round starts
     without waiting out max_wait (here 2 s); with a second request open (received, not yet

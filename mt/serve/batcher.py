@@ -7,7 +7,8 @@ time and every translate request open on the server already has its segments que
 (`open_requests`: nobody else is on the way, so waiting would only add latency); otherwise once
 `max_wait_ms` pass without a new segment (counted from the oldest segment's arrival, or, after a
 round shared by several requests, from that round's end, so those clients' next segments join),
-once a batch's worth is queued or as many requests as that shared round had are back, or at the
+once a batch's worth is queued or as many requests are queued as that shared round had plus those
+that queued while it ran (all of them come back), or at the
 latest `GATHER_CAP` x `max_wait_ms` after that start. It then takes every queued segment that
 shares the oldest segment's options, and decodes them in the same token-budgeted,
 length-sorted batches `mt translate` uses (`mt.data.batching.decode_batches`, budget
@@ -101,7 +102,7 @@ class Batcher:
         self._stopping = False
         self._free_at = 0.0  # when the worker finished its last round
         self._last_arrival = 0.0  # when the last segment was queued
-        self._last_jobs = 0  # requests in that round
+        self._last_jobs = 0  # requests expected for the next round: the last round's + those queued during it
         self._thread = threading.Thread(target=self._run, name="mt-serve-model", daemon=True)
         self._thread.start()
 
@@ -232,7 +233,7 @@ class Batcher:
                 return
             if not taken:
                 continue
-            self._last_jobs = len({id(item.job) for item in taken})
+            round_jobs = len({id(item.job) for item in taken})
             budget = self._budget(taken[0].job)
             lengths = np.array([len(item.job.ids[item.index]) for item in taken], dtype=np.int64)
             for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
@@ -240,7 +241,12 @@ class Batcher:
                     items = [taken[i] for i in batch.tolist() if not taken[i].job.cancelled]
                 if items:
                     self._decode(items)
-            self._free_at = time.monotonic()
+            with self._cond:
+                self._free_at = time.monotonic()
+                # This round's clients come back, and those who queued during it are waiting: the
+                # next round waits for all of them (if only this round's count were awaited, a
+                # 20 + 12 split of 32 clients would repeat itself for ever).
+                self._last_jobs = round_jobs + self._queued_jobs()
 
     def _decode(self, items: list[_Item]) -> None:
         job0 = items[0].job

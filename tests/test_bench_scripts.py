@@ -41,6 +41,14 @@ def test_bench_model_bf16_branch_runs_on_any_cpu() -> None:
     assert "bf16: " in out and "widths padded to a multiple of 4:" in out
 
 
+def test_bench_loss_runs_every_route() -> None:
+    out = run("bench_loss.py", "--targets", "40", "--vocab", "300", "--d-model", "16", "--rounds", "2",
+              "--warmup", "0", "--threads", "1")
+    rows = [line.split(" | ")[0].lstrip("| ") for line in out.splitlines() if line.startswith("| ") and "ms" not in line]
+    assert rows == ["fused, MKL products", "fused, oneDNN packed", "unfused (autograd)"]
+    assert "CPU: " in out
+
+
 def test_bench_translate_runs(multi30k_dir: Path) -> None:
     out = run("bench_translate.py", "--config", "configs/tiny.yaml", "--data", str(multi30k_dir), "--limit", "4",
               "--no-hf", "--out-len", "3", "--threads", "1", "--ensemble", "2")

@@ -103,6 +103,7 @@ test-offline: install-dev browser-deps
 bench: data
 	$(BIN)/pip install --quiet -e ".[bench]"
 	$(BIN)/python scripts/bench_model.py
+	$(BIN)/python scripts/bench_loss.py
 	$(BIN)/python scripts/bench_translate.py
 	$(BIN)/python scripts/bench_prepare.py
 

@@ -192,8 +192,9 @@ def level(url: str, lines: list[str], concurrency: int, beam: int, cap_s: float,
     return row
 
 
-def offline(model: str, lines: list[str], beam: int, threads: int) -> float:
-    """Offline translate_lines of all `lines` with the engine `mt serve` would load: sentences/s."""
+def offline(model: str, lines: list[str], beam: int, threads: int, chunk: int = 0) -> float:
+    """Offline translate_lines of all `lines` with the engine `mt serve` would load: sentences/s.
+    chunk > 0: one call per `chunk` lines (what a server batch of that size can do), else one call."""
     sys.path.insert(0, str(REPO))
     import torch
 
@@ -205,10 +206,13 @@ def offline(model: str, lines: list[str], beam: int, threads: int) -> float:
     engine, tokenizer, cfg, dev = load_engine([Path(model)], "auto")
     decode = dataclasses.replace(cfg.decode, beam=beam, n_best=1)
     translate_lines(engine, tokenizer, lines[:8], decode, device=dev)  # warm-up, as the server does
+    step = chunk or len(lines)
     started = time.perf_counter()
-    translate_lines(engine, tokenizer, lines, decode, device=dev)
+    for i in range(0, len(lines), step):
+        translate_lines(engine, tokenizer, lines[i:i + step], decode, device=dev)
     rate = len(lines) / (time.perf_counter() - started)
-    print(json.dumps({"offline": model, "beam": beam, "seg_per_s": round(rate, 1)}), flush=True)
+    print(json.dumps({"offline": model, "beam": beam, "chunk": chunk or len(lines), "seg_per_s": round(rate, 1)}),
+          flush=True)
     return rate
 
 
@@ -224,6 +228,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="model threads, offline and served (0 = torch default)")
     ap.add_argument("--client", choices=["raw", "httpx"], default="raw",
                     help="load generator: raw asyncio HTTP/1.1 connections (the least client CPU) or httpx")
+    ap.add_argument("--offline-chunks", type=int, nargs="*", default=[],
+                    help="also time offline translate_lines in calls of this many lines (e.g. 1 28: "
+                         "the most that batches of that size can serve)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     with gzip.open(args.src, "rt", encoding="utf-8") as f:
@@ -233,6 +240,8 @@ def main() -> None:
     models = [("native", args.checkpoint)] + ([("ct2", args.export)] if args.export else [])
     for name, model in models:
         rates = {beam: offline(model, lines, beam, args.threads) for beam in args.beams}
+        chunked = {f"beam {beam}, chunks of {chunk}": round(offline(model, lines, beam, args.threads, chunk), 1)
+                   for beam in args.beams for chunk in args.offline_chunks}
         rows = []
         with served(model, "--beam", str(max(args.beams)), "--threads", str(args.threads)) as url:
             for beam in args.beams:
@@ -247,7 +256,7 @@ def main() -> None:
             if row["concurrency"] == 32:
                 row["ratio_unbatched"] = round(row["seg_per_s"] / unbatched[row["beam"]]["seg_per_s"], 2)
         report[name] = {"model": model, "offline_seg_per_s": {str(b): round(r, 1) for b, r in rates.items()},
-                        "levels": rows, "unbatched_c32": list(unbatched.values())}
+                        "offline_chunked_seg_per_s": chunked, "levels": rows, "unbatched_c32": list(unbatched.values())}
     report["load_after"] = os.getloadavg()
     _table(report, [name for name, _ in models])
     if args.out:
@@ -276,6 +285,9 @@ def _table(report: dict, names: list[str]) -> None:
                   f"{r['p99_ms']} | | | {r['mean_segments']} |")
         print(f"| {name} offline | " + ", ".join(f"beam {b}: {v} seg/s" for b, v in
                                                 report[name]["offline_seg_per_s"].items()) + " |||||||||")
+        if report[name]["offline_chunked_seg_per_s"]:
+            print(f"| {name} offline in chunks | " + ", ".join(
+                f"{k}: {v} seg/s" for k, v in report[name]["offline_chunked_seg_per_s"].items()) + " |||||||||")
 
 
 if __name__ == "__main__":

@@ -196,9 +196,12 @@ def test_bench_serve_runs(tmp_path: Path, client: str) -> None:
     with gzip.open(src, "wt", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in synthetic_sentences(6, 3))
     out = run("bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "6", "--concurrency", "1", "4",
-              "--beams", "1", "--cap-s", "120", "--client", client, "--out", str(tmp_path / "report.json"))
+              "--beams", "1", "--cap-s", "120", "--client", client, "--offline-chunks", "1", "4",
+              "--out", str(tmp_path / "report.json"))
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     levels = report["native"]["levels"] + report["native"]["unbatched_c32"]
     assert [row["concurrency"] for row in levels] == [1, 4, 32]
     assert all(row["requests"] == 6 and row["errors"] == 0 and row["batches"] >= 1 for row in levels)
     assert report["client"] == client and "| native | 1 | 4 |" in out
+    chunked = report["native"]["offline_chunked_seg_per_s"]
+    assert list(chunked) == ["beam 1, chunks of 1", "beam 1, chunks of 4"] and all(v > 0 for v in chunked.values())

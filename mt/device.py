@@ -7,6 +7,7 @@ Used by training (`train.device`, `train.precision: auto`), translation (`--devi
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from pathlib import Path
 
@@ -62,8 +63,10 @@ def bf16_feature(device: torch.device | str) -> str | None:
     return None
 
 
+@functools.cache
 def _cpuinfo_fields() -> dict[str, str]:
-    """The fields of the first CPU in /proc/cpuinfo ("model name", "flags", "vendor_id", ...); {} where there is none."""
+    """The fields of the first CPU in /proc/cpuinfo ("model name", "flags", "vendor_id", ...); {} where there is none.
+    Read once per process: the trainer asks for the vendor on every update (mt.train.loss)."""
     fields: dict[str, str] = {}
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():

@@ -179,12 +179,9 @@ def test_sweep_refuses_a_malformed_trials_file(tmp_path: Path) -> None:
     assert proc.returncode != 0 and "letters, digits" in proc.stderr
 
 
-@pytest.mark.parametrize("client", ["raw", "httpx"])
-def test_bench_serve_runs(tmp_path: Path, client: str) -> None:
-    """bench_serve.py end to end on a random tiny checkpoint: every request of every level answered
-    (200, one translation each), the batched and unbatched servers both measured, the table printed."""
+def tiny_checkpoint_and_source(tmp_path: Path, lines: int, words: int) -> tuple[Path, Path]:
+    """A random tiny checkpoint and `lines` synthetic source lines of ~`words` words (gzipped)."""
     import gzip
-    import json
 
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -194,7 +191,17 @@ def test_bench_serve_runs(tmp_path: Path, client: str) -> None:
     ckpt = write_random_checkpoint(tmp_path / "tiny.pt")
     src = tmp_path / "src.en.gz"
     with gzip.open(src, "wt", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in synthetic_sentences(6, 3))
+        f.writelines(line + "\n" for line in synthetic_sentences(lines, words))
+    return ckpt, src
+
+
+@pytest.mark.parametrize("client", ["raw", "httpx"])
+def test_bench_serve_runs(tmp_path: Path, client: str) -> None:
+    """bench_serve.py end to end on a random tiny checkpoint: every request of every level answered
+    (200, one translation each), the batched and unbatched servers both measured, the table printed."""
+    import json
+
+    ckpt, src = tiny_checkpoint_and_source(tmp_path, 6, 3)
     out = run("bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "6", "--concurrency", "1", "4",
               "--beams", "1", "--cap-s", "120", "--client", client, "--offline-chunks", "1", "4",
               "--out", str(tmp_path / "report.json"))
@@ -205,3 +212,17 @@ def test_bench_serve_runs(tmp_path: Path, client: str) -> None:
     assert report["client"] == client and "| native | 1 | 4 |" in out
     chunked = report["native"]["offline_chunked_seg_per_s"]
     assert list(chunked) == ["beam 1, chunks of 1", "beam 1, chunks of 4"] and all(v > 0 for v in chunked.values())
+
+
+def test_bench_beam_steps_counts_every_step(tmp_path: Path) -> None:
+    """bench_beam_steps.py on a random tiny checkpoint: a table per call size; calls of one line
+    have every step at one live sentence, calls of 4 show their full steps and their tail."""
+    ckpt, src = tiny_checkpoint_and_source(tmp_path, 8, 5)
+    out = run("bench_beam_steps.py", "-c", str(ckpt), "--src", str(src), "-n", "8", "--beam", "3",
+              "--chunks", "1", "4", "--bin", "2")
+    ones, fours = out.split("calls of 1:")[1].split("calls of 4:")
+    assert [line.split(" | ")[0] for line in ones.splitlines() if line.startswith("| ") and "---" not in line] == [
+        "| live sentences", "| 1"]
+    rows = [line.split(" | ")[0] for line in fours.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[0] == "| live sentences" and rows[-1] == "| 4" and set(rows[1:-1]) <= {"| 1-2", "| 3-3"}
+    assert "CPU: " in out

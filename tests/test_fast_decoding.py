@@ -90,6 +90,34 @@ def test_cache_grows_and_copies_on_write() -> None:
     torch.testing.assert_close(again, want, atol=1e-5, rtol=0)
 
 
+@torch.no_grad()
+def test_grouped_cross_attention_equals_one_entry_per_row() -> None:
+    """A cache with one cross-attention entry per sentence, shared by its K rows (`group`), decodes
+    what the per-row cache decodes, through beam reorders and a sentence leaving."""
+    model, k = _model(), 3
+    src = torch.randint(4, 30, (2, 6), generator=torch.Generator().manual_seed(3))
+    src_mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])  # padding masked per sentence
+    memory = model.encode(src, src_mask)
+    rows = torch.arange(2).repeat_interleave(k)  # (6,) sentence-major beam rows
+    grouped = model.start_cache(memory, src_mask, group=k)
+    per_row: object = None
+    assert grouped.cross_k[0].size(0) == 2 and grouped.key_mask.size(0) == 2
+    tokens = torch.randint(4, 30, (6, 1), generator=torch.Generator().manual_seed(4))
+    beams = torch.tensor([1, 0, 0, 5, 3, 4])  # rows move among their own sentence's beams
+    for step in range(4):
+        got, grouped = model.decode_step(tokens, memory, src_mask, grouped)
+        want, per_row = model.decode_step(tokens, memory[rows], src_mask[rows], per_row)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+        grouped, per_row = grouped.reorder_beams(beams), per_row.reorder_beams(beams)
+        tokens = (tokens + step + 1) % 26 + 4
+    keep = torch.tensor([5, 3, 4])  # sentence 0 leaves: the cross entries follow index[::k] // k
+    grouped, per_row = grouped.reorder(keep), per_row.reorder(keep)
+    assert grouped.cross_k[0].size(0) == 1 and torch.equal(grouped.cross_k[0][0], per_row.cross_k[0][0])
+    got, _ = model.decode_step(tokens[:3], memory, src_mask, grouped)
+    want, _ = model.decode_step(tokens[:3], memory[rows], src_mask[rows], per_row)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+
+
 def test_bf16_precision_is_opt_in_and_needs_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     import mt.decode.engine as engines
     from mt.commands.translate import decode_settings

@@ -82,6 +82,20 @@ class BeamState:
                    num_finished=torch.zeros(batch, dtype=torch.long, device=device),
                    nth_best=torch.full((batch,), float("-inf"), device=device))
 
+    @classmethod
+    def start_cached(cls, model: Seq2Seq, memory: Tensor, src_mask: Tensor, max_lens: Tensor, *, k: int,
+                     alpha: float, kind: str) -> BeamState:
+        """`start`, with the decoder cache made now where the model offers `start_cache`: ONE
+        cross-attention entry per sentence that its K rows attend together, instead of K equal
+        copies projected, attended and moved at every reorder. The state then keeps a zero-width
+        memory (the cache holds all the decoder reads of it), so `select` moves no memory rows."""
+        start_cache = getattr(model, "start_cache", None)
+        if start_cache is None:  # e.g. a wrapper without an incremental cache (scripts/bench_translate.py)
+            return cls.start(memory, src_mask, max_lens, k=k, alpha=alpha, kind=kind)
+        state = cls.start(memory[:, :, :0], src_mask, max_lens, k=k, alpha=alpha, kind=kind)
+        state.cache = start_cache(memory, src_mask, group=k)  # nothing decoded: the first reorder is of 0 positions
+        return state
+
     @property
     def live(self) -> bool:
         return self.sent.numel() > 0
@@ -197,7 +211,8 @@ def beam_search(
     if batch == 0:
         return []
     max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
-    state = BeamState.start(model.encode(src, src_mask), src_mask, max_lens, k=beam, alpha=alpha, kind=length_penalty)
+    state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, k=beam, alpha=alpha,
+                                   kind=length_penalty)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     while state.live:
         log_probs = mask_log_probs(state.decode(model), forbid_unk=forbid_unk, force_eos=state.at_max_length())

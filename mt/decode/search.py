@@ -60,7 +60,9 @@ class Seq2Seq(Protocol):
     def decode_step(
         self, tokens: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor, cache: SearchCache | None
     ) -> tuple[torch.Tensor, SearchCache]:
-        """tokens (R, 1) -> next-token log-probs (R, V) float32 and the extended cache."""
+        """tokens (R, 1) -> next-token log-probs (R, V) float32 and the extended cache. memory and
+        src_mask are read only without a cache (beam search may then pass a zero-width memory:
+        its cache came from the model's `start_cache`, one cross-attention entry per sentence)."""
         ...
 
     def forward(self, src: torch.Tensor, src_mask: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:

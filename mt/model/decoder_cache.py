@@ -61,8 +61,10 @@ class DecoderCache:
 
     k_bufs/v_bufs[l]: (capacity, B, H, d_k) self-attention buffers, positions [0, length) filled
     (time-major); `self_k`/`self_v[l]` view the filled part as (B, H, length, d_k).
-    cross_k/cross_v[l]: (B, H, S, d_k) contiguous, projected from the encoder memory on the first step.
-    key_mask: (B, 1, 1, S) bool source key-padding mask (True = attend), None when no row is padded.
+    cross_k/cross_v[l]: (B / group, H, S, d_k) contiguous, projected once from the encoder memory:
+    one entry per sentence, shared by its `group` consecutive rows (a beam), or one per row.
+    key_mask: (B / group, 1, 1, S) bool source key-padding mask (True = attend), None when no
+    sentence is padded.
     output_t: (D, V) contiguous, the output projection's weight transposed (see the module docstring).
     """
 
@@ -74,21 +76,23 @@ class DecoderCache:
     _written: list[int] = field(default_factory=lambda: [0])  # positions the shared buffers hold
     key_mask: Tensor | None = None
     output_t: Tensor | None = None
+    group: int = 1  # decoder rows per cross-attention entry
 
     @classmethod
     def start(cls, cross_k: list[Tensor], cross_v: list[Tensor], src_mask: Tensor,
-              output_weight: Tensor) -> DecoderCache:
-        """An empty cache over the cross-attention keys/values (B, H, S, d_k) of each layer, the
-        source mask src_mask (B, S) bool and the output projection's weight (V, D)."""
+              output_weight: Tensor, group: int = 1) -> DecoderCache:
+        """An empty cache over the cross-attention keys/values (N, H, S, d_k) of each layer, the
+        source mask src_mask (N, S) bool and the output projection's weight (V, D), for
+        B = N * group decoder rows: rows [n * group, (n + 1) * group) read entry n."""
         cross_k, cross_v = [k.contiguous() for k in cross_k], [v.contiguous() for v in cross_v]
-        B, H, _, d_k = cross_k[0].shape
+        N, H, _, d_k = cross_k[0].shape
 
         def buffers() -> list[Tensor]:
-            return [k.new_empty((INITIAL_CAPACITY, B, H, d_k)) for k in cross_k]
+            return [k.new_empty((INITIAL_CAPACITY, N * group, H, d_k)) for k in cross_k]
 
         # One host sync per search (none per step); an all-True mask would mask nothing.
         key_mask = None if bool(src_mask.all()) else src_mask[:, None, None, :]
-        return cls(buffers(), buffers(), cross_k, cross_v, 0, [0], key_mask, output_weight.t().contiguous())
+        return cls(buffers(), buffers(), cross_k, cross_v, 0, [0], key_mask, output_weight.t().contiguous(), group)
 
     @property
     def self_k(self) -> list[Tensor]:
@@ -116,13 +120,17 @@ class DecoderCache:
         return replace(self, length=self.length + 1)
 
     def reorder(self, index: Tensor) -> DecoderCache:
-        """Select batch rows `index` (B',) long: follow beams, or drop finished sentences."""
+        """Select batch rows `index` (B',) long: follow beams, or drop finished sentences. With
+        group > 1, `index` keeps groups whole: each run of `group` rows comes from one group
+        (a sentence's beam follows its own rows), so the cross-attention entries follow
+        index[::group] // group."""
         capacity = self.k_bufs[0].size(0)
+        entries = index if self.group == 1 else torch.div(index[:: self.group], self.group, rounding_mode="floor")
         return replace(self, k_bufs=_gather(self.k_bufs, self.length, index, capacity),
                        v_bufs=_gather(self.v_bufs, self.length, index, capacity),
-                       cross_k=[t.index_select(0, index) for t in self.cross_k],
-                       cross_v=[t.index_select(0, index) for t in self.cross_v], _written=[self.length],
-                       key_mask=None if self.key_mask is None else self.key_mask.index_select(0, index))
+                       cross_k=[t.index_select(0, entries) for t in self.cross_k],
+                       cross_v=[t.index_select(0, entries) for t in self.cross_v], _written=[self.length],
+                       key_mask=None if self.key_mask is None else self.key_mask.index_select(0, entries))
 
     def reorder_beams(self, index: Tensor) -> DecoderCache:
         """Like `reorder`, for an `index` (B,) that only moves rows among the beams of one sentence.

@@ -79,11 +79,19 @@ class Ensemble(nn.Module):
         """src, src_mask (B, S) -> the members' memories side by side (B, S, sum of D_m)."""
         return torch.cat([m.encode(src, src_mask) for m in self.members], dim=-1)
 
+    def start_cache(self, memory: Tensor, src_mask: Tensor, group: int = 1) -> EnsembleCache:
+        """Every member's empty decoder cache (`Transformer.start_cache`) over its part of memory
+        (N, S, sum D_m), for N * group decoder rows."""
+        return EnsembleCache(tuple(m.start_cache(mem, src_mask, group)
+                                   for m, mem in zip(self.members, memory.split(self.widths, dim=-1))))
+
     def decode_step(self, tokens: Tensor, memory: Tensor, src_mask: Tensor,
                     cache: EnsembleCache | None) -> tuple[Tensor, EnsembleCache]:
         """tokens (R, 1), memory (R, S, sum D_m), src_mask (R, S) -> (log_probs (R, V) float32, cache)."""
-        memories = memory.split(self.widths, dim=-1)
-        caches = cache.caches if cache is not None else (None,) * len(self.members)
+        if cache is None:
+            memories, caches = memory.split(self.widths, dim=-1), (None,) * len(self.members)
+        else:  # the members' caches hold what they read of memory (beam search keeps a zero-width one)
+            memories, caches = (memory,) * len(self.members), cache.caches
         outs = [m.decode_step(tokens, mem, src_mask, c) for m, mem, c in zip(self.members, memories, caches)]
         return self.combine([lp for lp, _ in outs]), EnsembleCache(tuple(c for _, c in outs))
 

@@ -234,9 +234,10 @@ class DecoderLayer(nn.Module):
         return self.norm_ff.around(x, self.ff)
 
     def step(self, x: Tensor, k_buf: Tensor, v_buf: Tensor, t: int, mem_k: Tensor, mem_v: Tensor,
-             key_mask: Tensor | None) -> Tensor:
-        """One new position t (inference): x (B, 1, D) -> (B, 1, D); key_mask (B, 1, 1, S) or
-        None when no source row is padded.
+             key_mask: Tensor | None, group: int = 1) -> Tensor:
+        """One new position t (inference): x (B, 1, D) -> (B, 1, D); key_mask (B / group, 1, 1, S)
+        or None when no source row is padded. mem_k/mem_v (B / group, H, S, d_k): one entry per
+        `group` consecutive rows (a sentence's beam), whose queries attend it in one product.
 
         k_buf/v_buf: this layer's time-major self-attention buffers (capacity > t, B, H, d_k)
         holding positions [0, t); the new key/value are written at t in place. The new query may
@@ -249,9 +250,17 @@ class DecoderLayer(nn.Module):
         keys, values = k_buf[: t + 1].permute(1, 2, 0, 3), v_buf[: t + 1].permute(1, 2, 0, 3)  # (B, H, t+1, d_k)
         x = self.norm_self.add(x, self.self_attn.out(merge_heads(attend_one(q, keys, values, None))))
         # 2. cross-attention over the cached encoder keys/values, 3. feed-forward
-        x = self.norm_cross.around(
-            x, lambda h: self.cross_attn.out(merge_heads(attend_one(self.cross_attn.query(h), mem_k, mem_v, key_mask))))
+        x = self.norm_cross.around(x, lambda h: self._cross_step(h, mem_k, mem_v, key_mask, group))
         return self.norm_ff.around(x, self.ff)
+
+    def _cross_step(self, h: Tensor, mem_k: Tensor, mem_v: Tensor, key_mask: Tensor | None, group: int) -> Tensor:
+        """Cross-attention of one position: h (B, 1, D), mem_k/mem_v (B / group, H, S, d_k) -> (B, 1, D)."""
+        if group == 1:
+            return self.cross_attn.out(merge_heads(attend_one(self.cross_attn.query(h), mem_k, mem_v, key_mask)))
+        B, H, d_k = h.size(0), mem_k.size(1), mem_k.size(3)
+        q = self.cross_attn.q(h).view(B // group, group, H, d_k).transpose(1, 2)  # (N, H, group, d_k)
+        y = attend_one(q, mem_k, mem_v, key_mask)  # (N, H, group, d_k): the group's queries together
+        return self.cross_attn.out(y.transpose(1, 2).reshape(B, 1, H * d_k))
 
     def cross_weights(self, x: Tensor, memory: Tensor, key_mask: Tensor) -> Tensor:
         """Cross-attention probabilities (B, H, T, S) of this layer for input x (B, T, D)."""
@@ -380,20 +389,24 @@ class Transformer(nn.Module):
         keep matching the cache's batch rows. Every vocabulary entry is scored, PAD and BOS included: search
         decides what may be emitted.
         """
-        if cache is None:
-            kvs = [layer.cross_attn.memory_kv(memory) for layer in self.decoder]
-            cache = DecoderCache.start([k for k, _ in kvs], [v for _, v in kvs], src_mask, self.output_layer()[0])
-        else:
-            cache = cache.writable()
+        cache = self.start_cache(memory, src_mask) if cache is None else cache.writable()
         t = cache.length
         x = self._embed(self.tgt_embed, tokens, t)  # (B, 1, D)
         for i, layer in enumerate(self.decoder):
-            x = layer.step(x, cache.k_bufs[i], cache.v_bufs[i], t, cache.cross_k[i], cache.cross_v[i], cache.key_mask)
+            x = layer.step(x, cache.k_bufs[i], cache.v_bufs[i], t, cache.cross_k[i], cache.cross_v[i], cache.key_mask,
+                           cache.group)
         h = self.dec_norm(x[:, -1])  # (B, D)
         bias = self.output_layer()[1]
         # The cache's contiguous W^T: the same logits as _logits, ~2x faster at a few rows.
         logits = h @ cache.output_t if bias is None else torch.addmm(bias, h, cache.output_t)  # (B, V)
         return logits.float().log_softmax(dim=-1), cache.advanced()
+
+    def start_cache(self, memory: Tensor, src_mask: Tensor, group: int = 1) -> DecoderCache:
+        """The empty decoder cache over encoder memory (N, S, D) and src_mask (N, S) for N * group
+        decoder rows (`group` per sentence: its beam): every layer's cross-attention keys/values,
+        projected once per sentence."""
+        kvs = [layer.cross_attn.memory_kv(memory) for layer in self.decoder]
+        return DecoderCache.start([k for k, _ in kvs], [v for _, v in kvs], src_mask, self.output_layer()[0], group)
 
     @torch.no_grad()
     def cross_attention(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, layer: int) -> Tensor:

@@ -254,9 +254,8 @@ class DecoderLayer(nn.Module):
         return self.norm_ff.around(x, self.ff)
 
     def _cross_step(self, h: Tensor, mem_k: Tensor, mem_v: Tensor, key_mask: Tensor | None, group: int) -> Tensor:
-        """Cross-attention of one position: h (B, 1, D), mem_k/mem_v (B / group, H, S, d_k) -> (B, 1, D)."""
-        if group == 1:
-            return self.cross_attn.out(merge_heads(attend_one(self.cross_attn.query(h), mem_k, mem_v, key_mask)))
+        """Cross-attention of one position: h (B, 1, D), mem_k/mem_v (B / group, H, S, d_k) -> (B, 1, D).
+        (group 1: the queries (B, H, 1, d_k) and merged heads of `CrossAttention.query` / `merge_heads`.)"""
         B, H, d_k = h.size(0), mem_k.size(1), mem_k.size(3)
         q = self.cross_attn.q(h).view(B // group, group, H, d_k).transpose(1, 2)  # (N, H, group, d_k)
         y = attend_one(q, mem_k, mem_v, key_mask)  # (N, H, group, d_k): the group's queries together
@@ -385,9 +384,10 @@ class Transformer(nn.Module):
         src_mask (B, S) -> (log_probs (B, V) float32, the extended cache).
 
         The position of `tokens` is `cache.length` (0 without a cache). Memory and src_mask are
-        only read on the first call (cross-attention K/V and the key mask are cached), but must
-        keep matching the cache's batch rows. Every vocabulary entry is scored, PAD and BOS included: search
-        decides what may be emitted.
+        only read without a cache (one row per token row; the cross-attention K/V and the key mask
+        are cached), so a cache from `start_cache` may come with any memory (beam search passes a
+        zero-width one). Every vocabulary entry is scored, PAD and BOS included: search decides
+        what may be emitted.
         """
         cache = self.start_cache(memory, src_mask) if cache is None else cache.writable()
         t = cache.length

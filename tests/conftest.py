@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,17 @@ from mt.config_load import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_YAML = REPO / "configs" / "tiny.yaml"
+
+
+@pytest.fixture(scope="module")
+def random_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight checkpoint (scripts/tiny_checkpoint.py): no corpus needed."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from tiny_checkpoint import write_random_checkpoint
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    return write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt")
 
 
 @pytest.fixture(scope="module")

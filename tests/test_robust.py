@@ -234,17 +234,6 @@ def test_a_resumed_run_repairs_a_torn_metrics_file(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- checkpoints of the wrong shape
 
 
-@pytest.fixture(scope="module")
-def random_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random-weight checkpoint (scripts/tiny_checkpoint.py): no corpus needed."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import write_random_checkpoint
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-    return write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt")
-
-
 @pytest.mark.parametrize("key, value", [
     ("tokenizer", [b"spm"]), ("tokenizer", {"src": "not bytes"}), ("tokenizer", {"src": b"x", "tgt": 3}),
     ("model", [torch.zeros(2)]), ("model", {"w": [1.0, 2.0]}), ("config", "name: x"), ("config", {"model": [1]}),

@@ -307,6 +307,31 @@ def test_stops_early_and_drops_finished_rows():
     assert model.rows_per_step == [6, 6, 3, 3, 3]
 
 
+def test_sentences_are_handed_over_as_they_end():
+    """`on_done` gives each sentence its final result once, as soon as it ends: greedy right after
+    the step that emitted its EOS, beam search when it stops, before the steps longer ones need."""
+    model = TinyRNN(12, seed=4, eos_bias=0.3)
+    src, mask = make_batch(SOURCES)
+    events: list[tuple[int, object, int]] = []  # (sentence, result, decoder steps run by then)
+
+    def record(b: int, result: object) -> None:
+        events.append((b, result, len(model.rows_per_step)))
+
+    greedy = greedy_search(model, src, mask, max_len_a=1.5, max_len_b=3, forbid_unk=True, on_done=record)
+    assert len({len(g) for g in greedy}) > 1  # sentences end at different steps
+    assert sorted(b for b, _, _ in events) == list(range(len(SOURCES)))
+    assert all(tokens == greedy[b] and steps == len(tokens) + 1 for b, tokens, steps in events)
+
+    events.clear()
+    model.rows_per_step.clear()
+    hyps = beam_search(
+        model, src, mask, beam=3, alpha=0.6, length_penalty="gnmt", max_len_a=1.5, max_len_b=3, n_best=2,
+        forbid_unk=True, on_done=record)
+    assert sorted(b for b, _, _ in events) == list(range(len(SOURCES)))
+    assert all(result == hyps[b] for b, result, _ in events)
+    assert min(steps for _, _, steps in events) < len(model.rows_per_step)  # some before the last step
+
+
 def test_beam_argument_checks():
     model = TinyRNN(6, seed=0)
     src, mask = make_batch([[4]])

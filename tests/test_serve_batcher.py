@@ -123,6 +123,7 @@ def test_a_filling_batch_waits_while_segments_keep_coming(tiny) -> None:
             time.sleep(0.1)
         for job in jobs:
             job.future.result(timeout=60)
+        _settle(stats, 6)  # requests are answered as their sentences end, the batch's stats after it
         assert [s.segments for s in stats] == [6]
 
         stats.clear()
@@ -133,9 +134,18 @@ def test_a_filling_batch_waits_while_segments_keep_coming(tiny) -> None:
             time.sleep(0.05)
         for job in jobs:
             job.future.result(timeout=60)
-        assert len(stats) >= 2 and sum(s.segments for s in stats) == len(jobs)
     finally:
-        batcher.stop()
+        batcher.stop()  # after its current batch: every batch's stats are in
+    assert len(stats) >= 2 and sum(s.segments for s in stats) == len(jobs)
+
+
+def _settle(stats: list[BatchStats], segments: int, timeout: float = 10.0) -> None:
+    """Wait until the batches recorded in `stats` hold `segments` segments."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while sum(s.segments for s in stats) < segments and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def test_a_shared_round_starts_as_soon_as_its_requests_are_back(tiny) -> None:
@@ -155,9 +165,9 @@ def test_a_shared_round_starts_as_soon_as_its_requests_are_back(tiny) -> None:
         for job in second:
             job.future.result(timeout=60)
         assert time.monotonic() - started < 1.5
-        assert [s.segments for s in stats] == [3, 3]
     finally:
         batcher.stop()
+    assert [s.segments for s in stats] == [3, 3]
 
 
 class _SlowEngine:
@@ -195,9 +205,9 @@ def test_requests_queued_during_a_round_are_awaited_with_its_own(tiny) -> None:
         for job in waiting + back:
             job.future.result(timeout=60)
         assert time.monotonic() - started < 1.5
-        assert [s.segments for s in stats] == [3, 5]
     finally:
         batcher.stop()
+    assert [s.segments for s in stats] == [3, 5]
 
 
 def test_a_lone_request_starts_at_once_but_waits_for_one_on_its_way(tiny) -> None:
@@ -223,6 +233,41 @@ def test_a_lone_request_starts_at_once_but_waits_for_one_on_its_way(tiny) -> Non
         second = batcher.submit([lines[2]], cfg.decode, n_best=None)
         first.future.result(timeout=60)
         second.future.result(timeout=60)
-        assert [s.segments for s in stats] == [1, 2]
     finally:
         batcher.stop()
+    assert [s.segments for s in stats] == [1, 2]
+
+
+class _GatedEngine:
+    """Hands the first source's result over as a search does when that sentence ends, then holds
+    the batch until released: a batch whose longer sentences are still decoding."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.max_positions = engine, engine.max_positions
+        self.handed, self.release = threading.Event(), threading.Event()
+
+    def search_ids(self, src_ids, decode, *, n_best, sentence_ids, on_result=None):
+        found = self.engine.search_ids(src_ids, decode, n_best=n_best, sentence_ids=sentence_ids)
+        on_result(0, found[0])
+        self.handed.set()
+        assert self.release.wait(30)
+        return found
+
+
+def test_a_request_is_answered_when_its_sentences_end_not_its_batch(tiny) -> None:
+    engine, tokenizer, cfg, lines = tiny
+    gated = _GatedEngine(engine)
+    stats: list[BatchStats] = []
+    batcher = Batcher(gated, tokenizer, max_wait_ms=300, queue_size=1000, on_batch=stats.append)
+    try:
+        jobs = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[:2]]
+        assert gated.handed.wait(30)
+        # One request has its answer while the batch holding both is still running.
+        assert sorted(job.future.done() for job in jobs) == [False, True] and not stats
+        gated.release.set()
+        results = [job.future.result(timeout=30)[0][0][0] for job in jobs]
+    finally:
+        gated.release.set()
+        batcher.stop()
+    assert [s.segments for s in stats] == [2]
+    assert results == translate_lines(engine, tokenizer, lines[:2], cfg.decode, device="cpu")

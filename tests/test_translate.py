@@ -81,3 +81,26 @@ def test_long_source_is_cut_to_the_model_limit_with_a_warning(model):
         got = translate_lines(model, tok, ["abcdefghijkl", "", "abc"], decode, device="cpu")
     assert got[0] == translate_lines(model, tok, ["abcdefg"], decode, device="cpu")[0]  # first LIMIT pieces
     assert got[1] == "" and got[2] == translate_lines(model, tok, ["abc"], decode, device="cpu")[0]
+
+
+@pytest.mark.parametrize("beam, n_best", [(1, None), (3, None), (3, 2), (1, 1)])
+def test_engine_hands_each_result_over_once_equal_to_what_it_returns(model, beam, n_best):
+    from mt.decode.engine import NativeEngine
+
+    g = torch.Generator().manual_seed(1)
+    src_ids = [torch.randint(4, 24, (n,), generator=g).tolist() for n in (5, 1, 6, 3, 2)]
+    decode = DecodeConfig(beam=beam, alpha=0.6, max_len_a=0.5, max_len_b=1)  # lengths differ by source
+    handed: dict[int, object] = {}
+
+    def on_result(i: int, results: list[tuple[list[int], float]]) -> None:
+        assert i not in handed
+        handed[i] = results
+
+    found = NativeEngine(model, "cpu").search_ids(src_ids, decode, n_best=n_best, sentence_ids=list(range(5)),
+                                                  on_result=on_result)
+    assert sorted(handed) == list(range(5))
+    for i, results in handed.items():
+        if n_best is None:  # the one output; its score is NaN, which equals nothing
+            assert len(results) == len(found[i]) == 1 and results[0][0] == found[i][0][0]
+        else:
+            assert results == found[i]

@@ -15,6 +15,7 @@ its own in tests/test_beam.py; `beam_search` is the loop.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -198,11 +199,13 @@ def beam_search(
     n_best: int,
     forbid_unk: bool,
     max_len_limit: int | None = None,
+    on_done: Callable[[int, list[Hypothesis]], None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search. src, src_mask: (B, S) -> for each sentence its `n_best` hypotheses, best first.
 
     Scores are `log_prob / length_penalty(|y|)` with |y| counting EOS (see mt.decode.search).
-    `max_len_limit` caps the output length as in `greedy_search`.
+    `max_len_limit` caps the output length as in `greedy_search`. `on_done(b, hypotheses)` is
+    called for sentence b as soon as it stops, with what the returned list will hold for it.
     """
     if beam < 1 or not 1 <= n_best <= beam:
         raise ValueError(f"beam_search: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
@@ -214,6 +217,12 @@ def beam_search(
     state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, k=beam, alpha=alpha,
                                    kind=length_penalty)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    results: list[list[Hypothesis] | None] = [None] * batch
+
+    def best(b: int) -> list[Hypothesis]:
+        results[b] = sorted(finished[b], key=lambda h: -h.score)[:n_best]
+        return results[b]
+
     while state.live:
         log_probs = mask_log_probs(state.decode(model), forbid_unk=forbid_unk, force_eos=state.at_max_length())
         candidates = state.topk(log_probs)  # (N, 2K) each
@@ -221,5 +230,8 @@ def beam_search(
         state.advance(candidates)
         done = state.done()  # (N,)
         if bool(done.any()):
+            if on_done is not None:
+                for b in state.sent[done].tolist():
+                    on_done(b, best(b))
             state.select((~done).nonzero().squeeze(1))
-    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in finished]
+    return [hyps if hyps is not None else best(b) for b, hyps in enumerate(results)]

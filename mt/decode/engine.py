@@ -9,7 +9,7 @@ exported to CTranslate2). `mt.deploy.engines.load_engine` picks one from what `-
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol, overload
 
@@ -59,13 +59,16 @@ Model = Transformer | Ensemble
 
 @overload
 def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
-                 n_best: None = None, sentence_ids: list[int] | None = None) -> list[list[int]]: ...
+                 n_best: None = None, sentence_ids: list[int] | None = None,
+                 on_done: Callable[[int, list[int]], None] | None = None) -> list[list[int]]: ...
 @overload
 def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
-                 n_best: int, sentence_ids: list[int] | None = None) -> list[list[Hypothesis]]: ...
+                 n_best: int, sentence_ids: list[int] | None = None,
+                 on_done: Callable[[int, list[Hypothesis]], None] | None = None) -> list[list[Hypothesis]]: ...
 def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
-                 n_best: int | None = None,
-                 sentence_ids: list[int] | None = None) -> list[list[int]] | list[list[Hypothesis]]:
+                 n_best: int | None = None, sentence_ids: list[int] | None = None,
+                 on_done: Callable[[int, list[int]], None] | Callable[[int, list[Hypothesis]], None] | None = None,
+                 ) -> list[list[int]] | list[list[Hypothesis]]:
     """The search `decode` asks for over one batch. src, src_mask: (B, S) on the model's device.
 
     Without `n_best`: the best output's tokens per sentence (no BOS/EOS), by greedy search when
@@ -74,6 +77,8 @@ def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode
     one sample per sentence, or with `n_best` that many, highest score first; `sentence_ids`
     (B ints, default 0..B-1) key each sentence's random draws (see mt.decode.sampling). Outputs stay
     below the model's max_positions. The caller chooses train/eval mode and gradient tracking.
+    `on_done(b, result)`, where given, gets sentence b's result (what the returned list will hold
+    for it) as soon as greedy or beam search has it; sampling hands its results back at the end only.
     """
     limit = max_positions(model) - 1
     if decode.sampling:
@@ -85,12 +90,23 @@ def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode
         return [hyps[0].tokens for hyps in samples] if n_best is None else samples
     if n_best is None and decode.beam == 1:
         return greedy_search(model, src, src_mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-                             forbid_unk=decode.forbid_unk, max_len_limit=limit)
+                             forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=on_done)
+    report = _best_tokens(on_done) if on_done is not None and n_best is None else on_done
     found = beam_search(model, src, src_mask, beam=decode.beam, alpha=decode.alpha,
                         length_penalty=decode.length_penalty, max_len_a=decode.max_len_a,
                         max_len_b=decode.max_len_b, n_best=1 if n_best is None else n_best,
-                        forbid_unk=decode.forbid_unk, max_len_limit=limit)
+                        forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=report)
     return [hyps[0].tokens for hyps in found] if n_best is None else found
+
+
+def _best_tokens(on_done: Callable[[int, list[int]], None]) -> Callable[[int, list[Hypothesis]], None]:
+    """A beam search `on_done` handing on each sentence's best tokens (what search_batch returns then)."""
+    def report(b: int, hyps: list[Hypothesis]) -> None:
+        on_done(b, hyps[0].tokens)
+    return report
+
+
+Results = list[tuple[list[int], float]]  # one sentence's outputs: (tokens, score), best first
 
 
 class Engine(Protocol):
@@ -99,10 +115,14 @@ class Engine(Protocol):
     max_positions: int
 
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
-                   sentence_ids: list[int]) -> list[list[tuple[list[int], float]]]:
+                   sentence_ids: list[int], on_result: Callable[[int, Results], None] | None = None,
+                   ) -> list[Results]:
         """For each source (ids without EOS): with `n_best` None, the one output `decode` asks for
         (its score may be NaN); else its `n_best` hypotheses (or samples) with their
-        length-normalised scores, best first. `sentence_ids` key sampling's random draws."""
+        length-normalised scores, best first. `sentence_ids` key sampling's random draws.
+        `on_result(i, results)`: called with source i's results as soon as the engine has them,
+        before the batch's longer sentences are done, where it can tell (an engine may not call
+        it at all); the returned list holds every result either way."""
         ...
 
 
@@ -135,7 +155,9 @@ class NativeEngine:
         return self._bf16
 
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
-                   sentence_ids: list[int]) -> list[list[tuple[list[int], float]]]:
+                   sentence_ids: list[int], on_result: Callable[[int, Results], None] | None = None,
+                   ) -> list[Results]:
+        """`Engine.search_ids`; `on_result` follows greedy and beam search's sentences as they end."""
         model = self._model_for(decode)
         src, src_mask = collate_source(src_ids)
         small = torch.device(self.device).type == "cpu" and len(src_ids) * rows_per_sentence(decode) <= self.small_rows
@@ -144,12 +166,30 @@ class NativeEngine:
         try:
             with torch.inference_mode(), intra_op_threads(1 if small else None):
                 found = search_batch(model, src.to(self.device), src_mask.to(self.device), decode, n_best=n_best,
-                                     sentence_ids=sentence_ids)
+                                     sentence_ids=sentence_ids, on_done=self._reporter(n_best, on_result))
         finally:
             model.train(was_training)
         if n_best is None:
-            return [[(tokens, float("nan"))] for tokens in found]
-        return [[(h.tokens, h.score) for h in hyps] for hyps in found]
+            return [_one_best(tokens) for tokens in found]
+        return [_scored(hyps) for hyps in found]
+
+    @staticmethod
+    def _reporter(n_best: int | None, on_result: Callable[[int, Results], None] | None,
+                  ) -> Callable[[int, list[int]], None] | Callable[[int, list[Hypothesis]], None] | None:
+        """search_batch's `on_done` for `on_result`: each sentence's result in `Results` form."""
+        if on_result is None:
+            return None
+        if n_best is None:
+            return lambda i, tokens: on_result(i, _one_best(tokens))
+        return lambda i, hyps: on_result(i, _scored(hyps))
+
+
+def _one_best(tokens: list[int]) -> Results:
+    return [(tokens, float("nan"))]
+
+
+def _scored(hyps: list[Hypothesis]) -> Results:
+    return [(h.tokens, h.score) for h in hyps]
 
 
 def as_engine(model: Model | Engine, device: torch.device | str) -> Engine:

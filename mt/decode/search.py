@@ -27,6 +27,7 @@ rows leave the batch, and the search ends when every sentence has stopped.
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -210,6 +211,13 @@ class LiveRows:
         return next_tok[keep]
 
 
+def _report_ended(rows: list[int], out: torch.Tensor, step: int, on_done: Callable[[int, list[int]], None]) -> None:
+    """Hand each of `rows`, which emitted EOS at `step`, its tokens out[row, :step] (out: (B, W) long)."""
+    if rows:
+        for row, tokens in zip(rows, out[rows, :step].tolist()):
+            on_done(row, tokens)
+
+
 def greedy_search(
     model: Seq2Seq,
     src: torch.Tensor,
@@ -219,11 +227,14 @@ def greedy_search(
     max_len_b: int,
     forbid_unk: bool,
     max_len_limit: int | None = None,
+    on_done: Callable[[int, list[int]], None] | None = None,
 ) -> list[list[int]]:
     """Pick the most probable token at each step. src, src_mask: (B, S) -> B token lists (no BOS/EOS).
 
     `max_len_limit` caps the output length whatever the source length (e.g. the model's
     `max_positions - 1`). Finished sentences leave the batch (their cache rows are dropped).
+    `on_done(b, tokens)` is called for sentence b as soon as it ends (EOS), with the tokens the
+    returned list will hold for it, while longer sentences go on (a server answers its client then).
     """
     batch = src.size(0)
     if batch == 0:
@@ -240,6 +251,8 @@ def greedy_search(
         log_probs = mask_log_probs(log_probs, forbid_unk=forbid_unk, force_eos=live.max_lens <= step)
         next_tok = argmax_rows(log_probs)  # (R,)
         out[live.rows, step] = next_tok
+        if on_done is not None:
+            _report_ended(live.rows[next_tok == EOS_ID].tolist(), out, step, on_done)
         step += 1
         tokens = live.drop_finished(next_tok).unsqueeze(1)
     results = []

@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -215,9 +216,12 @@ class CT2Translator:
             raw[i][j] = (raw[i][j][0], float(sum(lps)), True)
 
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
-                   sentence_ids: list[int] | None = None) -> list[list[tuple[list[int], float]]]:
+                   sentence_ids: list[int] | None = None,
+                   on_result: Callable[[int, list[tuple[list[int], float]]], None] | None = None,
+                   ) -> list[list[tuple[list[int], float]]]:
         """`mt.decode.engine.Engine`'s search: the 1-best of `decode`'s search (greedy for beam 1), or
-        its `n_best` beam hypotheses re-scored with the model's own log-probs (`exact_scores`)."""
+        its `n_best` beam hypotheses re-scored with the model's own log-probs (`exact_scores`).
+        CTranslate2 returns a batch whole, so `on_result` is not called: every result comes back at once."""
         if decode.sampling:
             raise MTError("--sampling: runs with .pt checkpoints only; an exported model searches (greedy/beam)")
         if decode.precision != "fp32":

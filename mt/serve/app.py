@@ -2,8 +2,9 @@
 operations routes (/health, /ready, /metrics, /docs).
 
 `create_app(settings, checkpoints)` returns the app; the model is loaded (`load_engine`, what
-`mt translate -c` takes) and warmed up in a background thread at start-up, so /health answers at
-once and /ready turns 200 when translation can start (translate routes answer 503 until then).
+`mt translate -c` takes, in a process of its own: `mt.serve.worker`) and warmed up in a background
+thread at start-up, so /health answers at once and /ready turns 200 when translation can start
+(translate routes answer 503 until then).
 Every translate request is read with a byte limit, checked (`mt.serve.requests`), its lines
 queued on the `Batcher`, and awaited without blocking the event loop; a client that goes away
 or waits past --timeout has its segments dropped from the queue. Errors are always
@@ -25,7 +26,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import torch
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -36,9 +36,8 @@ from mt.config import Config, DecodeConfig
 from mt.data.pairs import tokenizer_for_target
 from mt.data.tokenizer import Tokenizer
 from mt.deploy.card import model_card_for
-from mt.deploy.engines import load_engine, weight_files
+from mt.deploy.engines import weight_files
 from mt.errors import MTError
-from mt.model.checkpoint import load_checkpoint
 from mt.serve.access import AccessMiddleware
 from mt.serve.batcher import Batcher, Hyps, QueueFull
 from mt.serve.metrics import Metrics
@@ -56,6 +55,7 @@ from mt.serve.requests import (
     v1_decode,
 )
 from mt.serve.settings import ServeSettings
+from mt.serve.worker import ModelProcess
 from mt.textio import sha256_file
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,7 @@ TRANSLATE_ROUTES = ("/translate", "/v1/translate")
 class Model:
     """The loaded model and what the routes need from it."""
 
+    engine: ModelProcess
     batcher: Batcher
     cfg: Config
     decode: DecodeConfig  # the server's default: checkpoint decode settings, server beam and batch budget
@@ -84,13 +85,10 @@ class Model:
 def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Metrics) -> Model:
     """Load, identify and warm up the model behind `-c`; start its batcher."""
     started = time.perf_counter()
-    if settings.threads:
-        torch.set_num_threads(settings.threads)  # before load_engine: a CTranslate2 engine takes it too
-    engine, tokenizer, cfg, _ = load_engine(checkpoints, settings.device)
-    info = getattr(engine, "info", None)  # an export's mt_export.json
-    update = int(info["update"]) if isinstance(info, dict) else int(load_checkpoint(checkpoints[0]).get("update", 0))
     shas = [sha256_file(path) for path in weight_files(checkpoints)]
     model_id = shas[0] if len(shas) == 1 else hashlib.sha256(" ".join(shas).encode()).hexdigest()
+    engine = ModelProcess(checkpoints, settings.device, threads=settings.threads)
+    tokenizer, cfg, update = engine.loaded.tokenizer, engine.loaded.cfg, engine.loaded.update
     max_beam = settings.max_beam or cfg.decode.beam
     decode = dataclasses.replace(cfg.decode, beam=max_beam, n_best=min(cfg.decode.n_best, max_beam),
                                  max_tokens=settings.max_batch_tokens or cfg.decode.max_tokens)
@@ -98,13 +96,18 @@ def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Me
                       on_batch=metrics.on_batch, on_depth=metrics.on_depth,
                       open_requests=lambda: metrics.open_translations)
     warm = tokenizer.for_target(cfg.data.pairs[0].tgt_lang) if cfg.data.pairs else tokenizer
-    batcher.submit(["Warm-up."], decode, n_best=None, tokenizer=warm).future.result()  # allocations, not a client
+    try:
+        batcher.submit(["Warm-up."], decode, n_best=None, tokenizer=warm).future.result()  # allocations, not a client
+    except BaseException:
+        batcher.stop()
+        engine.close()
+        raise
     seconds = time.perf_counter() - started
     metrics.load_seconds.set(seconds)
     log.info("serve: model %s (update %d, %s-%s, beam %d) ready in %.1f s", model_id[:12], update,
              cfg.data.src_lang, cfg.data.tgt_lang, max_beam, seconds)
     pairs = [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs] or [(cfg.data.src_lang, cfg.data.tgt_lang)]
-    return Model(batcher, cfg, decode, max_beam, model_id, update, tokenizer, pairs)
+    return Model(engine, batcher, cfg, decode, max_beam, model_id, update, tokenizer, pairs)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -129,6 +132,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         yield
         if state["model"] is not None:
             state["model"].batcher.stop()
+            state["model"].engine.close()
 
     app = FastAPI(title="mt serve", version="1", lifespan=lifespan,
                   description="Machine translation with an mt model: LibreTranslate-compatible /translate "

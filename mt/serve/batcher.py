@@ -1,4 +1,5 @@
-"""Dynamic batching: segments from concurrent requests, decoded together by ONE model worker thread.
+"""Dynamic batching: segments from concurrent requests, decoded together by ONE model worker thread
+(which drives the engine: in `mt serve`, the model's own process, `mt.serve.worker`).
 
 A request submits its source lines (already split on '\n') with its decoding options and gets a
 `Job` whose `future` resolves to one list of (text, score) per line, in the request's order. The
@@ -8,12 +9,16 @@ time and every translate request open on the server already has its segments que
 `max_wait_ms` pass without a new segment (counted from the oldest segment's arrival, or, after a
 round shared by several requests, from that round's end, so those clients' next segments join),
 once a batch's worth is queued or as many requests are queued as that shared round had plus those
-that queued while it ran (all of them come back), or at the
+that queued while it ran (all of them come back; `_others_queued`), or at the
 latest `GATHER_CAP` x `max_wait_ms` after that start. It then takes every queued segment that
 shares the oldest segment's options, and decodes them in the same token-budgeted,
 length-sorted batches `mt translate` uses (`mt.data.batching.decode_batches`, budget
 decode.max_tokens // rows per sentence) through the engine's own `search_ids`; the search itself
 is `mt.decode`'s. Requests with other options wait for the next round.
+
+A request is answered as soon as its last segment's sentence ends: greedy and beam search hand
+each sentence over when it stops (`on_result`), so short sentences' clients get their reply, and
+come back with their next request, while the batch's longer sentences are still decoding.
 
 Each segment keeps its index inside its own request as its `sentence_id`, so sampling draws are
 those `mt translate` makes for the same lines, and results never depend on who else was batched
@@ -37,7 +42,7 @@ import numpy as np
 from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
-from mt.decode.engine import Engine, rows_per_sentence
+from mt.decode.engine import Engine, Results, rows_per_sentence
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +68,7 @@ class Job:
     n_best: int | None
     warnings: list[str]
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
-    tokens: list[list[tuple[list[int], float]] | None] = field(default_factory=list)
+    tokens: list[Results | None] = field(default_factory=list)
     left: int = 0
     cancelled: bool = False
 
@@ -103,6 +108,8 @@ class Batcher:
         self._free_at = 0.0  # when the worker finished its last round
         self._last_arrival = 0.0  # when the last segment was queued
         self._last_jobs = 0  # requests expected for the next round: the last round's + those queued during it
+        self._answered = 0  # requests answered so far (by the worker)
+        self._first_answer: float | None = None  # when the current round answered its first request
         self._thread = threading.Thread(target=self._run, name="mt-serve-model", daemon=True)
         self._thread.start()
 
@@ -236,19 +243,35 @@ class Batcher:
             round_jobs = len({id(item.job) for item in taken})
             budget = self._budget(taken[0].job)
             lengths = np.array([len(item.job.ids[item.index]) for item in taken], dtype=np.int64)
+            answered, late = self._answered, 0
+            self._first_answer = None
             for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
                 with self._cond:  # a job cancelled meanwhile is skipped
                     items = [taken[i] for i in batch.tolist() if not taken[i].job.cancelled]
                 if items:
-                    self._decode(items)
+                    late = self._decode(items)
             with self._cond:
                 self._free_at = time.monotonic()
-                # This round's clients come back, and those who queued during it are waiting: the
-                # next round waits for all of them (if only this round's count were awaited, a
-                # 20 + 12 split of 32 clients would repeat itself for ever).
-                self._last_jobs = round_jobs + self._queued_jobs()
+                self._last_jobs = round_jobs + self._others_queued(self._answered - answered - late)
 
-    def _decode(self, items: list[_Item]) -> None:
+    def _others_queued(self, early: int) -> int:
+        """Queued requests that are not this round's clients coming back, when `early` of its requests
+        were answered before it ended (as their sentences ended). Called under the lock.
+
+        This round's clients come back, and those who queued during it are waiting: the next round
+        waits for all of them (if only this round's count were awaited, a 20 + 12 split of 32
+        clients would repeat itself for ever). A request queued after the round's first answer may
+        be one of its `early` clients back already; one queued before cannot be."""
+        jobs = {id(item.job): item.queued_at for item in self._queue}
+        first = self._first_answer
+        after = 0 if first is None else sum(queued_at >= first for queued_at in jobs.values())
+        return len(jobs) - min(early, after)
+
+    def _decode(self, items: list[_Item]) -> int:
+        """Decode one batch. Each segment's result is recorded as soon as the engine hands it over
+        (greedy and beam search do as each sentence ends), so a request whose segments are all done
+        is answered while the batch's longer sentences go on, and its client can come back for the
+        next round meanwhile. Returns the number of requests answered only after the search returned."""
         job0 = items[0].job
         src = [item.job.ids[item.index] for item in items]
         started = time.perf_counter()
@@ -256,26 +279,32 @@ class Batcher:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # lines were cut (and the warning noted) in `encode`
                 found = self.engine.search_ids(src, job0.decode, n_best=job0.n_best,
-                                               sentence_ids=[item.index for item in items])
+                                               sentence_ids=[item.index for item in items],
+                                               on_result=lambda i, hyps: self._record(items[i], hyps))
         except Exception as e:  # noqa: BLE001 - a failing batch fails its jobs, never the worker
             log.exception("decoding a batch of %d segments failed", len(items))
             for job in {id(item.job): item.job for item in items}.values():
                 if not job.future.done():
                     job.future.set_exception(e)
-            return
+            return 0
         self._on_batch(BatchStats(len(items), int(sum(len(s) for s in src)), time.perf_counter() - started))
-        done = []
+        return sum(self._record(item, hyps) for item, hyps in zip(items, found))  # those not handed over yet
+
+    def _record(self, item: _Item, hyps: Results) -> bool:
+        """Keep one segment's result (once); answer its request if that was its last. True when it was."""
+        job = item.job
         with self._cond:
-            for item, hyps in zip(items, found):
-                job = item.job
-                if job.cancelled or job.tokens[item.index] is not None:
-                    continue
-                job.tokens[item.index] = hyps
-                job.left -= 1
-                if job.left == 0:
-                    done.append(job)
-        for job in done:
-            self._finish(job)
+            if job.cancelled or job.tokens[item.index] is not None:
+                return False
+            job.tokens[item.index] = hyps
+            job.left -= 1
+            if job.left:
+                return False
+            self._answered += 1
+            if self._first_answer is None:
+                self._first_answer = time.monotonic()
+        self._finish(job)
+        return True
 
     def _finish(self, job: Job) -> None:
         """Detokenise the job's outputs and resolve its future (unless it was cancelled)."""

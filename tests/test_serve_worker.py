@@ -1,0 +1,79 @@
+"""The model worker process (`mt.serve.worker.ModelProcess`): the same results as the engine run
+in-process, each handed over as it arrives; a one-line error for a model that cannot load; a
+child that survives signals meant for the server, is replaced when it dies, and stops on close."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from mt.deploy.engines import load_engine
+from mt.errors import MTError
+from mt.serve.worker import ModelProcess
+
+
+@pytest.fixture(scope="module")
+def checkpoint(random_ckpt: Path) -> Path:
+    return random_ckpt
+
+
+@pytest.fixture(scope="module")
+def worker(checkpoint: Path):
+    process = ModelProcess([checkpoint], "cpu", threads=1)
+    yield process
+    process.close()
+
+
+def test_results_equal_the_in_process_engine_and_arrive_one_by_one(checkpoint, worker) -> None:
+    engine, tokenizer, cfg, _ = load_engine([checkpoint], "cpu")
+    assert worker.max_positions == engine.max_positions and worker.loaded.cfg == cfg
+    src = worker.loaded.tokenizer.encode_src(["a b c", "d", "e f g h i j", "k l"])
+    assert src == tokenizer.encode_src(["a b c", "d", "e f g h i j", "k l"])
+    for n_best in (None, 2):
+        decode = cfg.decode if n_best is None else dataclasses.replace(cfg.decode, beam=3)
+        handed: dict[int, list] = {}
+        found = worker.search_ids(src, decode, n_best=n_best, sentence_ids=[0, 1, 2, 3],
+                                  on_result=handed.__setitem__)
+        expected = engine.search_ids(src, decode, n_best=n_best, sentence_ids=[0, 1, 2, 3])
+        assert [[tokens for tokens, _ in r] for r in found] == [[tokens for tokens, _ in r] for r in expected]
+        assert sorted(handed) == [0, 1, 2, 3]
+        assert [[tokens for tokens, _ in handed[i]] for i in range(4)] == [[t for t, _ in r] for r in found]
+        if n_best is not None:
+            assert found == expected  # scores too
+
+
+def test_signals_for_the_server_leave_the_worker_alone(worker, checkpoint) -> None:
+    pid = worker._proc.pid
+    os.kill(pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole process group
+    os.kill(pid, signal.SIGTERM)
+    cfg = worker.loaded.cfg
+    assert worker.search_ids([[5, 6]], cfg.decode, n_best=None, sentence_ids=[0])
+    assert worker._proc.pid == pid and worker._proc.is_alive()
+
+
+def test_a_dead_worker_is_replaced_by_the_next_search(checkpoint) -> None:
+    process = ModelProcess([checkpoint], "cpu", threads=1)
+    try:
+        cfg = process.loaded.cfg
+        before = process.search_ids([[5, 6, 7]], cfg.decode, n_best=None, sentence_ids=[0])
+        old = process._proc
+        os.kill(old.pid, signal.SIGKILL)
+        old.join(10)
+        after = process.search_ids([[5, 6, 7]], cfg.decode, n_best=None, sentence_ids=[0])
+        assert after[0][0][0] == before[0][0][0]
+        assert process._proc is not old and process._proc.is_alive()
+    finally:
+        process.close()
+    assert not process._proc.is_alive()
+
+
+def test_a_model_that_cannot_load_is_one_line_naming_it(tmp_path) -> None:
+    bad = tmp_path / "broken.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(MTError) as info:
+        ModelProcess([bad], "cpu")
+    assert "broken.pt" in str(info.value) and "\n" not in str(info.value)

@@ -85,8 +85,25 @@ def cpu_vendor() -> str:
     """The CPU vendor string ('GenuineIntel', 'AuthenticAMD', ...); '' where /proc/cpuinfo has none.
 
     Intel's MKL picks its fastest kernels by vendor, so some matrix products are routed by it
-    (mt.train.loss)."""
+    (`prefers_onednn_linear`)."""
     return _cpuinfo_fields().get("vendor_id", "")
+
+
+@functools.cache
+def onednn_linear_available() -> bool:
+    """Whether this torch build has oneDNN's packed linear (internal ops; absent in some builds)."""
+    ops = torch.ops.mkldnn
+    return (torch.backends.mkldnn.is_available() and hasattr(ops, "_reorder_linear_weight")
+            and hasattr(ops, "_linear_pointwise"))
+
+
+def prefers_onednn_linear(weight: torch.Tensor) -> bool:
+    """Whether products with this weight (V, D) run faster as oneDNN's packed linear than as a
+    plain product: float32 on a CPU whose vendor is not Intel, where MKL's vendor-picked kernels
+    are slow at these shapes (mt.train.loss for training, mt.model.decoder_cache for decoding;
+    docs/performance.md), with a torch that has the ops."""
+    return (weight.dtype == torch.float32 and weight.device.type == "cpu" and onednn_linear_available()
+            and cpu_vendor() not in ("GenuineIntel", ""))
 
 
 def cpu_name() -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+import mt.device
 import mt.train.loss as fused_loss
 from mt.device import cpu_isa, cpu_name, cpu_vendor
 
@@ -51,7 +52,7 @@ def main() -> None:
 
     def fused(vendor: str) -> Callable[[], None]:
         def run() -> None:
-            fused_loss.cpu_vendor = lambda: vendor  # the route _use_onednn picks for this call
+            mt.device.cpu_vendor = lambda: vendor  # the route prefers_onednn_linear picks for this call
             loss, _, _ = fused_loss.projected_smoothed_nll(hidden, weight, None, target, 0.1)
             loss.backward()
         return run
@@ -71,7 +72,7 @@ def main() -> None:
                 times[name].append(ms)
     print(f"CPU: {cpu_name()} ({cpu_vendor()}, {cpu_isa()}); torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"{args.targets} targets x D {args.d_model} x V {args.vocab}, float32, {args.rounds} rounds"
-          f"{'' if fused_loss._onednn_linear() else ' (this torch has no oneDNN packed linear: both fused rows are MKL)'}")
+          f"{'' if mt.device.onednn_linear_available() else ' (this torch has no oneDNN packed linear: both fused rows are MKL)'}")
     base_min, base_med = min(times["fused, MKL products"]), statistics.median(times["fused, MKL products"])
     print("| route | min ms | median ms | min / MKL | median / MKL |\n|---|---:|---:|---:|---:|")
     for name, ts in times.items():

@@ -8,7 +8,9 @@ import torch
 
 from mt.config import ModelConfig
 from mt.decode.search import argmax_rows, topk_candidates
-from mt.model.decoder_cache import INITIAL_CAPACITY
+from mt.device import onednn_linear_available
+from mt.model import decoder_cache
+from mt.model.decoder_cache import INITIAL_CAPACITY, PACKED_ROWS
 from mt.model.transformer import Transformer, attend_one
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -88,6 +90,31 @@ def test_cache_grows_and_copies_on_write() -> None:
     again, _ = model.decode_step(tgt[:, -1:], memory, src_mask, cache.reorder(torch.arange(3)))
     want = model.decode(torch.cat([tgt, tgt[:, -1:]], 1), memory, src_mask).log_softmax(-1)[:, -1]
     torch.testing.assert_close(again, want, atol=1e-5, rtol=0)
+
+
+@pytest.mark.skipif(not onednn_linear_available(), reason="this torch has no oneDNN packed linear")
+def test_packed_output_weight_gives_the_plain_logits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the CPU prefers oneDNN (forced here), a search of PACKED_ROWS rows or more projects
+    through the packed weight, with the plain product's log-probs, also after rows leave; fewer
+    rows, or gradients on, keep the plain product."""
+    monkeypatch.setattr(decoder_cache, "prefers_onednn_linear", lambda weight: True)
+    model, rows = _model(), PACKED_ROWS + 1
+    src = torch.randint(4, 30, (rows, 5), generator=torch.Generator().manual_seed(5))
+    src_mask = torch.ones_like(src, dtype=torch.bool)
+    tgt = torch.randint(4, 30, (rows, 4), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        full = model.decode(tgt, memory, src_mask).log_softmax(-1)  # (B, T, V)
+        cache = model.start_cache(memory, src_mask)
+        assert cache.output_packed is not None and cache.output_t is None
+        for t in range(3):
+            log_probs, cache = model.decode_step(tgt[:, t:t + 1], memory, src_mask, cache)
+            torch.testing.assert_close(log_probs, full[:, t], atol=1e-5, rtol=0)
+        keep = torch.tensor([0, 2])  # down to 2 rows: the packed weight serves any row count
+        log_probs, _ = model.decode_step(tgt[keep, 3:4], memory, src_mask, cache.reorder(keep))
+        torch.testing.assert_close(log_probs, full[keep, 3], atol=1e-5, rtol=0)
+        assert model.start_cache(memory[:PACKED_ROWS - 1], src_mask[:PACKED_ROWS - 1]).output_packed is None
+    assert model.start_cache(memory, src_mask).output_packed is None  # gradients on: no packing
 
 
 @torch.no_grad()

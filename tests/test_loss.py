@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import mt.device
 from mt.config import ModelConfig
 from mt.model.transformer import Transformer
 from mt.train import loss as fused_loss
@@ -84,7 +85,7 @@ def test_matches_plain_loss_and_gradients(bias: bool, eps: float, chunk_bytes: i
 def test_float32_products_by_cpu_vendor_match_plain(vendor: str, bias: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """float32 on a CPU: plain products (MKL) on Intel, oneDNN on a packed weight elsewhere
     (where this torch has the ops); both give the plain loss and gradients to float32 rounding."""
-    monkeypatch.setattr(fused_loss, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(mt.device, "cpu_vendor", lambda: vendor)
     monkeypatch.setattr(fused_loss, "CHUNK_BYTES", 4 * 300 * 16)  # 16-row chunks, a ragged last one
     routes = []
     monkeypatch.setattr(fused_loss._Products, "__init__", _spy(fused_loss._Products.__init__, routes))
@@ -96,7 +97,7 @@ def test_float32_products_by_cpu_vendor_match_plain(vendor: str, bias: bool, mon
     target = torch.randint(1, V, (B, T))
     target[2, 5:] = 0
     plain, fused = both(h, w, b, target, 0.1, scale=0.5)
-    assert routes == [vendor != "GenuineIntel" and fused_loss._onednn_linear()]
+    assert routes == [vendor != "GenuineIntel" and mt.device.onednn_linear_available()]
     assert fused[0] == pytest.approx(plain[0], rel=1e-5)
     for got, want in zip(fused[3:], plain[3:]):
         if want is not None:

@@ -396,9 +396,8 @@ class Transformer(nn.Module):
             x = layer.step(x, cache.k_bufs[i], cache.v_bufs[i], t, cache.cross_k[i], cache.cross_v[i], cache.key_mask,
                            cache.group)
         h = self.dec_norm(x[:, -1])  # (B, D)
-        bias = self.output_layer()[1]
-        # The cache's contiguous W^T: the same logits as _logits, ~2x faster at a few rows.
-        logits = h @ cache.output_t if bias is None else torch.addmm(bias, h, cache.output_t)  # (B, V)
+        # The cache's contiguous or packed weight: the same logits as _logits, faster (decoder_cache).
+        logits = cache.project(h, self.output_layer()[1])  # (B, V)
         return logits.float().log_softmax(dim=-1), cache.advanced()
 
     def start_cache(self, memory: Tensor, src_mask: Tensor, group: int = 1) -> DecoderCache:

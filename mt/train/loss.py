@@ -35,14 +35,13 @@ docs/performance.md.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mt.device import cpu_vendor
+from mt.device import prefers_onednn_linear
 
 CHUNK_BYTES = 1 << 22  # float32 logits per chunk: 131 rows at V = 8,000
 
@@ -62,7 +61,7 @@ class _Products:
     def __init__(self, weight: Tensor, bias: Tensor | None, rows: int) -> None:
         self.weight, self.bias = weight, bias
         self.packed = self.packed_t = None
-        if _use_onednn(weight):
+        if prefers_onednn_linear(weight):
             self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)  # for h W^T
             self.packed_t = torch.ops.mkldnn._reorder_linear_weight(weight.t().contiguous(), rows)  # for g W
 
@@ -82,18 +81,6 @@ class _Products:
             out.copy_(g @ self.weight)
 
 
-def _use_onednn(weight: Tensor) -> bool:
-    """Whether this float32 CPU weight's products go to oneDNN (see `_Products`)."""
-    return (weight.dtype == torch.float32 and weight.device.type == "cpu" and _onednn_linear()
-            and cpu_vendor() not in ("GenuineIntel", ""))
-
-
-@functools.cache
-def _onednn_linear() -> bool:
-    """Whether this torch build has oneDNN's packed linear (internal ops; absent in some builds)."""
-    ops = torch.ops.mkldnn
-    return (torch.backends.mkldnn.is_available() and hasattr(ops, "_reorder_linear_weight")
-            and hasattr(ops, "_linear_pointwise"))
 
 
 class _SmoothedNLL(torch.autograd.Function):

@@ -263,6 +263,20 @@ def test_same_seed_same_samples_other_seed_other_samples_any_batching():
     assert [[h.tokens for h in hyps] for hyps in reversed_batch] == [[h.tokens for h in hyps] for hyps in first]
 
 
+def test_each_sentence_is_handed_over_when_its_last_sample_ends():
+    model = TinyRNN(12, seed=4, eos_bias=0.3)
+    src, mask = make_batch(SOURCES)
+    events: list[tuple[int, list, int]] = []  # (sentence, samples, decoder steps run by then)
+    drawn = sample_search(model, src, mask, n_samples=3, temperature=1.0, top_k=0, top_p=1.0, seed=1, alpha=0.6,
+                          length_penalty="gnmt", max_len_a=1.5, max_len_b=3, forbid_unk=True,
+                          on_done=lambda b, hyps: events.append((b, hyps, len(model.rows_per_step))))
+    assert sorted(b for b, _, _ in events) == list(range(len(SOURCES)))
+    for b, hyps, steps in events:
+        assert hyps == drawn[b]
+        assert steps == 1 + max(len(h.tokens) for h in hyps)  # right after its longest sample's EOS
+    assert drawn == sample(model, src, mask, n=3, seed=1)  # the same samples without the hook
+
+
 @pytest.mark.parametrize("kind,alpha", [("gnmt", 0.6), ("average", 1.0), ("none", 0.0)])
 def test_sample_scores_equal_forced_decoding(kind, alpha):
     model = TinyRNN(12, seed=5, eos_bias=0.5)

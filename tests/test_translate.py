@@ -83,13 +83,14 @@ def test_long_source_is_cut_to_the_model_limit_with_a_warning(model):
     assert got[1] == "" and got[2] == translate_lines(model, tok, ["abc"], decode, device="cpu")[0]
 
 
-@pytest.mark.parametrize("beam, n_best", [(1, None), (3, None), (3, 2), (1, 1)])
-def test_engine_hands_each_result_over_once_equal_to_what_it_returns(model, beam, n_best):
+@pytest.mark.parametrize("beam, n_best, sampling", [(1, None, False), (3, None, False), (3, 2, False),
+                                                    (1, 1, False), (1, None, True), (1, 3, True)])
+def test_engine_hands_each_result_over_once_equal_to_what_it_returns(model, beam, n_best, sampling):
     from mt.decode.engine import NativeEngine
 
     g = torch.Generator().manual_seed(1)
     src_ids = [torch.randint(4, 24, (n,), generator=g).tolist() for n in (5, 1, 6, 3, 2)]
-    decode = DecodeConfig(beam=beam, alpha=0.6, max_len_a=0.5, max_len_b=1)  # lengths differ by source
+    decode = DecodeConfig(beam=beam, alpha=0.6, max_len_a=0.5, max_len_b=1, sampling=sampling, seed=3)  # lengths differ
     handed: dict[int, object] = {}
 
     def on_result(i: int, results: list[tuple[list[int], float]]) -> None:

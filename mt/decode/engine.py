@@ -78,20 +78,21 @@ def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode
     (B ints, default 0..B-1) key each sentence's random draws (see mt.decode.sampling). Outputs stay
     below the model's max_positions. The caller chooses train/eval mode and gradient tracking.
     `on_done(b, result)`, where given, gets sentence b's result (what the returned list will hold
-    for it) as soon as greedy or beam search has it; sampling hands its results back at the end only.
+    for it) as soon as the search has it (greedy: its EOS; beam: it stops; sampling: its last sample ends).
     """
     limit = max_positions(model) - 1
+    report = _best_tokens(on_done) if on_done is not None and n_best is None else on_done
     if decode.sampling:
         samples = sample_search(model, src, src_mask, n_samples=1 if n_best is None else n_best,
                                 temperature=decode.temperature, top_k=decode.top_k, top_p=decode.top_p,
                                 seed=decode.seed, alpha=decode.alpha, length_penalty=decode.length_penalty,
                                 max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-                                forbid_unk=decode.forbid_unk, sentence_ids=sentence_ids, max_len_limit=limit)
+                                forbid_unk=decode.forbid_unk, sentence_ids=sentence_ids, max_len_limit=limit,
+                                on_done=report)
         return [hyps[0].tokens for hyps in samples] if n_best is None else samples
     if n_best is None and decode.beam == 1:
         return greedy_search(model, src, src_mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
                              forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=on_done)
-    report = _best_tokens(on_done) if on_done is not None and n_best is None else on_done
     found = beam_search(model, src, src_mask, beam=decode.beam, alpha=decode.alpha,
                         length_penalty=decode.length_penalty, max_len_a=decode.max_len_a,
                         max_len_b=decode.max_len_b, n_best=1 if n_best is None else n_best,
@@ -100,7 +101,8 @@ def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode
 
 
 def _best_tokens(on_done: Callable[[int, list[int]], None]) -> Callable[[int, list[Hypothesis]], None]:
-    """A beam search `on_done` handing on each sentence's best tokens (what search_batch returns then)."""
+    """A beam search's or sampling's `on_done` handing on each sentence's best tokens (what
+    search_batch returns without n_best)."""
     def report(b: int, hyps: list[Hypothesis]) -> None:
         on_done(b, hyps[0].tokens)
     return report
@@ -157,7 +159,7 @@ class NativeEngine:
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
                    sentence_ids: list[int], on_result: Callable[[int, Results], None] | None = None,
                    ) -> list[Results]:
-        """`Engine.search_ids`; `on_result` follows greedy and beam search's sentences as they end."""
+        """`Engine.search_ids`; `on_result` follows the search's sentences as they end."""
         model = self._model_for(decode)
         src, src_mask = collate_source(src_ids)
         small = torch.device(self.device).type == "cpu" and len(src_ids) * rows_per_sentence(decode) <= self.small_rows

@@ -19,6 +19,7 @@ last bits there); another seed gives other samples.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import torch
 
@@ -103,6 +104,7 @@ def sample_search(
     forbid_unk: bool,
     sentence_ids: list[int] | None = None,
     max_len_limit: int | None = None,
+    on_done: Callable[[int, list[Hypothesis]], None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Draw `n_samples` translations per sentence from the model (ancestral sampling with
     temperature, top-k and nucleus filtering, see `filter_log_probs`). src, src_mask: (B, S)
@@ -115,6 +117,8 @@ def sample_search(
     is the model's own (unfiltered, untempered) log-probability of the sample, the value
     forced decoding gives; `score` divides it by the length penalty as beam search does.
     PAD/BOS (and UNK with `forbid_unk`) are never drawn; EOS is forced at the maximum length.
+    `on_done(b, samples)` is called for sentence b as soon as its last sample ends, with what the
+    returned list will hold for it.
     """
     if n_samples < 1:
         raise ValueError(f"sample_search: n_samples must be >= 1, got {n_samples}")
@@ -140,6 +144,17 @@ def sample_search(
     log_prob = torch.zeros(total, dtype=torch.float64, device=device)  # (R,) model log-prob so far
     live = LiveRows(torch.arange(total, device=device), max_lens, memory, src_mask)
     tokens = torch.full((total, 1), BOS_ID, dtype=torch.long, device=device)
+    def samples_of(rows: list[list[int]], values: list[float]) -> list[Hypothesis]:
+        """One sentence's samples from its rows of `out` and `log_prob`, highest score first
+        (stable: equal scores keep draw order)."""
+        hyps = []
+        for row, value in zip(rows, values):
+            toks = row[: row.index(EOS_ID)]  # every row ends in EOS (forced at max length)
+            hyps.append(Hypothesis(toks, value / float(lp(float(len(toks) + 1), alpha=alpha, kind=kind)), value))
+        return sorted(hyps, key=lambda h: -h.score)
+
+    handed: dict[int, list[Hypothesis]] = {}  # sentences given to on_done, by index
+    rows_left = [n_samples] * batch  # per sentence: samples still being drawn
     step = 0
     while live.rows.numel() > 0:
         log_probs, live.cache = model.decode_step(tokens, live.memory, live.src_mask, live.cache)  # (R', V)
@@ -148,11 +163,17 @@ def sample_search(
         next_tok = draw_tokens(sampling, uniforms[live.rows, step])  # (R',)
         out[live.rows, step] = next_tok
         log_prob[live.rows] += log_probs.gather(1, next_tok.unsqueeze(1)).squeeze(1).double()
+        if on_done is not None:
+            for row in live.rows[next_tok == EOS_ID].tolist():
+                b = row // n_samples
+                rows_left[b] -= 1
+                if rows_left[b] == 0:
+                    mine = slice(b * n_samples, (b + 1) * n_samples)
+                    handed[b] = samples_of(out[mine].tolist(), log_prob[mine].tolist())
+                    on_done(b, handed[b])
         step += 1
         tokens = live.drop_finished(next_tok).unsqueeze(1)
-    hyps = []
-    for row, value in zip(out.tolist(), log_prob.tolist()):  # one transfer, not one per row
-        toks = row[: row.index(EOS_ID)]  # every row ends in EOS (forced at max length)
-        hyps.append(Hypothesis(toks, value / float(lp(float(len(toks) + 1), alpha=alpha, kind=kind)), value))
-    # Each sentence's samples, highest score first (stable: equal scores keep draw order).
-    return [sorted(hyps[b * n_samples:(b + 1) * n_samples], key=lambda h: -h.score) for b in range(batch)]
+    rows, values = out.tolist(), log_prob.tolist()  # one transfer, not one per row
+    return [handed[b] if b in handed else
+            samples_of(rows[b * n_samples:(b + 1) * n_samples], values[b * n_samples:(b + 1) * n_samples])
+            for b in range(batch)]

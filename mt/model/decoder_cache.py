@@ -26,8 +26,9 @@ version check would not see.
 From `PACKED_ROWS` rows on, where MKL's kernels are the slow ones (float32 on a non-Intel CPU:
 `mt.device.prefers_onednn_linear`, the rule the training loss follows), the weight is packed for
 oneDNN's linear instead: on a 2-core AMD EPYC Zen 4, 1 thread, 8k x 192, it takes 253 against
-486 us at 8 rows, 927 against 1,371 at 32, 3.8 against 4.6 ms at 128 (same sums to the bit in
-that check), for ~3 ms of packing per search; at 1 row it is slower (115 against 102 us).
+486 us at 8 rows, 927 against 1,371 at 32, 3.8 against 4.6 ms at 128 (in that check the same
+sums to the bit from 8 rows on, within 3e-5 below), for ~3 ms of packing per search; at 1 row it
+is slower (115 against 102 us), but rows that leave during a search do not repack it.
 """
 
 from __future__ import annotations

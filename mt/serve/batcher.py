@@ -16,7 +16,7 @@ length-sorted batches `mt translate` uses (`mt.data.batching.decode_batches`, bu
 decode.max_tokens // rows per sentence) through the engine's own `search_ids`; the search itself
 is `mt.decode`'s. Requests with other options wait for the next round.
 
-A request is answered as soon as its last segment's sentence ends: greedy and beam search hand
+A request is answered as soon as its last segment's sentence ends: mt's searches hand
 each sentence over when it stops (`on_result`), so short sentences' clients get their reply, and
 come back with their next request, while the batch's longer sentences are still decoding.
 

@@ -77,3 +77,25 @@ def test_a_model_that_cannot_load_is_one_line_naming_it(tmp_path) -> None:
     with pytest.raises(MTError) as info:
         ModelProcess([bad], "cpu")
     assert "broken.pt" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_export_directory_runs_in_the_worker_as_in_process(checkpoint, tmp_path) -> None:
+    """`mt export`'s CTranslate2 directory (what `mt serve -c DIR` runs) loads in the child too."""
+    pytest.importorskip("ctranslate2")
+    from mt.deploy.export import export_ctranslate2
+
+    out = export_ctranslate2(checkpoint, tmp_path / "ct2")
+    engine, tokenizer, cfg, _ = load_engine([out], "cpu")
+    process = ModelProcess([out], "cpu", threads=1)
+    try:
+        assert process.loaded.update == engine.info["update"] and process.max_positions == engine.max_positions
+        src = tokenizer.encode_src(["a b c", "d e"])
+        for beam in (1, 3):
+            decode = dataclasses.replace(cfg.decode, beam=beam)
+            got = process.search_ids(src, decode, n_best=beam, sentence_ids=[0, 1])
+            assert got == engine.search_ids(src, decode, n_best=beam, sentence_ids=[0, 1])
+        with pytest.raises(MTError, match="n_best"):  # a failing search is one line, and the worker goes on
+            process.search_ids(src, dataclasses.replace(cfg.decode, beam=1), n_best=2, sentence_ids=[0, 1])
+        assert process.search_ids(src, cfg.decode, n_best=None, sentence_ids=[0, 1])
+    finally:
+        process.close()

@@ -58,11 +58,14 @@ def test_attend_one_equals_sdpa() -> None:
     torch.testing.assert_close(attend_one(q, k, v, mask), want, atol=1e-6, rtol=0)
 
 
-def _model() -> Transformer:
+def _model(tie: bool = True) -> Transformer:
     torch.manual_seed(0)
     cfg = ModelConfig(d_model=16, heads=2, encoder_layers=1, decoder_layers=2, d_ff=32, dropout=0.0,
-                      max_positions=64)
-    return Transformer(cfg, 30, 30, joint_vocab=True).eval()
+                      max_positions=64, tie_embeddings=tie)
+    model = Transformer(cfg, 30, 30, joint_vocab=True).eval()
+    if model.out_proj is not None:  # an untied output layer has a bias: make it matter
+        torch.nn.init.normal_(model.out_proj.bias)
+    return model
 
 
 @torch.no_grad()
@@ -93,12 +96,13 @@ def test_cache_grows_and_copies_on_write() -> None:
 
 
 @pytest.mark.skipif(not onednn_linear_available(), reason="this torch has no oneDNN packed linear")
-def test_packed_output_weight_gives_the_plain_logits(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied-with-bias"])
+def test_packed_output_weight_gives_the_plain_logits(monkeypatch: pytest.MonkeyPatch, tie: bool) -> None:
     """Where the CPU prefers oneDNN (forced here), a search of PACKED_ROWS rows or more projects
     through the packed weight, with the plain product's log-probs, also after rows leave; fewer
     rows, or gradients on, keep the plain product."""
     monkeypatch.setattr(decoder_cache, "prefers_onednn_linear", lambda weight: True)
-    model, rows = _model(), PACKED_ROWS + 1
+    model, rows = _model(tie), PACKED_ROWS + 1
     src = torch.randint(4, 30, (rows, 5), generator=torch.Generator().manual_seed(5))
     src_mask = torch.ones_like(src, dtype=torch.bool)
     tgt = torch.randint(4, 30, (rows, 4), generator=torch.Generator().manual_seed(6))

@@ -13,6 +13,7 @@ import pytest
 
 from mt.deploy.engines import load_engine
 from mt.errors import MTError
+from mt.model.checkpoint import checkpoint_update, load_checkpoint, save_checkpoint
 from mt.serve.worker import ModelProcess
 
 
@@ -31,6 +32,7 @@ def worker(checkpoint: Path):
 def test_results_equal_the_in_process_engine_and_arrive_one_by_one(checkpoint, worker) -> None:
     engine, tokenizer, cfg, _ = load_engine([checkpoint], "cpu")
     assert worker.max_positions == engine.max_positions and worker.loaded.cfg == cfg
+    assert worker.loaded.update == load_checkpoint(checkpoint).get("update", 0)
     src = worker.loaded.tokenizer.encode_src(["a b c", "d", "e f g h i j", "k l"])
     assert src == tokenizer.encode_src(["a b c", "d", "e f g h i j", "k l"])
     for n_best in (None, 2):
@@ -44,6 +46,15 @@ def test_results_equal_the_in_process_engine_and_arrive_one_by_one(checkpoint, w
         assert [[tokens for tokens, _ in handed[i]] for i in range(4)] == [[t for t, _ in r] for r in found]
         if n_best is not None:
             assert found == expected  # scores too
+
+
+def test_the_update_is_read_without_the_weights(checkpoint, tmp_path) -> None:
+    state = load_checkpoint(checkpoint)
+    state["update"] = 1234
+    path = tmp_path / "at_1234.pt"
+    save_checkpoint(path, state)
+    assert checkpoint_update(path) == 1234
+    assert checkpoint_update(checkpoint) == load_checkpoint(checkpoint).get("update", 0)
 
 
 def test_signals_for_the_server_leave_the_worker_alone(worker, checkpoint) -> None:

@@ -111,6 +111,13 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return state
 
 
+def checkpoint_update(path: str | Path) -> int:
+    """The training update a checkpoint that `load_checkpoint` has already accepted was saved at
+    (0 when it has none), read without loading its weights (the tensors stay memory-mapped)."""
+    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    return int(state.get("update", 0))
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

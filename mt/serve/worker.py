@@ -54,13 +54,13 @@ def _load(checkpoints: Sequence[Path], device: str, threads: int) -> tuple[Any, 
     import torch
 
     from mt.deploy.engines import load_engine
-    from mt.model.checkpoint import load_checkpoint
+    from mt.model.checkpoint import checkpoint_update
 
     if threads:
         torch.set_num_threads(threads)  # before load_engine: a CTranslate2 engine takes it too
     engine, tokenizer, cfg, _ = load_engine(checkpoints, device)
     info = getattr(engine, "info", None)  # an export's mt_export.json
-    update = int(info["update"]) if isinstance(info, dict) else int(load_checkpoint(checkpoints[0]).get("update", 0))
+    update = int(info["update"]) if isinstance(info, dict) else checkpoint_update(checkpoints[0])
     return engine, LoadedModel(tokenizer, cfg, engine.max_positions, update)
 
 
@@ -103,21 +103,21 @@ class ModelProcess:
     def __init__(self, checkpoints: Sequence[Path], device: str, *, threads: int = 0) -> None:
         self._args = (list(checkpoints), device, threads)
         self._lock = threading.Lock()
-        self._conn, self._proc = self._start()
+        self.loaded = self._start()
+        self.max_positions = self.loaded.max_positions
+
+    def _start(self) -> LoadedModel:
+        """Start a child and wait until it has loaded the model (MTError, child stopped, if it cannot)."""
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child_conn = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve, args=(child_conn, *self._args), name="mt-serve-model", daemon=True)
+        self._proc.start()
+        child_conn.close()  # the child holds the only other end: its exit is our EOF
         kind, payload = self._receive()
         if kind != "ready":
             self.close()
             raise MTError(payload)
-        self.loaded: LoadedModel = payload
-        self.max_positions = self.loaded.max_positions
-
-    def _start(self) -> tuple[Connection, multiprocessing.process.BaseProcess]:
-        ctx = multiprocessing.get_context("spawn")
-        conn, child_conn = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child_conn, *self._args), name="mt-serve-model", daemon=True)
-        proc.start()
-        child_conn.close()  # the child holds the only other end: its exit is our EOF
-        return conn, proc
+        return payload
 
     def _receive(self) -> tuple[Any, ...]:
         try:
@@ -134,10 +134,7 @@ class ModelProcess:
             if not self._proc.is_alive():
                 log.error("serve: the model worker process had exited (code %s); starting a new one",
                           self._proc.exitcode)
-                self._conn, self._proc = self._start()
-                kind, payload = self._receive()
-                if kind != "ready":
-                    raise MTError(payload)
+                self._start()
             try:
                 self._conn.send((src_ids, decode, n_best, sentence_ids))
             except OSError:

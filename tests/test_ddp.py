@@ -55,3 +55,35 @@ def test_two_ranks_equal_one_process_accumulating(tmp_path: Path, tiny_run: Conf
                if r["kind"] == "train"] for cfg in (single, ddp)]
     assert len(losses[0]) == 4 and losses[0] == pytest.approx(losses[1], abs=1e-5)
     assert losses[0][-1] < losses[0][0]
+
+
+def _gather_on_rank(rank: int, store_file: str, out_dir: str) -> None:
+    """One rank of `test_gather_objects_returns_every_ranks_object_in_rank_order`."""
+    import torch.distributed as dist
+
+    from mt.train import distributed
+
+    info = distributed.DistInfo(rank=rank, world_size=2, local_rank=rank)
+    dist.init_process_group("gloo", init_method=f"file://{store_file}", rank=rank, world_size=2)
+    try:
+        mine = {"rank": rank, "payload": "x" * (10 + 5000 * rank), "tensor": torch.arange(3) + rank}
+        got = distributed.gather_objects(mine, info, torch.device("cpu"))
+        flag = distributed.broadcast_flag(rank == 0, info, torch.device("cpu"))  # rank 0's True everywhere
+        total = distributed.all_reduce_sum(torch.tensor([rank + 1.0]), info)
+        torch.save({"got": got, "flag": flag, "total": total}, Path(out_dir) / f"rank{rank}.pt")
+    finally:
+        distributed.shutdown(info, finished=True)
+
+
+def test_gather_objects_returns_every_ranks_object_in_rank_order(tmp_path: Path) -> None:
+    """Objects of different pickled sizes come back whole, in rank order, on both ranks."""
+    import torch.multiprocessing as mp
+
+    mp.start_processes(_gather_on_rank, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=2,
+                       start_method="spawn")
+    for rank in range(2):
+        result = torch.load(tmp_path / f"rank{rank}.pt", weights_only=False)
+        assert [o["rank"] for o in result["got"]] == [0, 1]
+        assert [len(o["payload"]) for o in result["got"]] == [10, 5010]
+        assert torch.equal(result["got"][1]["tensor"], torch.tensor([1, 2, 3]))
+        assert result["flag"] is True and result["total"].item() == 3.0

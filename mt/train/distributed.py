@@ -4,11 +4,22 @@ Under `torchrun --nproc_per_node N -m mt train CONFIG` every process reads RANK,
 LOCAL_RANK from its environment. The backend is picked from the device: NCCL on CUDA, gloo on
 CPU. Without torchrun (WORLD_SIZE unset or 1) nothing is initialised and every collective here is
 a no-op, so the trainer has one code path.
+
+Every collective here keeps its `Work` handle until `shutdown` (`_finish`). gloo runs a collective
+on a worker thread of its own, and that thread drops its reference to the work after the waiting
+rank has already gone on; if that is the last reference, the work's tensors are freed there, which
+takes the GIL. When a rank had just run its last collective and was already shutting the
+interpreter down, taking the GIL ended the thread and the process aborted ("terminate called
+without an active exception", SIGABRT, in ~2% of two-rank CPU runs: AsyncAllgatherWork freed in
+ProcessGroupGloo::runLoop during Py_FinalizeEx). Holding the handles makes the main thread the one
+that frees them, after a barrier and the group's destruction.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
+from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -17,6 +28,9 @@ import torch
 import torch.distributed as dist
 
 from mt.errors import MTError
+
+# The newest collectives' handles (see the module docstring); older ones were freed long since.
+_recent_work: deque[dist.Work] = deque(maxlen=8)
 
 
 @dataclass(frozen=True)
@@ -56,16 +70,28 @@ def init(info: DistInfo, device: torch.device) -> None:
     dist.init_process_group(backend=backend, timeout=timedelta(minutes=60))
 
 
-def shutdown(info: DistInfo) -> None:
-    """Leave the process group."""
-    if info.enabled and dist.is_initialized():
-        dist.destroy_process_group()
+def shutdown(info: DistInfo, *, finished: bool) -> None:
+    """Leave the process group. `finished`: every rank got to the end of its work, so all wait for
+    each other first (after an error on one rank the others may never arrive: no barrier then)."""
+    if not (info.enabled and dist.is_initialized()):
+        return
+    if finished:
+        dist.barrier()
+    dist.destroy_process_group()
+    _recent_work.clear()  # the collectives' tensors are freed here, on this thread (module docstring)
+
+
+def _finish(work: dist.Work | None) -> None:
+    """Wait for a collective started with async_op=True and keep its handle (module docstring)."""
+    assert work is not None
+    work.wait()
+    _recent_work.append(work)
 
 
 def all_reduce_sum(tensor: torch.Tensor, info: DistInfo) -> torch.Tensor:
     """Sum `tensor` over ranks in place (and return it)."""
     if info.enabled:
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        _finish(dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True))
     return tensor
 
 
@@ -74,14 +100,23 @@ def broadcast_flag(flag: bool, info: DistInfo, device: torch.device) -> bool:
     if not info.enabled:
         return flag
     t = torch.tensor([1 if (flag and info.is_main) else 0], dtype=torch.int64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    _finish(dist.all_reduce(t, op=dist.ReduceOp.SUM, async_op=True))
     return bool(t.item())
 
 
-def gather_objects(obj: Any, info: DistInfo) -> list[Any]:
-    """`obj` of every rank, in rank order (on every rank)."""
+def gather_objects(obj: Any, info: DistInfo, device: torch.device) -> list[Any]:
+    """`obj` (picklable) of every rank, in rank order (on every rank). `dist.all_gather_object`'s
+    job, with the handles kept (module docstring): the pickles' sizes, then the pickles padded to
+    the longest, as uint8 tensors on `device` (the backend's: NCCL gathers CUDA tensors only)."""
     if not info.enabled:
         return [obj]
-    out: list[Any] = [None] * info.world_size
-    dist.all_gather_object(out, obj)
-    return out
+    data = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8).to(device)
+    size = torch.tensor([data.numel()], dtype=torch.int64, device=device)
+    sizes = [torch.empty_like(size) for _ in range(info.world_size)]
+    _finish(dist.all_gather(sizes, size, async_op=True))
+    lengths = [int(s.item()) for s in sizes]
+    padded = torch.zeros(max(lengths), dtype=torch.uint8, device=device)
+    padded[: data.numel()] = data
+    gathered = [torch.empty_like(padded) for _ in range(info.world_size)]
+    _finish(dist.all_gather(gathered, padded, async_op=True))
+    return [pickle.loads(t[:n].cpu().numpy().tobytes()) for t, n in zip(gathered, lengths)]

@@ -114,11 +114,14 @@ def train(cfg: Config, *, resume: bool = False) -> Path:
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, pad_multiple=pad))
     stop = StopSignal()
     stop.install()
+    finished = False
     try:
-        return _run(cfg, resume=resume, info=info, device=device, stop=stop, precision=choice)
+        best = _run(cfg, resume=resume, info=info, device=device, stop=stop, precision=choice)
+        finished = True
+        return best
     finally:
         stop.restore()
-        distributed.shutdown(info)
+        distributed.shutdown(info, finished=finished)
 
 
 def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, stop: StopSignal,
@@ -345,7 +348,7 @@ class _Loop:
 
     def _save_last(self) -> None:
         """Full training state in last.pt (every rank's RNG gathered to rank 0)."""
-        rngs = distributed.gather_objects(rng_state(), self.info)
+        rngs = distributed.gather_objects(rng_state(), self.info, self.device)
         if not self.info.is_main:
             return
         st = self.state

@@ -76,7 +76,7 @@ def shutdown(info: DistInfo, *, finished: bool) -> None:
     if not (info.enabled and dist.is_initialized()):
         return
     if finished:
-        dist.barrier()
+        _finish(dist.barrier(async_op=True))
     dist.destroy_process_group()
     _recent_work.clear()  # the collectives' tensors are freed here, on this thread (module docstring)
 

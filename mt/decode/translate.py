@@ -25,7 +25,7 @@ from tqdm import tqdm
 from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
-from mt.decode.engine import Engine, Model, as_engine, rows_per_sentence
+from mt.decode.engine import Engine, Model, Results, as_engine, rows_per_sentence
 from mt.errors import MTWarning
 
 T = TypeVar("T")
@@ -112,7 +112,7 @@ def translate_nbest(
     (highest score first; keyed as in `translate_lines`). An empty line gives [("", 0.0)]."""
     engine = as_engine(model, device)
 
-    def search(src_ids: list[list[int]], rows: list[int]) -> list[list[tuple[list[int], float]]]:
+    def search(src_ids: list[list[int]], rows: list[int]) -> list[Results]:
         return engine.search_ids(src_ids, decode, n_best=decode.n_best, sentence_ids=[first_id + r for r in rows])
 
     found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)])

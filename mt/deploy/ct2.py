@@ -47,6 +47,7 @@ import torch
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import EOS_ID
+from mt.decode.engine import Results
 from mt.decode.search import length_penalty as mt_length_penalty
 from mt.deploy.export import import_ctranslate2, read_export_info
 from mt.errors import MTError
@@ -128,7 +129,7 @@ class CT2Translator:
         forbid_unk: bool,
         max_len_limit: int | None = None,
         exact_scores: bool = False,
-    ) -> list[list[tuple[list[int], float]]]:
+    ) -> list[Results]:
         """For each source (ids without EOS), its `n_best` (tokens without BOS/EOS, score), best first.
 
         beam 1 is greedy search (n_best must be 1; the score is the summed log-prob). Scores follow
@@ -218,7 +219,7 @@ class CT2Translator:
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
                    sentence_ids: list[int] | None = None,
                    on_result: Callable[[int, list[tuple[list[int], float]]], None] | None = None,
-                   ) -> list[list[tuple[list[int], float]]]:
+                   ) -> list[Results]:
         """`mt.decode.engine.Engine`'s search: the 1-best of `decode`'s search (greedy for beam 1), or
         its `n_best` beam hypotheses re-scored with the model's own log-probs (`exact_scores`).
         CTranslate2 returns a batch whole, so `on_result` is not called: every result comes back at once."""

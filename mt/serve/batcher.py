@@ -248,7 +248,7 @@ class Batcher:
             for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
                 with self._cond:  # a job cancelled meanwhile is skipped
                     items = [taken[i] for i in batch.tolist() if not taken[i].job.cancelled]
-                if items:
+                if items:  # only the last batch's late answers come at the round's end: earlier ones are early
                     late = self._decode(items)
             with self._cond:
                 self._free_at = time.monotonic()

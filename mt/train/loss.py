@@ -81,8 +81,6 @@ class _Products:
             out.copy_(g @ self.weight)
 
 
-
-
 class _SmoothedNLL(torch.autograd.Function):
     """Fused label-smoothed cross-entropy over rows of logits, with a hand-written backward.
 

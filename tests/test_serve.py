@@ -117,6 +117,13 @@ def test_v1_and_concurrent_clients_match_mt_translate(tiny, main_server: str) ->
     assert r.json()["translations"][0]["text"] == f"{expected[0]}\n\n{expected[1]}"
 
 
+def _multipart(fields: list[tuple[str, str]]) -> bytes:
+    """A multipart/form-data body of text fields, boundary "mt-boundary"."""
+    parts = [f'--mt-boundary\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'
+             for name, value in fields]
+    return ("".join(parts) + "--mt-boundary--\r\n").encode()
+
+
 def test_libretranslate_client_and_routes(tiny, main_server: str) -> None:
     from libretranslatepy import LibreTranslateAPI
 
@@ -134,6 +141,14 @@ def test_libretranslate_client_and_routes(tiny, main_server: str) -> None:
     r = httpx.post(main_server + "/translate", data={"q": f"{lines[0]}\n\n{lines[1]}", "source": "en",
                                                      "target": "de"}, timeout=60).json()
     assert r["translatedText"] == f"{expected[0]}\n\n{expected[1]}"
+    # multipart form data (a browser's FormData): a repeated q is a list, as in urlencoded forms
+    fields = [("q", lines[0]), ("q", lines[1]), ("source", "en"), ("target", "de")]
+    r = httpx.post(main_server + "/translate", content=_multipart(fields),
+                   headers={"content-type": "multipart/form-data; boundary=mt-boundary"}, timeout=60)
+    assert r.json() == {"translatedText": expected[:2]}
+    r = httpx.post(main_server + "/translate", data={"source": "en", "target": "de"},
+                   files={"q": ("q.txt", lines[0].encode())}, timeout=60)
+    assert r.status_code == 400 and r.json() == {"error": "q: expected a text field, got a file upload"}
     s = httpx.get(main_server + "/v1/settings").json()
     assert s == {"char_limit": 20000, "max_segments": 256, "max_beam": 4, "max_alternatives": 3,
                  "keys_required": False, "languages": [{"source": "en", "target": "de"}]}
@@ -153,7 +168,10 @@ def test_libretranslate_client_and_routes(tiny, main_server: str) -> None:
     ("/translate", {"q": "a", "source": "en", "target": "de", "alternatives": 4}, 400, "alternatives: at most 3"),
     ("/translate", {"q": "a", "source": "en", "target": "de", "alternatives": "x"}, 400, "expected an integer"),
     ("/translate", {"q": "a\ud800", "source": "en", "target": "de"}, 400, "invalid UTF-8"),
-    ("/v1/translate", {"segments": "a"}, 400, "segments: expected a list"),
+    ("/v1/translate", {"segments": "a"}, 400, "segments: expected a non-empty list of strings"),
+    ("/v1/translate", {"beam": 2}, 400, "segments: missing"),
+    ("/v1/translate", {"segments": ["a"], "n_bets": 2, "temp": 1}, 400,
+     "n_bets, temp: unknown fields for /v1/translate; it takes alpha, api_key, beam, n_best,"),
     ("/v1/translate", {"segments": []}, 400, "non-empty list"),
     ("/v1/translate", {"segments": ["a"], "beam": 5}, 400, "beam: at most 4"),
     ("/v1/translate", {"segments": ["a"], "n_best": 5}, 400, "n_best: at most 4"),
@@ -179,6 +197,8 @@ def test_bad_bytes_and_bodies(tiny, main_server: str) -> None:
     r = post(b"q=caf%E9&source=en&target=de", "application/x-www-form-urlencoded")
     assert r.status_code == 400 and "invalid UTF-8" in r.json()["error"]
     assert post(b"{not json").json()["error"].startswith("body: invalid JSON")
+    r = post(b"[" * 100_000 + b"]" * 100_000)  # within the size limit, deeper than json's recursion
+    assert r.status_code == 400 and r.json() == {"error": "body: invalid JSON (nested too deeply)"}
     r = post(b'{"q": "' + b"a" * (1 << 21) + b'"}')
     assert r.status_code == 413 and "body" in r.json()["error"]
     # NUL passes through to the tokenizer as in `mt translate` (which gives the same output).

@@ -47,8 +47,11 @@ from mt.serve.requests import (
     ApiError,
     body_doc,
     check_key,
+    check_known,
     check_size,
+    form_fields,
     get_int,
+    get_segments,
     get_str,
     get_texts,
     parse_fields,
@@ -185,7 +188,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         if content_type.lower().startswith("multipart/form-data"):
             request._body = raw  # let Starlette's parser read what we already took off the wire
             form = await request.form()
-            return {key: value for key, value in form.items() if isinstance(value, str)}
+            return form_fields(form.multi_items())
         return parse_fields(raw, content_type)
 
     def target_tokenizer(model: Model, target: str | None, field: str) -> Tokenizer:
@@ -288,9 +291,8 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         fields = await read_fields(request)
         check_key(key_of(request, fields), settings)
         model = ready_model()
-        segments, as_list = get_texts(fields, "segments")
-        if not as_list:
-            raise ApiError(400, "segments: expected a list of strings")
+        check_known(fields, V1_SCHEMA, "/v1/translate")
+        segments = get_segments(fields)
         decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam)
         target = get_str(fields, "target", required=False) or None  # required when the model has several
         found, notes = await translate(request, model, segments, decode, n_best,

@@ -12,6 +12,7 @@ import dataclasses
 import hmac
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -44,11 +45,7 @@ def parse_fields(raw: bytes, content_type: str) -> dict[str, Any]:
             pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
         except UnicodeDecodeError as e:
             raise ApiError(400, f"body: invalid UTF-8 in a form field ({e.reason})") from None
-        fields: dict[str, Any] = {}
-        for key, value in pairs:
-            fields[key] = [*fields[key], value] if isinstance(fields.get(key), list) else (
-                [fields[key], value] if key in fields else value)
-        return fields
+        return form_fields(pairs)
     if kind not in ("application/json", "", "text/plain"):
         raise ApiError(400, f"Content-Type {kind!r}: expected application/json or form data")
     if not raw.strip():
@@ -57,9 +54,23 @@ def parse_fields(raw: bytes, content_type: str) -> dict[str, Any]:
         data = json.loads(_utf8(raw, "body"))
     except json.JSONDecodeError as e:
         raise ApiError(400, f"body: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:  # json recurses per nesting level: "[[[[...]]]]" within the size limit exhausts the stack
+        raise ApiError(400, "body: invalid JSON (nested too deeply)") from None
     if not isinstance(data, dict):
         raise ApiError(400, f"body: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def form_fields(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Form data's (name, value) pairs as fields, a repeated name as a list of its values (how a
+    form sends `q` as a list). A value that is not text (a multipart file upload) is a 400."""
+    fields: dict[str, Any] = {}
+    for key, value in pairs:
+        if not isinstance(value, str):
+            raise ApiError(400, f"{key}: expected a text field, got a file upload")
+        fields[key] = [*fields[key], value] if isinstance(fields.get(key), list) else (
+            [fields[key], value] if key in fields else value)
+    return fields
 
 
 def check_text(value: str, what: str) -> str:
@@ -128,6 +139,23 @@ def get_texts(fields: dict[str, Any], name: str) -> tuple[list[str], bool]:
             raise ApiError(400, f"{name}[{i}]: expected a string, got {type(item).__name__}")
         check_text(item, f"{name}[{i}]")
     return list(value), True
+
+
+def get_segments(fields: dict[str, Any]) -> list[str]:
+    """/v1's `segments`: a non-empty list of strings (an empty string comes back empty)."""
+    value = fields.get("segments")
+    if value is not None and (not isinstance(value, list) or not value):
+        raise ApiError(400, "segments: expected a non-empty list of strings")
+    return get_texts(fields, "segments")[0]
+
+
+def check_known(fields: dict[str, Any], schema: dict[str, Any], route: str) -> None:
+    """A 400 naming the fields `schema` does not have: a misspelt option ("n_bets") must not be
+    silently ignored. (LibreTranslate's /translate ignores unknown fields, so only /v1 checks.)"""
+    unknown = sorted(set(fields) - set(schema["properties"]))
+    if unknown:
+        raise ApiError(400, f"{', '.join(unknown)}: unknown field{'s' if len(unknown) > 1 else ''} for {route}; "
+                            f"it takes {', '.join(sorted(schema['properties']))}")
 
 
 def check_size(texts: list[str], settings: ServeSettings) -> list[list[str]]:

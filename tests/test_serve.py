@@ -305,12 +305,18 @@ def test_cli_errors_are_one_line(tiny, tmp_path: Path) -> None:
     ckpt = str(tiny[0])
     no_extra = ("import sys; sys.modules['uvicorn'] = None; from mt.cli import main; "
                 f"sys.argv = ['mt', 'serve', '-c', {ckpt!r}]; main()")
-    for argv in ([sys.executable, "-c", no_extra],
-                 [sys.executable, "-m", "mt", "serve", "-c", ckpt, "--char-limit", "0"],
-                 [sys.executable, "-m", "mt", "serve", "-c", ckpt, "--api-keys", str(tmp_path / "none.txt")],
-                 [sys.executable, "-m", "mt", "serve", "-c", str(tmp_path / "missing.pt")]):
-        run = subprocess.run(argv, env=ENV, capture_output=True, timeout=60)
-        lines = run.stderr.decode().strip().splitlines()
-        assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("mt: "), run.stderr
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))  # a port another program holds: refused before the model loads
+    with taken:
+        for argv in ([sys.executable, "-c", no_extra],
+                     [sys.executable, "-m", "mt", "serve", "-c", ckpt, "--char-limit", "0"],
+                     [sys.executable, "-m", "mt", "serve", "-c", ckpt, "--api-keys", str(tmp_path / "none.txt")],
+                     [sys.executable, "-m", "mt", "serve", "-c", str(tmp_path / "missing.pt")],
+                     [sys.executable, "-m", "mt", "serve", "-c", ckpt, "--port", str(taken.getsockname()[1])],
+                     [sys.executable, "-m", "mt", "serve", "-c", ckpt, "--host", "192.0.2.1"]):  # TEST-NET-1: not ours
+            run = subprocess.run(argv, env=ENV, capture_output=True, timeout=60)
+            lines = run.stderr.decode().strip().splitlines()
+            assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("mt: "), run.stderr
+            assert "cannot listen there" in lines[0] or "--port" not in argv and "--host" not in argv
     assert 'pip install -e ".[serve]"' in subprocess.run([sys.executable, "-c", no_extra], env=ENV,
                                                           capture_output=True, timeout=60).stderr.decode()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from types import FrameType
 
 import uvicorn
 
+from mt.errors import MTError
 from mt.serve.app import create_app
 from mt.serve.settings import ServeSettings
 
@@ -31,10 +33,31 @@ class _Server(uvicorn.Server):
         self.should_exit = True
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port (IPv4 or IPv6, as the host resolves), or a one-line MTError:
+    a taken port or a host that is not this machine's fails here, before the model loads."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as e:
+        raise MTError(f"--host {host}: cannot listen there ({e.strerror or e})") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restart over TIME_WAIT
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        raise MTError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None
+    return sock
+
+
 def run_server(settings: ServeSettings, checkpoints: Sequence[Path]) -> None:
     """Serve until SIGTERM/SIGINT. Access log lines go to the "mt.serve.access" logger."""
+    sock = bind(settings.host, settings.port)
     app = create_app(settings, checkpoints)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                             timeout_keep_alive=5, lifespan="on")
-    log.info("serve: listening on http://%s:%d (docs at /docs)", settings.host, settings.port)
-    _Server(config).run()
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host  # an IPv6 address in a URL
+    log.info("serve: listening on http://%s:%d (docs at /docs)", host, settings.port)
+    with sock:
+        _Server(config).run(sockets=[sock])

@@ -263,6 +263,9 @@ def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
         r = httpx.post(url + "/v1/translate", json={"segments": lines[:1]}, timeout=30)
         assert r.status_code == 503 and "--timeout" in r.json()["error"] and time.monotonic() - started >= 3.9
         assert depth() == 0
+        on_its_way.settimeout(10)  # its body never came: 408 once --timeout has passed since it began
+        answer = on_its_way.recv(65536).decode()
+        assert answer.startswith("HTTP/1.1 408 ") and '{"error":"body: not received within 4 s (--timeout)"}' in answer
         on_its_way.close()
 
 

@@ -173,17 +173,25 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         return state["model"]
 
     async def read_fields(request: Request) -> dict[str, Any]:
-        """The body's fields, read with the byte limit (413) before anything is parsed."""
+        """The body's fields, read with the byte limit (413) and within --timeout (408) before
+        anything is parsed."""
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
             raise ApiError(413, f"body: {declared} bytes, the limit is {settings.max_body_bytes}")
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > settings.max_body_bytes:
-                raise ApiError(413, f"body: over {settings.max_body_bytes} bytes, the limit")
-            chunks.append(chunk)
-        raw = b"".join(chunks)
+
+        async def body() -> bytes:
+            chunks, size = [], 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > settings.max_body_bytes:
+                    raise ApiError(413, f"body: over {settings.max_body_bytes} bytes, the limit")
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+        try:  # a client trickling its body would otherwise hold its connection for ever
+            raw = await asyncio.wait_for(body(), settings.timeout_s)
+        except asyncio.TimeoutError:
+            raise ApiError(408, f"body: not received within {settings.timeout_s:g} s (--timeout)") from None
         content_type = request.headers.get("content-type", "")
         if content_type.lower().startswith("multipart/form-data"):
             request._body = raw  # let Starlette's parser read what we already took off the wire

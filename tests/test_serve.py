@@ -151,7 +151,7 @@ def test_libretranslate_client_and_routes(tiny, main_server: str) -> None:
     assert r.status_code == 400 and r.json() == {"error": "q: expected a text field, got a file upload"}
     s = httpx.get(main_server + "/v1/settings").json()
     assert s == {"char_limit": 20000, "max_segments": 256, "max_beam": 4, "max_alternatives": 3,
-                 "keys_required": False, "languages": [{"source": "en", "target": "de"}]}
+                 "keys_required": False, "sampling": True, "languages": [{"source": "en", "target": "de"}]}
     assert httpx.get(main_server + "/health").json() == {"status": "ok"}
     assert httpx.get(main_server + "/docs").status_code == 200
     assert "/v1/translate" in httpx.get(main_server + "/openapi.json").json()["paths"]

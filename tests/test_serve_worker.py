@@ -31,7 +31,7 @@ def worker(checkpoint: Path):
 
 def test_results_equal_the_in_process_engine_and_arrive_one_by_one(checkpoint, worker) -> None:
     engine, tokenizer, cfg, _ = load_engine([checkpoint], "cpu")
-    assert worker.max_positions == engine.max_positions and worker.loaded.cfg == cfg
+    assert worker.max_positions == engine.max_positions and worker.loaded.cfg == cfg and worker.loaded.samples
     assert worker.loaded.update == load_checkpoint(checkpoint).get("update", 0)
     src = worker.loaded.tokenizer.encode_src(["a b c", "d", "e f g h i j", "k l"])
     assert src == tokenizer.encode_src(["a b c", "d", "e f g h i j", "k l"])
@@ -100,6 +100,7 @@ def test_an_export_directory_runs_in_the_worker_as_in_process(checkpoint, tmp_pa
     process = ModelProcess([out], "cpu", threads=1)
     try:
         assert process.loaded.update == engine.info["update"] and process.max_positions == engine.max_positions
+        assert not process.loaded.samples  # CTranslate2 searches only: /v1 refuses sampling up front (400)
         src = tokenizer.encode_src(["a b c", "d e"])
         for beam in (1, 3):
             decode = dataclasses.replace(cfg.decode, beam=beam)

@@ -83,6 +83,7 @@ class Model:
     update: int
     tokenizer: Tokenizer  # the checkpoint's; a multi-pair model's adds a target tag (`for_target`)
     pairs: list[tuple[str, str]]  # (source, target) languages served: one, or a multi-pair model's pairs
+    samples: bool  # /v1's sampling works (mt's own models; an exported CTranslate2 one only searches)
 
 
 def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Metrics) -> Model:
@@ -110,7 +111,7 @@ def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Me
     log.info("serve: model %s (update %d, %s-%s, beam %d) ready in %.1f s", model_id[:12], update,
              cfg.data.src_lang, cfg.data.tgt_lang, max_beam, seconds)
     pairs = [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs] or [(cfg.data.src_lang, cfg.data.tgt_lang)]
-    return Model(engine, batcher, cfg, decode, max_beam, model_id, update, tokenizer, pairs)
+    return Model(engine, batcher, cfg, decode, max_beam, model_id, update, tokenizer, pairs, engine.loaded.samples)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -301,7 +302,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         model = ready_model()
         check_known(fields, V1_SCHEMA, "/v1/translate")
         segments = get_segments(fields)
-        decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam)
+        decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam, samples=model.samples)
         target = get_str(fields, "target", required=False) or None  # required when the model has several
         found, notes = await translate(request, model, segments, decode, n_best,
                                        target_tokenizer(model, target, "target"))
@@ -320,7 +321,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         model = ready_model()
         return JSONResponse({"char_limit": settings.char_limit, "max_segments": settings.max_segments,
                              "max_beam": model.max_beam, "max_alternatives": settings.max_alternatives,
-                             "keys_required": settings.keys_required,
+                             "keys_required": settings.keys_required, "sampling": model.samples,
                              "languages": [{"source": s, "target": t} for s, t in model.pairs]})
 
     # ------------------------------------------------------------------ operations

@@ -184,9 +184,11 @@ def check_key(given: str | None, settings: ServeSettings) -> None:
 
 
 def v1_decode(fields: dict[str, Any], base: DecodeConfig, settings: ServeSettings,
-              max_beam: int) -> tuple[DecodeConfig, int | None]:
+              max_beam: int, *, samples: bool) -> tuple[DecodeConfig, int | None]:
     """(decode settings, n_best or None) for a /v1 request: `mt translate`'s rules (decode_settings)
-    within the server's limits (n_best, capped by max_alternatives + 1, may raise the beam to it). `base` is the server's default (checkpoint config, server beam)."""
+    within the server's limits (n_best, capped by max_alternatives + 1, may raise the beam to it).
+    `base` is the server's default (checkpoint config, server beam); `samples`: whether the model
+    can sample (an exported CTranslate2 model cannot: 400)."""
     beam = get_int(fields, "beam", low=1, high=max_beam)
     n_best = get_int(fields, "n_best", low=1, high=settings.max_alternatives + 1)
     alpha = get_float(fields, "alpha")
@@ -215,6 +217,9 @@ def v1_decode(fields: dict[str, Any], base: DecodeConfig, settings: ServeSetting
         top_p=base.top_p if top_p is None else top_p,
     )
     if sampling:
+        if not samples:
+            raise ApiError(400, "sampling: this server runs an `mt export` (CTranslate2) model, which searches "
+                                "(greedy/beam) only; serve the .pt checkpoint to sample")
         if beam is not None:
             raise ApiError(400, "beam: sampling draws translations, it does not search; drop beam or sampling")
         return decode, n_best

@@ -47,12 +47,14 @@ class LoadedModel:
     cfg: Config
     max_positions: int
     update: int  # the checkpoint's training update (an export's, from mt_export.json)
+    samples: bool  # the engine can sample: mt's own models can; an `mt export` (CTranslate2) only searches
 
 
 def _load(checkpoints: Sequence[Path], device: str, threads: int) -> tuple[Any, LoadedModel]:
     """(engine, its description), in the child."""
     import torch
 
+    from mt.decode.engine import NativeEngine
     from mt.deploy.engines import load_engine
     from mt.model.checkpoint import checkpoint_update
 
@@ -61,7 +63,7 @@ def _load(checkpoints: Sequence[Path], device: str, threads: int) -> tuple[Any, 
     engine, tokenizer, cfg, _ = load_engine(checkpoints, device)
     info = getattr(engine, "info", None)  # an export's mt_export.json
     update = int(info["update"]) if isinstance(info, dict) else checkpoint_update(checkpoints[0])
-    return engine, LoadedModel(tokenizer, cfg, engine.max_positions, update)
+    return engine, LoadedModel(tokenizer, cfg, engine.max_positions, update, isinstance(engine, NativeEngine))
 
 
 def _serve(conn: Connection, checkpoints: Sequence[Path], device: str, threads: int) -> None:

@@ -34,18 +34,14 @@ class _Server(uvicorn.Server):
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to host:port (IPv4 or IPv6, as the host resolves), or a one-line MTError:
-    a taken port or a host that is not this machine's fails here, before the model loads."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                             flags=socket.AI_PASSIVE)[0]
-        sock = socket.socket(family, kind, proto)
-    except OSError as e:
-        raise MTError(f"--host {host}: cannot listen there ({e.strerror or e})") from None
+    """A TCP socket bound to host:port, or a one-line MTError: a taken port or a host that is not
+    this machine's fails here, before the model loads. The address family is uvicorn's rule: IPv6
+    for an address with ':', else IPv4 (so "localhost" is 127.0.0.1, as under uvicorn itself)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restart over TIME_WAIT
-        sock.bind(address)
-    except OSError as e:
+        sock.bind((host, port))
+    except OSError as e:  # socket.gaierror (an unknown name) included
         sock.close()
         raise MTError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None
     return sock

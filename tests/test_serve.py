@@ -323,3 +323,31 @@ def test_cli_errors_are_one_line(tiny, tmp_path: Path) -> None:
             assert "cannot listen there" in lines[0] or "--port" not in argv and "--host" not in argv
     assert 'pip install -e ".[serve]"' in subprocess.run([sys.executable, "-c", no_extra], env=ENV,
                                                           capture_output=True, timeout=60).stderr.decode()
+
+
+def test_bound_socket_gives_connections_tcp_nodelay() -> None:
+    """`mt serve` binds its own socket (mt.serve.server.bind); asyncio switches Nagle off only on
+    sockets created with proto IPPROTO_TCP. Without it each small response waited ~40 ms for a
+    delayed ACK (greedy p50 at one client 31 -> 76 ms, measured)."""
+    pytest.importorskip("uvicorn")
+    from mt.serve.server import bind
+
+    sock = bind("127.0.0.1", free_port())
+    seen: list[int] = []
+
+    async def check() -> None:
+        async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            seen.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(accepted, sock=sock)
+        async with server:
+            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            for _ in range(200):
+                if seen:
+                    break
+                await asyncio.sleep(0.01)
+            writer.close()
+
+    asyncio.run(check())
+    assert len(seen) == 1 and seen[0] != 0

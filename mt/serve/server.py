@@ -37,7 +37,9 @@ def bind(host: str, port: int) -> socket.socket:
     """A TCP socket bound to host:port, or a one-line MTError: a taken port or a host that is not
     this machine's fails here, before the model loads. The address family is uvicorn's rule: IPv6
     for an address with ':', else IPv4 (so "localhost" is 127.0.0.1, as under uvicorn itself)."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say so, and without it
+    # small responses wait out Nagle and delayed ACKs (~40 ms a request on loopback).
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restart over TIME_WAIT
         sock.bind((host, port))

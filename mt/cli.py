@@ -236,7 +236,7 @@ def serve(
     api_keys: Optional[Path] = typer.Option(None, "--api-keys", help="File of API keys, one per line ('#' comments); "
                                                                        "when given, translate routes need one."),
     cors_origin: list[str] = typer.Option([], "--cors-origin", help="Allow browser calls from this origin (repeatable)."),
-    timeout: float = typer.Option(30.0, help="Seconds a request may wait for its translations (else 503), and for its own body to arrive (else 408)."),
+    timeout: float = typer.Option(30.0, help="Seconds a request may wait for its translations (else 503), and for its own head (else the connection closes) and body (else 408) to arrive."),
     char_limit: int = typer.Option(10_000, "--char-limit", help="Characters per request at most (else 413)."),
     max_segments: int = typer.Option(256, "--max-segments", help="Segments (lines) per request at most (else 413)."),
     max_alternatives: int = typer.Option(5, "--max-alternatives", help="LibreTranslate alternatives at most "

@@ -227,7 +227,8 @@ def test_metrics_move(main_server: str) -> None:
 
 def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
     """An idle worker that waits 20 s to fill a batch keeps segments queued: 429 when the queue is
-    full, 503 after --timeout, and a client that hangs up leaves the queue empty. The worker waits
+    full, 503 after --timeout, and a client that hangs up leaves the queue empty. A body that never
+    comes gets 408 and a head that never ends a closed connection, both after --timeout. The worker waits
     because another translate request is open (its headers sent, its body not yet): a lone
     request would start at once."""
     ckpt, lines = tiny
@@ -237,6 +238,8 @@ def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
             return float(re.search(r"^mt_queue_depth (\S+)$", httpx.get(url + "/metrics").text, re.M).group(1))
 
         port = int(url.rsplit(":", 1)[1])
+        trickling = socket.create_connection(("127.0.0.1", port))  # a request head that never ends (slowloris)
+        trickling.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\n")
         on_its_way = socket.create_connection(("127.0.0.1", port))
         on_its_way.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                            b"Content-Length: 100\r\n\r\n")
@@ -267,6 +270,9 @@ def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
         answer = on_its_way.recv(65536).decode()
         assert answer.startswith("HTTP/1.1 408 ") and '{"error":"body: not received within 4 s (--timeout)"}' in answer
         on_its_way.close()
+        trickling.settimeout(10)  # closed by the server once --timeout passed without a whole head
+        assert trickling.recv(65536) == b""
+        trickling.close()
 
 
 def test_keys_and_sigterm_drains(tiny, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ flight, exit 0), a second signal exits at once (128 + signal)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 from types import FrameType
 
 import uvicorn
+from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
 from mt.errors import MTError
 from mt.serve.app import create_app
@@ -49,12 +51,57 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def head_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (httptools or h11, as uvicorn picks) closing a connection whose next
+    request head has not all arrived `seconds` after the connection opened or its last response
+    ended. uvicorn has no such deadline: its keep-alive timer restarts on every byte, so a client
+    sending a header a byte at a time (slowloris) held a connection for ever. The body has its own
+    deadline in the app (408); a request being answered is never cut."""
+
+    class HeadDeadline(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        _head_timer: asyncio.TimerHandle | None = None
+        _cycle_when_armed: object = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._head_timer is not None and self.cycle is not self._cycle_when_armed:  # a head arrived
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+            self._cycle_when_armed = self.cycle
+            self._head_timer = self.loop.call_later(seconds, self._head_late)
+
+        def _head_late(self) -> None:
+            self._head_timer = None
+            answering = self.cycle is not None and not self.cycle.response_complete
+            if not answering and self.cycle is self._cycle_when_armed and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeadDeadline
+
+
 def run_server(settings: ServeSettings, checkpoints: Sequence[Path]) -> None:
     """Serve until SIGTERM/SIGINT. Access log lines go to the "mt.serve.access" logger."""
     sock = bind(settings.host, settings.port)
     app = create_app(settings, checkpoints)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                            timeout_keep_alive=5, lifespan="on")
+                            timeout_keep_alive=5, lifespan="on", http=head_deadline_protocol(settings.timeout_s))
     host = f"[{settings.host}]" if ":" in settings.host else settings.host  # an IPv6 address in a URL
     log.info("serve: listening on http://%s:%d (docs at /docs)", host, settings.port)
     with sock:

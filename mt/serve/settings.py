@@ -24,7 +24,8 @@ class ServeSettings:
     max_wait_ms:     how long a filling batch waits for the next segment (in all at most
                      batcher.GATHER_CAP x this)
     timeout_s:       a request waiting longer than this for its translations gets 503, one whose body
-                     has not all arrived after this long 408
+                     has not all arrived after this long 408; a connection whose next request head
+                     has not all arrived this long after it opened (or its last answer) is closed
     char_limit:      characters per request (all segments together), else 413
     max_segments:    segments (lines) per request, else 413
     max_alternatives: LibreTranslate `alternatives` / /v1 n_best - 1 at most, else 400

@@ -218,7 +218,7 @@ class CT2Translator:
 
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
                    sentence_ids: list[int] | None = None,
-                   on_result: Callable[[int, list[tuple[list[int], float]]], None] | None = None,
+                   on_result: Callable[[int, Results], None] | None = None,
                    ) -> list[Results]:
         """`mt.decode.engine.Engine`'s search: the 1-best of `decode`'s search (greedy for beam 1), or
         its `n_best` beam hypotheses re-scored with the model's own log-probs (`exact_scores`).

@@ -1,0 +1,360 @@
+"""The documentation (README.md and the mkdocs site in docs/) says what the code does.
+
+- Every command in a shell block of README.md or a docs/ page, and every `mt ...` or
+  `python scripts/...` command quoted in their text, runs as written as far as it can be checked
+  without a trained model: `mt` commands parse against the real command line (subcommand,
+  options, their values), their configs and `--set` overrides load as `mt` loads them, scripts
+  exist and take the options used, make targets and pip extras exist.
+- Every YAML block of the guides is a valid config (or part of one).
+- The configuration reference is generated from mt/config.py: the copy committed in
+  docs/reference/configuration.md is current, and the site's build regenerates it (the mkdocs hook).
+
+`make test` also builds the site with `mkdocs build --strict` (broken links and anchors, pages
+missing from the nav); README.md's own checks are in tests/test_readme.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import typer.main
+import yaml
+
+from mt.cli import app
+from mt.config_load import config_from_dict, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
+DOCUMENTS = [ROOT / "README.md", *PAGES]
+SHELL_LANGS = {"bash", "sh", "shell", "console"}
+CLI = typer.main.get_command(app)
+CHOICE = "\u00a6"  # stands for the | of a synopsis' alternatives (`--precision fp32|bf16`) while reading shell text
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int  # of the opening fence, 1-based
+    lang: str
+    text: str
+
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def _blocks(path: Path) -> list[Block]:
+    """The fenced code blocks of a Markdown file (indented ones, inside list items, too)."""
+    out, lines = [], path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^(\s*)```(\w*)\s*$", lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, lang, start = len(m.group(1)), m.group(2), i
+        body = []
+        i += 1
+        while i < len(lines) and not re.match(r"^\s*```\s*$", lines[i]):
+            body.append(lines[i][indent:] if not lines[i][:indent].strip() else lines[i].lstrip())
+            i += 1
+        out.append(Block(path, start + 1, lang, "\n".join(body)))
+        i += 1
+    return out
+
+
+def _inline_commands(path: Path) -> list[tuple[str, str]]:
+    """(where, command) for each `mt <command> ...` or `python scripts/...` code span in the text
+    (outside code blocks): those are checked by option names only (they may hold placeholders)."""
+    text = path.read_text(encoding="utf-8")
+    prose = re.sub(r"^\s*```.*?^\s*```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S | re.M)
+    out = []
+    for number, line in enumerate(prose.splitlines(), start=1):
+        for span in re.findall(r"`([^`]+)`", line):
+            if re.match(r"(mt \w|python scripts/)", span):
+                out.append((f"{path.relative_to(ROOT)}:{number}", span))
+    return out
+
+
+# --------------------------------------------------------------------------- reading shell text
+
+
+def _simple_commands(script: str) -> list[list[str]]:
+    """The simple commands of a shell snippet as word lists, variables expanded the way the snippet
+    sets them (`NAME="..."`, and `for NAME in A B` binds its first value), redirections and compound
+    syntax ({ }, for/do/done, pipes, ;, &&) removed. Placeholders like <name> read as a word, and
+    a | between two words is a synopsis' choice (`fp32|bf16`, `-i FILE|-`), not a pipe."""
+    env: dict[str, str] = {}
+    script = re.sub(r"<(\w+)>", r"\1", script.replace("\\\n", " "))
+    script = re.sub(r"(?<=[^\s|])\|(?=[^\s|])", CHOICE, script)
+    out = []
+    for line in script.splitlines():
+        lex = shlex.shlex(_uncommented(line), posix=True, punctuation_chars=";&|()<>")
+        lex.whitespace_split = True
+        lex.commenters = ""
+        words = list(lex)
+        segment: list[str] = []
+        for word in [*words, ";"]:
+            if word and set(word) <= set(";&|()"):
+                out.extend(_expand(segment, env))
+                segment = []
+            else:
+                segment.append(word)
+    return out
+
+
+def _uncommented(line: str) -> str:
+    """The line up to a `#` that starts a word outside quotes (a shell comment)."""
+    quote = None
+    for i, c in enumerate(line):
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i]
+    return line
+
+
+def _expand(words: list[str], env: dict[str, str]) -> list[list[str]]:
+    words = [w for w in words if w not in ("{", "}", "do", "done", "then", "fi", "time")]
+    cleaned, skip = [], False
+    for w in words:  # redirections: the operator and its file
+        if skip:
+            skip = False
+        elif w in ("<", ">", ">>") or re.fullmatch(r"\d?>+&?\d?", w):
+            skip = not re.fullmatch(r"\d?>&\d", w)
+        else:
+            cleaned.append(w)
+    if not cleaned:
+        return []
+    if cleaned[0] == "for" and len(cleaned) >= 4 and cleaned[2] == "in":
+        env[cleaned[1]] = cleaned[3]
+        return []
+    if all(re.fullmatch(r"[A-Za-z_]\w*=.*", w, flags=re.S) for w in cleaned):
+        for w in cleaned:
+            name, value = w.split("=", 1)
+            env[name] = value
+        return []
+    expanded = []
+    for w in cleaned:
+        whole = re.fullmatch(r"\$\{?(\w+)\}?", w)
+        if whole and whole.group(1) in env:
+            expanded.extend(env[whole.group(1)].split())
+        else:
+            expanded.append(re.sub(r"\$\{?(\w+)\}?", lambda m: env.get(m.group(1), m.group(0)), w))
+    while expanded and re.fullmatch(r"[A-Za-z_]\w*=.*", expanded[0]):  # VAR=value before a command
+        expanded.pop(0)
+    return [expanded] if expanded else []
+
+
+# --------------------------------------------------------------------------- checking commands
+
+
+def _mt_command(args: list[str], where: str):
+    """(click command, its name, the words after it) for `mt <command> [<subcommand>] ...`."""
+    cmd, name, rest = CLI, "mt", list(args)
+    while hasattr(cmd, "commands") and rest and not rest[0].startswith("-"):
+        sub = cmd.commands.get(rest[0])
+        assert sub is not None, f"{where}: `{name} {rest[0]}` is not a command (has {sorted(cmd.commands)})"
+        cmd, name, rest = sub, f"{name} {rest[0]}", rest[1:]
+    assert not hasattr(cmd, "commands"), f"{where}: `{name}` needs a subcommand"
+    return cmd, name, rest
+
+
+def _option_names(cmd) -> set[str]:
+    return {o for p in cmd.params for o in (*p.opts, *getattr(p, "secondary_opts", ()))
+            if o.startswith("-")} | {"--help"}
+
+
+def _check_option_names(cmd, name: str, words: list[str], where: str) -> None:
+    """Every option a (synopsis) line names exists: `[--beam K]`, `--precision fp32|bf16`, `--set=...`."""
+    known = _option_names(cmd)
+    for word in words:
+        word = word.lstrip("[")
+        if len(word) > 1 and word.startswith("-") and not re.fullmatch(r"-[\d.]+", word):
+            for option in re.split(r"/(?=-)", re.split(rf"[|{CHOICE}=\]]", word)[0]):  # --hyp/--ref: both
+                assert option in known, f"{where}: `{name}` has no option {option} (has {sorted(known)})"
+
+
+def _check_mt(args: list[str], where: str, synopsis: bool) -> None:
+    cmd, name, rest = _mt_command(args, where)
+    if synopsis or "..." in rest or any("[" in w or "]" in w for w in rest):  # a synopsis line
+        _check_option_names(cmd, name, rest, where)
+        return
+    try:
+        ctx = cmd.make_context(name, list(rest))
+    except Exception as e:  # click's usage errors: no such option, a bad value, a missing argument
+        pytest.fail(f"{where}: `{' '.join(['mt', *args])}` does not parse: {e}")
+    config = ctx.params.get("config")
+    if config is None or not str(config).startswith("configs/"):
+        return  # the reader's own file (my_indomain.yaml)
+    overrides = list(ctx.params.get("overrides") or [])
+    if (ROOT / config).is_file():
+        load_config(ROOT / config, overrides)  # MTError on a bad key or value
+        return
+    written = _configs_the_docs_write().get(str(config))
+    assert written is not None, f"{where}: {config} does not exist, and no YAML block of the docs writes it"
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "config.yaml").write_text(written, encoding="utf-8")
+        load_config(Path(tmp) / "config.yaml", overrides)
+
+
+def _configs_the_docs_write() -> dict[str, str]:
+    """Config files a page asks the reader to write: YAML blocks whose first line is `# configs/NAME.yaml: ...`."""
+    out = {}
+    for path in DOCUMENTS:
+        for block in _blocks(path):
+            m = re.match(r"#\s*(configs/[\w.-]+\.yaml)\b", block.text)
+            if block.lang == "yaml" and m and not (ROOT / m.group(1)).exists():
+                out[m.group(1)] = block.text
+    return out
+
+
+def _check_script(args: list[str], where: str) -> None:
+    script = ROOT / args[0]
+    assert script.is_file(), f"{where}: {args[0]} does not exist"
+    source = script.read_text(encoding="utf-8")
+    for word in args[1:]:
+        if re.fullmatch(r"--?[A-Za-z][\w-]*", word):
+            # argparse names it in a string; Typer derives it from a parameter (--no-x for a bool x)
+            parameter = re.sub(r"^--(no-)?", "", word).replace("-", "_")
+            named = f'"{word}"' in source or re.search(rf"^\s+{parameter}: .*typer\.Option", source, flags=re.M)
+            assert named, f"{where}: {args[0]} takes no option {word}"
+
+
+def _makefile_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    return {t for line in re.findall(r"^([\w .-]+):(?!=)", text, flags=re.M) for t in line.split()}
+
+
+def _check_command(words: list[str], where: str, synopsis: bool = False) -> bool:
+    """Check one simple command; False when it is not one of mt's (curl, zcat, ...)."""
+    head = Path(words[0]).name
+    if head == "mt":
+        _check_mt(words[1:], where, synopsis)
+    elif head == "torchrun" or head.startswith("python"):
+        if "-m" in words and words[words.index("-m") + 1:][:1] == ["mt"]:
+            _check_mt(words[words.index("-m") + 2:], where, synopsis)
+        elif head.startswith("python") and len(words) > 1 and words[1].startswith("scripts/"):
+            _check_script(words[1:], where)
+        else:
+            return False
+    elif head == "make":
+        targets = _makefile_targets()
+        for target in (w for w in words[1:] if not w.startswith("-") and "=" not in w):
+            assert target in targets, f"{where}: the Makefile has no target `{target}`"
+    elif head == "pip" and "install" in words:
+        text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+        section = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+        extras = set(re.findall(r"^(\w+) = ", section, flags=re.M))
+        for word in words:
+            for extra in re.findall(r"\.\[([\w,]+)\]", word):
+                for e in extra.split(","):
+                    assert e in extras, f"{where}: pyproject.toml has no extra [{e}] (has {sorted(extras)})"
+    else:
+        return False
+    return True
+
+
+def test_every_shell_command_in_the_docs_runs_as_written():
+    checked = 0
+    for path in DOCUMENTS:
+        for block in _blocks(path):
+            if block.lang not in SHELL_LANGS:
+                continue
+            for words in _simple_commands(block.text):
+                checked += _check_command(words, block.where())
+    assert checked > 60, f"only {checked} commands found: is the block parser still reading the pages?"
+
+
+def test_every_command_quoted_in_the_text_names_real_options():
+    checked = 0
+    for path in DOCUMENTS:
+        for where, span in _inline_commands(path):
+            for words in _simple_commands(span):
+                if words[0] == "mt" and len(words) > 1 and words[1] not in CLI.commands:
+                    continue  # prose such as `mt translate/evaluate`
+                checked += _check_command(words, where, synopsis=True)
+    assert checked > 20
+
+
+def test_shell_reader_sees_what_bash_would():
+    commands = _simple_commands(
+        'COMMON="--set a.b=1 \\\n  --set c.d=2"\n'
+        "for r in reduced full; do\n  X=1 mt export m.pt --int8-range $r -o out-$r  # note\ndone\n"
+        "{ zcat a.gz; cat b; } > c   # comment\n"
+        "mt train x.yaml $COMMON --resume && mt evaluate -c runs/<name>/best.pt | tee log\n")
+    assert commands == [["mt", "export", "m.pt", "--int8-range", "reduced", "-o", "out-reduced"],
+                        ["zcat", "a.gz"], ["cat", "b"],
+                        ["mt", "train", "x.yaml", "--set", "a.b=1", "--set", "c.d=2", "--resume"],
+                        ["mt", "evaluate", "-c", "runs/name/best.pt"], ["tee", "log"]]
+
+
+def test_a_wrong_option_or_config_key_in_a_command_fails():
+    with pytest.raises(AssertionError, match="no option --bem"):
+        _check_command(["mt", "translate", "-c", "CKPT", "[--bem", "K]"], "here")
+    with pytest.raises(BaseException, match="--bem"):
+        _check_command(["mt", "translate", "-c", "a.pt", "--bem", "5"], "here")
+    with pytest.raises(Exception, match="train.time_budgt"):
+        _check_command(["mt", "train", "configs/tiny.yaml", "--set", "train.time_budgt=5m"], "here")
+    with pytest.raises(AssertionError, match="no target"):
+        _check_command(["make", "dmeo"], "here")
+
+
+def test_every_yaml_block_is_a_valid_config():
+    checked = 0
+    for path in DOCUMENTS:
+        for block in _blocks(path):
+            if block.lang == "yaml":
+                config_from_dict(yaml.safe_load(block.text))  # MTError on a bad key or value
+                checked += 1
+    assert checked >= 2
+
+
+# --------------------------------------------------------------------------- configuration reference
+
+def _load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+config_reference = _load_script("config_reference")
+
+
+def test_config_reference_is_current():
+    page = config_reference.PAGE.read_text(encoding="utf-8")
+    assert config_reference.fill(page) == page, (
+        "docs/reference/configuration.md is stale: run python scripts/config_reference.py --write")
+
+
+def test_config_reference_names_every_key():
+    table = config_reference.reference()
+    for key in ("train.time_budget", "model.norm", "decode.top_p", "data.pairs", "data.pairs[].tgt_lang"):
+        assert f"`{key}`" in table
+
+
+def test_the_site_build_regenerates_the_config_reference():
+    """The mkdocs hook fills the page from the dataclasses, whatever the committed copy says."""
+    stale = f"# Configuration\n\n{config_reference.BEGIN}\n| old |\n{config_reference.END}\n"
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="reference/configuration.md"))
+    built = config_reference.on_page_markdown(stale, page=page, config=None, files=None)
+    assert "| old |" not in built and "`train.time_budget`" in built
+    other = SimpleNamespace(file=SimpleNamespace(src_uri="index.md"))
+    assert config_reference.on_page_markdown(stale, page=other, config=None, files=None) == stale
+
+
+def test_config_reference_script_prints_the_tables():
+    out = subprocess.run([sys.executable, str(ROOT / "scripts/config_reference.py")],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == config_reference.reference()

@@ -4,6 +4,7 @@
 #   make demo BUDGET=5m       a quicker look
 #   make test                 the test suite (fetches Multi30k first: mirror or download)
 #   make test-offline         only the tests that need no corpus (the others are skipped)
+#   make docs                 the documentation site (mkdocs), built into site/
 #   make TORCH_SPEC='torch==2.13.0 --index-url <CUDA wheel index URL>' install   (GPU)
 
 PYTHON     ?= python3
@@ -27,7 +28,7 @@ RUN   = runs/$(NAME)
 CKPT  = $(if $(wildcard $(RUN)/checkpoints/averaged.pt),$(RUN)/checkpoints/averaged.pt,$(RUN)/checkpoints/best.pt)
 TEST_SPLITS := --split test_2016_flickr --split test_2017_flickr --split test_2017_mscoco
 
-.PHONY: install install-dev browser-deps data prepare train translate evaluate plot demo test test-offline bench clean
+.PHONY: install install-dev install-docs browser-deps data prepare train translate evaluate plot demo test test-offline docs docs-check bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,9 +43,16 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $@
 
+# mkdocs + mkdocs-material, pinned in pyproject.toml's `docs` extra.
+$(VENV)/.installed-docs: $(VENV)/.installed
+	$(BIN)/pip install --quiet -e ".[docs]"
+	touch $@
+
 install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
+
+install-docs: $(VENV)/.installed-docs
 
 data: install
 	$(MT) data fetch multi30k --dest data/multi30k
@@ -73,7 +81,8 @@ demo: prepare
 	$(MAKE) --no-print-directory evaluate CONFIG=$(CONFIG)
 	$(MAKE) --no-print-directory plot CONFIG=$(CONFIG)
 
-# Lint first (rules in pyproject.toml): a ruff finding fails the target before any test runs.
+# Lint first (rules in pyproject.toml): a ruff finding fails the target before any test runs; then
+# the documentation site must build strictly (docs-check, below).
 # The whole suite needs Multi30k: `data` copies it from the mirror or downloads it first, and a
 # data test that still finds none FAILS (tests/conftest.py). `make test-offline` runs only the
 # tests that need no corpus, skipping the others explicitly (MT_TESTS_OFFLINE=1).
@@ -90,13 +99,33 @@ browser-deps:
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null \
 	  || { echo "browser-deps: chromium/chromedriver still missing after apt-get" >&2; exit 1; }
 
-test: install-dev data browser-deps
+# The documentation site (mkdocs.yml; pages in docs/, the configuration reference generated from
+# mt/config.py by the hook scripts/config_reference.py). --strict: a broken link or anchor, a page
+# missing from the nav or a missing include fails the build. It needs nothing from the internet.
+# NO_MKDOCS_2_WARNING silences mkdocs-material's banner about MkDocs 2.0 on every build.
+MKDOCS = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+
+docs: install-docs
+	$(MKDOCS) build --strict --site-dir site
+	@echo "docs: open site/index.html"
+
+# What `make test` and `make test-offline` run after the linter: the strict build into a scratch
+# folder (site/ is left alone); a failed build fails the target before any test runs. No --quiet:
+# mkdocs 1.6 then drops its warnings before --strict counts them, and a broken link would pass.
+DOCS_CHECK = tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(MKDOCS) build --strict --site-dir "$$tmp"
+
+docs-check: install-docs
+	@$(DOCS_CHECK)
+
+test: install-dev install-docs data browser-deps
 	$(BIN)/ruff check mt tests scripts
+	$(DOCS_CHECK)
 	$(BIN)/python -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-test-offline: install-dev browser-deps
+test-offline: install-dev install-docs browser-deps
 	$(BIN)/ruff check mt tests scripts
+	$(DOCS_CHECK)
 	MT_TESTS_OFFLINE=1 $(BIN)/python -m pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
@@ -108,5 +137,5 @@ bench: data
 	$(BIN)/python scripts/bench_prepare.py
 
 clean:
-	rm -rf runs .pytest_cache
+	rm -rf runs .pytest_cache site
 	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
 import math
 import threading
-import time
 from collections.abc import Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -32,15 +30,12 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mt.config import Config, DecodeConfig
-from mt.data.pairs import tokenizer_for_target
+from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
-from mt.deploy.card import model_card_for
-from mt.deploy.engines import weight_files
-from mt.errors import MTError
 from mt.serve.access import AccessMiddleware
-from mt.serve.batcher import Batcher, Hyps, QueueFull
+from mt.serve.batcher import Hyps, QueueFull
 from mt.serve.metrics import Metrics
+from mt.serve.model import ServedModel, load_served_model, model_card
 from mt.serve.requests import (
     LT_SCHEMA,
     V1_SCHEMA,
@@ -58,8 +53,6 @@ from mt.serve.requests import (
     v1_decode,
 )
 from mt.serve.settings import ServeSettings
-from mt.serve.worker import ModelProcess
-from mt.textio import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -68,50 +61,6 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech"
                   "ko": "Korean", "ar": "Arabic", "pl": "Polish", "tr": "Turkish", "uk": "Ukrainian"}
 STATIC = Path(__file__).resolve().parent / "static"  # index.html, shipped as package data
 TRANSLATE_ROUTES = ("/translate", "/v1/translate")
-
-
-@dataclasses.dataclass
-class Model:
-    """The loaded model and what the routes need from it."""
-
-    engine: ModelProcess
-    batcher: Batcher
-    cfg: Config
-    decode: DecodeConfig  # the server's default: checkpoint decode settings, server beam and batch budget
-    max_beam: int
-    model_id: str
-    update: int
-    tokenizer: Tokenizer  # the checkpoint's; a multi-pair model's adds a target tag (`for_target`)
-    pairs: list[tuple[str, str]]  # (source, target) languages served: one, or a multi-pair model's pairs
-    samples: bool  # /v1's sampling works (mt's own models; an exported CTranslate2 one only searches)
-
-
-def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Metrics) -> Model:
-    """Load, identify and warm up the model behind `-c`; start its batcher."""
-    started = time.perf_counter()
-    shas = [sha256_file(path) for path in weight_files(checkpoints)]
-    model_id = shas[0] if len(shas) == 1 else hashlib.sha256(" ".join(shas).encode()).hexdigest()
-    engine = ModelProcess(checkpoints, settings.device, threads=settings.threads)
-    tokenizer, cfg, update = engine.loaded.tokenizer, engine.loaded.cfg, engine.loaded.update
-    max_beam = settings.max_beam or cfg.decode.beam
-    decode = dataclasses.replace(cfg.decode, beam=max_beam, n_best=min(cfg.decode.n_best, max_beam),
-                                 max_tokens=settings.max_batch_tokens or cfg.decode.max_tokens)
-    batcher = Batcher(engine, tokenizer, max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
-                      on_batch=metrics.on_batch, on_depth=metrics.on_depth,
-                      open_requests=lambda: metrics.open_translations)
-    warm = tokenizer.for_target(cfg.data.pairs[0].tgt_lang) if cfg.data.pairs else tokenizer
-    try:
-        batcher.submit(["Warm-up."], decode, n_best=None, tokenizer=warm).future.result()  # allocations, not a client
-    except BaseException:
-        batcher.stop()
-        engine.close()
-        raise
-    seconds = time.perf_counter() - started
-    metrics.load_seconds.set(seconds)
-    log.info("serve: model %s (update %d, %s-%s, beam %d) ready in %.1f s", model_id[:12], update,
-             cfg.data.src_lang, cfg.data.tgt_lang, max_beam, seconds)
-    pairs = [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs] or [(cfg.data.src_lang, cfg.data.tgt_lang)]
-    return Model(engine, batcher, cfg, decode, max_beam, model_id, update, tokenizer, pairs, engine.loaded.samples)
 
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -125,7 +74,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
 
     def load() -> None:
         try:
-            state["model"] = load_model(settings, checkpoints, metrics)
+            state["model"] = load_served_model(settings, checkpoints, metrics)
         except Exception as e:  # noqa: BLE001 - reported by /ready and the log; the server stays up
             state["error"] = str(e)
             log.error("serve: loading the model failed: %s", e)
@@ -135,8 +84,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         threading.Thread(target=load, name="mt-serve-load", daemon=True).start()
         yield
         if state["model"] is not None:
-            state["model"].batcher.stop()
-            state["model"].engine.close()
+            state["model"].close()
 
     app = FastAPI(title="mt serve", version="1", lifespan=lifespan,
                   description="Machine translation with an mt model: LibreTranslate-compatible /translate "
@@ -167,7 +115,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         log.exception("serve: %s %s failed", request.method, request.url.path)
         return _error(500, f"internal error: {type(e).__name__}")
 
-    def ready_model() -> Model:
+    def ready_model() -> ServedModel:
         if state["model"] is None:
             raise ApiError(503, f"model failed to load: {state['error']}" if state["error"] else "model is loading",
                            {"Retry-After": "1"})
@@ -200,15 +148,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
             return form_fields(form.multi_items())
         return parse_fields(raw, content_type)
 
-    def target_tokenizer(model: Model, target: str | None, field: str) -> Tokenizer:
-        """The tokenizer that makes the model translate into `target` (a multi-pair model's tag in
-        front); a target the model does not know is a 400 naming the ones it knows."""
-        try:
-            return tokenizer_for_target(model.tokenizer, model.cfg, target, flag=field)
-        except MTError as e:
-            raise ApiError(400, str(e)) from None
-
-    async def translate(request: Request, model: Model, texts: list[str], decode: DecodeConfig,
+    async def translate(request: Request, model: ServedModel, texts: list[str], decode: DecodeConfig,
                         n_best: int | None, tokenizer: Tokenizer) -> tuple[list[Hyps], list[str]]:
         """Each text's outputs, its lines translated and joined back with '\\n' (k-th outputs line by line)."""
         lines = check_size(texts, settings)
@@ -266,7 +206,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         if (src, target) not in model.pairs:
             served = ", ".join(f"{s}-{t}" for s, t in model.pairs)
             raise ApiError(400, f"language pair {source}-{target}: not served; this model translates {served}")
-        tokenizer = target_tokenizer(model, target, "target")
+        tokenizer = model.tokenizer_for(target, "target")
         alternatives = get_int(fields, "alternatives", low=0) or 0
         if alternatives > settings.max_alternatives:
             raise ApiError(400, f"alternatives: at most {settings.max_alternatives} on this server, got {alternatives}")
@@ -305,7 +245,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam, samples=model.samples)
         target = get_str(fields, "target", required=False) or None  # required when the model has several
         found, notes = await translate(request, model, segments, decode, n_best,
-                                       target_tokenizer(model, target, "target"))
+                                       model.tokenizer_for(target, "target"))
         rows = []
         for hyps in found:
             score = hyps[0][1] if n_best is not None else None
@@ -313,7 +253,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
             if n_best is not None:
                 row["n_best"] = [{"text": text, "score": _finite(s)} for text, s in hyps]
             rows.append(row)
-        return JSONResponse({"translations": rows, "model": {"id": model.model_id, "update": model.update},
+        return JSONResponse({"translations": rows, "model": model.identity.summary(),
                              "warnings": notes})
 
     @app.get("/v1/settings", summary="The server's limits and language pairs")
@@ -334,8 +274,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
     async def ready() -> JSONResponse:
         if state["model"] is None:
             return _error(503, f"model failed to load: {state['error']}" if state["error"] else "model is loading")
-        return JSONResponse({"status": "ready", "model": {"id": state["model"].model_id,
-                                                          "update": state["model"].update}})
+        return JSONResponse({"status": "ready", "model": state["model"].identity.summary()})
 
     @app.get("/metrics", summary="Prometheus metrics")
     async def prometheus() -> Response:
@@ -354,10 +293,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
     async def v1_model_card() -> JSONResponse:
         model = ready_model()
         if state.get("card") is None:  # built once, off the event loop (reads the checkpoint and eval/)
-            card = await asyncio.to_thread(model_card_for, checkpoints[0])
-            card["ensemble"] = [str(path) for path in checkpoints] if len(checkpoints) > 1 else []
-            card["model_id"] = model.model_id
-            state["card"] = card
+            state["card"] = await asyncio.to_thread(model_card, model.identity)
         return JSONResponse(state["card"])
 
     return app

@@ -1,0 +1,87 @@
+"""FastAPI dependencies of the routes (as `api/deps.py` in FastAPI's full-stack template): the
+server's state, the ready model, the request's fields and the API-key check.
+
+Each is an `Annotated` type a route names as a parameter (`model: ReadyModel`), or, for the key
+check, a route's `dependencies=[RequireKey]`. FastAPI solves them in order and once per request:
+a translate route reads its body first (413/408/400), then checks its key (403), then needs the
+model (503 while it loads), as `RequireKey` depends on `Fields` and runs before the parameters.
+All are `async`: none blocks, and FastAPI runs a plain `def` dependency in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from mt.serve.model import ServedModel
+from mt.serve.requests import ApiError, check_key, form_fields, parse_fields
+from mt.serve.settings import ServeSettings
+from mt.serve.state import ServeState
+
+
+async def serve_state(request: Request) -> ServeState:
+    """The state `create_app` put on `app.state.serve`."""
+    return request.app.state.serve
+
+
+StateDep = Annotated[ServeState, Depends(serve_state)]
+
+
+async def serve_settings(state: StateDep) -> ServeSettings:
+    return state.settings
+
+
+SettingsDep = Annotated[ServeSettings, Depends(serve_settings)]
+
+
+async def ready_model(state: StateDep) -> ServedModel:
+    """The loaded model, or 503 (with Retry-After) while it loads or when it failed to."""
+    if state.model is None:
+        raise ApiError(503, state.not_ready() or "model is loading", {"Retry-After": "1"})
+    return state.model
+
+
+ReadyModel = Annotated[ServedModel, Depends(ready_model)]
+
+
+async def request_fields(request: Request, settings: SettingsDep) -> dict[str, Any]:
+    """The body's fields (JSON, urlencoded or multipart form data), read with the byte limit (413)
+    and within --timeout (408) before anything is parsed."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
+        raise ApiError(413, f"body: {declared} bytes, the limit is {settings.max_body_bytes}")
+
+    async def body() -> bytes:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > settings.max_body_bytes:
+                raise ApiError(413, f"body: over {settings.max_body_bytes} bytes, the limit")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    try:  # a client trickling its body would otherwise hold its connection for ever
+        raw = await asyncio.wait_for(body(), settings.timeout_s)
+    except asyncio.TimeoutError:
+        raise ApiError(408, f"body: not received within {settings.timeout_s:g} s (--timeout)") from None
+    content_type = request.headers.get("content-type", "")
+    if content_type.lower().startswith("multipart/form-data"):
+        request._body = raw  # let Starlette's parser read what we already took off the wire
+        form = await request.form()
+        return form_fields(form.multi_items())
+    return parse_fields(raw, content_type)
+
+
+Fields = Annotated[dict[str, Any], Depends(request_fields)]
+
+
+async def require_key(request: Request, fields: Fields, settings: SettingsDep) -> None:
+    """403 unless keys are off or the request carries one (X-API-Key header, else the api_key field)."""
+    header = request.headers.get("x-api-key")
+    given = fields.get("api_key")
+    check_key(header if header else (given if isinstance(given, str) else None), settings)
+
+
+RequireKey = Depends(require_key)

@@ -1,0 +1,67 @@
+"""A translate request's job on the batcher: what `/translate` and `/v1/translate` share.
+
+The texts are split into lines and checked against the limits (413), the lines queued on the
+model's `Batcher` (429 when the queue is full) and awaited without blocking the event loop; a
+client that goes away (499) or waits past --timeout (503) has its segments dropped from the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import Request
+
+from mt.config import DecodeConfig
+from mt.data.tokenizer import Tokenizer
+from mt.serve.batcher import Hyps, QueueFull
+from mt.serve.model import ServedModel
+from mt.serve.requests import ApiError, check_size
+from mt.serve.settings import ServeSettings
+
+
+async def translate_texts(request: Request, model: ServedModel, settings: ServeSettings, texts: list[str],
+                          decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer,
+                          ) -> tuple[list[Hyps], list[str]]:
+    """(each text's outputs, the job's warnings): its lines translated and joined back with '\\n'
+    (k-th outputs line by line, scored by the mean of the lines' scores)."""
+    lines = check_size(texts, settings)
+    flat = [line for text_lines in lines for line in text_lines]
+    try:
+        job = model.batcher.submit(flat, decode, n_best=n_best, tokenizer=tokenizer)
+    except QueueFull as e:
+        raise ApiError(429, f"queue full ({e}); retry later", {"Retry-After": "1"}) from None
+    waiter = asyncio.ensure_future(asyncio.wrap_future(job.future))
+    gone = asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait({waiter, gone}, timeout=settings.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if waiter not in done:
+        model.batcher.cancel(job)
+        waiter.cancel()
+        if gone in done:
+            raise ApiError(499, "client closed the request")
+        raise ApiError(503, f"request waited more than --timeout {settings.timeout_s:g} s; retry later",
+                       {"Retry-After": "5"})
+    found = waiter.result()
+    out, at = [], 0
+    for text_lines in lines:
+        per_line = found[at:at + len(text_lines)]
+        at += len(text_lines)
+        k = max(len(h) for h in per_line)
+        out.append([("\n".join(h[min(i, len(h) - 1)][0] for h in per_line),
+                     _mean([h[min(i, len(h) - 1)][1] for h in per_line])) for i in range(k)])
+    return out, job.warnings
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone away (the body is already read, so the next ASGI message is
+    http.disconnect; uvicorn sends it when the connection closes)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")

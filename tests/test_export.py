@@ -16,8 +16,6 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("ctranslate2")
-
 from mt.config import Config, ModelConfig, TokenizerConfig
 from mt.data.batching import collate, collate_source
 from mt.data.tokenizer import Tokenizer, train_sentencepiece
@@ -30,7 +28,7 @@ from mt.errors import MTError
 from mt.model.checkpoint import inference_state, save_checkpoint
 from mt.model.transformer import Transformer
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.requires("ctranslate2")]
 
 WORDS = ("the", "a", "cat", "dog", "sat", "on", "mat", "red", "blue", "house", "tree", "big", "small", "runs",
          "jumps", "over", "under", "green")

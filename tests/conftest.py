@@ -6,11 +6,14 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -70,6 +73,71 @@ OFFLINE_ENV = "MT_TESTS_OFFLINE"
 def offline_subset() -> bool:
     """True when the user asked for the tests that need no Multi30k data (MT_TESTS_OFFLINE=1)."""
     return os.environ.get(OFFLINE_ENV, "").strip() not in ("", "0")
+
+
+# --------------------------------------------------------------------------- what the suite needs
+#
+# `make test` installs everything the project declares (pyproject.toml's dev extra: ctranslate2,
+# fastapi, uvicorn, httpx, selenium, ...; chromium through `make browser-deps`), so a test whose
+# requirement is missing FAILS: a skip there would hide a broken install behind a green run. Only
+# the offline subset (MT_TESTS_OFFLINE=1, `make test-offline`) may skip it, as it skips data tests.
+# Tests say what they need with `require(NAME)` (in a test or fixture: returns the module) or the
+# marker `@pytest.mark.requires(NAME, ...)` (also as a module's `pytestmark`; checked before any
+# fixture runs), never with `pytest.importorskip`. NAME is a Python module, or one of NEEDS.
+
+
+def _cxx_compiler() -> bool:
+    names = [os.environ.get("CXX", ""), "g++", "c++", "clang++"]  # what torch.compile's C++ builder looks for
+    return any(name and shutil.which(name) for name in names)
+
+
+def _onednn_linear() -> bool:
+    from mt.device import onednn_linear_available
+
+    return onednn_linear_available()
+
+
+NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
+    "c++ compiler": (_cxx_compiler, "torch.compile on CPU builds its kernels with a C++ compiler: install g++ "
+                                    "(Debian: apt-get install g++) or point $CXX at one"),
+    "onednn packed linear": (_onednn_linear, "this torch build has no torch.ops.mkldnn._reorder_linear_weight / "
+                                             "_linear_pointwise (mt.device.onednn_linear_available): install the "
+                                             "torch the Makefile pins (TORCH_SPEC)"),
+}
+
+
+def require(name: str) -> ModuleType | None:
+    """The module `name` imported (None for a NEEDS entry that is there); when it is missing the
+    calling test FAILS with what to install, or is skipped when MT_TESTS_OFFLINE=1 asked for the
+    offline subset."""
+    if name in NEEDS:
+        check, fix = NEEDS[name]
+        if check():
+            return None
+        problem = f"{name} missing: {fix}"
+    else:
+        try:
+            return importlib.import_module(name)
+        except ImportError as e:
+            problem = (f"Python module {name!r} missing ({e}): pyproject.toml declares it; install the extras "
+                       f"with `make install-dev` (pip install -e '.[dev]')")
+    if offline_subset():
+        pytest.skip(f"{problem} ({OFFLINE_ENV}=1: offline subset)")
+    pytest.fail(f"{problem}. `make test` installs everything the project declares, so this is a broken "
+                f"install, not a reason to skip (only {OFFLINE_ENV}=1 / `make test-offline` skips it)", pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "requires(*names): the test needs these modules or NEEDS entries "
+                                       "(tests/conftest.py `require`): missing ones fail it, or skip it offline")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The `requires` marker: checked before the test's fixtures are set up (a missing module fails fast)."""
+    for mark in item.iter_markers("requires"):
+        for name in mark.args:
+            require(name)
 
 
 def find_multi30k() -> Path | None:

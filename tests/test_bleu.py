@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from sacrebleu.metrics import BLEU
 
 from mt.errors import MTError, MTWarning
 from mt.eval import bleu
 from mt.eval.bleu import bleu_tokenizer_for, language_code
+from mt.eval.evaluate import score
 
 
 @pytest.fixture
@@ -66,7 +69,15 @@ def test_real_availability_matches_sacrebleu() -> None:
 
 
 def test_zh_scores_characters_13a_does_not() -> None:
-    """Why it matters: one wrong character costs a whole 'word' under 13a."""
+    """Why it matters: one wrong character costs a whole 'word' under 13a. Through mt's own path
+    (the tokenizer `bleu_tokenizer_for` picks for the target language, then `score`):
+    a zh target is scored on characters: 我 今 天 在 家 喝 茶 。 against 我 今 天 在 家 喝 水 。
+    matches 7/8 unigrams, 5/7 bigrams, 4/6 trigrams, 3/5 4-grams, equal lengths (no brevity
+    penalty): BLEU = 100 (7/8 * 5/7 * 4/6 * 3/5)^(1/4) = 100 (1/4)^(1/4) = 100 / sqrt(2).
+    13a (what a de target gets) sees one 'word' per sentence, and it differs: 0."""
     hyp, ref = ["我今天在家喝茶。"], ["我今天在家喝水。"]
-    assert BLEU(tokenize="13a").corpus_score(hyp, [ref]).score == 0.0
-    assert BLEU(tokenize="zh").corpus_score(hyp, [ref]).score > 50
+    zh = score(hyp, ref, tokenize=bleu_tokenizer_for("zh-CN"))
+    assert zh.bleu_tokenize == "zh" and "tok:zh" in zh.bleu_signature
+    assert zh.bleu == pytest.approx(100 / math.sqrt(2), abs=1e-9)
+    de = score(hyp, ref, tokenize=bleu_tokenizer_for("de"))
+    assert de.bleu_tokenize == "13a" and de.bleu == 0.0

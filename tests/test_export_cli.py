@@ -14,15 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("ctranslate2")
-
 from mt.cli import main
 from mt.config import Config, DecodeConfig, ModelConfig, TokenizerConfig
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, train_sentencepiece
 from mt.model.checkpoint import inference_state, save_checkpoint
 from mt.model.transformer import Transformer
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.requires("ctranslate2")]
 
 WORDS = ("the", "a", "cat", "dog", "sat", "on", "mat", "red", "blue", "house", "tree", "big", "small", "runs",
          "jumps", "over", "under", "green")

@@ -6,9 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+import mt.device
+from conftest import require
 from mt.config import ModelConfig
 from mt.decode.search import argmax_rows, topk_candidates
-from mt.device import onednn_linear_available
+from mt.device import cpu_isa
 from mt.model import decoder_cache
 from mt.model.decoder_cache import INITIAL_CAPACITY, PACKED_ROWS
 from mt.model.transformer import Transformer, attend_one
@@ -95,7 +97,7 @@ def test_cache_grows_and_copies_on_write() -> None:
     torch.testing.assert_close(again, want, atol=1e-5, rtol=0)
 
 
-@pytest.mark.skipif(not onednn_linear_available(), reason="this torch has no oneDNN packed linear")
+@pytest.mark.requires("onednn packed linear")
 @pytest.mark.parametrize("tie", [True, False], ids=["tied", "untied-with-bias"])
 def test_packed_output_weight_gives_the_plain_logits(monkeypatch: pytest.MonkeyPatch, tie: bool) -> None:
     """Where the CPU prefers oneDNN (forced here), a search of PACKED_ROWS rows or more projects
@@ -119,6 +121,50 @@ def test_packed_output_weight_gives_the_plain_logits(monkeypatch: pytest.MonkeyP
         torch.testing.assert_close(log_probs, full[keep, 3], atol=1e-5, rtol=0)
         assert model.start_cache(memory[:PACKED_ROWS - 1], src_mask[:PACKED_ROWS - 1]).output_packed is None
     assert model.start_cache(memory, src_mask).output_packed is None  # gradients on: no packing
+
+
+# The first CPU of /proc/cpuinfo on the machine kinds mt runs on, and what a float32 search of
+# PACKED_ROWS rows must do there, written out by hand: the output weight packed for oneDNN on
+# non-Intel CPUs (MKL's vendor-picked kernels are slow there), the plain product on Intel, with or
+# without AMX; the plain product too where torch lacks the oneDNN ops (the fallback). And the int8
+# ISA `cpu_isa` names for the benchmarks and the export's check.
+CPUS = [  # id, vendor_id, flags (the relevant ones), torch has the oneDNN ops, packed, cpu_isa
+    ("zen3", "AuthenticAMD", "sse4_2 avx fma avx2 bmi2 sha_ni vaes", True, True, "AVX2"),
+    ("zen4", "AuthenticAMD", "avx2 avx512f avx512bw avx512vl avx512_bf16 avx512_vnni", True, True, "AVX-512 VNNI"),
+    ("intel-amx", "GenuineIntel", "avx2 avx512f avx512bw avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8", True,
+     False, "AVX-512 VNNI"),
+    ("intel-avx512", "GenuineIntel", "avx2 avx512f avx512bw avx512vl", True, False, "AVX-512"),
+    ("intel-avx2", "GenuineIntel", "avx fma avx2", True, False, "AVX2"),
+    ("zen4-torch-without-onednn", "AuthenticAMD", "avx2 avx512f avx512_bf16 avx512_vnni", False, False,
+     "AVX-512 VNNI"),
+]
+
+
+@pytest.mark.parametrize("vendor, flags, has_op, packed, isa", [c[1:] for c in CPUS], ids=[c[0] for c in CPUS])
+def test_search_routes_the_output_product_by_cpu(monkeypatch: pytest.MonkeyPatch, vendor: str, flags: str,
+                                                  has_op: bool, packed: bool, isa: str) -> None:
+    """On each kind of CPU (its /proc/cpuinfo faked, so every row runs on any machine) a search of
+    PACKED_ROWS rows takes the route of the table above, and either route gives the plain log-probs."""
+    if has_op:
+        require("onednn packed linear")
+    else:
+        monkeypatch.setattr(mt.device, "onednn_linear_available", lambda: False)
+    monkeypatch.setattr(mt.device, "_cpuinfo_fields", lambda: {"vendor_id": vendor, "flags": flags})
+    for var in ("CT2_FORCE_CPU_ISA", "ONEDNN_MAX_CPU_ISA"):
+        monkeypatch.delenv(var, raising=False)
+    assert cpu_isa() == isa
+    model = _model(tie=False)
+    src = torch.randint(4, 30, (PACKED_ROWS, 5), generator=torch.Generator().manual_seed(7))
+    src_mask = torch.ones_like(src, dtype=torch.bool)
+    tgt = torch.randint(4, 30, (PACKED_ROWS, 2), generator=torch.Generator().manual_seed(8))
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        full = model.decode(tgt, memory, src_mask).log_softmax(-1)
+        cache = model.start_cache(memory, src_mask)
+        assert (cache.output_packed is not None, cache.output_t is not None) == (packed, not packed)
+        for t in range(2):
+            log_probs, cache = model.decode_step(tgt[:, t:t + 1], memory, src_mask, cache)
+            torch.testing.assert_close(log_probs, full[:, t], atol=1e-5, rtol=0)
 
 
 @torch.no_grad()

@@ -97,7 +97,8 @@ def test_kill_9_anywhere_then_resume_is_bit_identical(tmp_path: Path, tiny_run: 
         ("update", rng.randint(15, MAX_UPDATES - 3)),
         ("write:last.pt", 0),
     ]
-    kills = []
+    kills, torn = [], []  # torn: the temporary files of the checkpoint writes a kill cut short
+    aimed_and_hit = 0  # kills aimed at a checkpoint write that did cut one short
     for kind, value in moments:
         since = log_file.stat().st_size if log_file.exists() else 0
         started = time.monotonic()
@@ -105,11 +106,17 @@ def test_kill_9_anywhere_then_resume_is_bit_identical(tmp_path: Path, tiny_run: 
         moment = (kind, started + value) if kind == "startup" else (kind, value)
         if _kill_at(proc, moment, log_file=log_file, since=since, ckpt_dir=ckpt_dir, rng=rng):
             kills.append(f"{kind} (update {_latest_update(log_file, since)})")
+            left = [p.name for p in _tmp_files(ckpt_dir)]
+            torn += left
+            aimed_and_hit += bool(left) and kind.startswith("write:")
         else:
             assert proc.returncode == 0, log_file.read_text(errors="replace")[-3000:]
         for path in sorted(ckpt_dir.glob("*.pt")) if ckpt_dir.is_dir() else []:
             load_checkpoint(path)  # every checkpoint on disk stays readable after every kill
     assert len(kills) >= 5, kills
+    # the kills aimed at checkpoint writes landed inside one (it left the write's temporary file),
+    # at least once: otherwise this test never killed a write at all
+    assert aimed_and_hit >= 1, f"no kill aimed at a write interrupted one: {kills}, temporary files left: {torn}"
 
     final = _start(config_file, log_file, resume=(ckpt_dir / "last.pt").is_file())
     assert final.wait(timeout=300) == 0, log_file.read_text(errors="replace")[-3000:]
@@ -118,6 +125,8 @@ def test_kill_9_anywhere_then_resume_is_bit_identical(tmp_path: Path, tiny_run: 
     for name, tensor in expected.items():
         assert torch.equal(tensor, last["model"][name]), f"{name} differs after kills at {kills}"
     assert _tmp_files(ckpt_dir) == [], "a killed write's temp file was left behind"
+    removed = " ".join(re.findall(r"temporary file\(s\) of interrupted writes: (.*)", log_file.read_text(errors="replace")))
+    assert [name for name in torn if name not in removed] == [], "the next start did not remove (and name) them"
     for line in (cfg.run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
         json.loads(line)  # no torn line left in the middle of the metrics
 

@@ -5,7 +5,6 @@ bias, bf16 autocast), and the trainer's use of it through the model."""
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mt.device
+from conftest import require
 from mt.config import ModelConfig
 from mt.model.transformer import Transformer
 from mt.train import loss as fused_loss
@@ -80,11 +80,28 @@ def test_matches_plain_loss_and_gradients(bias: bool, eps: float, chunk_bytes: i
     assert fused[3][1, 4:].abs().max().item() == 0.0  # PAD positions get no gradient
 
 
+# vendor_id of /proc/cpuinfo, whether this torch has oneDNN's packed linear -> whether the fused
+# loss packs its weight for oneDNN (float32 on CPU), written out by hand: MKL picks slow kernels
+# on non-Intel CPUs (mt/train/loss.py), and a torch without the ops keeps the plain products.
+LOSS_ROUTES = [
+    ("GenuineIntel", True, False),
+    ("AuthenticAMD", True, True),
+    ("HygonGenuine", True, True),  # not Intel: MKL's vendor check sends it to its slow kernels too
+    ("", True, False),  # no /proc/cpuinfo (not Linux): nothing known, keep MKL
+    ("AuthenticAMD", False, False),  # a torch without the ops falls back to the plain products
+]
+
+
 @pytest.mark.parametrize("bias", [False, True])
-@pytest.mark.parametrize("vendor", ["GenuineIntel", "AuthenticAMD"])
-def test_float32_products_by_cpu_vendor_match_plain(vendor: str, bias: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("vendor, has_op, packed", LOSS_ROUTES)
+def test_float32_products_by_cpu_vendor_match_plain(vendor: str, has_op: bool, packed: bool, bias: bool,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """float32 on a CPU: plain products (MKL) on Intel, oneDNN on a packed weight elsewhere
     (where this torch has the ops); both give the plain loss and gradients to float32 rounding."""
+    if has_op:
+        require("onednn packed linear")
+    else:
+        monkeypatch.setattr(mt.device, "onednn_linear_available", lambda: False)
     monkeypatch.setattr(mt.device, "cpu_vendor", lambda: vendor)
     monkeypatch.setattr(fused_loss, "CHUNK_BYTES", 4 * 300 * 16)  # 16-row chunks, a ragged last one
     routes = []
@@ -97,7 +114,7 @@ def test_float32_products_by_cpu_vendor_match_plain(vendor: str, bias: bool, mon
     target = torch.randint(1, V, (B, T))
     target[2, 5:] = 0
     plain, fused = both(h, w, b, target, 0.1, scale=0.5)
-    assert routes == [vendor != "GenuineIntel" and mt.device.onednn_linear_available()]
+    assert routes == [packed]
     assert fused[0] == pytest.approx(plain[0], rel=1e-5)
     for got, want in zip(fused[3:], plain[3:]):
         if want is not None:
@@ -172,8 +189,7 @@ def test_model_states_and_output_layer_give_the_logits(tie: bool) -> None:
     torch.testing.assert_close(F.linear(hidden, *model.output_layer()), model(src, src_mask, tgt))
 
 
-@pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
-                    reason="torch.compile on CPU needs a C++ compiler")
+@pytest.mark.requires("c++ compiler")  # torch.compile on CPU builds C++ kernels: missing, the test fails
 def test_compiled_model_loss_equals_eager(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The compile path (`scripts/bench_model.py --compile`): torch.compile of the model gives the
     eager loss and gradients on a fixed batch (dropout off, so both passes are deterministic).

@@ -1,5 +1,5 @@
 """`train.precision: auto`: every branch of the choice runs on any CPU (detection and timing are
-monkeypatched), and the real probe gives an answer with a reason on this machine."""
+monkeypatched), and the real probe agrees with this machine's CPU flags and its own timing."""
 
 from __future__ import annotations
 
@@ -85,9 +85,29 @@ def test_kernel_cache_capacity_is_raised_unless_the_user_set_it(monkeypatch: pyt
     assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "256"
 
 
-def test_real_probe_on_this_machine() -> None:
-    # Whatever this CPU is, auto resolves to fp32 or bf16 and says why; the timing is a ratio > 0.
+def cpu_flags() -> set[str]:
+    """The flags of the first CPU in /proc/cpuinfo, read here (empty where there is no such file)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    return next((set(line.partition(":")[2].split()) for line in text.splitlines()
+                 if line.split(":")[0].strip() == "flags"), set())
+
+
+def test_real_probe_on_this_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unpatched detection names what the CPU's flags say it has (AMX over AVX-512 BF16; None on
+    AVX2-only CPUs such as Zen 3, where nothing may be timed), and auto's choice and reason follow
+    the real timing (a small one here) it made."""
+    flags = cpu_flags()
+    feature = "AMX" if "amx_tile" in flags else "AVX-512 BF16" if "avx512_bf16" in flags else None
+    assert precision.bf16_feature("cpu") == feature
+    real, timed = precision.matmul_speedup, []
+    monkeypatch.setattr(precision, "matmul_speedup", lambda: timed.append(real(n=128, reps=1)) or timed[-1])
     choice = resolve_precision("auto", CPU)
-    assert choice.precision in ("fp32", "bf16") and choice.reason.startswith("auto:")
-    assert precision.matmul_speedup(n=128, reps=1) > 0
-    assert precision.bf16_feature("cpu") in (None, "AMX", "AVX-512 BF16")
+    if feature is None:
+        assert timed == [] and choice.precision == "fp32" and "no native bf16" in choice.reason
+    else:
+        assert len(timed) == 1 and timed[0] > 0
+        assert choice.precision == ("bf16" if timed[0] >= MIN_MATMUL_SPEEDUP else "fp32")
+        assert feature in choice.reason and f"{timed[0]:.2f}x" in choice.reason

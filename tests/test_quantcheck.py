@@ -13,23 +13,21 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("ctranslate2")
+from conftest import REPO
+from mt.config import Config, ModelConfig, TokenizerConfig
+from mt.data.tokenizer import train_sentencepiece
+from mt.deploy.export import INT8_REDUCED_MAX, _quantize_int8_reduced, build_spec, read_export_info
+from mt.deploy.quantcheck import check_quantization, describe
+from mt.model.checkpoint import inference_state, load_checkpoint
+from mt.model.transformer import Transformer
 
-from ctranslate2.specs import model_spec  # noqa: E402
-
-from conftest import REPO  # noqa: E402
-from mt.config import Config, ModelConfig, TokenizerConfig  # noqa: E402
-from mt.data.tokenizer import train_sentencepiece  # noqa: E402
-from mt.deploy.export import INT8_REDUCED_MAX, _quantize_int8_reduced, build_spec, read_export_info  # noqa: E402
-from mt.deploy.quantcheck import check_quantization, describe  # noqa: E402
-from mt.model.checkpoint import inference_state, load_checkpoint  # noqa: E402
-from mt.model.transformer import Transformer  # noqa: E402
-
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.requires("ctranslate2")]
 
 
 def _quantizable(spec: object) -> list[tuple[object, str, object]]:
     """(layer, name, value) of every variable with a `<name>_scale` sibling."""
+    from ctranslate2.specs import model_spec
+
     found = []
 
     def visit(layer: object, name: str, value: object) -> None:

@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_serve import mt_translate, server  # the real-server helpers: free port, always stopped
+from test_serve import httpx, mt_translate, server  # the real-server helpers: free port, always stopped
 
-httpx = pytest.importorskip("httpx")
+pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn", "selenium")
+
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 MISSING = "headless browser tests need Debian's chromium + chromium-driver: run `make browser-deps` " \

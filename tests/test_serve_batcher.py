@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("fastapi")
-
-from mt.decode.translate import translate_lines, translate_nbest  # noqa: E402
-from mt.deploy.engines import load_engine  # noqa: E402
-from mt.serve.batcher import Batcher, BatchStats, QueueFull  # noqa: E402
+from mt.decode.translate import translate_lines, translate_nbest
+from mt.deploy.engines import load_engine
+from mt.serve.batcher import Batcher, BatchStats, QueueFull
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from test_multipair import multi_run  # noqa: F401  (fixture: a tiny en->{de,ru} model)
 from test_serve import httpx, mt_translate, server
+
+pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn")
 
 LINES = ["He reads a book at home.", "", "She drinks tea."]
 

@@ -90,9 +90,9 @@ def test_a_model_that_cannot_load_is_one_line_naming_it(tmp_path) -> None:
     assert "broken.pt" in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.requires("ctranslate2")
 def test_an_export_directory_runs_in_the_worker_as_in_process(checkpoint, tmp_path) -> None:
     """`mt export`'s CTranslate2 directory (what `mt serve -c DIR` runs) loads in the child too."""
-    pytest.importorskip("ctranslate2")
     from mt.deploy.export import export_ctranslate2
 
     out = export_ctranslate2(checkpoint, tmp_path / "ct2")

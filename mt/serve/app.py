@@ -33,7 +33,6 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mt.config import Config, DecodeConfig
-from mt.data.pairs import tokenizer_for_target
 from mt.data.tokenizer import Tokenizer
 from mt.deploy.card import model_card_for
 from mt.deploy.engines import weight_files
@@ -99,7 +98,7 @@ def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Me
     batcher = Batcher(engine, tokenizer, max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
                       on_batch=metrics.on_batch, on_depth=metrics.on_depth,
                       open_requests=lambda: metrics.open_translations)
-    warm = tokenizer.for_target(cfg.data.pairs[0].tgt_lang) if cfg.data.pairs else tokenizer
+    warm = tokenizer.for_target(cfg.data.target_langs[0])
     try:
         batcher.submit(["Warm-up."], decode, n_best=None, tokenizer=warm).future.result()  # allocations, not a client
     except BaseException:
@@ -110,7 +109,7 @@ def load_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Me
     metrics.load_seconds.set(seconds)
     log.info("serve: model %s (update %d, %s-%s, beam %d) ready in %.1f s", model_id[:12], update,
              cfg.data.src_lang, cfg.data.tgt_lang, max_beam, seconds)
-    pairs = [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs] or [(cfg.data.src_lang, cfg.data.tgt_lang)]
+    pairs = [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs]
     return Model(engine, batcher, cfg, decode, max_beam, model_id, update, tokenizer, pairs, engine.loaded.samples)
 
 
@@ -204,7 +203,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
         """The tokenizer that makes the model translate into `target` (a multi-pair model's tag in
         front); a target the model does not know is a 400 naming the ones it knows."""
         try:
-            return tokenizer_for_target(model.tokenizer, model.cfg, target, flag=field)
+            return model.tokenizer.for_target(target, flag=field)
         except MTError as e:
             raise ApiError(400, str(e)) from None
 

@@ -60,7 +60,7 @@ def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
     """Train the sentencepiece tokenizer and encode every split into the run directory.
 
     With train.init_from set (fine-tuning) the init checkpoint's tokenizer encodes the corpus instead."""
-    from mt.data.pairs import prepare_run as run_prepare
+    from mt.data.prepare import prepare as run_prepare
     from mt.train.init_from import load_train_config, prepare_tokenizer
 
     cfg = load_train_config(config, overrides)

@@ -29,18 +29,24 @@ DecodePrecision = Literal["fp32", "bf16"]
 
 @dataclass(frozen=True)
 class PairConfig:
-    """One language pair of a multi-pair model (`data.pairs`). The loader fills `format`, the hub
-    keys and the split names a pair leaves out from its `data` section, so each is concrete here."""
+    """One language pair of a model: its corpus, languages and split names. A bilingual config's
+    one pair is its `data` section's own keys; `data.pairs` lists several (the loader fills the keys
+    a listed pair leaves out from its `data` section, so each is concrete here)."""
 
     path: str = ""  # required: the pair's folder (text/tsv/jsonl) or saved dataset
     src_lang: str = ""  # required
-    tgt_lang: str = ""  # required: its tag <2tgt_lang> is prepended to every source of the pair
+    tgt_lang: str = ""  # required: with data.target_tags, its tag <2tgt_lang> is prepended to every source of the pair
     format: DataFormat = "text"
     hub_name: str = ""
     hub_config: str = ""
     train_split: str = "train"
     valid_split: str = "val"
     test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+
+    @property
+    def name(self) -> str:
+        """`en-de`: how reports and the prepared files of a model of several pairs name this one."""
+        return f"{self.src_lang}-{self.tgt_lang}"
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,27 @@ class DataConfig:
     max_len_ratio: float = 9.0  # cleaning: drop training pairs whose length ratio (in pieces) exceeds this
     # Several language pairs in one model (Johnson et al. 2017, target tags <2de>); empty = the one pair above.
     pairs: tuple[PairConfig, ...] = ()  # list of {path, src_lang, tgt_lang}, each optionally with its own format and split names (default: this section's); see "Several language pairs in one model"
+    target_tags: bool = False  # put the tag <2tgt_lang> before every source; default: true when data.pairs lists the pairs, false for the one pair above
     pair_temperature: float = 1.0  # multi-pair sampling temperature (Arivazhagan et al. 2019): pair i's share of an epoch ∝ n_i^(1/T); 1 = by size, larger = flatter
+
+    def __post_init__(self) -> None:
+        # One shape for every model: a list of pairs. Without tags (a bilingual config) the one pair
+        # is always this section's own keys, also after dataclasses.replace() of one of them.
+        if not (self.target_tags and self.pairs):
+            own = PairConfig(path=self.path, src_lang=self.src_lang, tgt_lang=self.tgt_lang, format=self.format,
+                             hub_name=self.hub_name, hub_config=self.hub_config, train_split=self.train_split,
+                             valid_split=self.valid_split, test_splits=self.test_splits)
+            object.__setattr__(self, "pairs", (own,))
+
+    @property
+    def target_langs(self) -> tuple[str, ...]:
+        """The languages the model translates into, in the order of `pairs` (one tag each with target_tags)."""
+        return tuple(dict.fromkeys(p.tgt_lang for p in self.pairs))
+
+    def split_label(self, pair: PairConfig, split: str, sep: str = ".") -> str:
+        """How prepared files (`sep` '.') and reports (`sep` '/') name `split` of `pair`: by the split
+        alone when the model has one pair (`val`), else after its pair (`en-de.val`, `en-de/val`)."""
+        return split if len(self.pairs) == 1 else f"{pair.name}{sep}{split}"
 
 
 @dataclass(frozen=True)

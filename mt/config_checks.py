@@ -176,10 +176,11 @@ def check_data_format(data_format: str) -> None:
 
 
 def check_pairs(cfg: Config) -> None:
-    """MTError naming `data.pairs[i].key` for a pair without a path or languages, a language code
-    that cannot name a tag or a file, a repeated pair, or a multi-pair run with a hub dataset."""
+    """MTError naming `data.pairs[i].key` for a listed pair without a path or languages, a language
+    code that cannot name a tag or a file, a repeated pair, or a hub pair without its dataset. (An
+    untagged model's one pair is the data section's own keys, which the loader checks as such.)"""
     seen: dict[tuple[str, str], int] = {}
-    for i, pair in enumerate(cfg.data.pairs):
+    for i, pair in enumerate(cfg.data.pairs if cfg.data.target_tags else ()):
         where = f"data.pairs[{i}]"
         for key in ("path", "src_lang", "tgt_lang"):
             if not getattr(pair, key).strip():

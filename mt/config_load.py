@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from mt.config import Config
+from mt.config import Config, DataConfig
 from mt.config_checks import check_values, short_repr
 from mt.errors import MTError
 from mt.textio import atomic_write
@@ -142,7 +142,20 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
             kwargs[key] = _build_list(item_cls, value, where, cls, raw)
             continue
         kwargs[key] = _coerce(value, tp, where)
+    if cls is DataConfig:
+        _resolve_target_tags(kwargs, prefix)
     return cls(**kwargs)
+
+
+def _resolve_target_tags(kwargs: dict[str, Any], where: str) -> None:
+    """`data.target_tags` left out: true when `data.pairs` lists the pairs (a config or checkpoint of
+    before the key existed means that too), else false. An untagged model is the one pair of the
+    data section's own keys (`DataConfig` builds it), so a list of pairs without tags is an error."""
+    listed = bool(kwargs.get("pairs"))
+    kwargs.setdefault("target_tags", listed)
+    if listed and not kwargs["target_tags"]:
+        raise MTError(f"config key '{where}.target_tags': a model of data.pairs has target tags; for one pair "
+                      f"without a tag, leave data.pairs out and set data.path, data.src_lang and data.tgt_lang")
 
 
 def config_from_dict(raw: dict[str, Any]) -> Config:
@@ -153,7 +166,8 @@ def config_from_dict(raw: dict[str, Any]) -> Config:
 
 
 def config_to_dict(cfg: Config) -> dict[str, Any]:
-    """A plain nested dict of builtins (tuples become lists), safe for YAML and `torch.save`."""
+    """A plain nested dict of builtins (tuples become lists), safe for YAML and `torch.save`; what
+    `config_from_dict` reads back to an equal Config (an untagged model's one pair as `pairs: []`)."""
 
     def plain(v: Any) -> Any:
         if isinstance(v, dict):
@@ -162,7 +176,10 @@ def config_to_dict(cfg: Config) -> dict[str, Any]:
             return [plain(x) for x in v]
         return v
 
-    return plain(dataclasses.asdict(cfg))
+    out = plain(dataclasses.asdict(cfg))
+    if not cfg.data.target_tags:  # the one pair is the data section's own keys: written once, there
+        out["data"]["pairs"] = []
+    return out
 
 
 def _parse_override(text: str) -> tuple[list[str], Any]:

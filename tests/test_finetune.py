@@ -97,7 +97,7 @@ def test_weights_are_the_checkpoints_tokenizer_reused_state_fresh(tmp_path: Path
     assert saved["model"] == base["config"]["model"] and saved["tokenizer"] == base["config"]["tokenizer"]
     assert saved["data"]["tgt_lang"] == "fr" and saved["train"]["init_from"] == str(tiny_base)
     report = json.loads((run / "data" / "clean_report.json").read_text(encoding="utf-8"))
-    assert report["round_trip"]["train"]["lines"] == 300  # cleaning and round-trip checks still ran
+    assert report["pairs"]["en-fr"]["round_trip"]["train"]["lines"] == 300  # cleaning and round-trip checks still ran
     manifest = json.loads((run / "data" / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["tokenizer_from"]["path"] == str(tiny_base)
 

@@ -66,7 +66,7 @@ def test_english_to_chinese(tmp_path: Path) -> None:
     config = write_config(tmp_path, "en_zh", {"src_lang": "en", "tgt_lang": "zh"})
     out = mt("prepare", str(config), cwd=tmp_path).stdout
     run = tmp_path / "runs" / "en_zh"
-    report = json.loads((run / "data" / "clean_report.json").read_text(encoding="utf-8"))
+    report = json.loads((run / "data" / "clean_report.json").read_text(encoding="utf-8"))["pairs"]["en-zh"]
     # Whitespace words would make every pair "one Chinese word": pieces keep all 400.
     assert report["kept"] == 400 and sum(report["dropped"].values()) == 0, out
     assert all(r["changed"] == 0 for r in report["round_trip"].values()), report["round_trip"]
@@ -99,7 +99,7 @@ def test_japanese_to_english(tmp_path: Path) -> None:
     config = write_config(tmp_path, "ja_en", {"src_lang": "ja", "tgt_lang": "en"})
     mt("prepare", str(config), cwd=tmp_path)
     run = tmp_path / "runs" / "ja_en"
-    report = json.loads((run / "data" / "clean_report.json").read_text(encoding="utf-8"))
+    report = json.loads((run / "data" / "clean_report.json").read_text(encoding="utf-8"))["pairs"]["ja-en"]
     assert report["kept"] == 400 and all(r["changed"] == 0 for r in report["round_trip"].values())
     mt("train", str(config), cwd=tmp_path)
     ckpt = run / "checkpoints" / "best.pt"
@@ -135,7 +135,7 @@ def test_long_lines_train_validate_and_translate(tmp_path: Path) -> None:
                           {"model": {"max_positions": 128}, "train": {"valid_max_sentences": 0}})
     out = mt("prepare", str(config), cwd=tmp_path).stdout
     run = tmp_path / "runs" / "long"
-    report = json.loads((run / "data" / "clean_report.json").read_text(encoding="utf-8"))
+    report = json.loads((run / "data" / "clean_report.json").read_text(encoding="utf-8"))["pairs"]["en-de"]
     assert report["kept"] == 300, out
     assert report["dropped"]["too_long"] == 2 and report["dropped"]["over_max_positions"] == 1, report
     assert report["truncated"] == {"valid": 2, "test": 1}, report

@@ -1,5 +1,6 @@
-"""Several language pairs in one model (data.pairs): config checks, target tags, the temperature
-sampler, per-pair validation, `--target-lang` through the real CLI and CTranslate2 parity with tags.
+"""Several language pairs in one model (data.pairs): config checks, one shape for every model
+(a bilingual config is one untagged pair), target tags, the temperature sampler, per-pair
+validation, `--target-lang` through the real CLI and CTranslate2 parity with tags.
 
 The corpora are the synthetic en-de and en-ru pairs of tests/langdata.py (no network, seconds).
 """
@@ -18,9 +19,10 @@ from langdata import pairs as lang_pairs
 from langdata import write_text_corpus
 
 from mt.cli import main
-from mt.config import TokenizerConfig
-from mt.config_load import load_config
+from mt.config import PairConfig, TokenizerConfig
+from mt.config_load import config_from_dict, config_to_dict, config_to_yaml, load_config
 from mt.data.batching import TokenBatchSampler, pair_sample_counts
+from mt.data.prepare import prepare
 from mt.data.splits import load_split
 from mt.data.tokenizer import EOS_ID, Tokenizer, train_sentencepiece
 from mt.errors import MTError
@@ -105,11 +107,62 @@ def test_pairs_inherit_format_and_splits_from_the_data_section(tmp_path: Path) -
     assert (b.format, b.valid_split, b.test_splits) == ("text", "dev", ("t2", "t3"))
 
 
-def test_bilingual_config_has_no_pairs() -> None:
+def test_a_bilingual_config_is_one_untagged_pair() -> None:
     cfg = load_config(REPO / "configs" / "multi30k_en_de.yaml")
-    assert cfg.data.pairs == () and cfg.data.pair_temperature == 1.0
+    d = cfg.data
+    assert d.pairs == (PairConfig(path=d.path, src_lang="en", tgt_lang="de", format=d.format, train_split="train",
+                                  valid_split="val", test_splits=d.test_splits),)
+    assert not d.target_tags and d.target_langs == ("de",) and d.pairs[0].name == "en-de"
+    assert d.split_label(d.pairs[0], "val") == "val" and d.split_label(d.pairs[0], "val", "/") == "val"
     shipped = load_config(REPO / "configs" / "multi30k_en_defr.yaml").data
     assert [(p.src_lang, p.tgt_lang) for p in shipped.pairs] == [("en", "de"), ("en", "fr")]
+    assert shipped.target_tags and shipped.target_langs == ("de", "fr")
+    assert shipped.split_label(shipped.pairs[1], "val") == "en-fr.val"
+    assert shipped.split_label(shipped.pairs[1], "val", "/") == "en-fr/val"
+
+
+def test_the_one_pair_follows_the_data_keys_and_is_written_once(tmp_path: Path) -> None:
+    """An untagged model's pair is the data section's own keys, also after dataclasses.replace and
+    a round trip through a stored config, which writes it once (`pairs: []`, as before the pairs
+    were one shape), so `--set data.path=...` on a stored config.yaml still moves it."""
+    import dataclasses
+
+    cfg = load_config(REPO / "configs" / "tiny.yaml")
+    moved = dataclasses.replace(cfg.data, path="elsewhere")
+    assert moved.pairs[0].path == "elsewhere" and moved.pairs[0].tgt_lang == "de"
+    stored = config_to_dict(cfg)
+    assert stored["data"]["pairs"] == [] and stored["data"]["target_tags"] is False
+    assert config_from_dict(stored) == cfg
+    path = tmp_path / "config.yaml"
+    path.write_text(config_to_yaml(cfg), encoding="utf-8")
+    assert load_config(path, ["data.path=other"]).data.pairs[0].path == "other"
+
+
+@pytest.mark.parametrize("overrides,tagged,pairs", [
+    ([], False, [("en", "de")]),
+    (["data.target_tags=true"], True, [("en", "de")]),  # one pair with its tag, from the data keys
+    (["data.pairs=[{path: x, src_lang: en, tgt_lang: fr}]"], True, [("en", "fr")]),  # one listed pair: tagged
+    (["data.pairs=[{path: x, src_lang: en, tgt_lang: fr}, {path: y, src_lang: de, tgt_lang: fr}]"], True,
+     [("en", "fr"), ("de", "fr")]),
+])
+def test_whether_a_model_has_tags_survives_a_stored_config(overrides: list[str], tagged: bool,
+                                                           pairs: list[tuple[str, str]]) -> None:
+    cfg = load_config(REPO / "configs" / "tiny.yaml", overrides)
+    assert cfg.data.target_tags is tagged and [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs] == pairs
+    again = config_from_dict(config_to_dict(cfg))
+    assert again == cfg and again.data.target_tags is tagged
+
+
+def test_a_stored_config_of_before_target_tags_reads_as_it_was_meant() -> None:
+    """Checkpoints and config.yaml files written before data.target_tags existed: `pairs: []` is
+    one untagged pair, a list of pairs is tagged."""
+    raw = config_to_dict(load_config(REPO / "configs" / "tiny.yaml"))
+    del raw["data"]["target_tags"]
+    assert not config_from_dict(raw).data.target_tags
+    raw["data"]["pairs"] = [{"path": "x", "src_lang": "en", "tgt_lang": "fr"}]
+    assert config_from_dict(raw).data.target_tags
+    with pytest.raises(MTError, match=r"^config key 'data.target_tags': a model of data.pairs has target tags; "):
+        config_from_dict({**raw, "data": {**raw["data"], "target_tags": False}})
 
 
 # --------------------------------------------------------------------------- tags
@@ -133,8 +186,11 @@ def test_tag_is_one_piece_prepended_as_an_id_and_never_read_from_text(tagged: To
     assert de.src_pieces("he")[0] == "<2de>"
     assert de.encode_tgt(["er liest"]) == tagged.encode_tgt(["er liest"])  # targets carry no tag
     assert de.decode_tgt([[4, *tagged.encode_tgt(["er liest"])[0], EOS_ID]]) == ["er liest"]  # decoding drops it
-    with pytest.raises(MTError, match=r"target language 'fr': the model has no tag <2fr>; it translates into de, ru"):
+    with pytest.raises(MTError, match=r"^target language fr: the model does not translate into 'fr'; it knows de, ru$"):
         tagged.for_target("fr")
+    with pytest.raises(MTError, match=r"^--target-lang: required: this model translates into de, ru$"):
+        tagged.for_target(None, flag="--target-lang")
+    assert tagged.targets == ("de", "ru") and tagged.for_target("de").targets == ("de", "ru")
     # the tag survives pickling (worker processes of prepare)
     import pickle
 
@@ -146,9 +202,19 @@ def test_bilingual_tokenizer_is_unchanged_by_the_tag_support() -> None:
     src, tgt = [s for s, _ in rows], [t for _, t in rows]
     cfg = TokenizerConfig(vocab_size=100, byte_fallback=False)
     a, b = train_sentencepiece(src, tgt, cfg), train_sentencepiece(src, tgt, cfg, [])
-    assert a.model_bytes() == b.model_bytes() and a.target_tags() == {}
-    with pytest.raises(MTError, match="none \\(not a multi-pair model\\)"):
-        a.for_target("de")
+    c = train_sentencepiece(src, tgt, cfg, ["de"], tags=False)  # knows its language, has no tag
+    assert a.model_bytes() == b.model_bytes() == c.model_bytes() and a.target_tags() == c.target_tags() == {}
+    # for_target of a model without tags: the tokenizer itself, for its language or none given
+    assert c.targets == ("de",) and c.for_target("de") is c and c.for_target(None) is c
+    assert c.for_target("de").encode_src(src[:3]) == a.encode_src(src[:3])
+    with pytest.raises(MTError, match=r"^--target-lang fr: the model does not translate into 'fr'; it knows de$"):
+        c.for_target("fr", flag="--target-lang")
+    assert a.targets == () and a.for_target("de") is a  # not told its language: it has nothing to add
+    import pickle
+
+    assert pickle.loads(pickle.dumps(c)).targets == ("de",)  # what a server's worker sends back
+    with pytest.raises(MTError, match="train.init_from: fine-tuning a multi-pair config"):
+        prepare(load_config(REPO / "configs" / "multi30k_en_defr.yaml"), tokenizer=a)
 
 
 # --------------------------------------------------------------------------- sampler
@@ -182,6 +248,16 @@ def test_sampler_mixes_pairs_in_the_temperature_proportions() -> None:
     assert not np.array_equal(np.concatenate(sampler.epoch_batches(0)), np.concatenate(sampler.epoch_batches(1)))
     with pytest.raises(MTError, match="do not add up"):
         TokenBatchSampler(src, tgt, max_tokens=200, max_sentences=64, seed=3, pair_sizes=[300, 99])
+
+
+def test_sampler_of_one_pair_draws_what_a_bilingual_one_always_did() -> None:
+    """A bilingual run's manifest lists its one pair: its batches are those of no pair_sizes at all."""
+    rng = np.random.default_rng(1)
+    src, tgt = rng.integers(1, 20, 400), rng.integers(1, 20, 400)
+    plain = TokenBatchSampler(src, tgt, max_tokens=200, max_sentences=64, seed=3)
+    one = TokenBatchSampler(src, tgt, max_tokens=200, max_sentences=64, seed=3, pair_sizes=[400], temperature=5.0)
+    for epoch in (0, 1):
+        assert all(np.array_equal(x, y) for x, y in zip(plain.epoch_batches(epoch), one.epoch_batches(epoch), strict=True))
 
 
 # --------------------------------------------------------------------------- through the CLI
@@ -268,12 +344,14 @@ def test_evaluate_scores_each_pair(multi_run: tuple[Path, Path], monkeypatch: py
                              "--out-dir", tmp_path / "ru")
     assert code == 0 and "en-ru/test" in out and "en-de/test" not in out, err
     code, out, err = run_cli(monkeypatch, capsys, "evaluate", "-c", ckpt, "--split", "nope")
-    assert code == 2 and err.count("\n") == 1 and "split 'nope': no language pair of the model has it" in err
+    assert code == 2 and err.count("\n") == 1
+    assert (f"split 'nope': not found in {run.parent.parent / 'en-de'} (the config names: train, val, test); "
+            f"{run.parent.parent / 'en-ru'} (the config names: train, val, test)") in err, err
 
 
+@pytest.mark.requires("ctranslate2")
 def test_export_parity_with_tags(multi_run: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
                                  capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
-    pytest.importorskip("ctranslate2")
     from mt.data.batching import collate_source
     from mt.decode.search import greedy_search
     from mt.deploy.ct2 import CT2Translator
@@ -354,7 +432,6 @@ def test_resume_is_exact_with_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_plot_attention_of_a_multi_pair_run(multi_run: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture, tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     import shutil
 
     _, run = multi_run

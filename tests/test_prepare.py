@@ -45,7 +45,11 @@ def test_tiny_run_files_and_manifest(tiny_run: Config) -> None:
     assert load_config(run_dir / "config.yaml") == tiny_run
     manifest = json.loads((run_dir / "data" / "manifest.json").read_text())
     assert {s: v["sentences"] for s, v in manifest["splits"].items()} == SPLIT_SIZES
-    assert manifest["skipped_test_splits"] == [] and len(manifest["fingerprint"]) == 64
+    assert manifest["cache_version"] == 3 and len(manifest["fingerprint"]) == 64
+    # A bilingual run is one pair without a tag: its splits keep their own names.
+    tests = {s: s for s in SPLIT_SIZES if s.startswith("test")}
+    assert manifest["pairs"] == [{"name": "en-de", "src_lang": "en", "tgt_lang": "de", "tag": None, "train_sentences": 2000,
+                                  "valid_split": "val", "test_splits": tests, "skipped_test_splits": []}]
     assert not (run_dir / ".prepare.tmp").exists()
     for split, n in SPLIT_SIZES.items():
         for side in ("src", "tgt"):
@@ -55,7 +59,10 @@ def test_tiny_run_files_and_manifest(tiny_run: Config) -> None:
             assert offsets[-1] * IDS_DTYPE.itemsize == ids_bytes
             assert manifest["splits"][split][f"{side}_tokens"] == offsets[-1]
     report = json.loads((run_dir / "data" / "clean_report.json").read_text())
-    assert report["read"] == 2000 and report["kept"] == 2000 and sum(report["dropped"].values()) == 0
+    assert report["length_unit"] == "pieces" and report["train_limit"] == 2000 and list(report["pairs"]) == ["en-de"]
+    pair = report["pairs"]["en-de"]
+    assert pair["split"] == "train" and pair["read"] == 2000 and pair["kept"] == 2000
+    assert sum(pair["dropped"].values()) == 0 and set(pair["truncated"]) == set(tests) | {"val"}
 
 
 def test_memmap_equals_fresh_encoding(tiny_run: Config) -> None:
@@ -166,10 +173,11 @@ def test_clean_report_counts(tmp_path: Path) -> None:
     cfg = tiny_config_at(root, tmp_path / "runs", ["data.train_limit=0", "data.max_len=40", "data.test_splits=[]",
                                                    "tokenizer.vocab_size=50", "tokenizer.byte_fallback=false"])
     prepare(cfg)
-    report = json.loads((cfg.run_dir / "data" / "clean_report.json").read_text())
+    full = json.loads((cfg.run_dir / "data" / "clean_report.json").read_text())
+    report = full["pairs"]["en-de"]
     assert report["read"] == 156 and report["kept"] == 150
     assert report["dropped"] == {"empty": 3, "too_long": 2, "ratio": 1, "over_max_positions": 0}
-    assert report["length_unit"] == "pieces" and report["round_trip"]["val"] == {"lines": 2, "changed": 0, "examples": []}
+    assert full["length_unit"] == "pieces" and report["round_trip"]["val"] == {"lines": 2, "changed": 0, "examples": []}
     assert len(load_split(cfg.run_dir, "train")) == 150
     val = load_split(cfg.run_dir, "val")
     assert len(val) == 2 and val.src.lengths()[1] == 0 and val.tgt.lengths()[1] == 0

@@ -167,7 +167,7 @@ def test_a_missing_requirement_fails_unless_offline_is_asked_for(monkeypatch: py
 
 # Test files of other branches still to be moved to `require` when they are merged (issue 34): empty
 # this once they are.
-SKIPS_TO_MOVE = {"test_multipair.py"}
+SKIPS_TO_MOVE: set[str] = set()
 
 
 def test_no_test_file_skips_by_itself() -> None:

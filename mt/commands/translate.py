@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TypeVar
 
 from mt.config import DecodeConfig
-from mt.data.pairs import tokenizer_for_target
 from mt.decode.engine import NativeEngine
 from mt.decode.forced import score_pairs
 from mt.decode.translate import translate_lines, translate_nbest
@@ -149,7 +148,7 @@ def translate_command(
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
     model, tokenizer, cfg, dev = load_engine(checkpoints, device)
-    tokenizer = tokenizer_for_target(tokenizer, cfg, target_lang)
+    tokenizer = tokenizer.for_target(target_lang, flag="--target-lang")
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                              precision=precision)
@@ -213,7 +212,7 @@ def score_command(
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
     engine, tokenizer, cfg, dev = load_engine(checkpoints, device)
-    tokenizer = tokenizer_for_target(tokenizer, cfg, target_lang)
+    tokenizer = tokenizer.for_target(target_lang, flag="--target-lang")
     if not isinstance(engine, NativeEngine):
         raise MTError(f"-c {checkpoints[0]}: mt score runs mt's own model; give the .pt checkpoint, not an export")
     decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)

@@ -166,8 +166,8 @@ class TokenBatchSampler:
     floor(m_i / n_i) times, plus m_i mod n_i of them drawn without replacement), with the same
     rng((seed, epoch)); that multiset is then shuffled, sorted and packed as above, so batches mix
     pairs, and the batch list stays a pure function of (lengths, budgets, seed, epoch, pair sizes,
-    temperature): resume skips batches exactly as in the bilingual case. Without `pair_sizes` the
-    sampler draws exactly what it always did.
+    temperature): resume skips batches exactly as in the bilingual case. With one pair (or no
+    `pair_sizes`) there is nothing to mix, and the sampler draws exactly what it always did.
     """
 
     def __init__(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, max_tokens: int, max_sentences: int,
@@ -192,7 +192,8 @@ class TokenBatchSampler:
         self.pair_sizes = [int(n) for n in pair_sizes]
         if self.pair_sizes and sum(self.pair_sizes) != len(src_lengths):
             raise MTError(f"sampler: pair sizes {self.pair_sizes} do not add up to the {len(src_lengths)} training pairs")
-        self.pair_counts = pair_sample_counts(self.pair_sizes, temperature) if self.pair_sizes else []
+        # Pairs to mix: several (one pair's epoch is all of it, in the order drawn below).
+        self.pair_counts = pair_sample_counts(self.pair_sizes, temperature) if len(self.pair_sizes) > 1 else []
 
     def _epoch_pool(self, rng: np.random.Generator) -> np.ndarray:
         """(sum n_i,) the split indices one multi-pair epoch trains on, pair by pair (see the class docstring)."""
@@ -206,7 +207,7 @@ class TokenBatchSampler:
     def all_batches(self, epoch: int) -> list[np.ndarray]:
         """Every rank's batches of the epoch, in training order (before DDP sharding)."""
         rng = np.random.default_rng((self.seed, epoch))
-        if self.pair_sizes:
+        if self.pair_counts:
             pool = self._epoch_pool(rng)
             perm = pool[rng.permutation(len(pool))]
         else:

@@ -1,6 +1,7 @@
 """Load, validate and clean parallel text, streamed.
 
-Formats (`DataConfig.format`):
+A corpus is one language pair's `PairConfig` (a `DataConfig` has the same keys, for its own pair).
+Formats (`format`):
   text   `{path}/{split}.{src_lang}` and `.{tgt_lang}`, plain or `.gz`; line i translates line i
   tsv    `{path}/{split}.tsv` (or `.tsv.gz`): `source<TAB>target` per line
   jsonl  `{path}/{split}.jsonl` (or `.jsonl.gz`): `{"src": .., "tgt": ..}` or `{"translation": {lang: ..}}`
@@ -22,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mt.config import DataConfig
+from mt.config import DataConfig, PairConfig
 from mt.config_checks import check_data_format
 from mt.errors import MTError
 from mt.textio import iter_lines
 
+Corpus = PairConfig | DataConfig  # what names a corpus: path, format, hub_name/hub_config, src_lang, tgt_lang
 DROP_REASONS = ("empty", "too_long", "ratio", "over_max_positions")
 _HF_BATCH = 1000  # rows converted from Arrow per step when iterating a HF dataset
 
@@ -97,7 +99,7 @@ def _existing(base: Path) -> Path | None:
     return None
 
 
-def _text_files(data: DataConfig, split: str) -> list[Path]:
+def _text_files(data: Corpus, split: str) -> list[Path]:
     root = Path(data.path)
     if data.format == "text":
         bases = [root / f"{split}.{data.src_lang}", root / f"{split}.{data.tgt_lang}"]
@@ -115,7 +117,7 @@ def _text_files(data: DataConfig, split: str) -> list[Path]:
     return files
 
 
-def split_files(data: DataConfig, split: str) -> list[Path]:
+def split_files(data: Corpus, split: str) -> list[Path]:
     """The local files a split is read from (all files of a saved dataset; [] for hub). MTError if missing."""
     if data.format == "hub":
         return []
@@ -127,7 +129,7 @@ def split_files(data: DataConfig, split: str) -> list[Path]:
     return _text_files(data, split)
 
 
-def split_available(data: DataConfig, split: str) -> bool:
+def split_available(data: Corpus, split: str) -> bool:
     """Whether a split exists at all (any of its files, or the split name in a saved/hub dataset).
 
     A split with only some of its files present counts as available, so that reading it reports
@@ -185,7 +187,7 @@ def _checked_text(value: Any, where: str) -> str:
     return value
 
 
-def _pair_from_row(row: Any, data: DataConfig, where: str) -> tuple[str, str]:
+def _pair_from_row(row: Any, data: Corpus, where: str) -> tuple[str, str]:
     """(source, target) from a {"src", "tgt"} or {"translation": {lang: text}} record."""
     if not isinstance(row, dict):
         raise MTError(f"{where}: expected an object, got {type(row).__name__}")
@@ -200,7 +202,7 @@ def _pair_from_row(row: Any, data: DataConfig, where: str) -> tuple[str, str]:
     raise MTError(f"{where}: expected keys 'src' and 'tgt' or 'translation', got {sorted(row)}")
 
 
-def _iter_jsonl(path: Path, data: DataConfig) -> Iterator[tuple[str, str]]:
+def _iter_jsonl(path: Path, data: Corpus) -> Iterator[tuple[str, str]]:
     for number, line in enumerate(iter_lines(path), start=1):
         if not line.strip():  # blank lines (e.g. a trailing one) are not records
             continue
@@ -229,7 +231,7 @@ def _load_saved(root: Path) -> Any:
     return ds
 
 
-def _iter_rows(ds: Any, data: DataConfig, where: str) -> Iterator[tuple[str, str]]:
+def _iter_rows(ds: Any, data: Corpus, where: str) -> Iterator[tuple[str, str]]:
     """Pairs from a HF Dataset / IterableDataset, converted from Arrow in batches (much faster than per row)."""
     number = 0
     for batch in ds.iter(batch_size=_HF_BATCH):
@@ -240,7 +242,7 @@ def _iter_rows(ds: Any, data: DataConfig, where: str) -> Iterator[tuple[str, str
             yield _pair_from_row({c: batch[c][i] for c in columns}, data, f"{where}: row {number}")
 
 
-def _iter_saved(data: DataConfig, split: str) -> Iterator[tuple[str, str]]:
+def _iter_saved(data: Corpus, split: str) -> Iterator[tuple[str, str]]:
     root = Path(data.path)
     if not root.is_dir():
         raise MTError(f"saved dataset '{root}' does not exist")
@@ -250,7 +252,7 @@ def _iter_saved(data: DataConfig, split: str) -> Iterator[tuple[str, str]]:
     yield from _iter_rows(dsd[split], data, f"{root}[{split}]")
 
 
-def _iter_hub(data: DataConfig, split: str) -> Iterator[tuple[str, str]]:
+def _iter_hub(data: Corpus, split: str) -> Iterator[tuple[str, str]]:
     import datasets
 
     if not data.hub_name:
@@ -267,7 +269,7 @@ def _iter_hub(data: DataConfig, split: str) -> Iterator[tuple[str, str]]:
 # --------------------------------------------------------------------------- public API
 
 
-def iter_split(data: DataConfig, split: str) -> Iterator[tuple[str, str]]:
+def iter_split(data: Corpus, split: str) -> Iterator[tuple[str, str]]:
     """(source, target) raw pairs of one split, streamed in corpus order, line terminators removed.
 
     Raises MTError for a missing file or split, line counts that differ (naming both files and
@@ -285,7 +287,7 @@ def iter_split(data: DataConfig, split: str) -> Iterator[tuple[str, str]]:
     return _iter_jsonl(files[0], data)
 
 
-def read_split(data: DataConfig, split: str) -> tuple[list[str], list[str]]:
+def read_split(data: Corpus, split: str) -> tuple[list[str], list[str]]:
     """Raw source and target lines of one split, in order (no cleaning). Same errors as `iter_split`."""
     src: list[str] = []
     tgt: list[str] = []

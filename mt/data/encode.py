@@ -4,13 +4,15 @@
 cleans the training split by lengths in pieces (or truncates the other splits to the model's
 length), checks the target round trip, and appends the ids to four files written atomically:
 `<split>.{src,tgt}.ids` (int32, all sentences concatenated) and `.offsets` (int64, N+1). Memory is
-bounded by a few chunks in flight, not by the corpus. `mt.data.prepare` orchestrates the stage.
+bounded by a few chunks in flight, not by the corpus. `concatenate_splits` joins the training
+splits of several language pairs into one. `mt.data.prepare` orchestrates the stage.
 """
 
 from __future__ import annotations
 
 import itertools
 import multiprocessing as mp
+import shutil
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -168,3 +170,23 @@ def encode_split(pairs: Iterable[tuple[str, str]], clean: corpus.CleanLimits | N
     stats = {"sentences": writer.sentences, "src_tokens": writer.totals["src"], "tgt_tokens": writer.totals["tgt"],
              "truncated": truncated, "round_trip_changed": changed}
     return stats, report, examples
+
+
+def concatenate_splits(data_dir: Path, parts: list[str], out: str) -> None:
+    """Make split `out` of the splits `parts`, one after the other (offsets shifted), streamed: the
+    first part becomes `out` and each next one is appended to it, then deleted."""
+    for side in ("src", "tgt"):
+        ids_out, off_out = split_path(data_dir, out, side, "ids"), split_path(data_dir, out, side, "offsets")
+        split_path(data_dir, parts[0], side, "ids").replace(ids_out)
+        split_path(data_dir, parts[0], side, "offsets").replace(off_out)
+        base = int(np.fromfile(off_out, dtype=OFFSETS_DTYPE)[-1])
+        with open(ids_out, "ab") as ids_f, open(off_out, "ab") as off_f:
+            for part in parts[1:]:
+                with open(split_path(data_dir, part, side, "ids"), "rb") as f:
+                    shutil.copyfileobj(f, ids_f)
+                offsets = np.fromfile(split_path(data_dir, part, side, "offsets"), dtype=OFFSETS_DTYPE)
+                (offsets[1:] + base).tofile(off_f)
+                base += int(offsets[-1])
+                for kind in ("ids", "offsets"):
+                    split_path(data_dir, part, side, kind).unlink()
+            assert ids_f.tell() == base * IDS_DTYPE.itemsize

@@ -1,12 +1,30 @@
 """The prepare stage: train sentencepiece, encode every split into memory-mapped token arrays.
 
+A model serves a list of language pairs, `cfg.data.pairs` (a bilingual config is its one pair,
+without target tags). One sentencepiece model, joint or source + target, is trained on a seeded
+sample of all pairs' training data; with `data.target_tags` its source side holds a control piece
+`<2lang>` per target language (Johnson et al. 2017, mt.data.tokenizer). Every split of a pair is
+encoded with `tokenizer.for_target(pair.tgt_lang)`, which puts the pair's tag id in front of each
+source when the model has tags: the tag costs one source position and is never split or
+confused with text.
+
 Layout in `cfg.run_dir` (see ARCHITECTURE.md): `config.yaml`, `spm.model` (or `spm.src.model` +
-`spm.tgt.model`), and in `data/`: `<split>.{src,tgt}.ids` (int32, little-endian, all sentences
-concatenated, no BOS/EOS), `<split>.{src,tgt}.offsets` (int64, N+1), `clean_report.json`, and
-`manifest.json`, written last: a cache without a manifest, or whose fingerprint differs from the
-inputs + config, is rebuilt. The corpus is streamed in chunks (`mt.data.encode`, in
-`tokenizer.workers` processes): memory is bounded by the tokenizer sample and a few chunks in
-flight, not by the corpus size.
+`spm.tgt.model`), and in `data/`:
+
+- `<data.train_split>.{src,tgt}.{ids,offsets}`: every pair's cleaned training data, concatenated in
+  the order of `data.pairs` (int32 ids, little-endian, no BOS/EOS; int64 offsets, N+1);
+- each pair's validation and test splits under `DataConfig.split_label`: `val` for a model of one
+  pair, `en-de.val` among several; kept whole, but cut to the model's length;
+- `clean_report.json`: the cleaning settings and, per pair, its training pairs dropped, its
+  valid/test pairs truncated and its target lines the tokenizer changes;
+- `manifest.json`, written last: `pairs` (name, languages, tag id, training sentences: the
+  boundaries the temperature sampler of mt.data.batching needs, and the prepared name of each
+  split), split sizes and the fingerprint of the inputs + config. A cache without a manifest, or
+  whose fingerprint differs, is rebuilt; so is one an older mt wrote (its `cache_version`), with a
+  one-line notice.
+
+The corpus is streamed in chunks (`mt.data.encode`, in `tokenizer.workers` processes): memory is
+bounded by the tokenizer sample and a few chunks in flight, not by the corpus size.
 
 Lengths are subword pieces. The training split is cleaned after encoding (`data.max_len`,
 `data.max_len_ratio`, and `model.max_positions`: the source + EOS and BOS + target must fit);
@@ -18,6 +36,7 @@ dropped, truncated and changed go to `clean_report.json`, with a warning when th
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -25,15 +44,14 @@ import logging
 import shutil
 import time
 import warnings
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from mt.config import Config, DataConfig
+from mt.config import Config, PairConfig
 from mt.config_load import config_to_yaml, save_config
 from mt.data import corpus
-from mt.data.encode import encode_split, split_path, worker_pool
+from mt.data.encode import concatenate_splits, encode_split, split_path, worker_pool
 from mt.data.splits import MANIFEST
 from mt.data.tokenizer import (
     JOINT_MODEL,
@@ -41,6 +59,7 @@ from mt.data.tokenizer import (
     TGT_MODEL,
     Tokenizer,
     reservoir_sample,
+    target_tag,
     train_sentencepiece,
 )
 from mt.errors import MTError, MTWarning
@@ -48,7 +67,9 @@ from mt.textio import atomic_write
 
 log = logging.getLogger(__name__)  # stage reports; the CLI shows them, a server may not
 
-CACHE_VERSION = 2  # 2: cleaning counts pieces, max_positions filter and truncation, byte fallback
+# 3: one layout for every model (manifest and clean report list the pairs, one pair too);
+# 2: cleaning counts pieces, max_positions filter and truncation, byte fallback
+CACHE_VERSION = 3
 CLEAN_REPORT = "clean_report.json"
 DROP_WARNING = 0.05  # warn when cleaning drops more than this fraction of the training pairs
 ROUND_TRIP_WARNING = 0.001  # warn when more target lines than this fraction change in the tokenizer
@@ -62,26 +83,29 @@ SAMPLE_LIMITS = corpus.CleanLimits(max_len=4192 // 4, max_len_ratio=0)
 # --------------------------------------------------------------------------- fingerprint
 
 
-def _data_for_fingerprint(cfg: Config) -> dict[str, Any]:
-    tok = asdict(cfg.tokenizer)
+def _shaping_config(cfg: Config) -> dict[str, Any]:
+    """The settings that shape the cache (not: workers, sampling, which happens per epoch in
+    training, the pair temperature, nor the data section's own keys a list of pairs leaves unused)."""
+    tok = dataclasses.asdict(cfg.tokenizer)
     for key in ("workers", "sampling_alpha", "sampling_nbest"):
-        tok.pop(key)  # processes do not change the cache, and sampling happens per epoch in training
-    data = json.loads(json.dumps(asdict(cfg.data)))
-    data.pop("pair_temperature")  # sampling, not the cache
-    if not data["pairs"]:
-        data.pop("pairs")  # a bilingual cache keeps the fingerprint it had before data.pairs existed
-    return {"data": data, "tokenizer": tok, "seed": cfg.train.seed,
-            "max_positions": cfg.model.max_positions, "cache_version": CACHE_VERSION}
+        tok.pop(key)
+    d = cfg.data
+    data = {"pairs": [dataclasses.asdict(p) for p in d.pairs], "target_tags": d.target_tags,
+            "train_split": d.train_split, "train_limit": d.train_limit, "max_len": d.max_len,
+            "max_len_ratio": d.max_len_ratio}
+    return {"data": data, "tokenizer": tok, "seed": cfg.train.seed, "max_positions": cfg.model.max_positions,
+            "cache_version": CACHE_VERSION}
 
 
-def _fingerprint(cfg: Config, splits: list[str], reused: Tokenizer | None = None) -> tuple[str, dict[str, Any]]:
-    """sha256 over the input files (path, size, mtime) of `splits` and the config that shapes the
-    cache, plus the sha256 of a `reused` tokenizer's model bytes (fine-tuning)."""
+def _fingerprint(cfg: Config, splits: dict[str, list[str]], reused: Tokenizer | None = None) -> tuple[str, dict[str, Any]]:
+    """sha256 over the input files (path, size, mtime) of every pair's `splits` and the config that
+    shapes the cache, plus the sha256 of a `reused` tokenizer's model bytes (fine-tuning)."""
     inputs = {}
-    for split in splits:
-        inputs[split] = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns]
-                         for p in corpus.split_files(cfg.data, split)]
-    payload = {"inputs": inputs, **_data_for_fingerprint(cfg)}
+    for pair in cfg.data.pairs:
+        for split in splits[pair.name]:
+            inputs[cfg.data.split_label(pair, split)] = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns]
+                                                         for p in corpus.split_files(pair, split)]
+    payload = {"inputs": inputs, **_shaping_config(cfg)}
     if reused is not None:
         payload["reused_tokenizer"] = _tokenizer_sha256(reused)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
@@ -104,6 +128,11 @@ def _is_up_to_date(data_dir: Path, digest: str) -> bool:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return False
+    version = manifest.get("cache_version")
+    if version != CACHE_VERSION:
+        log.info(f"prepare: {data_dir} was prepared by an older mt (cache version {version}, now {CACHE_VERSION}); "
+                 f"preparing it again")
+        return False
     if manifest.get("fingerprint") != digest:
         return False
     run_dir = data_dir.parent
@@ -116,14 +145,14 @@ def _is_up_to_date(data_dir: Path, digest: str) -> bool:
 # --------------------------------------------------------------------------- the stage
 
 
-def _train_pairs(data: DataConfig) -> Iterator[tuple[str, str]]:
-    pairs = corpus.iter_split(data, data.train_split)
-    return itertools.islice(pairs, data.train_limit) if data.train_limit > 0 else pairs
+def _train_pairs(pair: PairConfig, limit: int) -> Iterator[tuple[str, str]]:
+    pairs = corpus.iter_split(pair, pair.train_split)
+    return itertools.islice(pairs, limit) if limit > 0 else pairs
 
 
-def _empty_after_cleaning(data: DataConfig, report: corpus.CleanReport) -> MTError:
-    return MTError(f"training split '{data.train_split}' in {data.path}: no sentence pairs left after cleaning "
-                   f"({report.summary()})")
+def _empty_after_cleaning(pairs: Sequence[PairConfig], report: corpus.CleanReport) -> MTError:
+    return MTError(f"training split '{pairs[0].train_split}' in {', '.join(p.path for p in pairs)}: no sentence "
+                   f"pairs left after cleaning ({report.summary()})")
 
 
 def _install(staging: Path, run_dir: Path, data_dir: Path, joint: bool) -> None:
@@ -152,52 +181,42 @@ def _refresh_config(cfg: Config, run_dir: Path) -> None:
             f.write(text)
 
 
-def _splits_to_prepare(data: DataConfig) -> tuple[list[str], list[str]]:
-    """(splits to encode: train, valid and the test splits found, in that order; test splits skipped).
-
-    Missing train/valid files are an error; a test split without files is skipped with a note.
-    """
-    for split in (data.train_split, data.valid_split):
-        corpus.split_files(data, split)  # MTError naming the missing file
-        if not corpus.split_available(data, split):
-            raise MTError(f"split '{split}': not found in {data.hub_name or data.path}")
+def _splits_to_prepare(pair: PairConfig) -> tuple[list[str], list[str]]:
+    """(splits of `pair` to encode: train, valid and the test splits found, in that order; test
+    splits skipped). Missing train/valid files are an error; a test split without files is
+    skipped with a note."""
+    for split in (pair.train_split, pair.valid_split):
+        corpus.split_files(pair, split)  # MTError naming the missing file
+        if not corpus.split_available(pair, split):
+            raise MTError(f"split '{split}': not found in {pair.hub_name or pair.path}")
     tests = []
-    for split in data.test_splits:
-        if corpus.split_available(data, split):
+    for split in pair.test_splits:
+        if corpus.split_available(pair, split):
             tests.append(split)
         else:
-            log.info(f"prepare: test split '{split}' not found in {data.path}; skipped")
-    splits = list(dict.fromkeys([data.train_split, data.valid_split, *tests]))
-    return splits, [s for s in data.test_splits if s not in tests]
+            log.info(f"prepare: test split '{split}' not found in {pair.path}; skipped")
+    splits = list(dict.fromkeys([pair.train_split, pair.valid_split, *tests]))
+    return splits, [s for s in pair.test_splits if s not in tests]
 
 
 def _train_tokenizer(cfg: Config, staging: Path) -> Tokenizer:
-    """Pass 1: train sentencepiece on a bounded, seeded sample of cleaned training pairs and save
-    its model file(s) into `staging`."""
+    """Pass 1: train sentencepiece on a bounded, seeded sample of all pairs' cleaned training data
+    (with a tag per target language when data.target_tags) and save its model file(s) into `staging`."""
     data, tok_cfg = cfg.data, cfg.tokenizer
     report = corpus.CleanReport()
-    sample = reservoir_sample(corpus.clean_pairs(_train_pairs(data), SAMPLE_LIMITS, report),
-                              tok_cfg.sample_size, cfg.train.seed)
+    train = itertools.chain.from_iterable(_train_pairs(p, data.train_limit) for p in data.pairs)
+    sample = reservoir_sample(corpus.clean_pairs(train, SAMPLE_LIMITS, report), tok_cfg.sample_size, cfg.train.seed)
     if report.kept == 0:
-        raise _empty_after_cleaning(data, report)
+        raise _empty_after_cleaning(data.pairs, report)
     t0 = time.perf_counter()
-    tokenizer = train_sentencepiece([s for s, _ in sample], [t for _, t in sample], tok_cfg)
-    del sample
+    tokenizer = train_sentencepiece([s for s, _ in sample], [t for _, t in sample], tok_cfg, data.target_langs,
+                                    tags=data.target_tags)
+    tags = " ".join(target_tag(lang) for lang in tokenizer.target_tags())
     log.info(f"prepare: trained {tok_cfg.type} sentencepiece ({'joint' if tokenizer.joint else 'separate'}, "
-          f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}) on {min(report.kept, tok_cfg.sample_size)} "
-          f"sampled pairs in {time.perf_counter() - t0:.1f}s")
+             f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}{f', tags {tags}' if tags else ''}) on "
+             f"{len(sample)} sampled pairs in {time.perf_counter() - t0:.1f}s")
     tokenizer.save(staging)
     return tokenizer
-
-
-@dataclass(frozen=True)
-class _EncodeResult:
-    """What pass 2 reports for the manifest and clean_report.json."""
-
-    stats: dict[str, dict[str, int]]  # split -> {"sentences", "src_tokens", "tgt_tokens"}
-    clean_report: dict[str, Any]  # the training split's counts and cleaning settings
-    seconds: float
-    pairs_per_second: float
 
 
 def _warn_about(split: str, stats: dict[str, int], report: corpus.CleanReport | None, examples: list[str],
@@ -216,52 +235,61 @@ def _warn_about(split: str, stats: dict[str, int], report: corpus.CleanReport | 
                       MTWarning, stacklevel=3)
 
 
-def _encode_splits(cfg: Config, splits: list[str], tokenizer: Tokenizer, staging: Path) -> _EncodeResult:
-    """Pass 2: encode every split into `staging`, streamed, in `tokenizer.workers` processes
-    (cleaning the training split, truncating the others to the model's length)."""
+def _encode_pair(cfg: Config, pair: PairConfig, splits: list[str], tokenizer: Tokenizer, staging: Path,
+                 stats: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """Pass 2 for one pair: encode its splits into `staging`, streamed, in `tokenizer.workers`
+    processes, with its target tag when the model has tags (cleaning the training split,
+    truncating the others to the model's length); adds their counts to `stats` under their
+    prepared names and returns the pair's clean report."""
     data, workers, max_positions = cfg.data, cfg.tokenizer.workers, cfg.model.max_positions
-    t0 = time.perf_counter()
-    stats: dict[str, dict[str, int]] = {}
-    clean_report: dict[str, Any] = {}
+    tokenizer = tokenizer.for_target(pair.tgt_lang)
+    cleaned: dict[str, Any] = {}
     truncated: dict[str, int] = {}
     round_trip: dict[str, dict[str, Any]] = {}
     pool = worker_pool(tokenizer, workers)
     try:
         for split in splits:
-            is_train = split == data.train_split
-            pairs = _train_pairs(data) if is_train else corpus.iter_split(data, split)
+            is_train = split == pair.train_split
+            name = data.split_label(pair, split)
+            pairs = _train_pairs(pair, data.train_limit) if is_train else corpus.iter_split(pair, split)
             clean = corpus.CleanLimits.from_config(data, max_positions) if is_train else None
-            stats[split], rep, examples = encode_split(pairs, clean, max_positions - 1, tokenizer, pool, workers,
-                                                        staging, split)
-            s = stats[split]
+            s, rep, examples = encode_split(pairs, clean, max_positions - 1, tokenizer, pool, workers, staging, name)
+            stats[name] = s
             if is_train:
                 if rep.kept == 0:
-                    raise _empty_after_cleaning(data, rep)
-                clean_report = {"split": split, **rep.to_dict(), "length_unit": "pieces", "max_len": data.max_len,
-                                "max_len_ratio": data.max_len_ratio, "max_positions": max_positions,
-                                "train_limit": data.train_limit}
+                    raise _empty_after_cleaning([pair], rep)
+                cleaned = {"split": split, **rep.to_dict()}
             else:
                 truncated[split] = s["truncated"]
             round_trip[split] = {"lines": s["sentences"], "changed": s["round_trip_changed"], "examples": examples}
             dropped = f"; {rep.summary()}" if is_train else ""
             cut = f"; {s['truncated']} truncated to {max_positions - 1} pieces" if s["truncated"] else ""
-            log.info(f"  {split}: {s['sentences']} sentences, {s['src_tokens']} src / {s['tgt_tokens']} tgt tokens"
-                  f"{dropped}{cut}")
-            _warn_about(split, s, rep if is_train else None, examples, max_positions)
+            log.info(f"  {data.split_label(pair, split, ' ')}: {s['sentences']} sentences, {s['src_tokens']} src / "
+                     f"{s['tgt_tokens']} tgt tokens{dropped}{cut}")
+            _warn_about(name, s, rep if is_train else None, examples, max_positions)
     finally:
         if pool is not None:
             pool.terminate()
             pool.join()
-    clean_report.update(truncated=truncated, round_trip=round_trip)
-    seconds = time.perf_counter() - t0
-    total = sum(s["sentences"] for s in stats.values())
-    rate = total / seconds if seconds > 0 else float("inf")
-    log.info(f"prepare: encoded {total} sentence pairs in {seconds:.1f}s ({rate:,.0f} pairs/s, {workers} worker(s))")
-    return _EncodeResult(stats, clean_report, seconds, rate)
+    return {**cleaned, "truncated": truncated, "round_trip": round_trip}
+
+
+def _pair_entry(cfg: Config, pair: PairConfig, tokenizer: Tokenizer, splits: list[str], skipped: list[str],
+                stats: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """The manifest's record of one prepared pair: name, languages, tag id (None without tags),
+    training sentences and the prepared name of each of its splits."""
+    label = cfg.data.split_label
+    return {"name": pair.name, "src_lang": pair.src_lang, "tgt_lang": pair.tgt_lang,
+            "tag": next(iter(tokenizer.for_target(pair.tgt_lang).src_prefix), None),
+            "train_sentences": stats[label(pair, pair.train_split)]["sentences"],
+            "valid_split": label(pair, pair.valid_split),
+            "test_splits": {s: label(pair, s) for s in splits if s not in (pair.train_split, pair.valid_split)},
+            "skipped_test_splits": skipped}
 
 
 def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = None) -> Path:
-    """Train the tokenizer and encode train (cleaned), valid and test splits into `cfg.run_dir`.
+    """Train the tokenizer and encode every pair's train (cleaned), valid and test splits into
+    `cfg.run_dir` (what `mt prepare` and `mt train` run).
 
     With `tokenizer` (fine-tuning, `train.init_from`: the init checkpoint's, which
     `mt.train.init_from.prepare_tokenizer` reads) no sentencepiece model is trained: that one is
@@ -270,16 +298,19 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
     A no-op ("up to date"; only config.yaml is refreshed if other sections changed) when the
     manifest fingerprint matches the inputs and config, unless `force`. Missing train/valid files
     are an error; a test split without files is skipped with a note. Everything is built in a
-    staging folder and moved into place; the manifest is written last. A config with `data.pairs`
-    is prepared by `mt.data.pairs.prepare_pairs` (`prepare_run` picks the right one).
+    staging folder and moved into place; the manifest is written last.
     """
-    if cfg.data.pairs:  # that module builds on this one's helpers: it is the one that dispatches
-        raise MTError("prepare: a config with data.pairs is prepared by mt.data.pairs.prepare_run")
     run_dir, data_dir = cfg.run_dir, cfg.run_dir / "data"
+    if tokenizer is not None and cfg.data.target_tags:
+        raise MTError("train.init_from: fine-tuning a multi-pair config (data.pairs) is not supported yet; "
+                      "fine-tune one pair at a time, or train the multi-pair model from scratch")
     if cfg.train.init_from and tokenizer is None:
         raise MTError(f"prepare: train.init_from '{cfg.train.init_from}' is set: pass its tokenizer "
                       f"(mt.train.init_from.prepare_tokenizer)")
-    splits, skipped = _splits_to_prepare(cfg.data)
+    splits: dict[str, list[str]] = {}
+    skipped: dict[str, list[str]] = {}
+    for pair in cfg.data.pairs:
+        splits[pair.name], skipped[pair.name] = _splits_to_prepare(pair)
     digest, payload = _fingerprint(cfg, splits, tokenizer)
     if not force and _is_up_to_date(data_dir, digest):
         _refresh_config(cfg, run_dir)
@@ -291,6 +322,7 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
     staging = run_dir / ".prepare.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
+    stats: dict[str, dict[str, int]] = {}
     try:
         if tokenizer is None:
             tokenizer = _train_tokenizer(cfg, staging)
@@ -298,8 +330,23 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
             tokenizer.save(staging)
             log.info(f"prepare: reusing the tokenizer of {cfg.train.init_from} ({'joint' if tokenizer.joint else 'separate'}, "
                      f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}); no sentencepiece training")
-        encoded = _encode_splits(cfg, splits, tokenizer, staging)
-        _write_json(staging / CLEAN_REPORT, encoded.clean_report)
+        t0 = time.perf_counter()
+        reports = {p.name: _encode_pair(cfg, p, splits[p.name], tokenizer, staging, stats) for p in cfg.data.pairs}
+        pairs = [_pair_entry(cfg, p, tokenizer, splits[p.name], skipped[p.name], stats) for p in cfg.data.pairs]
+        # The training split: every pair's, one after the other (the sampler's boundaries: train_sentences).
+        parts = [cfg.data.split_label(p, p.train_split) for p in cfg.data.pairs]
+        part_stats = [stats.pop(part) for part in parts]
+        stats = {cfg.data.train_split: {k: sum(s[k] for s in part_stats) for k in part_stats[0]}, **stats}
+        concatenate_splits(staging, parts, cfg.data.train_split)
+        seconds = time.perf_counter() - t0
+        total = sum(s["sentences"] for s in stats.values())
+        rate = total / seconds if seconds > 0 else float("inf")
+        log.info(f"prepare: encoded {total} sentence pairs in {seconds:.1f}s ({rate:,.0f} pairs/s, "
+                 f"{cfg.tokenizer.workers} worker(s))")
+        d = cfg.data
+        _write_json(staging / CLEAN_REPORT, {"length_unit": "pieces", "max_len": d.max_len,
+                                             "max_len_ratio": d.max_len_ratio, "max_positions": cfg.model.max_positions,
+                                             "train_limit": d.train_limit, "pairs": reports})
         save_config(cfg, staging / "config.yaml")
         _install(staging, run_dir, data_dir, tokenizer.joint)
     finally:
@@ -307,8 +354,8 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
     manifest = {
         "fingerprint": digest, "cache_version": CACHE_VERSION, "joint": tokenizer.joint,
         "src_vocab_size": tokenizer.src_vocab_size, "tgt_vocab_size": tokenizer.tgt_vocab_size,
-        "splits": encoded.stats, "skipped_test_splits": skipped,
-        "encode_seconds": round(encoded.seconds, 3), "pairs_per_second": round(encoded.pairs_per_second, 1),
+        "splits": stats, "pairs": pairs,
+        "encode_seconds": round(seconds, 3), "pairs_per_second": round(rate, 1),
         "total_seconds": round(time.perf_counter() - start, 3), "inputs": payload["inputs"],
     }
     if "reused_tokenizer" in payload:

@@ -2,6 +2,7 @@
 
 `load_split(run_dir, split)` maps `data/<split>.{src,tgt}.{ids,offsets}` of a run directory as
 an `EncodedSplit` of two `TokenArray`s; nothing is read into memory but the offsets.
+`prepared_pairs(run_dir)` lists the language pairs the manifest records (sizes, tags, split names).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -78,13 +80,24 @@ class EncodedSplit:
         return len(self.src)
 
 
+def _manifest(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / "data" / MANIFEST
+    if not path.is_file():
+        raise MTError(f"{run_dir}: data not prepared (no data/{MANIFEST}); run `mt prepare` first")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def prepared_pairs(run_dir: Path) -> list[dict[str, Any]]:
+    """The manifest's `pairs` of a prepared run, in the order of `data.pairs`: each pair's name,
+    languages, tag id (None without target tags), `train_sentences` (its share of the training
+    split, which holds the pairs one after the other) and the prepared name of each of its splits."""
+    return list(_manifest(run_dir).get("pairs", []))
+
+
 def load_split(run_dir: Path, split: str) -> EncodedSplit:
     """Memory-map a prepared split of a run directory. MTError if it was not prepared."""
     data_dir = Path(run_dir) / "data"
-    manifest = data_dir / MANIFEST
-    if not manifest.is_file():
-        raise MTError(f"{run_dir}: data not prepared (no data/{MANIFEST}); run `mt prepare` first")
-    splits = json.loads(manifest.read_text(encoding="utf-8")).get("splits", {})
+    splits = _manifest(run_dir).get("splits", {})
     if split not in splits:
         raise MTError(f"{run_dir}: split '{split}' was not prepared (prepared: {', '.join(splits) or 'none'})")
     src, tgt = (TokenArray(split_path(data_dir, split, s, "ids"), split_path(data_dir, split, s, "offsets"))

@@ -12,12 +12,14 @@ bytes instead of <unk>, so it decodes back to itself. Together they make
 `decode(encode(line)) == line` hold for target lines; with `identity` runs of spaces are kept
 too (the other rules collapse them). `round_trip_failures` finds the exceptions.
 
-Multi-pair models (data.pairs) add one target tag per target language, `<2de>`, `<2fr>`
-(Johnson et al. 2017), to the source model as sentencepiece *control* symbols: each is one
-piece with its own id (after the four specials) that encoding text never produces, so a
-source line that literally contains "<2de>" is split into ordinary pieces and is never taken
-for the tag, and decoding drops it. `Tokenizer.for_target(lang)` is the tokenizer whose
-`encode_src` prepends the tag's id to every source: what prepare, validation and translation use.
+Models with target tags (`data.target_tags`: a config that lists `data.pairs`) add one tag per
+target language, `<2de>`, `<2fr>` (Johnson et al. 2017), to the source model as sentencepiece
+*control* symbols: each is one piece with its own id (after the four specials) that encoding text
+never produces, so a source line that literally contains "<2de>" is split into ordinary pieces and
+is never taken for the tag, and decoding drops it. `Tokenizer.for_target(lang)` is the tokenizer
+that makes the model translate into `lang`: with the tag's id before every source for a tagged
+model, itself for an untagged one. Prepare, validation, evaluation, translation and serving all
+go through it, whatever the model's shape.
 """
 
 from __future__ import annotations
@@ -126,17 +128,20 @@ def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str, tags: 
 
 
 def train_sentencepiece(src_sample: Sequence[str], tgt_sample: Sequence[str], cfg: TokenizerConfig,
-                        target_langs: Sequence[str] = ()) -> Tokenizer:
+                        target_langs: Sequence[str] = (), *, tags: bool = True) -> Tokenizer:
     """Train a joint model on both samples (cfg.joint) or one model per side. Deterministic.
 
     The samples are the (already drawn, bounded) training sentences; the same samples and config
-    give byte-identical models. `target_langs` (multi-pair): their tags `<2lang>` become control
-    symbols of the source model (the joint one when joint).
+    give byte-identical models. `target_langs`: the languages the model translates into; with
+    `tags` their tags `<2lang>` become control symbols of the source model (the joint one when
+    joint), without them the tokenizer only knows them (`for_target`).
     """
-    tags = [target_tag(lang) for lang in target_langs]
+    symbols = [target_tag(lang) for lang in target_langs] if tags else []
     if cfg.joint:
-        return Tokenizer.from_bytes(_train_one([*src_sample, *tgt_sample], cfg, "joint", tags), None)
-    return Tokenizer.from_bytes(_train_one(src_sample, cfg, "source", tags), _train_one(tgt_sample, cfg, "target"))
+        return Tokenizer.from_bytes(_train_one([*src_sample, *tgt_sample], cfg, "joint", symbols), None,
+                                    targets=target_langs)
+    return Tokenizer.from_bytes(_train_one(src_sample, cfg, "source", symbols), _train_one(tgt_sample, cfg, "target"),
+                                targets=target_langs)
 
 
 def _load_proto(model: bytes, what: str) -> spm.SentencePieceProcessor:
@@ -154,11 +159,13 @@ def _load_proto(model: bytes, what: str) -> spm.SentencePieceProcessor:
 class Tokenizer:
     """Source and target sentencepiece models (the same object when joint) with mt's fixed special ids."""
 
-    def __init__(self, src_model: bytes, tgt_model: bytes | None, src_prefix: Sequence[int] = ()) -> None:
+    def __init__(self, src_model: bytes, tgt_model: bytes | None, src_prefix: Sequence[int] = (),
+                 targets: Sequence[str] = ()) -> None:
         self._src_bytes, self._tgt_bytes = src_model, tgt_model
         self._src = _load_proto(src_model, "source tokenizer model" if tgt_model else "tokenizer model")
         self._tgt = self._src if tgt_model is None else _load_proto(tgt_model, "target tokenizer model")
         self._prefix = [int(i) for i in src_prefix]  # ids put before every encoded source: a target tag
+        self._targets = tuple(targets)  # the languages the model translates into, as its config says
         self._tags: dict[str, int] | None = None
 
     def target_tags(self) -> dict[str, int]:
@@ -173,14 +180,29 @@ class Tokenizer:
             self._tags = found
         return self._tags
 
-    def for_target(self, lang: str) -> Tokenizer:
-        """This tokenizer with `lang`'s tag id prepended to every encoded source. MTError naming the
-        languages the model knows when it has no tag for `lang`."""
-        tags = self.target_tags()
-        if lang not in tags:
-            known = ", ".join(sorted(tags)) or "none (not a multi-pair model)"
-            raise MTError(f"target language '{lang}': the model has no tag {target_tag(lang)}; it translates into {known}")
-        out = Tokenizer(self._src_bytes, self._tgt_bytes, [tags[lang]])
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The languages the model translates into: its tags' with target tags, else those it was
+        built with (`targets=`: a loader passes its config's `data.target_langs`); () when unknown."""
+        return tuple(self.target_tags()) or self._targets
+
+    def for_target(self, lang: str | None = None, *, flag: str = "target language") -> Tokenizer:
+        """The tokenizer that makes the model translate into `lang`: this one with the tag's id before
+        every encoded source for a model with target tags, this one itself for a model without.
+        `lang` may be left out when the model has one target language. MTError (`flag` naming the
+        option it came from) when it has several and `lang` is missing, or `lang` is not one of them
+        (a tokenizer without tags that was not told its language takes any: it has nothing to add)."""
+        tags, targets = self.target_tags(), self.targets
+        if lang is None:
+            if len(targets) > 1:
+                raise MTError(f"{flag}: required: this model translates into {', '.join(targets)}")
+            lang = targets[0] if targets else None
+        if lang is not None and targets and lang not in targets:
+            raise MTError(f"{flag} {lang}: the model does not translate into '{lang}'; it knows {', '.join(targets)}")
+        prefix = [tags[lang]] if lang in tags else []
+        if prefix == self._prefix:
+            return self
+        out = Tokenizer(self._src_bytes, self._tgt_bytes, prefix, self._targets)
         out._tags = tags
         return out
 
@@ -190,19 +212,21 @@ class Tokenizer:
         return list(self._prefix)
 
     @classmethod
-    def from_bytes(cls, src_model: bytes, tgt_model: bytes | None = None) -> Tokenizer:
-        """A tokenizer from serialized models; `tgt_model=None` means joint."""
-        return cls(src_model, tgt_model)
+    def from_bytes(cls, src_model: bytes, tgt_model: bytes | None = None, *, targets: Sequence[str] = ()) -> Tokenizer:
+        """A tokenizer from serialized models; `tgt_model=None` means joint. `targets`: the
+        languages the model translates into (its config's `data.target_langs`)."""
+        return cls(src_model, tgt_model, (), targets)
 
     @classmethod
-    def from_files(cls, run_dir: Path) -> Tokenizer:
-        """Load `spm.model` (joint) or `spm.src.model` + `spm.tgt.model` from a run directory."""
+    def from_files(cls, run_dir: Path, *, targets: Sequence[str] = ()) -> Tokenizer:
+        """Load `spm.model` (joint) or `spm.src.model` + `spm.tgt.model` from a run directory
+        (`targets` as in `from_bytes`)."""
         run_dir = Path(run_dir)
         joint, src, tgt = run_dir / JOINT_MODEL, run_dir / SRC_MODEL, run_dir / TGT_MODEL
         if joint.is_file():
-            return cls(joint.read_bytes(), None)
+            return cls(joint.read_bytes(), None, (), targets)
         if src.is_file() and tgt.is_file():
-            return cls(src.read_bytes(), tgt.read_bytes())
+            return cls(src.read_bytes(), tgt.read_bytes(), (), targets)
         raise MTError(f"{run_dir}: no tokenizer model ({JOINT_MODEL}, or {SRC_MODEL} and {TGT_MODEL}); run `mt prepare` first")
 
     def save(self, run_dir: Path) -> list[Path]:
@@ -224,10 +248,10 @@ class Tokenizer:
         return out
 
     def __getstate__(self) -> dict[str, Any]:  # picklable (worker processes) via the model bytes
-        return {"src": self._src_bytes, "tgt": self._tgt_bytes, "prefix": self._prefix}
+        return {"src": self._src_bytes, "tgt": self._tgt_bytes, "prefix": self._prefix, "targets": self._targets}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["src"], state["tgt"], state.get("prefix", ()))  # type: ignore[misc]
+        self.__init__(state["src"], state["tgt"], state.get("prefix", ()), state.get("targets", ()))  # type: ignore[misc]
 
     @property
     def joint(self) -> bool:

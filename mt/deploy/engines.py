@@ -47,7 +47,7 @@ def load_engine(checkpoints: Sequence[Path], device: str) -> tuple[Engine, Token
         cfg = config_from_dict(translator.info["config"])
     except MTError as e:
         raise MTError(f"'{path}': stored config is invalid: {e}") from None
-    return translator, Tokenizer.from_files(path), cfg, torch.device("cpu")
+    return translator, Tokenizer.from_files(path, targets=cfg.data.target_langs), cfg, torch.device("cpu")
 
 
 def weight_files(checkpoints: Sequence[Path]) -> list[Path]:

@@ -37,7 +37,7 @@ def check_quantization(export_dir: Path, checkpoint: Path, *, max_sentences: int
     info = read_export_info(export_dir)
     quantization = info["quantization"]
     engine, tokenizer, cfg, _ = load_engine([export_dir], "cpu")
-    splits = sorted({p.valid_split for p in cfg.data.pairs}) or [cfg.data.valid_split]
+    splits = sorted({p.valid_split for p in cfg.data.pairs})
     record: dict[str, Any] = {"quantization": quantization, "int8_range": info.get("int8_range"),
                               "cpu": cpu_name(), "isa": cpu_isa(),
                               "beam": cfg.decode.beam, "splits": splits}

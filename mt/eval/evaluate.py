@@ -26,9 +26,8 @@ from typing import Any
 import torch
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from mt.config import Config, DataConfig, DecodeConfig
+from mt.config import Config, DecodeConfig, PairConfig
 from mt.data.corpus import read_split, split_available
-from mt.data.pairs import pair_data, pair_name, tokenizer_for_target
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine
 from mt.decode.translate import translate_lines
@@ -184,14 +183,20 @@ def read_file_set(src: Path, ref: Path) -> EvalSet:
     return EvalSet(src.name, str(src), str(ref), src_lines, ref_lines)
 
 
-def read_split_set(data: DataConfig, split: str) -> EvalSet:
-    """A split of the checkpoint's corpus (data.path relative to the working directory)."""
-    if not split_available(data, split):
-        known = ", ".join(dict.fromkeys([data.train_split, data.valid_split, *data.test_splits]))
-        raise MTError(f"split '{split}': not found in {data.path} (the config names: {known})")
-    src_lines, ref_lines = read_split(data, split)
-    where = f"{data.path} ({split}.{data.src_lang}/{data.tgt_lang})"
-    return EvalSet(split, where, where, src_lines, ref_lines)
+def read_split_set(pair: PairConfig, split: str, label: str = "") -> EvalSet:
+    """A split of one language pair of the checkpoint's corpus (its path relative to the working
+    directory), labelled `label` (default: the split's name)."""
+    if not split_available(pair, split):
+        raise _not_found(split, [pair])
+    src_lines, ref_lines = read_split(pair, split)
+    where = f"{pair.path} ({split}.{pair.src_lang}/{pair.tgt_lang})"
+    return EvalSet(label or split, where, where, src_lines, ref_lines)
+
+
+def _not_found(split: str, pairs: Sequence[PairConfig]) -> MTError:
+    known = "; ".join(f"{p.path} (the config names: {', '.join(dict.fromkeys([p.train_split, p.valid_split, *p.test_splits]))})"
+                      for p in pairs)
+    return MTError(f"split '{split}': not found in {known}")
 
 
 def default_out_dir(checkpoint: Path) -> Path:
@@ -251,35 +256,27 @@ def evaluate_set(
 
 
 def eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: list[EvalSet],
-               target_lang: str | None, tokenize: str | None) -> list[tuple[EvalSet, Tokenizer, str]]:
+              target_lang: str | None, tokenize: str | None) -> list[tuple[EvalSet, Tokenizer, str]]:
     """(test set, the tokenizer that translates it, its BLEU tokenizer) for each split and file set;
     `tokenize` overrides the config's BLEU tokenizer (None = the config's or the language's).
 
-    A multi-pair model: each split of every pair (into `target_lang` when given) that has it,
-    labelled `<pair>/<split>`; a split no pair has is an error naming the pairs' splits."""
+    Each split of every language pair of the model (into `target_lang` when given) that has it,
+    labelled by `cfg.data.split_label` (`test_2016_flickr` for a model of one pair,
+    `en-fr/test_2016_flickr` among several); a split no pair has is an error naming the pairs'
+    splits. The file sets are translated into `target_lang` (which the model must know; it may be
+    left out when the model has one target language)."""
     def bleu_for(lang: str) -> str:
         return bleu_tokenizer_for(lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
 
-    if not cfg.data.pairs:
-        tok = tokenizer_for_target(tokenizer, cfg, target_lang)
-        bleu = bleu_for(cfg.data.tgt_lang)
-        return [(read_split_set(cfg.data, split), tok, bleu) for split in splits] + [(f, tok, bleu) for f in files]
     pairs = [p for p in cfg.data.pairs if target_lang is None or p.tgt_lang == target_lang]
     if not pairs:
-        tokenizer_for_target(tokenizer, cfg, target_lang)  # the error naming the known targets
+        tokenizer.for_target(target_lang, flag="--target-lang")  # the error naming the languages the model knows
     out = []
     for split in splits:
-        found = [p for p in pairs if split_available(pair_data(cfg.data, p), split)]
+        found = [p for p in pairs if split_available(p, split)]
         if not found:
-            known = ", ".join(f"{pair_name(p)}: {', '.join(dict.fromkeys([p.valid_split, *p.test_splits]))}"
-                              for p in pairs)
-            raise MTError(f"split '{split}': no language pair of the model has it ({known})")
-        for p in found:
-            test = read_split_set(pair_data(cfg.data, p), split)
-            test = dataclasses.replace(test, label=f"{pair_name(p)}/{split}")
-            out.append((test, tokenizer.for_target(p.tgt_lang), bleu_for(p.tgt_lang)))
-    if files:
-        tok = tokenizer_for_target(tokenizer, cfg, target_lang)
-        lang = target_lang or cfg.data.pairs[0].tgt_lang
-        out += [(f, tok, bleu_for(lang)) for f in files]
-    return out
+            raise _not_found(split, pairs)
+        out += [(read_split_set(p, split, cfg.data.split_label(p, split, "/")), tokenizer.for_target(p.tgt_lang),
+                 bleu_for(p.tgt_lang)) for p in found]
+    lang = target_lang or cfg.data.target_langs[0]
+    return out + [(f, tokenizer.for_target(target_lang, flag="--target-lang"), bleu_for(lang)) for f in files]

@@ -18,7 +18,6 @@ import torch
 from mt.config import Config
 from mt.data.batching import collate_source
 from mt.data.corpus import read_split
-from mt.data.pairs import pair_data
 from mt.data.tokenizer import BOS_ID, Tokenizer
 from mt.decode.engine import search_batch
 from mt.errors import MTError, MTWarning
@@ -148,13 +147,11 @@ def plot_run(run_dir: Path, *, attention: bool, sentence: str | None, layer: int
     written = [curves]
     log.info(f"wrote {curves}")
     if attention:
-        loaded = load_for_inference(checkpoint or run_dir / "checkpoints" / "best.pt", "cpu")
-        data = loaded[2].data
-        if data.pairs:  # a multi-pair model: its first pair, with that pair's target tag
-            model, tokenizer, cfg = loaded
-            loaded, data = (model, tokenizer.for_target(data.pairs[0].tgt_lang), cfg), pair_data(data, data.pairs[0])
+        model, tokenizer, cfg = load_for_inference(checkpoint or run_dir / "checkpoints" / "best.pt", "cpu")
+        pair = cfg.data.pairs[0]  # the model's first pair, with its target tag when the model has tags
+        loaded = (model, tokenizer.for_target(pair.tgt_lang), cfg)
         if sentence is None:
-            sentence = read_split(data, data.valid_split)[0][0]
+            sentence = read_split(pair, pair.valid_split)[0][0]
         heatmap = out_dir / "attention.png"
         translation = plot_attention(loaded, sentence, layer, heatmap)
         log.info(f"wrote {heatmap}  ({sentence!r} -> {translation!r})")

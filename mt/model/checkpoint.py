@@ -174,7 +174,7 @@ def inference_state(cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, *
         "update": int(update),
         "epoch": int(epoch),
     }
-    if cfg.data.pairs:  # a multi-pair model lists its pairs and target tags (the config holds them too)
+    if cfg.data.target_tags:  # a model with target tags lists its pairs and tags (the config holds them too)
         tags = tokenizer.target_tags()
         state["pairs"] = [{"src_lang": p.src_lang, "tgt_lang": p.tgt_lang, "tag": f"<2{p.tgt_lang}>",
                            "tag_id": int(tags[p.tgt_lang])} for p in cfg.data.pairs]
@@ -203,7 +203,7 @@ def load_for_inference(path: str | Path, device: str | torch.device) -> tuple[Tr
     state = load_checkpoint(path)
     cfg = checkpoint_config(state, path)
     tok = state["tokenizer"]
-    tokenizer = Tokenizer.from_bytes(tok["src"], tok.get("tgt"))
+    tokenizer = Tokenizer.from_bytes(tok["src"], tok.get("tgt"), targets=cfg.data.target_langs)
     model = Transformer(cfg.model, state["src_vocab_size"], state["tgt_vocab_size"],
                         joint_vocab=state["joint_vocab"])
     try:

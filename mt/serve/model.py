@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from mt.config import Config, DecodeConfig
-from mt.data.pairs import tokenizer_for_target
 from mt.data.tokenizer import Tokenizer
 from mt.deploy.card import model_card_for
 from mt.deploy.engines import weight_files
@@ -77,10 +76,8 @@ def model_card(identity: ModelIdentity) -> dict[str, Any]:
 
 
 def served_pairs(cfg: Config) -> list[tuple[str, str]]:
-    """The (source, target) language pairs a model of `cfg` serves.
-    LEAD (PLAN.md item 1): the one place serve asks "one pair or several"; once `cfg.data.pairs` is
-    never empty this is `[(p.src_lang, p.tgt_lang) for p in cfg.data.pairs]`."""
-    return [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs] or [(cfg.data.src_lang, cfg.data.tgt_lang)]
+    """The (source, target) language pairs a model of `cfg` serves, in the config's order."""
+    return [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs]
 
 
 @dataclass(frozen=True)
@@ -99,10 +96,9 @@ class ServedModel:
 
     def tokenizer_for(self, target: str | None, field: str = "target") -> Tokenizer:
         """The tokenizer that makes the model translate into `target` (a multi-pair model's tag in
-        front); a target the model does not know is a 400 naming the ones it knows.
-        LEAD (PLAN.md item 1): becomes `self.tokenizer.for_target(target)` (with `field` in its message)."""
+        front); a target the model does not know is a 400 naming the ones it knows."""
         try:
-            return tokenizer_for_target(self.tokenizer, self.cfg, target, flag=field)
+            return self.tokenizer.for_target(target, flag=field)
         except MTError as e:
             raise ApiError(400, str(e)) from None
 

@@ -12,9 +12,8 @@ import numpy as np
 
 from mt.config import Config
 from mt.data.batching import TokenBatchSampler
-from mt.data.pairs import pair_manifest
 from mt.data.resegment import Resegmenter, SamplingSettings
-from mt.data.splits import EncodedSplit
+from mt.data.splits import EncodedSplit, prepared_pairs
 from mt.data.tokenizer import Tokenizer
 from mt.train.distributed import DistInfo
 
@@ -36,7 +35,7 @@ class TrainingData:
                  report: Callable[[str], None]) -> None:
         t, tok = cfg.train, cfg.tokenizer
         self.cfg, self.split, self.info, self.report = cfg, split, info, report
-        self.pair_sizes = [p["train_sentences"] for p in pair_manifest(run_dir)]
+        self.pair_sizes = [p["train_sentences"] for p in prepared_pairs(run_dir)]
         self.resegmenter: Resegmenter | None = None
         if tok.sampling_alpha > 0:
             limit = cfg.model.max_positions - 1  # + EOS (source) or BOS (target) must fit

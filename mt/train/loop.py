@@ -53,7 +53,7 @@ from torch.nn.parallel import DistributedDataParallel
 from mt.config import Config, TrainConfig
 from mt.config_checks import parse_duration
 from mt.config_load import save_config
-from mt.data.pairs import prepare_run
+from mt.data.prepare import prepare
 from mt.data.splits import load_split
 from mt.data.tokenizer import Tokenizer
 from mt.device import resolve_device
@@ -86,7 +86,7 @@ from mt.train.state import (
     training_state,
 )
 from mt.train.step import UpdateStep, autocast
-from mt.train.validate import PairsValidator, Validator, make_validator, selection_metric
+from mt.train.validate import Validator, selection_metric
 
 CLOCK = time.perf_counter  # the training clock (a test replaces it with a fake one)
 
@@ -144,7 +144,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
             stale.append(ckpt_dir / AVERAGE_CANDIDATE)
     source = run_source(cfg, resume=resume)  # fine-tuning: the init checkpoint (or last.pt on --resume)
     if info.is_main:
-        prepare_run(cfg, tokenizer=source.tokenizer if source is not None else None)
+        prepare(cfg, tokenizer=source.tokenizer if source is not None else None)
         save_config(cfg, run_dir / "config.yaml")
     distributed.broadcast_flag(True, info, device)  # the others wait until the data is ready
     tokenizer = Tokenizer.from_files(run_dir)
@@ -180,7 +180,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
                             init_from=source.record if source is not None else None)
     step = UpdateStep(model=model, ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
                        device=device, timer=PhaseTimer(), precision=precision.precision)
-    validator = make_validator(cfg, run_dir, tokenizer, device, lambda: autocast(precision.precision, device))
+    validator = Validator(cfg, run_dir, tokenizer, device, lambda: autocast(precision.precision, device))
     loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,
                  data=data, state=state, files=files, log=log, stop=stop, ema=ema)
     try:
@@ -193,7 +193,7 @@ class _Loop:
     """The state of one training session; `run()` trains until a limit, a signal or early stopping."""
 
     def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: UpdateStep,
-                 validator: Validator | PairsValidator, data: TrainingData, state: TrainState,
+                 validator: Validator, data: TrainingData, state: TrainState,
                  files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None) -> None:
         self.t, self.info, self.device, self.model, self.step, self.validator = \
             cfg.train, info, device, model, step, validator

@@ -1,5 +1,5 @@
 """`mt evaluate`: flag checks, the BLEU tokenizer, and the scores, samples and tables it prints
-(the work is mt.eval.evaluate's; the decoding flags are mt.commands.translate's)."""
+(the work is mt.eval.evaluate's; the decoding flags are mt.commands.decoding's)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mt.commands.translate import decode_settings
+from mt.commands.decoding import decode_settings
 from mt.config import Config
 from mt.deploy.engines import load_engine, weight_files
 from mt.errors import MTError
@@ -25,9 +25,7 @@ from mt.eval.evaluate import (
     score_files,
 )
 from mt.model.checkpoint import init_from_record
-from mt.textio import (
-    sha256_file,
-)
+from mt.textio import sha256_file
 
 # --------------------------------------------------------------------------- mt evaluate
 

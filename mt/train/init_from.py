@@ -34,7 +34,7 @@ import torch
 
 from mt.config import Config, ModelConfig
 from mt.config_checks import short_repr
-from mt.config_load import config_from_dict, load_raw_config
+from mt.config_load import config_from_dict
 from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
 from mt.model.checkpoint import checkpoint_config, load_checkpoint
@@ -145,17 +145,10 @@ def resume_source(cfg: Config) -> InitSource | None:
                       state["model"])
 
 
-def load_train_config(path: str | Path, overrides: list[str] | None = None, *, init_from: str | None = None,
-                      resume: bool = False) -> Config:
-    """The config `mt train` / `mt prepare` run: `load_config`, then, when fine-tuning, the model
-    and tokenizer sections taken from the init checkpoint (or, on --resume, from last.pt)."""
-    raw = load_raw_config(path, overrides or [])
-    if init_from is not None:
-        if resume:
-            raise MTError("--init-from starts a new run from a checkpoint's weights and --resume continues this run "
-                          "from its last.pt (which remembers where it started); give one of them")
-        train = raw.get("train")
-        raw["train"] = {**(train if isinstance(train, dict) else {}), "init_from": str(init_from)}
+def resolve_run_config(raw: dict[str, Any], *, resume: bool = False) -> Config:
+    """The config a training run (or `mt prepare`) of the raw config `raw` (YAML + --set, as
+    `load_raw_config` reads it) runs: when fine-tuning, its model and tokenizer sections taken from
+    the init checkpoint (or, on --resume, from last.pt)."""
     cfg = config_from_dict(raw)
     if resume:
         source = resume_source(cfg)
@@ -189,7 +182,7 @@ def run_source(cfg: Config, *, resume: bool) -> InitSource | None:
     """What a training run with `cfg` starts from (None: not a fine-tuning run).
 
     A new run: the init checkpoint, whose model/tokenizer config `cfg` must match (the CLI's
-    `load_train_config` takes them from it). --resume: last.pt, which must itself record an
+    `resolve_run_config` takes them from it). --resume: last.pt, which must itself record an
     init checkpoint (its weights are then restored with the rest of the training state)."""
     if resume:
         source = resume_source(cfg)

@@ -26,6 +26,7 @@ from mt.decode.search import greedy_search
 from mt.deploy.card import model_card_for, model_card_markdown
 from mt.deploy.ct2 import CT2Translator
 from mt.deploy.export import export_ctranslate2, is_export_dir, read_export_info
+from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.model.checkpoint import inference_state, save_checkpoint
 from mt.model.transformer import Transformer
@@ -213,7 +214,8 @@ def test_export_directory_contents(tmp_path: Path, tokenizers: dict[bool, Tokeni
 
 def test_model_card_is_one_function_for_checkpoint_export_and_markdown(tmp_path: Path,
                                                                         tokenizers: dict[bool, Tokenizer]) -> None:
-    """`mt serve`'s /v1/model-card (model_card_for on the .pt or the export dir) and MODEL_CARD.md agree."""
+    """`mt serve`'s /v1/model-card (the loaded model's card source, as model_card_for makes it from the
+    .pt or the export dir) and MODEL_CARD.md agree."""
     tok = tokenizers[True]
     cfg = _config("pre", "gelu", True)
     eval_dir = tmp_path / "runs" / cfg.name / "eval"
@@ -227,6 +229,8 @@ def test_model_card_is_one_function_for_checkpoint_export_and_markdown(tmp_path:
     ckpt = tmp_path / "runs" / cfg.name / "checkpoints" / "best.pt"
     card = model_card_for(ckpt)
     assert model_card_for(out) == card
+    for path in (ckpt, out):  # what `mt serve` serves: made from the loaded model's provenance
+        assert load_model([path], "cpu").provenance.card_source.card() == card
     assert card["model"]["parameters"] == sum(p.numel() for p in model.parameters())  # tied: counted once
     assert card["languages"] == {"source": cfg.data.src_lang, "target": cfg.data.tgt_lang}
     assert (card["update"], card["epoch"]) == (123, 4)

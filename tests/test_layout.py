@@ -186,7 +186,7 @@ def torch_loads(path: Path) -> list[int]:
 
 def test_only_the_checkpoint_module_calls_torch_load() -> None:
     """A checkpoint is read in one place (mt/model/checkpoint.py), so it is checked one way and read
-    once per command."""
+    once per command (tests/test_loads.py counts the reads)."""
     assert torch_loads(CHECKPOINT_MODULE), "the checkpoint module no longer reads checkpoints? update this test"
     found = [f"{p.relative_to(PACKAGE.parent)}:{line}" for p in sorted(PACKAGE.rglob("*.py")) if p != CHECKPOINT_MODULE
              for line in torch_loads(p)]

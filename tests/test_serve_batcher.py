@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from mt.decode.translate import translate_lines, translate_nbest  # noqa: E402
-from mt.deploy.engines import load_engine  # noqa: E402
+from mt.deploy.loading import load_model  # noqa: E402
 from mt.serve.batcher import Batcher, BatchStats, QueueFull  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,8 +28,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):
     finally:
         sys.path.remove(str(REPO / "scripts"))
     path = write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt")
-    engine, tokenizer, cfg, dev = load_engine([path], "cpu")
-    return engine, tokenizer, cfg, synthetic_sentences(40, 7)
+    loaded = load_model([path], "cpu")
+    return loaded.engine, loaded.tokenizer, loaded.config, synthetic_sentences(40, 7)
 
 
 def test_concurrent_jobs_share_batches_and_get_their_own_results(tiny) -> None:

@@ -1,5 +1,6 @@
 """`mt export`: flag checks and what it prints (the work is mt.deploy.export's and, for a
-quantised export, mt.deploy.quantcheck's; both need the optional ctranslate2 extra)."""
+quantised export, mt.deploy.quantcheck's; both need the optional ctranslate2 extra). The
+checkpoint is read once, for the export and for the float32 reference the check converts."""
 
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ def export_command(checkpoint: Path, *, format: str, output: Path, quantization:
         raise MTError(f"--format: unknown format {format!r}; expected ctranslate2")
     if not checkpoint.is_file():
         raise MTError(f"checkpoint '{checkpoint}': file not found")
-    from mt.deploy.export import export_ctranslate2  # ctranslate2 is an optional extra
+    from mt.deploy.export import check_export, export_ctranslate2  # ctranslate2 is an optional extra
+    from mt.model.checkpoint import read_checkpoint
 
-    out = export_ctranslate2(checkpoint, output, quantization=quantization, force=force, int8_range=int8_range)
+    check_export(output, quantization=quantization, force=force, int8_range=int8_range)  # before the read
+    source = read_checkpoint(checkpoint)
+    out = export_ctranslate2(source, output, quantization=quantization, force=force, int8_range=int8_range)
     print(f"exported {checkpoint} to {out} (CTranslate2, quantization {quantization})")
     if quantization != "none" and check:
         from mt.deploy.quantcheck import check_quantization, describe
 
         print(f"checking {quantization} against float32 on the validation set (--no-check skips this)...", flush=True)
-        print(describe(check_quantization(out, checkpoint)))
+        print(describe(check_quantization(out, source)))

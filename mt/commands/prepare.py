@@ -1,5 +1,6 @@
-"""`mt prepare`: the run's config read (a fine-tuning run's resolved against its init checkpoint),
-then the tokenizer trained (or the init checkpoint's reused) and every split encoded (mt.data's work)."""
+"""`mt prepare`: the run's config read (a fine-tuning run's resolved against its init checkpoint,
+read once), then the tokenizer trained (or the init checkpoint's reused) and every split encoded
+(mt.data's work)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from pathlib import Path
 
 from mt.config_load import load_raw_config
 from mt.data.pairs import prepare_run
-from mt.train.init_from import prepare_tokenizer, resolve_run_config
+from mt.train.init_from import start_run
 
 
 def prepare_command(config: Path, overrides: list[str], *, force: bool) -> None:
     """`mt prepare CONFIG`: prepare the run directory of `config` with `--set` overrides."""
-    cfg = resolve_run_config(load_raw_config(config, overrides))
-    prepare_run(cfg, force=force, tokenizer=prepare_tokenizer(cfg))
+    start = start_run(load_raw_config(config, overrides))
+    prepare_run(start.cfg, force=force, tokenizer=start.tokenizer)

@@ -11,7 +11,7 @@ from mt.commands.decoding import decode_settings
 from mt.data.pairs import tokenizer_for_target
 from mt.decode.engine import NativeEngine
 from mt.decode.forced import score_pairs
-from mt.deploy.engines import load_engine
+from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.textio import check_same_length, read_lines, write_lines_atomic
 
@@ -37,8 +37,9 @@ def score_command(
     out_path = None if output == "-" else Path(output)
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
-    engine, tokenizer, cfg, dev = load_engine(checkpoints, device)
-    tokenizer = tokenizer_for_target(tokenizer, cfg, target_lang)
+    loaded = load_model(checkpoints, device)
+    engine, cfg, dev = loaded.engine, loaded.config, loaded.device
+    tokenizer = tokenizer_for_target(loaded.tokenizer, cfg, target_lang)
     if not isinstance(engine, NativeEngine):
         raise MTError(f"-c {checkpoints[0]}: mt score runs mt's own model; give the .pt checkpoint, not an export")
     decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)

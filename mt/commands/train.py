@@ -1,5 +1,6 @@
 """`mt train`: --init-from and --resume checked and folded into the run's config, then the
-training run (mt.train.loop's work; it prepares the data first when needed)."""
+training run (mt.train.loop's work; it prepares the data first when needed). What the run starts
+from (the init checkpoint, or last.pt on --resume) is read once, by `start_run`, and handed on."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 from mt.config_load import load_raw_config
 from mt.errors import MTError
-from mt.train.init_from import resolve_run_config
+from mt.train.init_from import start_run
 from mt.train.loop import train
 
 
@@ -21,4 +22,5 @@ def train_command(config: Path, overrides: list[str], *, resume: bool, init_from
                           "from its last.pt (which remembers where it started); give one of them")
         section = raw.get("train")
         raw["train"] = {**(section if isinstance(section, dict) else {}), "init_from": str(init_from)}
-    train(resolve_run_config(raw, resume=resume), resume=resume)
+    start = start_run(raw, resume=resume)
+    train(start.cfg, resume=resume, start=start)

@@ -1,7 +1,7 @@
 """`mt translate`: flag checks, stdin/stdout handling and chunked, streamed output.
 
 The work is library code (mt.decode.translate) that returns data and prints nothing but progress
-bars. Models come from `mt.deploy.engines.load_engine`: one or more checkpoints (several decode
+bars. Models come from `mt.deploy.loading.load_model`: one or more checkpoints (several decode
 as an ensemble) or an exported directory.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from mt.commands.decoding import decode_settings
 from mt.data.pairs import tokenizer_for_target
 from mt.decode.translate import translate_lines, translate_nbest
-from mt.deploy.engines import load_engine
+from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.textio import atomic_write, decode_line, iter_lines, iter_stream
 
@@ -70,8 +70,9 @@ def translate_command(
     out_path = None if output == "-" else Path(output)
     if out_path is not None and out_path.is_dir():
         raise MTError(f"output '{output}': is a folder")
-    model, tokenizer, cfg, dev = load_engine(checkpoints, device)
-    tokenizer = tokenizer_for_target(tokenizer, cfg, target_lang)
+    loaded = load_model(checkpoints, device)
+    model, cfg, dev = loaded.engine, loaded.config, loaded.device
+    tokenizer = tokenizer_for_target(loaded.tokenizer, cfg, target_lang)
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                              precision=precision)

@@ -35,8 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from mt.config import Config, DecodeConfig
 from mt.data.pairs import tokenizer_for_target
 from mt.data.tokenizer import Tokenizer
-from mt.deploy.card import model_card_for
-from mt.deploy.engines import weight_files
+from mt.deploy.loading import weight_files
 from mt.errors import MTError
 from mt.serve.access import AccessMiddleware
 from mt.serve.batcher import Batcher, Hyps, QueueFull
@@ -354,7 +353,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
     async def v1_model_card() -> JSONResponse:
         model = ready_model()
         if state.get("card") is None:  # built once, off the event loop (reads the checkpoint and eval/)
-            card = await asyncio.to_thread(model_card_for, checkpoints[0])
+            card = await asyncio.to_thread(model.engine.loaded.provenance.card_source.card)  # no checkpoint read here
             card["ensemble"] = [str(path) for path in checkpoints] if len(checkpoints) > 1 else []
             card["model_id"] = model.model_id
             state["card"] = card

@@ -1,26 +1,32 @@
-"""The `mt` command line: one Typer subcommand per pipeline stage.
+"""The `mt` command line: the Typer interface only, one subcommand per pipeline stage.
 
-Each command parses its options, loads the config and calls one library function (or, for
-translate and evaluate, one function of mt/commands/). Those modules are imported inside the
-commands so `mt --help` stays fast. Errors a user can cause raise `MTError`; `main()` prints
-them as one line on stderr and exits with code 2, and prints each `MTWarning` as one line too.
-Library stages report progress through `logging` (loggers under "mt"); `main()` shows those
-INFO messages on stdout, as plain lines.
+Each command declares its options here and hands them to the module of mt/commands/ named after
+it (`mt translate` -> mt/commands/translate.py, `mt data fetch` -> mt/commands/fetch.py), which
+checks them, makes one library call and prints what the user sees. Those modules are imported
+inside the commands so `mt --help` stays fast. `mt serve`'s options are `ServeSettings`' fields
+(flag, default and help declared once, in mt/serve/settings.py). Errors a user can cause raise
+`MTError`; `main()` prints them as one line on stderr and exits with code 2, and prints each
+`MTWarning` as one line too. Library stages report progress through `logging` (loggers under
+"mt"); `main()` shows those INFO messages on stdout, as plain lines.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import logging
 import signal
 import sys
+import typing
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import Any, Optional, TextIO
 
 import typer
 
 from mt.errors import Interrupted, MTError, MTWarning
+from mt.serve.settings import ServeSettings
 
 app = typer.Typer(
     add_completion=False,
@@ -47,11 +53,9 @@ def data_fetch(
     ),
 ) -> None:
     """Download Multi30k (or copy it from a mirror) and verify line counts and checksums."""
-    from mt.data.fetch import fetch_multi30k
+    from mt.commands.fetch import fetch_command
 
-    if corpus != "multi30k":
-        raise MTError(f"corpus '{corpus}': unknown; supported: multi30k")
-    fetch_multi30k(dest, mirror)
+    fetch_command(corpus, dest, mirror)
 
 
 @app.command()
@@ -60,11 +64,9 @@ def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
     """Train the sentencepiece tokenizer and encode every split into the run directory.
 
     With train.init_from set (fine-tuning) the init checkpoint's tokenizer encodes the corpus instead."""
-    from mt.data.prepare import prepare as run_prepare
-    from mt.train.init_from import load_train_config, prepare_tokenizer
+    from mt.commands.prepare import prepare_command
 
-    cfg = load_train_config(config, overrides)
-    run_prepare(cfg, force=force, tokenizer=prepare_tokenizer(cfg))
+    prepare_command(config, overrides, force=force)
 
 
 @app.command()
@@ -75,11 +77,9 @@ def train(config: Path = ConfigArg, overrides: list[str] = SetOpt,
               help="Fine-tune: start a NEW run from this checkpoint's weights and tokenizer (optimizer, schedule, "
                    "update count and best score start fresh); same as --set train.init_from=PATH.")) -> None:
     """Train a model (preparing the data first when needed). Works under torchrun for DDP."""
-    from mt.train.init_from import load_train_config
-    from mt.train.loop import train as run_train
+    from mt.commands.train import train_command
 
-    cfg = load_train_config(config, overrides, init_from=None if init_from is None else str(init_from), resume=resume)
-    run_train(cfg, resume=resume)
+    train_command(config, overrides, resume=resume, init_from=init_from)
 
 
 PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "
@@ -168,7 +168,7 @@ def export(
                    "model and write both BLEUs (and the CPU) into mt_export.json and MODEL_CARD.md."),
 ) -> None:
     """Export a checkpoint for deployment (CTranslate2: `mt translate/evaluate -c DIR` run it too)."""
-    from mt.commands.deploy import export_command
+    from mt.commands.export import export_command
 
     export_command(checkpoint, format=format, output=output, quantization=quantization, force=force,
                    int8_range=int8_range, check=check)
@@ -191,7 +191,7 @@ def score(
 ) -> None:
     """Score sentence pairs under the model: per line 'log_prob<TAB>per_token' (forced decoding,
     EOS included), e.g. to filter a noisy corpus or rerank n-best lists."""
-    from mt.commands.translate import score_command
+    from mt.commands.score import score_command
 
     score_command(checkpoint, src, tgt, output, normalize=normalize, max_tokens=max_tokens, device=device,
                   target_lang=target_lang)
@@ -203,9 +203,9 @@ def average(
     output: Path = typer.Option(..., "--output", "-o", help="The averaged checkpoint to write."),
 ) -> None:
     """Average the weights of several checkpoints into one that translates."""
-    from mt.model.checkpoint import average_checkpoints
+    from mt.commands.average import average_command
 
-    average_checkpoints(checkpoints, output)
+    average_command(checkpoints, output)
 
 
 @app.command()
@@ -217,45 +217,43 @@ def plot(
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="Checkpoint for the attention plot (default: best.pt)."),
 ) -> None:
     """Write PNG plots of loss and BLEU against updates and wall time (and attention)."""
-    from mt.eval.plot import plot_run
+    from mt.commands.plot import plot_command
 
-    plot_run(run_dir, attention=attention, sentence=sentence, layer=layer, checkpoint=checkpoint)
+    plot_command(run_dir, attention=attention, sentence=sentence, layer=layer, checkpoint=checkpoint)
+
+
+def options_of(settings: type) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A decorator giving a command one keyword option per field of the dataclass `settings` that
+    declares a flag (its metadata: flag, help, and `option_type`/`option_default` where the flag's
+    value is not the field's), after the command's own parameters and in field order. Typer reads
+    options from the command's signature, so the decorated command's signature lists them; the
+    command takes them as `**settings`."""
+    hints = typing.get_type_hints(settings)
+    options = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
+                                 annotation=f.metadata.get("option_type", hints[f.name]),
+                                 default=typer.Option(f.metadata.get("option_default", f.default), f.metadata["flag"],
+                                                      help=f.metadata["help"]))
+               for f in dataclasses.fields(settings) if "flag" in f.metadata]
+
+    def declare(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command)
+        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        command.__signature__ = signature.replace(parameters=own + options)  # type: ignore[attr-defined]
+        return command
+
+    return declare
 
 
 @app.command()
-def serve(
-    checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
-    host: str = typer.Option("127.0.0.1", help="Address to bind (loopback unless told otherwise)."),
-    port: int = typer.Option(8000, help="TCP port."),
-    beam: Optional[int] = typer.Option(None, help="Default and largest beam a request may use "
-                                                  "(default: the checkpoint's decode.beam)."),
-    max_batch_tokens: Optional[int] = typer.Option(
-        None, "--max-batch-tokens", help="Source tokens x beam per decoding batch (default: decode.max_tokens; "
-                                         "1 = no batching)."),
-    max_wait_ms: float = typer.Option(5.0, "--max-wait-ms", help="How long a filling batch waits for the next segment (in all at most 10x this)."),
-    api_keys: Optional[Path] = typer.Option(None, "--api-keys", help="File of API keys, one per line ('#' comments); "
-                                                                       "when given, translate routes need one."),
-    cors_origin: list[str] = typer.Option([], "--cors-origin", help="Allow browser calls from this origin (repeatable)."),
-    timeout: float = typer.Option(30.0, help="Seconds a request may wait for its translations (else 503), and for its own head (else the connection closes) and body (else 408) to arrive."),
-    char_limit: int = typer.Option(10_000, "--char-limit", help="Characters per request at most (else 413)."),
-    max_segments: int = typer.Option(256, "--max-segments", help="Segments (lines) per request at most (else 413)."),
-    max_alternatives: int = typer.Option(5, "--max-alternatives", help="LibreTranslate alternatives at most "
-                                                                         "(/v1 n_best: this + 1)."),
-    queue_size: int = typer.Option(4096, "--queue-size", help="Segments waiting for the model at most (else 429)."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
-    threads: int = typer.Option(0, help="CPU threads for the model (0 = torch's default; 1 is best on a busy, "
-                                        "shared CPU)."),
-) -> None:
+@options_of(ServeSettings)
+def serve(checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP), **settings: Any) -> None:
     """Serve a model over HTTP: LibreTranslate-compatible /translate, /v1/translate, /metrics, /docs.
 
     Needs the serve extra: pip install -e ".[serve]". SIGTERM finishes requests in flight, then exits.
     """
-    from mt.commands.deploy import serve_command
+    from mt.commands.serve import serve_command
 
-    serve_command(checkpoint, host=host, port=port, beam=beam, max_batch_tokens=max_batch_tokens,
-                  max_wait_ms=max_wait_ms, api_keys=api_keys, cors_origins=cors_origin, timeout=timeout,
-                  char_limit=char_limit, max_segments=max_segments, max_alternatives=max_alternatives,
-                  queue_size=queue_size, device=device, threads=threads)
+    serve_command(checkpoint, **settings)
 
 
 ShowWarning = Callable[[Warning | str, type[Warning], str, int, TextIO | None, str | None], None]

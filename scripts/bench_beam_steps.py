@@ -22,7 +22,7 @@ import torch
 
 import mt.decode.beam as beam
 from mt.decode.translate import translate_lines
-from mt.deploy.engines import load_engine
+from mt.deploy.loading import load_model
 from mt.device import cpu_name
 
 
@@ -38,7 +38,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    engine, tokenizer, cfg, device = load_engine([args.checkpoint], "cpu")
+    loaded = load_model([args.checkpoint], "cpu")
+    engine, tokenizer, cfg, device = loaded.engine, loaded.tokenizer, loaded.config, loaded.device
     opener = gzip.open if args.src.suffix == ".gz" else open
     with opener(args.src, "rt", encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f][: args.n]

@@ -199,11 +199,12 @@ def offline(model: str, lines: list[str], beam: int, threads: int, chunk: int = 
     import torch
 
     from mt.decode.translate import translate_lines
-    from mt.deploy.engines import load_engine
+    from mt.deploy.loading import load_model
 
     if threads:
         torch.set_num_threads(threads)  # as `mt serve --threads` does
-    engine, tokenizer, cfg, dev = load_engine([Path(model)], "auto")
+    loaded = load_model([Path(model)], "auto")
+    engine, tokenizer, cfg, dev = loaded.engine, loaded.tokenizer, loaded.config, loaded.device
     decode = dataclasses.replace(cfg.decode, beam=beam, n_best=1)
     translate_lines(engine, tokenizer, lines[:8], decode, device=dev)  # warm-up, as the server does
     step = chunk or len(lines)

@@ -16,7 +16,7 @@ import pytest
 import torch
 from test_evaluate import ckpt, run_cli, small_data, val_lines  # noqa: F401  (fixtures)
 
-from mt.commands.translate import decode_settings
+from mt.commands.decoding import decode_settings
 from mt.config_load import load_config
 from mt.data.tokenizer import EOS_ID, Tokenizer
 from mt.decode.forced import score_pairs

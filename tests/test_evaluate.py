@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from mt.cli import main
-from mt.commands.translate import decode_settings
+from mt.commands.decoding import decode_settings
 from mt.config import Config
 from mt.data.corpus import read_split
 from mt.data.tokenizer import EOS_ID, Tokenizer

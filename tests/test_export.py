@@ -24,6 +24,7 @@ from mt.decode.search import greedy_search
 from mt.deploy.card import model_card_for
 from mt.deploy.ct2 import CT2Translator
 from mt.deploy.export import export_ctranslate2, is_export_dir, read_export_info
+from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.model.checkpoint import inference_state, save_checkpoint
 from mt.model.transformer import Transformer
@@ -211,8 +212,9 @@ def test_export_directory_contents(tmp_path: Path, tokenizers: dict[bool, Tokeni
 
 def test_model_card_is_one_function_for_checkpoint_export_and_markdown(tmp_path: Path,
                                                                         tokenizers: dict[bool, Tokenizer]) -> None:
-    """`mt serve`'s /v1/model-card (model_card_for on the .pt or the export dir) and MODEL_CARD.md agree,
-    both written out here by hand from what the model was made of."""
+    """`mt serve`'s /v1/model-card (the loaded model's card source, as model_card_for makes it from the
+    .pt or the export dir) and MODEL_CARD.md agree, both written out here by hand from what the model
+    was made of."""
     import ctranslate2
 
     tok = tokenizers[True]
@@ -241,6 +243,8 @@ def test_model_card_is_one_function_for_checkpoint_export_and_markdown(tmp_path:
     assert card["vocabulary"] == {"joint": True, "source": 40, "target": 40}
     assert card["languages"] == {"source": "en", "target": "de"}
     assert (card["update"], card["epoch"], card["validation"]) == (123, 4, {})
+    for path in (ckpt, out):  # what `mt serve` serves: made from the loaded model's provenance
+        assert load_model([path], "cpu").provenance.card_source.card() == card
     assert card["test_scores"] == {"test2016": {"bleu": 35.4, "chrf": 61.2, "ter": 47.0, "bleu_signature": signature}}
     assert card["decode"] == {"beam": 5, "length_penalty": "gnmt", "alpha": 0.6, "max_len_a": 1.5, "max_len_b": 10}
     assert json.loads(json.dumps(card)) == card  # JSON-able as served

@@ -197,7 +197,7 @@ def test_grouped_cross_attention_equals_one_entry_per_row() -> None:
 
 def test_bf16_precision_is_opt_in_and_needs_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     import mt.decode.engine as engines
-    from mt.commands.translate import decode_settings
+    from mt.commands.decoding import decode_settings
     from mt.config import DecodeConfig
     from mt.errors import MTError
 

@@ -1,5 +1,6 @@
 """The package layout: stages import only the stages below them, no module imports another in a
-cycle, and every module stays readable in one sitting.
+cycle, every module stays readable in one sitting, each command has a module of its own, and only
+the checkpoint module reads checkpoints.
 
 The order, bottom to top (ARCHITECTURE.md):
 
@@ -120,3 +121,73 @@ def test_no_import_cycle() -> None:
 def test_module_is_small_enough_to_read_in_one_sitting(path: Path) -> None:
     lines = len(path.read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE.parent)}: {lines} lines; split it by job (limit {MAX_LINES})"
+
+
+# ---------------------------------------------------------------------------- one module per command
+
+COMMANDS = PACKAGE / "commands"
+SHARED_COMMAND_MODULES = {"decoding"}  # what several commands share (the decoding flags), not a command
+
+
+def cli_commands() -> dict[str, str]:
+    """Each `mt` command's name (a group's commands by their own name: `mt data fetch` -> fetch) ->
+    the name of its function in mt/cli.py."""
+    from mt.cli import app
+
+    found: dict[str, str] = {}
+    apps = [app]
+    while apps:
+        current = apps.pop()
+        for command in current.registered_commands:
+            name = command.name or command.callback.__name__.replace("_", "-")
+            assert name not in found, f"two commands named {name!r}: one module each cannot tell them apart"
+            found[name] = command.callback.__name__
+        apps.extend(group.typer_instance for group in current.registered_groups)
+    return found
+
+
+def test_each_command_has_a_module_named_after_it() -> None:
+    """`mt NAME` lives in mt/commands/NAME.py, and mt/commands/ holds no module that is not a command's
+    (besides the shared ones named above)."""
+    commands = {name.replace("-", "_") for name in cli_commands()}
+    modules = {p.stem for p in COMMANDS.glob("*.py")} - {"__init__"} - SHARED_COMMAND_MODULES
+    assert len(commands) == 10
+    assert sorted(commands - modules) == [], "commands without a module in mt/commands/"
+    assert sorted(modules - commands) == [], "modules in mt/commands/ that are no command's (name a shared one above)"
+
+
+def test_cli_only_declares_the_commands() -> None:
+    """Each command function in mt/cli.py imports from mt its own command module and nothing else:
+    the checks, the library call and the messages are the command module's."""
+    tree = ast.parse((PACKAGE / "cli.py").read_text(encoding="utf-8"))
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    for name, function in cli_commands().items():
+        imported = {node.module for node in ast.walk(functions[function])
+                    if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "mt"}
+        assert imported == {f"mt.commands.{name.replace('-', '_')}"}, f"mt {name}: cli.{function} imports {imported}"
+
+
+# ---------------------------------------------------------------------------- one reader of checkpoints
+
+CHECKPOINT_MODULE = PACKAGE / "model" / "checkpoint.py"
+
+
+def torch_loads(path: Path) -> list[int]:
+    """Line numbers of `torch.load(...)` calls (or a `from torch import load`) in `path`."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and node.attr == "load" and isinstance(node.value, ast.Name) \
+                and node.value.id == "torch":
+            lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch" and any(a.name == "load" for a in node.names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_checkpoint_module_calls_torch_load() -> None:
+    """A checkpoint is read in one place (mt/model/checkpoint.py), so it is checked one way and read
+    once per command (tests/test_loads.py counts the reads)."""
+    assert torch_loads(CHECKPOINT_MODULE), "the checkpoint module no longer reads checkpoints? update this test"
+    found = [f"{p.relative_to(PACKAGE.parent)}:{line}" for p in sorted(PACKAGE.rglob("*.py")) if p != CHECKPOINT_MODULE
+             for line in torch_loads(p)]
+    assert not found, f"torch.load outside mt/model/checkpoint.py: {found}"

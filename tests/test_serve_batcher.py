@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mt.decode.translate import translate_lines, translate_nbest
-from mt.deploy.engines import load_engine
+from mt.deploy.loading import load_model
 from mt.serve.batcher import Batcher, BatchStats, QueueFull
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,8 +26,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):
     finally:
         sys.path.remove(str(REPO / "scripts"))
     path = write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt")
-    engine, tokenizer, cfg, dev = load_engine([path], "cpu")
-    return engine, tokenizer, cfg, synthetic_sentences(40, 7)
+    loaded = load_model([path], "cpu")
+    return loaded.engine, loaded.tokenizer, loaded.config, synthetic_sentences(40, 7)
 
 
 def test_concurrent_jobs_share_batches_and_get_their_own_results(tiny) -> None:

@@ -1,20 +1,24 @@
 """The model worker process (`mt.serve.worker.ModelProcess`): the same results as the engine run
-in-process, each handed over as it arrives; a one-line error for a model that cannot load; a
-child that survives signals meant for the server, is replaced when it dies, and stops on close."""
+in-process, each handed over as it arrives; the model's provenance sent to the server (so it never
+reads a checkpoint); a one-line error for a model that cannot load; a child that survives signals
+meant for the server, is replaced when it dies, and stops on close."""
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import signal
 from pathlib import Path
 
 import pytest
 
-from mt.deploy.engines import load_engine
+from mt.deploy.card import model_card_for
+from mt.deploy.loading import load_model
 from mt.errors import MTError
-from mt.model.checkpoint import checkpoint_update, load_checkpoint, save_checkpoint
-from mt.serve.worker import ModelProcess
+from mt.model.checkpoint import load_checkpoint, save_checkpoint
+from mt.serve.worker import ModelProcess, _load
+from mt.textio import sha256_file
 
 
 @pytest.fixture(scope="module")
@@ -30,9 +34,11 @@ def worker(checkpoint: Path):
 
 
 def test_results_equal_the_in_process_engine_and_arrive_one_by_one(checkpoint, worker) -> None:
-    engine, tokenizer, cfg, _ = load_engine([checkpoint], "cpu")
+    loaded = load_model([checkpoint], "cpu")
+    engine, tokenizer, cfg = loaded.engine, loaded.tokenizer, loaded.config
     assert worker.max_positions == engine.max_positions and worker.loaded.cfg == cfg and worker.loaded.samples
     assert worker.loaded.update == load_checkpoint(checkpoint).get("update", 0)
+    assert worker.loaded.provenance == loaded.provenance  # sent over the pipe as it was made
     src = worker.loaded.tokenizer.encode_src(["a b c", "d", "e f g h i j", "k l"])
     assert src == tokenizer.encode_src(["a b c", "d", "e f g h i j", "k l"])
     for n_best in (None, 2):
@@ -48,13 +54,22 @@ def test_results_equal_the_in_process_engine_and_arrive_one_by_one(checkpoint, w
             assert found == expected  # scores too
 
 
-def test_the_update_is_read_without_the_weights(checkpoint, tmp_path) -> None:
+def test_the_worker_reports_what_identifies_the_model(checkpoint, tmp_path) -> None:
+    """What the child sends (`_load` is what it runs) names the files, their sha256s, the update,
+    where the model was fine-tuned from and its card's data, and survives pickling."""
     state = load_checkpoint(checkpoint)
     state["update"] = 1234
+    state["init_from"] = {"path": "/runs/base/checkpoints/best.pt", "sha256": "ab" * 32, "update": 77}
     path = tmp_path / "at_1234.pt"
     save_checkpoint(path, state)
-    assert checkpoint_update(path) == 1234
-    assert checkpoint_update(checkpoint) == load_checkpoint(checkpoint).get("update", 0)
+    _, model = _load([path, checkpoint], "cpu", 1)  # an ensemble: the first one's update and card
+    model = pickle.loads(pickle.dumps(model))
+    provenance = model.provenance
+    assert model.update == provenance.update == 1234
+    assert provenance.files == (path, checkpoint)
+    assert provenance.sha256s == (sha256_file(path), sha256_file(checkpoint)) and len(provenance.model_id) == 64
+    assert provenance.init_from == (state["init_from"], None)
+    assert provenance.card_source.card() == model_card_for(path)
 
 
 def test_signals_for_the_server_leave_the_worker_alone(worker, checkpoint) -> None:
@@ -96,10 +111,12 @@ def test_an_export_directory_runs_in_the_worker_as_in_process(checkpoint, tmp_pa
     from mt.deploy.export import export_ctranslate2
 
     out = export_ctranslate2(checkpoint, tmp_path / "ct2")
-    engine, tokenizer, cfg, _ = load_engine([out], "cpu")
+    loaded = load_model([out], "cpu")
+    engine, tokenizer, cfg = loaded.engine, loaded.tokenizer, loaded.config
     process = ModelProcess([out], "cpu", threads=1)
     try:
         assert process.loaded.update == engine.info["update"] and process.max_positions == engine.max_positions
+        assert process.loaded.provenance == loaded.provenance
         assert not process.loaded.samples  # CTranslate2 searches only: /v1 refuses sampling up front (400)
         src = tokenizer.encode_src(["a b c", "d e"])
         for beam in (1, 3):

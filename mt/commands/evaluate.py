@@ -1,5 +1,5 @@
 """`mt evaluate`: flag checks, the BLEU tokenizer, and the scores, samples and tables it prints
-(the work is mt.eval.evaluate's; the decoding flags are mt.commands.translate's)."""
+(the work is mt.eval.evaluate's; the decoding flags are mt.commands.decoding's)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from mt.commands.translate import decode_settings
-from mt.config import Config
-from mt.deploy.engines import load_engine, weight_files
+from mt.commands.decoding import decode_settings
+from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.eval.bleu import bleu_tokenizer_for
 from mt.eval.evaluate import (
@@ -23,10 +21,6 @@ from mt.eval.evaluate import (
     evaluate_set,
     read_file_set,
     score_files,
-)
-from mt.model.checkpoint import init_from_record
-from mt.textio import (
-    sha256_file,
 )
 
 # --------------------------------------------------------------------------- mt evaluate
@@ -59,14 +53,6 @@ def _suffix_language(path: Path) -> str:
     """'test.ja' -> 'ja', 'newstest.zh.gz' -> 'zh', 'refs.txt' -> 'txt' (which maps to 13a)."""
     suffixes = [x.lstrip(".") for x in path.suffixes if x != ".gz"]
     return suffixes[-1] if suffixes else ""
-
-
-def _init_from(path: Path, cfg: Config) -> dict[str, Any] | None:
-    """Where the model at `path` started from: a checkpoint's `init_from` record; for an `mt
-    export` directory only the path its config names (exports keep no record)."""
-    if path.is_dir():
-        return {"path": cfg.train.init_from, "sha256": None, "update": None} if cfg.train.init_from else None
-    return init_from_record(path)
 
 
 def evaluate_command(
@@ -117,14 +103,14 @@ def evaluate_command(
     # User files are read (and checked) before the slower model load.
     files = [read_file_set(src, ref)] if src is not None and ref is not None else []
     started = time.perf_counter()
-    model, tokenizer, cfg, dev = load_engine(checkpoints, device)
+    loaded = load_model(checkpoints, device)
     load_s = time.perf_counter() - started
+    model, tokenizer, cfg, dev = loaded.engine, loaded.tokenizer, loaded.config, loaded.device
     tests = eval_sets(cfg, tokenizer, splits, files, target_lang, tokenize)
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=1, max_tokens=None,  # scores the 1-best
                              precision=precision)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
-    shas = [sha256_file(path) for path in weight_files(checkpoints)]
-    inits = [_init_from(path, cfg) for path in checkpoints]
+    shas, inits = list(loaded.provenance.sha256s), list(loaded.provenance.init_from)
     for path, init in zip(checkpoints, inits):
         if init is not None:
             sha = f"sha256 {init['sha256'][:12]}, " if init.get("sha256") else ""

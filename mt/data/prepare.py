@@ -292,7 +292,7 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
     `cfg.run_dir` (what `mt prepare` and `mt train` run).
 
     With `tokenizer` (fine-tuning, `train.init_from`: the init checkpoint's, which
-    `mt.train.init_from.prepare_tokenizer` reads) no sentencepiece model is trained: that one is
+    `mt.train.init_from.start_run` reads) no sentencepiece model is trained: that one is
     saved into the run byte for byte and encodes every split.
 
     A no-op ("up to date"; only config.yaml is refreshed if other sections changed) when the
@@ -306,7 +306,7 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
                       "fine-tune one pair at a time, or train the multi-pair model from scratch")
     if cfg.train.init_from and tokenizer is None:
         raise MTError(f"prepare: train.init_from '{cfg.train.init_from}' is set: pass its tokenizer "
-                      f"(mt.train.init_from.prepare_tokenizer)")
+                      f"(mt.train.init_from.start_run)")
     splits: dict[str, list[str]] = {}
     skipped: dict[str, list[str]] = {}
     for pair in cfg.data.pairs:

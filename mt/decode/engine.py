@@ -3,7 +3,7 @@
 `search_batch` is the ONE place a `DecodeConfig` becomes a search call (sampling when
 decode.sampling, else greedy for beam 1 and beam search above). `NativeEngine` runs it on mt's
 own Transformer or Ensemble; `mt.deploy.ct2.CT2Translator` is the other engine (a model
-exported to CTranslate2). `mt.deploy.engines.load_engine` picks one from what `-c` names.
+exported to CTranslate2). `mt.deploy.loading.load_model` picks one from what `-c` names.
 """
 
 from __future__ import annotations
@@ -54,18 +54,18 @@ def rows_per_sentence(decode: DecodeConfig) -> int:
     return decode.n_best if decode.sampling else decode.beam
 
 
-Model = Transformer | Ensemble
+NativeModel = Transformer | Ensemble  # mt's own model (a NativeEngine runs it)
 
 
 @overload
-def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
                  n_best: None = None, sentence_ids: list[int] | None = None,
                  on_done: Callable[[int, list[int]], None] | None = None) -> list[list[int]]: ...
 @overload
-def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
                  n_best: int, sentence_ids: list[int] | None = None,
                  on_done: Callable[[int, list[Hypothesis]], None] | None = None) -> list[list[Hypothesis]]: ...
-def search_batch(model: Model, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
                  n_best: int | None = None, sentence_ids: list[int] | None = None,
                  on_done: Callable[[int, list[int]], None] | Callable[[int, list[Hypothesis]], None] | None = None,
                  ) -> list[list[int]] | list[list[Hypothesis]]:
@@ -140,13 +140,13 @@ class NativeEngine:
     already can (an exact tie could then break the other way); the benchmarks' texts never changed.
     """
 
-    def __init__(self, model: Model, device: torch.device | str, *, small_rows: int = SINGLE_THREAD_ROWS) -> None:
+    def __init__(self, model: NativeModel, device: torch.device | str, *, small_rows: int = SINGLE_THREAD_ROWS) -> None:
         self.model, self.device = model, device
         self.max_positions = max_positions(model)
         self.small_rows = small_rows
-        self._bf16: Model | None = None
+        self._bf16: NativeModel | None = None
 
-    def _model_for(self, decode: DecodeConfig) -> Model:
+    def _model_for(self, decode: DecodeConfig) -> NativeModel:
         if decode.precision == "fp32":
             return self.model
         if bf16_feature(self.device) is None:
@@ -194,6 +194,6 @@ def _scored(hyps: list[Hypothesis]) -> Results:
     return [(h.tokens, h.score) for h in hyps]
 
 
-def as_engine(model: Model | Engine, device: torch.device | str) -> Engine:
+def as_engine(model: NativeModel | Engine, device: torch.device | str) -> Engine:
     """A Transformer or Ensemble wrapped in a `NativeEngine`; an engine as it is."""
     return NativeEngine(model, device) if isinstance(model, (Transformer, Ensemble)) else model

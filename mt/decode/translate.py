@@ -25,7 +25,7 @@ from tqdm import tqdm
 from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
-from mt.decode.engine import Engine, Model, Results, as_engine, rows_per_sentence
+from mt.decode.engine import Engine, NativeModel, Results, as_engine, rows_per_sentence
 from mt.errors import MTWarning
 
 T = TypeVar("T")
@@ -73,7 +73,7 @@ def _map_sentences(
 
 
 def translate_lines(
-    model: Model | Engine,
+    model: NativeModel | Engine,
     tokenizer: Tokenizer,
     lines: Sequence[str],
     decode: DecodeConfig,
@@ -98,7 +98,7 @@ def translate_lines(
 
 
 def translate_nbest(
-    model: Model | Engine,
+    model: NativeModel | Engine,
     tokenizer: Tokenizer,
     lines: Sequence[str],
     decode: DecodeConfig,

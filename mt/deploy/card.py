@@ -6,13 +6,17 @@ model panel). The card holds the languages, the model's size (Transformer shape 
 count), the training data, the training update, the validation scores stored in the checkpoint and
 the test scores of the run's `eval/*.json` reports with their sacreBLEU signatures.
 
-`model_card_for(path)` reads it from a `.pt` checkpoint (its run's `eval/` found beside
-`runs/<name>/checkpoints/`) or from an export directory (its `mt_export.json`, written by export).
+A `CardSource` is what a card is made of, as plain data: a checkpoint's stored fields (or an
+export's `mt_export.json`), the parameter count and where its run's `eval/` reports are (found
+beside `runs/<name>/checkpoints/`). A loaded model carries one in its provenance
+(`mt.deploy.loading`), so the server's HTTP process makes the card without reading a checkpoint;
+`model_card_for(path)` makes it from one file.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,8 @@ from mt.model.checkpoint import load_checkpoint
 EXPORT_INFO = "mt_export.json"
 _REPORT_KEYS = ("bleu", "chrf", "ter", "bleu_signature", "chrf_signature", "ter_signature", "sentences")
 _VALID_KEYS = ("bleu", "chrf", "loss", "nll", "ppl", "update")
+# what `model_card` reads of a checkpoint (mt_export.json holds the same keys)
+_STATE_KEYS = ("config", "pairs", "valid", "joint_vocab", "src_vocab_size", "tgt_vocab_size", "update", "epoch")
 
 
 def run_dir_of(checkpoint: Path) -> Path | None:
@@ -96,8 +102,35 @@ def model_card(state: dict[str, Any], *, checkpoint: str, scores: dict[str, dict
     }
 
 
+@dataclass(frozen=True)
+class CardSource:
+    """What a model's card is made of, as plain (picklable) data; `card()` makes the card."""
+
+    fields: dict[str, Any]  # the checkpoint's fields `model_card` reads, or an export's mt_export.json
+    checkpoint: str  # the checkpoint the card names
+    parameters: int | None
+    scores: dict[str, dict[str, Any]] | None  # an export's stored test scores; None: read from run_dir
+    run_dir: Path | None  # where the checkpoint's run is (its eval/ reports are read when the card is made)
+
+    def card(self) -> dict[str, Any]:
+        """The card (reads the run's eval/*.json reports, never the checkpoint)."""
+        scores = self.scores if self.scores is not None else eval_scores(self.run_dir)
+        return model_card(self.fields, checkpoint=self.checkpoint, scores=scores, parameters=self.parameters)
+
+
+def checkpoint_card_source(state: dict[str, Any], path: Path) -> CardSource:
+    """The card source of a loaded checkpoint `state` read from `path`."""
+    fields = {key: state[key] for key in _STATE_KEYS if key in state}
+    return CardSource(fields, str(Path(path).resolve()), parameter_count(state), None, run_dir_of(path))
+
+
+def export_card_source(info: dict[str, Any], path: Path) -> CardSource:
+    """The card source of the `mt export` directory `path` whose mt_export.json holds `info`."""
+    return CardSource(info, info.get("checkpoint", str(path)), info.get("parameters"), info.get("scores", {}), None)
+
+
 def model_card_for(path: Path) -> dict[str, Any]:
-    """The card of a `.pt` checkpoint or of an `mt export` directory."""
+    """The card of a `.pt` checkpoint or of an `mt export` directory (reads the file)."""
     path = Path(path)
     if path.is_dir():
         info_path = path / EXPORT_INFO
@@ -107,11 +140,8 @@ def model_card_for(path: Path) -> dict[str, Any]:
             info = json.loads(info_path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise MTError(f"'{info_path}': unreadable ({e})") from None
-        return model_card(info, checkpoint=info.get("checkpoint", str(path)), scores=info.get("scores", {}),
-                          parameters=info.get("parameters"))
-    state = load_checkpoint(path)
-    return model_card(state, checkpoint=str(path.resolve()), scores=eval_scores(run_dir_of(path)),
-                      parameters=parameter_count(state))
+        return export_card_source(info, path).card()
+    return checkpoint_card_source(load_checkpoint(path), path).card()
 
 
 def _num(value: Any, digits: int = 2) -> str:

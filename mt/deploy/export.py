@@ -47,7 +47,7 @@ from mt.deploy.card import (
     run_dir_of,
 )
 from mt.errors import MTError
-from mt.model.checkpoint import checkpoint_config, load_checkpoint
+from mt.model.checkpoint import Checkpoint, read_checkpoint
 
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int16")
 INT8_RANGES = ("reduced", "full")  # int8 weights in [-63, 63] (no AVX2 saturation) or [-127, 127]
@@ -219,27 +219,36 @@ def _quantize_int8_reduced(spec: Any) -> None:
     model_spec.visit_spec(spec, quantize)
 
 
-def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "none", force: bool = False,
+def check_export(out_dir: Path, *, quantization: str = "none", force: bool = False, int8_range: str = "reduced") -> Any:
+    """The ctranslate2 module, once the export's options and `out_dir` are checked (before any
+    checkpoint is read; an MTError names what is wrong)."""
+    out_dir = Path(out_dir)
+    if quantization not in QUANTIZATIONS:
+        raise MTError(f"mt export: unknown quantization {quantization!r}; expected one of {', '.join(QUANTIZATIONS)}")
+    if int8_range not in INT8_RANGES:
+        raise MTError(f"mt export: unknown --int8-range {int8_range!r}; expected one of {', '.join(INT8_RANGES)}")
+    ct2 = import_ctranslate2()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise MTError(f"mt export: '{out_dir}' exists and is not a directory")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
+        raise MTError(f"mt export: '{out_dir}' exists and is not empty (use --force to replace it)")
+    return ct2
+
+
+def export_ctranslate2(checkpoint: Checkpoint | Path, out_dir: Path, *, quantization: str = "none", force: bool = False,
                        int8_range: str = "reduced") -> Path:
-    """Write the CTranslate2 model directory `out_dir` for an mt checkpoint; returns `out_dir`.
+    """Write the CTranslate2 model directory `out_dir` for an mt checkpoint (read here from its
+    path, or already read: a `Checkpoint`); returns `out_dir`.
 
     `quantization`: none (float32) | int8 | int8_float32 | int16. `int8_range`: reduced (weights
     in [-63, 63], exact on every CPU; see `_quantize_int8_reduced`) | full (CTranslate2's
     [-127, 127]: a little finer where the CPU has VNNI, saturating on AVX2). An existing non-empty
     `out_dir` is an error unless `force`. The directory is built beside `out_dir` and renamed into place.
     """
-    if quantization not in QUANTIZATIONS:
-        raise MTError(f"mt export: unknown quantization {quantization!r}; expected one of {', '.join(QUANTIZATIONS)}")
-    if int8_range not in INT8_RANGES:
-        raise MTError(f"mt export: unknown --int8-range {int8_range!r}; expected one of {', '.join(INT8_RANGES)}")
-    ct2 = import_ctranslate2()
-    checkpoint, out_dir = Path(checkpoint), Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise MTError(f"mt export: '{out_dir}' exists and is not a directory")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not force:
-        raise MTError(f"mt export: '{out_dir}' exists and is not empty (use --force to replace it)")
-    state = load_checkpoint(checkpoint)
-    cfg = checkpoint_config(state, checkpoint)
+    out_dir = Path(out_dir)
+    ct2 = check_export(out_dir, quantization=quantization, force=force, int8_range=int8_range)
+    source = checkpoint if isinstance(checkpoint, Checkpoint) else read_checkpoint(checkpoint)
+    path, state, cfg = source.path, source.state, source.config
     if cfg.model.d_model % cfg.model.heads:
         raise MTError(f"mt export: d_model {cfg.model.d_model} is not a multiple of heads {cfg.model.heads}")
 
@@ -247,7 +256,7 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "
     try:
         spec.validate()
     except ValueError as e:
-        raise MTError(f"mt export: '{checkpoint}' does not fit a CTranslate2 Transformer ({str(e).splitlines()[0]})") from None
+        raise MTError(f"mt export: '{path}' does not fit a CTranslate2 Transformer ({str(e).splitlines()[0]})") from None
     if quantization.startswith("int8") and int8_range == "reduced":
         spec.optimize(quantization=None)  # aliases tied weights; quantised below
         _quantize_int8_reduced(spec)
@@ -265,7 +274,7 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "
         info = {
             "format": "ctranslate2",
             "name": cfg.name,
-            "checkpoint": str(checkpoint.resolve()),
+            "checkpoint": str(path.resolve()),
             "update": int(state.get("update", 0)),
             "epoch": int(state.get("epoch", 0)),
             "quantization": quantization,
@@ -280,7 +289,7 @@ def export_ctranslate2(checkpoint: Path, out_dir: Path, *, quantization: str = "
             **({"pairs": state["pairs"]} if "pairs" in state else {}),  # a multi-pair model's pairs and tags
             "parameters": parameter_count(state),
             "valid": state.get("valid", {}),
-            "scores": eval_scores(run_dir_of(checkpoint)),
+            "scores": eval_scores(run_dir_of(path)),
         }
         (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         (tmp / MODEL_CARD).write_text(export_model_card(info), encoding="utf-8")

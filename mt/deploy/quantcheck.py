@@ -21,22 +21,26 @@ from typing import Any
 import numpy as np
 
 from mt.decode.translate import translate_lines
-from mt.deploy.engines import load_engine
 from mt.deploy.export import EXPORT_INFO, MODEL_CARD, export_ctranslate2, export_model_card, read_export_info
+from mt.deploy.loading import load_model
 from mt.device import cpu_isa, cpu_name
 from mt.errors import MTError
 from mt.eval.evaluate import eval_sets, score
+from mt.model.checkpoint import Checkpoint
 from mt.textio import atomic_write
 
 MAX_SENTENCES = 2000  # the first N sentences of each validation set: a few seconds of CTranslate2 each
 
 
-def check_quantization(export_dir: Path, checkpoint: Path, *, max_sentences: int = MAX_SENTENCES) -> dict[str, Any]:
-    """Measure the quantised export `export_dir` (written from `checkpoint`) against float32 on
-    the validation set(s); store the record in its mt_export.json and MODEL_CARD.md; return it."""
+def check_quantization(export_dir: Path, checkpoint: Checkpoint | Path, *,
+                       max_sentences: int = MAX_SENTENCES) -> dict[str, Any]:
+    """Measure the quantised export `export_dir` (written from `checkpoint`: its path, or the
+    checkpoint already read) against float32 on the validation set(s); store the record in its
+    mt_export.json and MODEL_CARD.md; return it."""
     info = read_export_info(export_dir)
     quantization = info["quantization"]
-    engine, tokenizer, cfg, _ = load_engine([export_dir], "cpu")
+    loaded = load_model([export_dir], "cpu")
+    engine, tokenizer, cfg = loaded.engine, loaded.tokenizer, loaded.config
     splits = sorted({p.valid_split for p in cfg.data.pairs})
     record: dict[str, Any] = {"quantization": quantization, "int8_range": info.get("int8_range"),
                               "cpu": cpu_name(), "isa": cpu_isa(),
@@ -50,7 +54,7 @@ def check_quantization(export_dir: Path, checkpoint: Path, *, max_sentences: int
     decode = cfg.decode
     with tempfile.TemporaryDirectory(prefix=f".{export_dir.name}.fp32-check.", dir=export_dir.parent) as tmp:
         reference = export_ctranslate2(checkpoint, Path(tmp) / "float32", quantization="none")
-        engines = {"float32": load_engine([reference], "cpu")[0], quantization: engine}
+        engines = {"float32": load_model([reference], "cpu").engine, quantization: engine}
         results = []
         for test, tok, bleu_tokenize in sets:
             src, ref = test.src[:max_sentences], [r.rstrip() for r in test.ref[:max_sentences]]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -135,8 +136,11 @@ def plot_attention(loaded: tuple[Transformer, Tokenizer, Config], sentence: str,
     return tokenizer.decode_tgt([best])[0]
 
 
-def plot_run(run_dir: Path, *, attention: bool, sentence: str | None, layer: int, checkpoint: Path | None) -> list[Path]:
-    """Write the run's PNG plots into run_dir/plots and return their paths."""
+def plot_run(run_dir: Path, *, attention: bool, sentence: str | None, layer: int, checkpoint: Path | None,
+             load: Callable[[Path], tuple[Transformer, Tokenizer, Config]] = lambda path: load_for_inference(path, "cpu"),
+             ) -> list[Path]:
+    """Write the run's PNG plots into run_dir/plots and return their paths; the attention plot's
+    model (`checkpoint`, default best.pt) comes from `load` (`mt plot`: `mt.deploy.loading.load_model`)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise MTError(f"run directory '{run_dir}' does not exist")
@@ -147,7 +151,7 @@ def plot_run(run_dir: Path, *, attention: bool, sentence: str | None, layer: int
     written = [curves]
     log.info(f"wrote {curves}")
     if attention:
-        model, tokenizer, cfg = load_for_inference(checkpoint or run_dir / "checkpoints" / "best.pt", "cpu")
+        model, tokenizer, cfg = load(checkpoint or run_dir / "checkpoints" / "best.pt")
         pair = cfg.data.pairs[0]  # the model's first pair, with its target tag when the model has tags
         loaded = (model, tokenizer.for_target(pair.tgt_lang), cfg)
         if sentence is None:

@@ -11,10 +11,16 @@ Layout of a checkpoint (a plain dict; only tensors, numbers, strings, bytes, lis
     model           the Transformer's state dict (float tensors, on CPU)
     update, epoch   where training was (0 when unknown)
     training        (training checkpoints only, e.g. last.pt) optimizer, scaler, data position,
-                    RNG states, best metric, patience, ... — written and read by mt/train/loop.py
+                    RNG states, best metric, patience, ... — written and restored by mt/train/state.py
     averaged_from   (averaged checkpoints only) the source file names
     init_from       (fine-tuned runs only) {"path", "sha256", "update"}: the checkpoint the run
                     started from (train.init_from), its sha256 and update count
+
+Reading: `read_checkpoint(path)` is the one read of a checkpoint file (its one `torch.load`): a
+`Checkpoint` holding the checked state, the parsed config, the tokenizer and the file's sha256.
+Everything that starts from a checkpoint (inference, fine-tuning, --resume, export, the model
+card) takes that value instead of reading the file again; `load_checkpoint` is the raw read
+beneath it (averaging uses it as it is).
 
 Writes are atomic: a temp file in the same folder, fsync'd, then `os.replace`d over the target
 and the folder fsync'd, so a crash leaves either the old or the new file, never a torn one.
@@ -28,6 +34,8 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -39,7 +47,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
 from mt.model.ensemble import Ensemble, check_compatible
 from mt.model.transformer import Transformer
-from mt.textio import atomic_write
+from mt.textio import atomic_write, sha256_file
 
 FORMAT_VERSION = 1
 KIND = "mt-checkpoint"
@@ -111,13 +119,6 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return state
 
 
-def checkpoint_update(path: str | Path) -> int:
-    """The training update a checkpoint that `load_checkpoint` has already accepted was saved at
-    (0 when it has none), read without loading its weights (the tensors stay memory-mapped)."""
-    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    return int(state.get("update", 0))
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -183,13 +184,6 @@ def inference_state(cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, *
     return state
 
 
-def init_from_record(path: str | Path) -> dict[str, Any] | None:
-    """The `init_from` record of the checkpoint at `path` ({"path", "sha256", "update"}), or None
-    when its run did not start from another checkpoint."""
-    record = load_checkpoint(path).get("init_from")
-    return dict(record) if record else None
-
-
 def checkpoint_config(state: dict[str, Any], path: str | Path) -> Config:
     """The Config stored in a loaded checkpoint (an MTError if it no longer parses)."""
     try:
@@ -198,20 +192,77 @@ def checkpoint_config(state: dict[str, Any], path: str | Path) -> Config:
         raise MTError(f"checkpoint '{path}': stored config is invalid: {e}") from None
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint file, read once (`read_checkpoint`): its checked state (the layout above)
+    and the sha256 of its bytes; its config and tokenizer are made from the state when first asked
+    for (a stored config that no longer parses is an MTError naming the file then)."""
+
+    path: Path
+    sha256: str
+    state: dict[str, Any]
+
+    @cached_property
+    def config(self) -> Config:
+        return checkpoint_config(self.state, self.path)
+
+    @cached_property
+    def tokenizer(self) -> Tokenizer:
+        tok = self.state["tokenizer"]
+        return Tokenizer.from_bytes(tok["src"], tok.get("tgt"), targets=self.config.data.target_langs)
+
+    @property
+    def update(self) -> int:
+        """The training update it was saved at (0 when unknown)."""
+        return int(self.state.get("update", 0))
+
+    @property
+    def init_from(self) -> dict[str, Any] | None:
+        """Where its run started ({"path", "sha256", "update"}), None when not fine-tuned."""
+        record = self.state.get("init_from")
+        return dict(record) if record else None
+
+    @property
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The model's state dict (on CPU)."""
+        return self.state["model"]
+
+    @property
+    def training(self) -> dict[str, Any] | None:
+        """What --resume restores beyond the weights (training checkpoints only; mt/train/state.py)."""
+        return self.state.get("training")
+
+    def model(self, device: str | torch.device) -> Transformer:
+        """The Transformer it holds, in eval mode on `device`."""
+        model = Transformer(self.config.model, self.state["src_vocab_size"], self.state["tgt_vocab_size"],
+                            joint_vocab=self.state["joint_vocab"])
+        try:
+            model.load_state_dict(self.weights)
+        except RuntimeError as e:
+            first = str(e).strip().splitlines()[0]
+            raise MTError(f"checkpoint '{self.path}': weights do not fit its model config ({first})") from None
+        return model.to(device).eval()
+
+    def drop_tensors(self) -> None:
+        """Forget the weights and the training state once they have been copied into a model and
+        an optimizer (a long run need not hold them twice); config, tokenizer and records stay."""
+        self.state.pop("model", None)
+        self.state.pop("training", None)
+
+
+def read_checkpoint(path: str | Path) -> Checkpoint:
+    """The checkpoint at `path`, read and checked once (`load_checkpoint`) and its bytes hashed.
+    Anything unreadable is an MTError naming the file."""
+    path = Path(path)
+    state = load_checkpoint(path)
+    return Checkpoint(path, sha256_file(path), state)
+
+
 def load_for_inference(path: str | Path, device: str | torch.device) -> tuple[Transformer, Tokenizer, Config]:
     """(Transformer in eval mode on `device`, Tokenizer, Config) from any mt checkpoint."""
-    state = load_checkpoint(path)
-    cfg = checkpoint_config(state, path)
-    tok = state["tokenizer"]
-    tokenizer = Tokenizer.from_bytes(tok["src"], tok.get("tgt"), targets=cfg.data.target_langs)
-    model = Transformer(cfg.model, state["src_vocab_size"], state["tgt_vocab_size"],
-                        joint_vocab=state["joint_vocab"])
-    try:
-        model.load_state_dict(state["model"])
-    except RuntimeError as e:
-        first = str(e).strip().splitlines()[0]
-        raise MTError(f"checkpoint '{path}': weights do not fit its model config ({first})") from None
-    return model.to(device).eval(), tokenizer, cfg
+    ckpt = read_checkpoint(path)
+    cfg, tokenizer = ckpt.config, ckpt.tokenizer
+    return ckpt.model(device), tokenizer, cfg
 
 
 def same_model(a: dict[str, Any], b: dict[str, Any]) -> str:
@@ -328,13 +379,20 @@ class CheckpointFiles:
         self.averaged.unlink(missing_ok=True)  # a stale one would be picked by `make evaluate`
 
 
+def ensemble_of(paths: Sequence[Path], models: Sequence[Transformer],
+                tokenizers: Sequence[Tokenizer]) -> Transformer | Ensemble:
+    """One model as it is; several as an `Ensemble` (in eval mode), refused when their tokenizers differ."""
+    if len(models) == 1:
+        return models[0]
+    check_compatible(list(paths), list(tokenizers))
+    return Ensemble(list(models)).eval()
+
+
 def load_models(paths: Sequence[Path], device: str | torch.device) -> tuple[Transformer | Ensemble, Tokenizer, Config]:
     """One checkpoint -> its model; several -> an `Ensemble` of them (in eval mode on `device`).
     The tokenizer and config (decode settings, corpus) are the first checkpoint's."""
     if not paths:
         raise MTError("--checkpoint: give at least one checkpoint")
     loaded = [load_for_inference(path, device) for path in paths]
-    if len(loaded) == 1:
-        return loaded[0]
-    check_compatible(list(paths), [tok for _, tok, _ in loaded])
-    return Ensemble([model for model, _, _ in loaded]).eval(), loaded[0][1], loaded[0][2]
+    model = ensemble_of(paths, [m for m, _, _ in loaded], [tok for _, tok, _ in loaded])
+    return model, loaded[0][1], loaded[0][2]

@@ -1,7 +1,7 @@
 """The model a server serves: loaded in its worker process, identified, warmed up, fed by a batcher.
 
-`load_served_model` starts the worker (`mt.serve.worker.ModelProcess`), builds the model's identity
-(`identify`: the weight files, their sha256s, the training update) and its batcher, and decodes one
+`load_served_model` starts the worker (`mt.serve.worker.ModelProcess`), takes the model's identity
+from what the worker reports (`ModelIdentity`: files, sha256s, update, card) and starts its batcher, and decodes one
 warm-up sentence before the server says it is ready. `ServedModel` is what the routes use of it: the
 server's default decode settings, the language pairs it serves and the tokenizer for a target.
 """
@@ -9,7 +9,6 @@ server's default decode settings, the language pairs it serves and the tokenizer
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import time
 from collections.abc import Sequence
@@ -19,58 +18,44 @@ from typing import Any
 
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import Tokenizer
-from mt.deploy.card import model_card_for
-from mt.deploy.engines import weight_files
+from mt.deploy.loading import ModelProvenance
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
 from mt.serve.metrics import Metrics
 from mt.serve.requests import ApiError
 from mt.serve.settings import ServeSettings
-from mt.serve.worker import LoadedModel, ModelProcess
-from mt.textio import sha256_file
+from mt.serve.worker import ModelProcess
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class ModelIdentity:
-    """Which model a server runs: what `-c` named, the weight files hashed and the training update."""
+    """Which model a server runs, as its worker reported it (`ModelProvenance`: the files `-c`
+    named, their sha256s, the training update, the card's data): the HTTP process reads no checkpoint."""
 
-    checkpoints: tuple[Path, ...]  # as `-c` named them: .pt files (several: an ensemble) or an export directory
-    sha256s: tuple[str, ...]  # of each checkpoint's weight file (`weight_files`), in order
-    update: int  # the training update, as the worker read it
+    provenance: ModelProvenance
 
     @property
     def id(self) -> str:
         """The weights' sha256 (an ensemble's: the sha256 of its members' sha256s joined by spaces)."""
-        return self.sha256s[0] if len(self.sha256s) == 1 else hashlib.sha256(" ".join(self.sha256s).encode()).hexdigest()
+        return self.provenance.model_id
+
+    @property
+    def update(self) -> int:
+        return self.provenance.update
 
     def summary(self) -> dict[str, Any]:
         """{"id", "update"}: how /ready and /v1/translate name the model."""
         return {"id": self.id, "update": self.update}
 
 
-def weight_sha256s(checkpoints: Sequence[Path]) -> tuple[str, ...]:
-    """The sha256 of each checkpoint's weight file (a `.pt` itself, an export's weights)."""
-    return tuple(sha256_file(path) for path in weight_files(checkpoints))
-
-
-def identify(checkpoints: Sequence[Path], sha256s: Sequence[str], loaded: LoadedModel) -> ModelIdentity:
-    """The served model's identity, in one place: the files and their hashes (hashed here, in the
-    HTTP process, before the worker starts) and the update the worker reported.
-    LEAD (PLAN.md item 2): once the worker sends `LoadedModel.provenance` (file names, sha256s,
-    update), build this from it alone and drop `weight_sha256s`."""
-    return ModelIdentity(tuple(Path(p) for p in checkpoints), tuple(sha256s), loaded.update)
-
-
 def model_card(identity: ModelIdentity) -> dict[str, Any]:
     """The card `/v1/model-card` returns: `mt export`'s MODEL_CARD.md as data, plus the ensemble's
-    members and the model id. Blocking (run it off the event loop).
-    LEAD (PLAN.md item 2): this reads the first checkpoint a second time, in the HTTP process
-    (`model_card_for` -> `load_checkpoint`); build it from the worker's `LoadedModel.provenance`
-    (the card's data) once the worker sends it."""
-    card = model_card_for(identity.checkpoints[0])
-    card["ensemble"] = [str(path) for path in identity.checkpoints] if len(identity.checkpoints) > 1 else []
+    members and the model id. Blocking (reads the run's eval/ reports; run it off the event loop)."""
+    files = identity.provenance.files
+    card = identity.provenance.card_source.card()
+    card["ensemble"] = [str(path) for path in files] if len(files) > 1 else []
     card["model_id"] = identity.id
     return card
 
@@ -120,10 +105,9 @@ def server_decode(settings: ServeSettings, cfg: Config) -> tuple[DecodeConfig, i
 def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Metrics) -> ServedModel:
     """Load, identify and warm up the model behind `-c`; start its batcher."""
     started = time.perf_counter()
-    sha256s = weight_sha256s(checkpoints)
     engine = ModelProcess(checkpoints, settings.device, threads=settings.threads)
     loaded = engine.loaded
-    identity = identify(checkpoints, sha256s, loaded)
+    identity = ModelIdentity(loaded.provenance)
     decode, max_beam = server_decode(settings, loaded.cfg)
     batcher = Batcher(engine, loaded.tokenizer, max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
                       on_batch=metrics.on_batch, on_depth=metrics.on_depth,

@@ -1,5 +1,6 @@
 """The server's limits: one frozen dataclass, checked once at start-up with one-line errors.
 
+Its fields with a flag are `mt serve`'s options (flag, default and help declared once, here).
 API keys are held here as a frozenset of strings and never rendered: `__repr__` hides them so a
 logged or printed settings object cannot leak one.
 """
@@ -7,50 +8,75 @@ logged or printed settings object cannot leak one.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mt.errors import MTError
+
+
+def _flag(default: Any, flag: str, help: str, *, shown: bool = True, **option: Any) -> Any:
+    """A field `mt serve` sets with `flag`: mt/cli.py builds the Typer option from this metadata
+    (`option_type`/`option_default` where the flag's value differs from the field's, see `from_flags`).
+    `shown`: whether the field is in the repr."""
+    return field(default=default, repr=shown, metadata={"flag": flag, "help": help, **option})
 
 
 @dataclass(frozen=True)
 class ServeSettings:
     """What `mt serve` allows a client. Sizes are per request unless named otherwise.
 
-    max_beam:        the largest beam a /v1 request may ask for; also the default beam
-                     (None = the checkpoint's decode.beam, which is then also the maximum)
-    max_batch_tokens: source tokens x beam per decoding batch (None = the checkpoint's decode.max_tokens);
-                     1 switches batching off (every segment is decoded alone)
-    max_wait_ms:     how long a filling batch waits for the next segment (in all at most
-                     batcher.GATHER_CAP x this)
+    Each field with a flag is one `mt serve` option: its flag, default and help are declared here
+    once (the CLI's options are built from them). Beyond the help text:
+
+    max_beam:        None = the checkpoint's decode.beam, which is then also the maximum
+    max_wait_ms:     in all a batch waits at most batcher.GATHER_CAP x this
     timeout_s:       a request waiting longer than this for its translations gets 503, one whose body
                      has not all arrived after this long 408; a connection whose next request head
                      has not all arrived this long after it opened (or its last answer) is closed
-    char_limit:      characters per request (all segments together), else 413
-    max_segments:    segments (lines) per request, else 413
     max_alternatives: LibreTranslate `alternatives` / /v1 n_best - 1 at most, else 400
-    queue_size:      segments waiting for the model at most (all requests), else 429
-    max_body_bytes:  request body size at most, else 413
-    threads:         CPU threads the model uses (torch intra-op, CTranslate2 intra_threads); 0 = torch's
-                     default. On a shared, oversubscribed CPU, small batches with more threads than
-                     free cores stall in thread barriers: 1 is then much faster (see README, Serve).
+    max_body_bytes:  request body size at most, else 413 (no flag: `mt serve` allows 8 x --char-limit,
+                     at least 1 MiB)
+    threads:         torch intra-op and CTranslate2 intra_threads. On a shared, oversubscribed CPU,
+                     small batches with more threads than free cores stall in thread barriers: 1 is
+                     then much faster (see README, Serve).
     """
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    max_beam: int | None = None
-    max_batch_tokens: int | None = None
-    max_wait_ms: float = 5.0
-    timeout_s: float = 30.0
-    char_limit: int = 10_000
-    max_segments: int = 256
-    max_alternatives: int = 5
-    queue_size: int = 4096
+    host: str = _flag("127.0.0.1", "--host", "Address to bind (loopback unless told otherwise).")
+    port: int = _flag(8000, "--port", "TCP port.")
+    max_beam: int | None = _flag(None, "--beam", "Default and largest beam a request may use "
+                                                 "(default: the checkpoint's decode.beam).")
+    max_batch_tokens: int | None = _flag(
+        None, "--max-batch-tokens", "Source tokens x beam per decoding batch (default: decode.max_tokens; "
+                                    "1 = no batching).")
+    max_wait_ms: float = _flag(5.0, "--max-wait-ms", "How long a filling batch waits for the next segment "
+                                                     "(in all at most 10x this).")
+    api_keys: frozenset[str] = _flag(frozenset(), "--api-keys", "File of API keys, one per line ('#' comments); "
+                                                                "when given, translate routes need one.",
+                                     shown=False, option_type=Path | None, option_default=None)
+    cors_origins: tuple[str, ...] = _flag((), "--cors-origin", "Allow browser calls from this origin (repeatable).",
+                                          option_type=list[str], option_default=[])
+    timeout_s: float = _flag(30.0, "--timeout", "Seconds a request may wait for its translations (else 503), and "
+                                                "for its own head (else the connection closes) and body (else 408) "
+                                                "to arrive.")
+    char_limit: int = _flag(10_000, "--char-limit", "Characters per request at most (else 413).")
+    max_segments: int = _flag(256, "--max-segments", "Segments (lines) per request at most (else 413).")
+    max_alternatives: int = _flag(5, "--max-alternatives", "LibreTranslate alternatives at most "
+                                                           "(/v1 n_best: this + 1).")
+    queue_size: int = _flag(4096, "--queue-size", "Segments waiting for the model at most (else 429).")
+    device: str = _flag("auto", "--device", "auto | cpu | cuda | cuda:N.")
+    threads: int = _flag(0, "--threads", "CPU threads for the model (0 = torch's default; 1 is best on a busy, "
+                                         "shared CPU).")
     max_body_bytes: int = 1 << 20
-    cors_origins: tuple[str, ...] = ()
-    api_keys: frozenset[str] = field(default=frozenset(), repr=False)
-    device: str = "auto"
-    threads: int = 0
+
+    @classmethod
+    def from_flags(cls, *, api_keys: Path | None, cors_origins: Sequence[str], **flags: Any) -> ServeSettings:
+        """The settings `mt serve` runs with from its flags' values: --api-keys names a file of keys
+        (read here), --cors-origin is repeatable, and the body limit follows --char-limit."""
+        keys = read_api_keys(api_keys) if api_keys is not None else frozenset()
+        return cls(**flags, api_keys=keys, cors_origins=tuple(cors_origins),
+                   max_body_bytes=max(1 << 20, 8 * flags.get("char_limit", cls.char_limit)))
 
     def __post_init__(self) -> None:
         positive = (("--port", self.port), ("--char-limit", self.char_limit), ("--max-segments", self.max_segments),

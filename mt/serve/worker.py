@@ -11,12 +11,14 @@ segments/s (medians of four alternating runs; docs/performance.md "Serving: the 
 process").
 
 `ModelProcess` is an `mt.decode.engine.Engine`: `search_ids` sends the batch down a pipe and
-returns what the child's engine (`load_engine`: a `.pt`, an ensemble or an `mt export` directory)
+returns what the child's engine (`load_model`: a `.pt`, an ensemble or an `mt export` directory)
 returns, calling `on_result` as each sentence's result arrives (the child's search hands them
-over as sentences end). The child is started with `spawn` (safe with CUDA and threads), ignores
-SIGINT/SIGTERM (the server drains and then stops it), and exits when the pipe closes, so it
-never outlives the server. If it dies (killed, out of memory), the batch it held fails and the
-next search starts a new one.
+over as sentences end). The child reads each checkpoint once and sends the server a `WorkerModel`:
+the tokenizer, config and the model's provenance (files, sha256s, update, init_from, the model
+card's data), so the server's own process never reads a checkpoint. The child is started with
+`spawn` (safe with CUDA and threads), ignores SIGINT/SIGTERM (the server drains and then stops
+it), and exits when the pipe closes, so it never outlives the server. If it dies (killed, out of
+memory), the batch it held fails and the next search starts a new one.
 """
 
 from __future__ import annotations
@@ -33,37 +35,43 @@ from typing import Any
 
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import Tokenizer
-from mt.decode.engine import Results
+from mt.decode.engine import Engine, Results
+from mt.deploy.loading import ModelProvenance
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class LoadedModel:
-    """What the server needs to know of the model the child loaded."""
+class WorkerModel:
+    """What the server's process knows of the model its worker loaded (sent over the pipe, so
+    picklable): enough to batch and decode for it and to identify it (/ready, /v1/model-card)."""
 
     tokenizer: Tokenizer
     cfg: Config
     max_positions: int
-    update: int  # the checkpoint's training update (an export's, from mt_export.json)
     samples: bool  # the engine can sample: mt's own models can; an `mt export` (CTranslate2) only searches
+    provenance: ModelProvenance  # files, sha256s (`model_id`), update, init_from, the card's data (`card_source`)
+
+    @property
+    def update(self) -> int:
+        """The checkpoint's training update (an export's, from mt_export.json)."""
+        return self.provenance.update
 
 
-def _load(checkpoints: Sequence[Path], device: str, threads: int) -> tuple[Any, LoadedModel]:
+def _load(checkpoints: Sequence[Path], device: str, threads: int) -> tuple[Engine, WorkerModel]:
     """(engine, its description), in the child."""
     import torch
 
     from mt.decode.engine import NativeEngine
-    from mt.deploy.engines import load_engine
-    from mt.model.checkpoint import checkpoint_update
+    from mt.deploy.loading import load_model
 
     if threads:
-        torch.set_num_threads(threads)  # before load_engine: a CTranslate2 engine takes it too
-    engine, tokenizer, cfg, _ = load_engine(checkpoints, device)
-    info = getattr(engine, "info", None)  # an export's mt_export.json
-    update = int(info["update"]) if isinstance(info, dict) else checkpoint_update(checkpoints[0])
-    return engine, LoadedModel(tokenizer, cfg, engine.max_positions, update, isinstance(engine, NativeEngine))
+        torch.set_num_threads(threads)  # before load_model: a CTranslate2 engine takes it too
+    loaded = load_model(checkpoints, device)
+    engine = loaded.engine
+    return engine, WorkerModel(loaded.tokenizer, loaded.config, engine.max_positions,
+                               isinstance(engine, NativeEngine), loaded.provenance)
 
 
 def _serve(conn: Connection, checkpoints: Sequence[Path], device: str, threads: int) -> None:
@@ -108,7 +116,7 @@ class ModelProcess:
         self.loaded = self._start()
         self.max_positions = self.loaded.max_positions
 
-    def _start(self) -> LoadedModel:
+    def _start(self) -> WorkerModel:
         """Start a child and wait until it has loaded the model (MTError, child stopped, if it cannot)."""
         ctx = multiprocessing.get_context("spawn")
         self._conn, child_conn = ctx.Pipe()

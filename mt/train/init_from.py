@@ -21,6 +21,11 @@ Every checkpoint of the run records its origin as `init_from: {path, sha256, upd
 init checkpoint: last.pt holds the same tokenizer and config, and `init_from` record, and the
 init file may have moved since. `--init-from` with `--resume` is an error: one starts a new run
 from another run's weights, the other continues this run exactly.
+
+`start_run` resolves what a run starts from, reading each checkpoint once (`read_checkpoint`): the
+init checkpoint of a new fine-tuning run, or last.pt on --resume (whose `init_from` record says
+whether the run was fine-tuned). The `RunStart` it returns goes on to `mt prepare` (the tokenizer
+to reuse) and to `mt.train.loop.train` (weights, training state), which then read nothing again.
 """
 
 from __future__ import annotations
@@ -34,11 +39,10 @@ import torch
 
 from mt.config import Config, ModelConfig
 from mt.config_checks import short_repr
-from mt.config_load import config_from_dict, load_raw_config
+from mt.config_load import config_from_dict
 from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
-from mt.model.checkpoint import checkpoint_config, load_checkpoint
-from mt.textio import sha256_file
+from mt.model.checkpoint import Checkpoint, read_checkpoint
 
 # model keys that may differ from the init checkpoint's: regularisation of the new run only
 TRAINABLE_MODEL_KEYS = ("dropout", "attention_dropout")
@@ -52,9 +56,30 @@ class InitSource:
     """A checkpoint a run starts from (or, on --resume of a fine-tuning run, its last.pt)."""
 
     record: dict[str, Any]  # {"path": absolute path, "sha256": of the file, "update": its update count}
-    cfg: Config  # the checkpoint's config (model and tokenizer sections are what count)
-    tokenizer: Tokenizer
-    weights: dict[str, torch.Tensor]  # the model's state dict (on CPU)
+    checkpoint: Checkpoint  # read once: its config (model and tokenizer sections count), tokenizer, weights
+
+    @property
+    def cfg(self) -> Config:
+        return self.checkpoint.config
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.checkpoint.tokenizer
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What a training run starts from (`start_run`), each checkpoint read once."""
+
+    cfg: Config  # the run's config, fine-tuning's model/tokenizer sections resolved from its source
+    last: Checkpoint | None  # --resume: last.pt (None when there is none: train() says so)
+    source: InitSource | None  # fine-tuning: the init checkpoint, or on --resume last.pt; None: from scratch
+
+    @property
+    def tokenizer(self) -> Tokenizer | None:
+        """The tokenizer `prepare` must reuse (None: train one): the init checkpoint's, or on
+        --resume of a fine-tuning run last.pt's (the same bytes)."""
+        return self.source.tokenizer if self.source is not None else None
 
 
 def _where(path: str | Path) -> str:
@@ -72,14 +97,11 @@ def read_init_source(path: str | Path) -> InitSource:
     if not path.is_file():
         raise MTError(f"{_where(path)}: file not found")
     try:
-        state = load_checkpoint(path)
-        cfg = checkpoint_config(state, path)
-        tok = state["tokenizer"]
-        tokenizer = Tokenizer.from_bytes(tok["src"], tok.get("tgt"))
+        ckpt = read_checkpoint(path)
+        _ = (ckpt.config, ckpt.tokenizer)  # parsed now, so their errors name train.init_from too
     except MTError as e:
         raise MTError(f"{_where(path)}: {e}") from None
-    record = {"path": str(path.resolve()), "sha256": sha256_file(path), "update": int(state.get("update", 0))}
-    return InitSource(record, cfg, tokenizer, state["model"])
+    return InitSource({"path": str(path.resolve()), "sha256": ckpt.sha256, "update": ckpt.update}, ckpt)
 
 
 def _differences(section: str, given: dict[str, Any], ckpt: Any, free: tuple[str, ...]) -> list[str]:
@@ -130,88 +152,67 @@ def _last_pt(cfg: Config) -> Path:
     return cfg.run_dir / "checkpoints" / "last.pt"
 
 
-def resume_source(cfg: Config) -> InitSource | None:
+def resumed_source(last: Checkpoint | None) -> InitSource | None:
     """On --resume: last.pt as the source of a fine-tuning run's tokenizer and config (None when
     last.pt is missing or the run did not start from a checkpoint)."""
-    last = _last_pt(cfg)
-    if not last.is_file():
+    if last is None or last.init_from is None:
         return None
-    state = load_checkpoint(last)
-    record = state.get("init_from")
-    if not record:
-        return None
-    tok = state["tokenizer"]
-    return InitSource(dict(record), checkpoint_config(state, last), Tokenizer.from_bytes(tok["src"], tok.get("tgt")),
-                      state["model"])
+    return InitSource(last.init_from, last)
 
 
-def load_train_config(path: str | Path, overrides: list[str] | None = None, *, init_from: str | None = None,
-                      resume: bool = False) -> Config:
-    """The config `mt train` / `mt prepare` run: `load_config`, then, when fine-tuning, the model
-    and tokenizer sections taken from the init checkpoint (or, on --resume, from last.pt)."""
-    raw = load_raw_config(path, overrides or [])
-    if init_from is not None:
-        if resume:
-            raise MTError("--init-from starts a new run from a checkpoint's weights and --resume continues this run "
-                          "from its last.pt (which remembers where it started); give one of them")
-        train = raw.get("train")
-        raw["train"] = {**(train if isinstance(train, dict) else {}), "init_from": str(init_from)}
+def start_run(raw: dict[str, Any], *, resume: bool = False) -> RunStart:
+    """What a training run (or `mt prepare`) of the raw config `raw` (YAML + --set, as
+    `load_raw_config` reads it) starts from: its config, when fine-tuning with the model and
+    tokenizer sections taken from the init checkpoint (or, on --resume, from last.pt), and those
+    checkpoints, each read once."""
     cfg = config_from_dict(raw)
     if resume:
-        source = resume_source(cfg)
+        last = read_checkpoint(_last_pt(cfg)) if _last_pt(cfg).is_file() else None
+        source = resumed_source(last)
         if source is None:
-            return cfg  # not a fine-tuning run (or no last.pt: train() says so)
+            return RunStart(cfg, last, None)  # not a fine-tuning run (or no last.pt: train() says so)
         started = source.record["path"]
         if cfg.train.init_from and Path(cfg.train.init_from).resolve() != Path(started):
             raise MTError(f"train --resume: config train.init_from '{cfg.train.init_from}' but "
                           f"'{_last_pt(cfg)}' started from '{started}'")
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, init_from=str(started)))
-        return resolve_config(cfg, raw, source.cfg, f"train --resume: '{_last_pt(cfg)}'")
+        return RunStart(resolve_config(cfg, raw, source.cfg, f"train --resume: '{_last_pt(cfg)}'"), last, source)
     if not cfg.train.init_from:
-        return cfg
+        return RunStart(cfg, None, None)
     source = read_init_source(cfg.train.init_from)
-    return resolve_config(cfg, raw, source.cfg, _where(cfg.train.init_from))
+    return RunStart(resolve_config(cfg, raw, source.cfg, _where(cfg.train.init_from)), None, source)
 
 
-def prepare_tokenizer(cfg: Config, *, resume: bool = False) -> Tokenizer | None:
-    """The tokenizer `prepare` must reuse for `cfg` (None: train one): the init checkpoint's, or
-    on --resume of a fine-tuning run last.pt's (the same bytes)."""
-    if not cfg.train.init_from:
-        return None
+def run_sources(cfg: Config, *, resume: bool, start: RunStart | None) -> RunStart:
+    """What a training run with `cfg` starts from, checked: last.pt on --resume and, when
+    fine-tuning, the `source` (None: not a fine-tuning run). What `start` holds (what `start_run`
+    read) is not read again; the rest is read here, once.
+
+    A new run: the init checkpoint, whose model/tokenizer config `cfg` must match (`start_run`
+    takes them from it). --resume: last.pt, which must itself record an init checkpoint when the
+    config names one (its weights are then restored with the rest of the training state)."""
     if resume:
-        source = resume_source(cfg)
-        if source is not None:
-            return source.tokenizer
-    return read_init_source(cfg.train.init_from).tokenizer
-
-
-def run_source(cfg: Config, *, resume: bool) -> InitSource | None:
-    """What a training run with `cfg` starts from (None: not a fine-tuning run).
-
-    A new run: the init checkpoint, whose model/tokenizer config `cfg` must match (the CLI's
-    `load_train_config` takes them from it). --resume: last.pt, which must itself record an
-    init checkpoint (its weights are then restored with the rest of the training state)."""
-    if resume:
-        source = resume_source(cfg)
+        last = start.last if start is not None and start.last is not None else read_checkpoint(_last_pt(cfg))
+        source = resumed_source(last)
         if source is not None and not cfg.train.init_from:
             raise MTError(f"train --resume: '{_last_pt(cfg)}' was fine-tuned from '{source.record['path']}' but the "
                           f"config has no train.init_from (`mt train --resume` fills it in)")
-        if source is None and cfg.train.init_from and _last_pt(cfg).is_file():
+        if source is None and cfg.train.init_from:
             raise MTError(f"train --resume: '{_last_pt(cfg)}' was not started from a checkpoint, but the config sets "
                           f"train.init_from '{cfg.train.init_from}'; drop it to resume, or start a new run")
-        return source
+        return RunStart(cfg, last, source)
     if not cfg.train.init_from:
-        return None
-    source = read_init_source(cfg.train.init_from)
+        return RunStart(cfg, None, None)
+    source = start.source if start is not None and start.source is not None else read_init_source(cfg.train.init_from)
     check_matches(cfg, source, _where(cfg.train.init_from))
-    return source
+    return RunStart(cfg, None, source)
 
 
 def load_init_weights(model: torch.nn.Module, source: InitSource) -> None:
     """Copy the init checkpoint's weights into the freshly built `model` (before the optimizer's
     first step and before an EMA copies them); shapes were checked by config, this re-checks."""
     try:
-        model.load_state_dict(source.weights)
+        model.load_state_dict(source.checkpoint.weights)
     except RuntimeError as e:
         first = str(e).strip().splitlines()[0]
         raise MTError(f"{_where(source.record['path'])}: weights do not fit the model ({first})") from None

@@ -66,7 +66,7 @@ from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
 from mt.train.epochs import TrainingData
 from mt.train.horizon import RunHorizon
-from mt.train.init_from import load_init_weights, run_source
+from mt.train.init_from import RunStart, load_init_weights, run_sources
 from mt.train.log import PhaseTimer, TrainLog, Window
 from mt.train.optim import Schedule, build_optimizer, set_lr, training_progress
 from mt.train.precision import (
@@ -91,8 +91,9 @@ from mt.train.validate import Validator, selection_metric
 CLOCK = time.perf_counter  # the training clock (a test replaces it with a fake one)
 
 
-def train(cfg: Config, *, resume: bool = False) -> Path:
-    """Train `cfg` (preparing its data if needed) and return the checkpoint to evaluate."""
+def train(cfg: Config, *, resume: bool = False, start: RunStart | None = None) -> Path:
+    """Train `cfg` (preparing its data if needed) and return the checkpoint to evaluate. `start`: the
+    checkpoints `start_run` read (the init checkpoint, last.pt on --resume), not read again."""
     info = distributed.env_info()
     device = resolve_device(cfg.train.device, local_rank=info.local_rank)
     if cfg.train.precision == "fp16" and device.type != "cuda":  # auto never picks fp16
@@ -116,7 +117,7 @@ def train(cfg: Config, *, resume: bool = False) -> Path:
     stop.install()
     finished = False
     try:
-        best = _run(cfg, resume=resume, info=info, device=device, stop=stop, precision=choice)
+        best = _run(cfg, resume=resume, info=info, device=device, stop=stop, precision=choice, start=start)
         finished = True
         return best
     finally:
@@ -125,7 +126,7 @@ def train(cfg: Config, *, resume: bool = False) -> Path:
 
 
 def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, stop: StopSignal,
-         precision: PrecisionChoice) -> Path:
+         precision: PrecisionChoice, start: RunStart | None) -> Path:
     """The training run; `precision` is train.precision resolved for this device (auto -> fp32 or bf16)."""
     t = cfg.train
     run_dir = cfg.run_dir
@@ -142,7 +143,8 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
         if (ckpt_dir / AVERAGE_CANDIDATE).is_file():  # a kill while the average was validated
             (ckpt_dir / AVERAGE_CANDIDATE).unlink()
             stale.append(ckpt_dir / AVERAGE_CANDIDATE)
-    source = run_source(cfg, resume=resume)  # fine-tuning: the init checkpoint (or last.pt on --resume)
+    start = run_sources(cfg, resume=resume, start=start)  # last.pt on --resume, each checkpoint read once
+    source = start.source  # fine-tuning: the init checkpoint (or last.pt on --resume)
     if info.is_main:
         prepare(cfg, tokenizer=source.tokenizer if source is not None else None)
         save_config(cfg, run_dir / "config.yaml")
@@ -155,6 +157,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
                         joint_vocab=tokenizer.joint).to(device)
     if source is not None and not resume:
         load_init_weights(model, source)  # a new run from trained weights; optimizer, schedule, state fresh
+        source.checkpoint.drop_tensors()  # now in the model: not held twice for the whole run
     optimizer = build_optimizer(model, t)
     scaler = torch.amp.GradScaler("cuda") if precision.precision == "fp16" else None
     ema = WeightEMA(model, t.ema_decay) if t.ema_decay > 0 else None
@@ -163,8 +166,9 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
         log.info(f"removed {len(stale)} temporary file(s) of interrupted writes: {', '.join(p.name for p in stale)}")
     state = TrainState(world_size=info.world_size)
     if resume:
-        state = restore(last_path, cfg, tokenizer, model, optimizer, scaler, ema, rank=info.rank,
+        state = restore(start.last, cfg, tokenizer, model, optimizer, scaler, ema, rank=info.rank,
                         world_size=info.world_size, log=log.info)
+        start.last.drop_tensors()  # now in the model and optimizer: not held twice for the whole run
         log.resume_at(state.update)
     else:
         seed_everything(t.seed + info.rank)  # same init on every rank (DDP checks), own dropout streams

@@ -1,4 +1,5 @@
-"""What a training checkpoint holds beyond the weights, and how a run resumes from it.
+"""What a training checkpoint holds beyond the weights, and how a run resumes from it (from last.pt
+as `mt.model.checkpoint.read_checkpoint` read it, once).
 
 `last.pt` carries, under "training": `state` (a `TrainState` as a dict: update, epoch, position
 in the epoch's batch list, training seconds, best metric, patience and NaN counters, validation
@@ -18,7 +19,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ import torch
 from mt.config import Config
 from mt.data.tokenizer import Tokenizer
 from mt.errors import Interrupted, MTError
-from mt.model.checkpoint import inference_state, load_checkpoint, same_model
+from mt.model.checkpoint import Checkpoint, inference_state, same_model
 from mt.train.ema import WeightEMA
 
 
@@ -126,25 +126,26 @@ def training_state(state: TrainState, optimizer: torch.optim.Optimizer, scaler: 
     }
 
 
-def restore(path: Path, cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-            scaler: torch.amp.GradScaler | None, ema: WeightEMA | None, *, rank: int, world_size: int,
-            log: Callable[[str], None]) -> TrainState:
-    """Load last.pt into model/optimizer/scaler/EMA/RNG; returns the saved TrainState.
+def restore(last: Checkpoint, cfg: Config, tokenizer: Tokenizer, model: torch.nn.Module,
+            optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, ema: WeightEMA | None, *,
+            rank: int, world_size: int, log: Callable[[str], None]) -> TrainState:
+    """Load last.pt (read once, by the caller) into model/optimizer/scaler/EMA/RNG; returns the
+    saved TrainState.
 
     An EMA switched on at resume (none in last.pt) starts from the resumed weights.
 
     With a different world size the rest of the current epoch (sharded for the old one) cannot
     be continued: training goes on with the next epoch, reseeded.
     """
-    ckpt = load_checkpoint(path)
-    diff = same_model(ckpt, inference_state(cfg, tokenizer, model))
+    path = last.path
+    diff = same_model(last.state, inference_state(cfg, tokenizer, model))
     if diff:
         raise MTError(f"train --resume: '{path}' was trained with a different model: {diff}")
-    if "training" not in ckpt:
+    tr = last.training
+    if tr is None:
         raise MTError(f"train --resume: '{path}' holds no training state (an inference checkpoint)")
-    tr = ckpt["training"]
     try:  # a checkpoint of the right kind whose training fields hold the wrong things: a user error
-        model.load_state_dict(ckpt["model"])
+        model.load_state_dict(last.weights)
         optimizer.load_state_dict(tr["optimizer"])
         if scaler is not None and tr.get("scaler"):
             scaler.load_state_dict(tr["scaler"])

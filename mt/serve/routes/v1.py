@@ -48,7 +48,7 @@ async def v1_settings(model: ReadyModel, settings: SettingsDep) -> JSONResponse:
 
 @router.get("/model-card", summary="The model card (what `mt export` writes as MODEL_CARD.md), as JSON")
 async def v1_model_card(model: ReadyModel, state: StateDep) -> JSONResponse:
-    if state.card is None:  # built once, off the event loop (reads the checkpoint and eval/)
+    if state.card is None:  # built once, off the event loop (reads the run's eval/ reports)
         state.card = await asyncio.to_thread(model_card, model.identity)
     return JSONResponse(state.card)
 

@@ -1,0 +1,31 @@
+"""`mt serve`: check the model paths and the serve extra, then run the HTTP server (the work is
+mt.serve's, behind the optional serve extra). The options are `ServeSettings`' fields."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mt.errors import MTError
+
+SERVE_EXTRA_HINT = 'pip install -e ".[serve]"'
+
+
+def serve_command(checkpoints: Sequence[Path], **flags: Any) -> None:
+    """`mt serve`: check the flags and the model paths, then run the HTTP server until SIGTERM.
+    `flags`: the values of `mt serve`'s options, by `ServeSettings` field name (`ServeSettings.from_flags`)."""
+    for path in checkpoints:
+        if not Path(path).exists():
+            raise MTError(f"-c {path}: not found")
+    try:
+        import fastapi  # noqa: F401
+        import multipart  # noqa: F401 - python-multipart, for form data
+        import prometheus_client  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as e:
+        raise MTError(f"mt serve: needs the serve extra ({e.name} is not installed); run: {SERVE_EXTRA_HINT}") from None
+    from mt.serve.server import run_server
+    from mt.serve.settings import ServeSettings
+
+    run_server(ServeSettings.from_flags(**flags), checkpoints)

@@ -24,6 +24,7 @@ if str(ROOT) not in sys.path:  # this checkout's mt, also when mkdocs loads this
     sys.path.insert(0, str(ROOT))
 
 from mt.config import Config  # noqa: E402
+from mt.config_load import config_to_dict  # noqa: E402
 
 PAGE = ROOT / "docs" / "reference" / "configuration.md"
 PAGE_URI = "reference/configuration.md"  # the page, relative to docs/ (mkdocs' src_uri)
@@ -59,13 +60,14 @@ def _list_item(tp: Any) -> type | None:
     return None
 
 
-def _rows(prefix: str, cls: type, value: Any) -> list[str]:
-    """One table row per field of the dataclass `cls` (defaults from `value`, an instance of it)."""
+def _rows(prefix: str, cls: type, value: Any, written: dict[str, Any] | None = None) -> list[str]:
+    """One table row per field of the dataclass `cls` (defaults from `value`, an instance of it, or
+    from `written`, that instance as a config file holds it: `config_to_dict`)."""
     notes = _comments(cls)
     hints = typing.get_type_hints(cls)
     rows = []
     for f in dataclasses.fields(cls):
-        default = getattr(value, f.name)
+        default = written[f.name] if written is not None else getattr(value, f.name)
         shown = list(default) if isinstance(default, tuple) else default
         meaning = _meaning(notes.get(f.name, ""), hints[f.name])
         rows.append(f"| `{prefix}.{f.name}` | `{shown!r}` | {meaning} |")
@@ -80,6 +82,7 @@ def reference() -> str:
     """The reference as Markdown: one heading and table per config section, and one for the fields of
     each entry of a list-of-sections key (such as data.pairs)."""
     top = Config()
+    written = config_to_dict(top)  # as a config file writes them (a bilingual model's `pairs: []`)
     out = ["### Top level", "",
            *_table(["| `name` | file name | run directory is `run_root/name` |",
                     f"| `run_root` | `{top.run_root}` | where run directories live |"])]
@@ -89,7 +92,7 @@ def reference() -> str:
             continue
         cls = type(value)
         doc = (cls.__doc__ or "").strip().splitlines()[0]
-        out += ["", f"### `{section.name}`", "", doc, "", *_table(_rows(section.name, cls, value))]
+        out += ["", f"### `{section.name}`", "", doc, "", *_table(_rows(section.name, cls, value, written[section.name]))]
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             item = _list_item(hints[f.name])

@@ -123,6 +123,30 @@ def test_module_is_small_enough_to_read_in_one_sitting(path: Path) -> None:
     assert lines <= MAX_LINES, f"{path.relative_to(PACKAGE.parent)}: {lines} lines; split it by job (limit {MAX_LINES})"
 
 
+MAX_FUNCTION_LINES = 90  # "functions under ~80" (DESIGN.md); the longest today is sample_search's 90
+MAX_SERVE_FUNCTION_LINES = 80  # the server's routes and dependencies stay small (issue 33)
+
+
+def long_functions(path: Path, limit: int) -> list[str]:
+    """'name (N lines)' for each function or method in `path` longer than `limit` lines."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [f"{node.name} ({node.end_lineno - node.lineno + 1} lines)" for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > limit]
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_functions_are_short(path: Path) -> None:
+    limit = MAX_SERVE_FUNCTION_LINES if "serve" in path.relative_to(PACKAGE).parts else MAX_FUNCTION_LINES
+    assert long_functions(path, limit) == [], f"{path.relative_to(PACKAGE.parent)}: split by job (limit {limit})"
+
+
+def test_long_functions_are_found(tmp_path: Path) -> None:
+    source = tmp_path / "long.py"
+    source.write_text("def short():\n    return 1\n\n\nasync def long():\n" + "    x = 1\n" * 5)
+    assert long_functions(source, 5) == ["long (6 lines)"]
+    assert long_functions(source, 6) == []
+
+
 # ---------------------------------------------------------------------------- one module per command
 
 COMMANDS = PACKAGE / "commands"

@@ -225,3 +225,12 @@ def reports(caplog: pytest.LogCaptureFixture) -> Callable[[], str]:
         return text
 
     return read
+
+
+@pytest.fixture(scope="session")
+def multi_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(config path, run dir) of a tiny en->{de,ru} multi-pair model, trained once per session
+    (test_multipair.py and test_serve_pairs.py share it)."""
+    from test_multipair import train_multi_run
+
+    return train_multi_run(tmp_path_factory.mktemp("multi"))

@@ -131,7 +131,11 @@ def test_bad_files_are_user_errors(tmp_path: Path, tiny_run: Config, tokenizer: 
         load_checkpoint(future)
 
 
-def test_average_is_the_mean_and_translates(tmp_path: Path, tiny_run: Config, tokenizer: Tokenizer) -> None:
+def test_average_is_the_mean_and_translates_as_the_mean_model(tmp_path: Path, tiny_run: Config,
+                                                               tokenizer: Tokenizer) -> None:
+    """`mt average` writes every weight as the mean of the inputs' (computed here by hand), keeps the
+    inputs' config and tokenizer, and the file translates exactly as a model built from those mean
+    weights (the same greedy token ids), not as either input."""
     from mt.data.batching import collate_source
     from mt.decode.search import greedy_search
 
@@ -139,13 +143,24 @@ def test_average_is_the_mean_and_translates(tmp_path: Path, tiny_run: Config, to
     ma, mb = _save(a, tiny_run, tokenizer, seed=1), _save(b, tiny_run, tokenizer, seed=2)
     out = tmp_path / "avg.pt"
     average_checkpoints([a, b], out)
-    model, tok, _ = load_for_inference(out, "cpu")
+    model, tok, cfg = load_for_inference(out, "cpu")
+    assert cfg == tiny_run
+    mean = {name: (value + mb.state_dict()[name]) / 2 for name, value in ma.state_dict().items()}
     for name, value in model.state_dict().items():
-        expected = (ma.state_dict()[name] + mb.state_dict()[name]) / 2
-        assert torch.allclose(value, expected, atol=1e-7), name
-    src, src_mask = collate_source(tok.encode_src(["two dogs play in the snow ."]))
-    hyps = greedy_search(model, src, src_mask, max_len_a=1.0, max_len_b=5, forbid_unk=True)
-    assert len(hyps) == 1 and isinstance(tok.decode_tgt(hyps)[0], str)
+        assert torch.allclose(value, mean[name], atol=1e-7), name
+    by_hand = Transformer(tiny_run.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
+                          joint_vocab=tokenizer.joint)
+    by_hand.load_state_dict(mean)
+    sentences = ["two dogs play in the snow .", "a man rides a bike .", "people are walking down a busy street ."]
+    assert tok.encode_src(sentences) == tokenizer.encode_src(sentences)
+    src, src_mask = collate_source(tok.encode_src(sentences))
+
+    def greedy(m: Transformer) -> list[list[int]]:
+        return greedy_search(m.eval(), src, src_mask, max_len_a=1.0, max_len_b=5, forbid_unk=True)
+
+    hyps = greedy(model)
+    assert hyps == greedy(by_hand)
+    assert hyps != greedy(ma) or hyps != greedy(mb)  # the mean is a model of its own
 
 
 def test_average_refuses_different_models(tmp_path: Path, tiny_run: Config, tokenizer: Tokenizer) -> None:

@@ -267,16 +267,30 @@ def test_decode_settings():
         decode_settings(base, beam=0, alpha=None, n_best=None, max_tokens=None)
 
 
-def test_validation_bleu_uses_eval_mode_and_restores_it(loaded, small_data):
-    """The trainer's validation BLEU (mt.train.validate) is score(translate_lines(...)) on its own model."""
-    model, tokenizer, cfg = loaded
-    src, ref = val_lines(small_data), val_lines(small_data, "de")
-    decode = decode_settings(cfg.decode, beam=2, alpha=None, n_best=None, max_tokens=None)
-    expected = score(translate_lines(model, tokenizer, src, decode, device="cpu"), ref)
-    model.train()  # as the trainer calls it: dropout (0.1) would change the translations
+def test_validation_uses_eval_mode_restores_it_and_scores_as_evaluate_does(loaded, tiny_run: Config):
+    """The trainer's validation (mt.train.validate.Validator) scores the model in eval mode (dropout
+    0.1 would change its loss and translations), leaves it in the mode it found it in, and its BLEU /
+    chrF are `mt evaluate`'s score(translate_lines(...)) of the first valid_max_sentences val lines."""
+    import contextlib
+
+    from mt.train.validate import Validator
+
+    model, tokenizer, _ = loaded
+    cfg = dataclasses.replace(tiny_run, train=dataclasses.replace(tiny_run.train, valid_max_sentences=N, valid_beam=2))
+    validator = Validator(cfg, tiny_run.run_dir, tokenizer, torch.device("cpu"), contextlib.nullcontext)
+    model.eval()
+    expected = validator(model)
+    assert not model.training
+    model.train()  # as the trainer calls it
     try:
-        got = score(translate_lines(model, tokenizer, src, decode, device="cpu"), ref)
+        torch.manual_seed(1)
+        got = validator(model)
         assert model.training
     finally:
         model.eval()
     assert got == expected
+    src, ref = read_split(tiny_run.data, "val")
+    decode = dataclasses.replace(cfg.decode, beam=2, n_best=1, sampling=False)
+    scores = score(translate_lines(model, tokenizer, src[:N], decode, device="cpu"), ref[:N])
+    assert (expected["bleu"], expected["chrf"]) == (scores.bleu, scores.chrf)
+    assert expected["chrf"] > 0  # the zeroed-EOS model writes words, so a wrong search would show

@@ -263,10 +263,9 @@ def test_sampler_of_one_pair_draws_what_a_bilingual_one_always_did() -> None:
 # --------------------------------------------------------------------------- through the CLI
 
 
-@pytest.fixture(scope="module")
-def multi_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(config path, run dir) of a multi-pair model trained 100 updates on en-de (300) + en-ru (100)."""
-    tmp = tmp_path_factory.mktemp("multi")
+def train_multi_run(tmp: Path) -> tuple[Path, Path]:
+    """(config path, run dir) of a multi-pair model trained 100 updates on en-de (300) + en-ru (100)
+    in `tmp`: conftest's session fixture `multi_run`, shared by this file and test_serve_pairs.py."""
     config = _yaml(tmp, MULTI_YAML.format(runs=tmp / "runs", de=_corpus(tmp, "de", 300), ru=_corpus(tmp, "ru", 100)))
     mp = pytest.MonkeyPatch()
     try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_multipair import multi_run  # noqa: F401  (fixture: a tiny en->{de,ru} model)
 from test_serve import httpx, mt_translate, server
 
 pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn")
@@ -14,7 +13,7 @@ pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn")
 LINES = ["He reads a book at home.", "", "She drinks tea."]
 
 
-def test_multi_pair_model_serves_each_target(multi_run: tuple[Path, Path]) -> None:  # noqa: F811
+def test_multi_pair_model_serves_each_target(multi_run: tuple[Path, Path]) -> None:
     ckpt = multi_run[1] / "checkpoints" / "best.pt"
     want = {lang: mt_translate(ckpt, LINES, "--target-lang", lang) for lang in ("de", "ru")}
     assert want["de"] != want["ru"]

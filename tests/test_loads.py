@@ -83,7 +83,6 @@ def inference_commands(run: Path, tmp: Path) -> dict[str, tuple[list[object], Co
 def test_inference_commands_read_each_checkpoint_once(command: str, run: Path, multi30k_dir: Path, tmp_path: Path,
                                                       loads: Counter[str], monkeypatch: pytest.MonkeyPatch) -> None:
     if command == "plot":
-        pytest.importorskip("matplotlib")
         copy = tmp_path / "run"
         shutil.copytree(run, copy)  # plot writes into the run directory
         run = copy
@@ -94,11 +93,11 @@ def test_inference_commands_read_each_checkpoint_once(command: str, run: Path, m
     assert loads == expected
 
 
+@pytest.mark.requires("ctranslate2")
 def test_export_with_its_quantization_check_reads_the_checkpoint_once(run: Path, multi30k_dir: Path, tmp_path: Path,
                                                                       loads: Counter[str],
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The int8 check converts the checkpoint once more, to float32, from the same read."""
-    pytest.importorskip("ctranslate2")
     from mt.model.checkpoint import load_checkpoint, save_checkpoint
 
     small = tmp_path / "data"  # a validation set of 12 lines keeps the check short

@@ -206,6 +206,11 @@ class Tokenizer:
         out._tags = tags
         return out
 
+    def with_targets(self, targets: Sequence[str]) -> Tokenizer:
+        """The same models told that the model translates into `targets` (a tokenizer reused for
+        fine-tuning into another language); no target tag in front."""
+        return Tokenizer(self._src_bytes, self._tgt_bytes, (), targets)
+
     @property
     def src_prefix(self) -> list[int]:
         """The ids `encode_src` puts before every source (a target tag), [] when none."""

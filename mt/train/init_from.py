@@ -78,8 +78,9 @@ class RunStart:
     @property
     def tokenizer(self) -> Tokenizer | None:
         """The tokenizer `prepare` must reuse (None: train one): the init checkpoint's, or on
-        --resume of a fine-tuning run last.pt's (the same bytes)."""
-        return self.source.tokenizer if self.source is not None else None
+        --resume of a fine-tuning run last.pt's (the same bytes), translating into this run's
+        target language (a model fine-tuned from en->de into en->fr keeps the tokenizer, not the language)."""
+        return self.source.tokenizer.with_targets(self.cfg.data.target_langs) if self.source is not None else None
 
 
 def _where(path: str | Path) -> str:

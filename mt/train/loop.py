@@ -146,7 +146,7 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     start = run_sources(cfg, resume=resume, start=start)  # last.pt on --resume, each checkpoint read once
     source = start.source  # fine-tuning: the init checkpoint (or last.pt on --resume)
     if info.is_main:
-        prepare(cfg, tokenizer=source.tokenizer if source is not None else None)
+        prepare(cfg, tokenizer=start.tokenizer)  # the init checkpoint's, told this run's target language
         save_config(cfg, run_dir / "config.yaml")
     distributed.broadcast_flag(True, info, device)  # the others wait until the data is ready
     tokenizer = Tokenizer.from_files(run_dir)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,12 +62,60 @@ def server(ckpt: Path, *args: str, log: Path | None = None) -> Iterator[tuple[st
             out.close()
 
 
+def run_translate(ckpt: Path, lines: list[str], *args: str) -> subprocess.CompletedProcess:
+    """The real CLI on `lines` (stdout and stderr captured as bytes)."""
+    return subprocess.run([sys.executable, "-m", "mt", "translate", "-c", str(ckpt), *args],
+                          input="".join(line + "\n" for line in lines).encode(), env=ENV, capture_output=True,
+                          check=True, timeout=120)
+
+
 def mt_translate(ckpt: Path, lines: list[str], *args: str) -> list[str]:
     """The real CLI's output lines for `lines`."""
-    run = subprocess.run([sys.executable, "-m", "mt", "translate", "-c", str(ckpt), *args],
-                         input="".join(line + "\n" for line in lines).encode(), env=ENV, capture_output=True,
-                         check=True, timeout=120)
-    return run.stdout.decode("utf-8").split("\n")[:-1]
+    return run_translate(ckpt, lines, *args).stdout.decode("utf-8").split("\n")[:-1]
+
+
+def metric(url: str, name: str) -> float:
+    """A server's metric `name` (a gauge or an unlabelled counter) as /metrics shows it now."""
+    found = re.search(rf"^{re.escape(name)} (\S+)$", httpx.get(url + "/metrics", timeout=10).text, re.M)
+    assert found, f"{name} not in /metrics"
+    return float(found.group(1))
+
+
+def wait_until(check: Callable[[], bool], what: str, seconds: float = 10) -> None:
+    """Poll `check` until it holds; fail naming `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"not within {seconds:g} s: {what}"
+        time.sleep(0.05)
+
+
+def request_on_its_way(url: str, body_bytes: int) -> socket.socket:
+    """A connection holding a POST /v1/translate whose head is sent and whose body (`body_bytes`
+    long) is not: the server counts it open (it is on its way) until the body comes or --timeout."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)))
+    sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % body_bytes)
+    return sock
+
+
+def refusing(url: str) -> bool:
+    """True once nothing listens at the server's address any more (a new connection is refused)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def read_until_closed(sock: socket.socket, seconds: float = 30) -> bytes:
+    """Everything the server sends on `sock` until it closes the connection (within `seconds`)."""
+    sock.settimeout(seconds)
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 @pytest.fixture(scope="module")
@@ -77,35 +125,52 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
         from tiny_checkpoint import synthetic_sentences, write_random_checkpoint
     finally:
         sys.path.remove(str(REPO / "scripts"))
-    return write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt"), synthetic_sentences(64, 11)
+    # Seed 1: its greedy outputs vary with the input (seed 0's are one repeated piece, told apart by
+    # length alone), so 1000 seeded lines have enough different outputs for 64 clients x 3 segments.
+    return (write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt", seed=1),
+            synthetic_sentences(1000, 11))
 
 
 @pytest.fixture(scope="module")
 def main_server(tiny) -> Iterator[str]:
-    with server(tiny[0], "--beam", "4", "--max-alternatives", "3", "--char-limit", "20000") as (url, _):
+    with server(tiny[0], "--beam", "4", "--max-alternatives", "3", "--char-limit", "20000",
+                "--cors-origin", "https://app.example") as (url, _):
         yield url
 
 
 def test_v1_and_concurrent_clients_match_mt_translate(tiny, main_server: str) -> None:
     ckpt, lines = tiny
-    expected = mt_translate(ckpt, lines, "--beam", "1")
+    # 64 clients of 3 segments each, all 192 expected outputs different, so no answer given to the
+    # wrong client or segment can pass: the first lines of the pool with an output not seen before.
+    first_with: dict[str, str] = {}
+    for line, out in zip(lines, mt_translate(ckpt, lines, "--beam", "1")):
+        first_with.setdefault(out, line)
+    expected, sources = list(first_with)[:192], list(first_with.values())[:192]
+    assert len(set(expected)) == len(expected) == 192, "too few different outputs in the pool"
+    clients = [sources[i:i + 3] for i in range(0, 192, 3)]
 
-    async def one(client: httpx.AsyncClient, line: str) -> str:
-        r = await client.post(main_server + "/v1/translate", json={"segments": [line], "beam": 1})
+    async def one(client: httpx.AsyncClient, segments: list[str]) -> list[str]:
+        r = await client.post(main_server + "/v1/translate", json={"segments": segments, "beam": 1})
         assert r.status_code == 200, r.text
-        return r.json()["translations"][0]["text"]
+        return [t["text"] for t in r.json()["translations"]]
 
-    async def all_clients() -> list[str]:
+    async def all_clients() -> list[list[str]]:
         async with httpx.AsyncClient(timeout=60) as client:
-            return await asyncio.wait_for(asyncio.gather(*(one(client, line) for line in lines)), 120)
+            return await asyncio.wait_for(asyncio.gather(*(one(client, segments) for segments in clients)), 120)
 
-    assert asyncio.run(all_clients()) == expected  # 64 clients, each its own line back
+    assert asyncio.run(all_clients()) == [expected[i:i + 3] for i in range(0, 192, 3)]  # each client its own
 
-    r = httpx.post(main_server + "/v1/translate", json={"segments": lines[:10], "beam": 4}, timeout=60).json()
-    assert [t["text"] for t in r["translations"]] == mt_translate(ckpt, lines[:10], "--beam", "4")
-    assert re.fullmatch(r"[0-9a-f]{64}", r["model"]["id"]) and r["model"]["update"] == 0 and r["warnings"] == []
+    # The last line is longer than the model's limit: cut as `mt translate` cuts it, with its warning.
+    segments = [*lines[:10], " ".join(lines[100:140])]  # ~1300 characters: over 255 pieces
+    r = httpx.post(main_server + "/v1/translate", json={"segments": segments, "beam": 4}, timeout=60).json()
+    run = run_translate(ckpt, segments, "--beam", "4")
+    assert [t["text"] for t in r["translations"]] == run.stdout.decode("utf-8").split("\n")[:-1]
+    assert re.fullmatch(r"[0-9a-f]{64}", r["model"]["id"]) and r["model"]["update"] == 0
+    assert len(r["warnings"]) == 1 and r["warnings"][0].startswith("1 of 11 source lines longer than 255 pieces")
+    assert f"mt: warning: {r['warnings'][0]}" in run.stderr.decode("utf-8").splitlines()
 
     r = httpx.post(main_server + "/v1/translate", json={"segments": lines[:5], "beam": 4, "n_best": 3}, timeout=60)
+    assert r.json()["warnings"] == []  # none cut, no warning
     got = [f"{i} ||| {h['text']} ||| {h['score']:.4f}" for i, t in enumerate(r.json()["translations"])
            for h in t["n_best"]]
     assert got == mt_translate(ckpt, lines[:5], "--beam", "4", "--n-best", "3")
@@ -115,9 +180,26 @@ def test_v1_and_concurrent_clients_match_mt_translate(tiny, main_server: str) ->
     assert [t["text"] for t in r.json()["translations"]] == mt_translate(ckpt, lines[:6], "--sampling", "--seed", "9")
 
     # A segment's own lines are kept; empty lines stay empty.
-    r = httpx.post(main_server + "/v1/translate", json={"segments": [f"{lines[0]}\n\n{lines[1]}"], "beam": 1},
+    r = httpx.post(main_server + "/v1/translate", json={"segments": [f"{sources[0]}\n\n{sources[1]}"], "beam": 1},
                    timeout=60)
     assert r.json()["translations"][0]["text"] == f"{expected[0]}\n\n{expected[1]}"
+
+
+def test_cors_allows_its_origins_only(main_server: str) -> None:
+    """main_server runs with --cors-origin https://app.example: a browser's preflight from there is
+    allowed (POST, the X-API-Key header), one from elsewhere refused, and only answers to the
+    allowed origin carry Access-Control-Allow-Origin (a browser withholds the others from the page)."""
+    preflight = {"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type, x-api-key"}
+    r = httpx.options(main_server + "/v1/translate", headers={"Origin": "https://app.example", **preflight})
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://app.example"
+    assert "POST" in r.headers["access-control-allow-methods"]
+    assert "x-api-key" in r.headers["access-control-allow-headers"].lower()
+    r = httpx.options(main_server + "/v1/translate", headers={"Origin": "https://elsewhere.example", **preflight})
+    assert r.status_code == 400 and "access-control-allow-origin" not in r.headers
+    for origin, allowed in (("https://app.example", True), ("https://elsewhere.example", False)):
+        r = httpx.post(main_server + "/v1/translate", json={"segments": ["a b"]}, headers={"Origin": origin},
+                       timeout=60)
+        assert r.status_code == 200 and r.headers.get("access-control-allow-origin") == (origin if allowed else None)
 
 
 def _multipart(fields: list[tuple[str, str]]) -> bytes:
@@ -238,18 +320,13 @@ def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
     with server(ckpt, "--max-wait-ms", "20000", "--max-batch-tokens", "100000", "--queue-size", "4",
                 "--timeout", "4") as (url, _):
         def depth() -> float:
-            return float(re.search(r"^mt_queue_depth (\S+)$", httpx.get(url + "/metrics").text, re.M).group(1))
+            return metric(url, "mt_queue_depth")
 
         port = int(url.rsplit(":", 1)[1])
         trickling = socket.create_connection(("127.0.0.1", port))  # a request head that never ends (slowloris)
         trickling.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\n")
-        on_its_way = socket.create_connection(("127.0.0.1", port))
-        on_its_way.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: 100\r\n\r\n")
-        deadline = time.monotonic() + 3
-        while "mt_translate_requests_open 1.0" not in httpx.get(url + "/metrics").text:
-            assert time.monotonic() < deadline, "the open request was not counted"
-            time.sleep(0.05)
+        on_its_way = request_on_its_way(url, 100)
+        wait_until(lambda: metric(url, "mt_translate_requests_open") == 1, "the open request counted", 3)
         body = json.dumps({"segments": lines[:3]}).encode()
         sock = socket.create_connection(("127.0.0.1", port))
         sock.sendall(b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -278,12 +355,19 @@ def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
         trickling.close()
 
 
-def test_keys_and_sigterm_drains(tiny, tmp_path: Path) -> None:
+def test_keys_request_ids_and_sigterm_drains(tiny, tmp_path: Path) -> None:
+    """API keys; X-Request-ID echoed and logged; SIGTERM while a request is provably in flight
+    (queued in the batcher): the server stops listening (a request arriving now is refused), still
+    answers that request 200 and then exits 0.
+
+    The request is held in the batcher by the batcher's own rule, not by a timer: another translate
+    request is on its way (its head sent, its body not yet), so the round waits for it (up to
+    --max-wait-ms, here 60 s). Its body, sent after the signal, starts the round for both."""
     ckpt, lines = tiny
     keys = tmp_path / "keys.txt"
     keys.write_text("# clients\nk-alpha\nk-beta  # second\n", encoding="utf-8")
     log = tmp_path / "serve.log"
-    with server(ckpt, "--api-keys", str(keys), "--max-wait-ms", "1500", log=log) as (url, proc):
+    with server(ckpt, "--api-keys", str(keys), "--max-wait-ms", "60000", log=log) as (url, proc):
         body = {"q": lines[0], "source": "en", "target": "de"}
         assert httpx.post(url + "/translate", json=body).status_code == 403
         r = httpx.post(url + "/translate", json={**body, "api_key": "k-gamma"})
@@ -296,21 +380,56 @@ def test_keys_and_sigterm_drains(tiny, tmp_path: Path) -> None:
         for free in ("/health", "/ready", "/metrics", "/languages"):
             assert httpx.get(url + free).status_code == 200
 
-        # SIGTERM while a request waits in the batcher (1.5 s): it still gets its answer, exit 0.
+        # X-Request-ID: a client's short token is echoed (and logged, below); anything else gets a new id.
+        r = httpx.post(url + "/v1/translate", json={"segments": ["a"]}, timeout=30,
+                       headers={"X-API-Key": "k-alpha", "X-Request-ID": "client-7.a_b"})
+        assert r.status_code == 200 and r.headers["x-request-id"] == "client-7.a_b"
+        made = httpx.get(url + "/health", headers={"X-Request-ID": "not a token " + "x" * 80}).headers["x-request-id"]
+        assert re.fullmatch(r"[0-9a-f]{16}", made)
+
+        held_body = json.dumps({"segments": [lines[2]], "api_key": "k-alpha"}).encode()
+        on_its_way = request_on_its_way(url, len(held_body))
+        wait_until(lambda: metric(url, "mt_translate_requests_open") == 1, "the request on its way counted")
         got: dict[str, httpx.Response] = {}
         t = threading.Thread(target=lambda: got.setdefault("r", httpx.post(
             url + "/v1/translate", json={"segments": lines[:2], "api_key": "k-alpha"}, timeout=30)))
         t.start()
-        time.sleep(0.5)
+        wait_until(lambda: metric(url, "mt_queue_depth") == 2 and metric(url, "mt_translate_requests_open") == 2,
+                   "the request's 2 segments queued")
         proc.send_signal(signal.SIGTERM)
+        wait_until(lambda: refusing(url), "the server stops listening after SIGTERM")
+        with pytest.raises(httpx.ConnectError):  # a request arriving after the signal
+            httpx.post(url + "/v1/translate", json={"segments": ["a"], "api_key": "k-alpha"}, timeout=10)
+        assert proc.poll() is None and t.is_alive() and not got  # still in flight
+        on_its_way.sendall(held_body)
         t.join(30)
         assert got["r"].status_code == 200 and len(got["r"].json()["translations"]) == 2
+        assert read_until_closed(on_its_way).startswith(b"HTTP/1.1 200 ")
+        on_its_way.close()
         assert proc.wait(timeout=30) == 0
     text = log.read_text(encoding="utf-8")
     assert "k-alpha" not in text and "k-beta" not in text and "k-gamma" not in text
     access = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     assert {"id", "method", "route", "status", "ms"} <= set(access[0])
     assert any(a["status"] == 403 for a in access)
+    logged = {a["id"]: (a["route"], a["status"]) for a in access}
+    assert logged["client-7.a_b"] == ("/v1/translate", 200) and logged[made] == ("/health", 200)
+
+
+def test_a_second_signal_exits_at_once(tiny, tmp_path: Path) -> None:
+    """After SIGTERM the server waits for its requests in flight (here one whose body never comes:
+    up to --timeout, 30 s); a second signal, any, exits at once with 128 + its number."""
+    log = tmp_path / "serve.log"
+    with server(tiny[0], log=log) as (url, proc):
+        stuck = request_on_its_way(url, 100)
+        wait_until(lambda: metric(url, "mt_translate_requests_open") == 1, "the request on its way counted")
+        proc.send_signal(signal.SIGTERM)
+        wait_until(lambda: refusing(url), "the server stops listening after SIGTERM")
+        assert proc.poll() is None  # draining: the request in flight holds the stop
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 128 + signal.SIGINT
+        stuck.close()
+    assert "mt: serve: second SIGINT: exiting at once" in log.read_text(encoding="utf-8")
 
 
 def test_cli_errors_are_one_line(tiny, tmp_path: Path) -> None:

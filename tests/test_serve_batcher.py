@@ -1,21 +1,92 @@
 """The serve batcher without HTTP: segments of concurrent jobs are merged into shared batches, each
 job gets exactly its own results in order (equal to `translate_lines`), cancelled jobs free
-their queue slots, a full queue refuses, and jobs with other options are never mixed."""
+their queue slots, a full queue refuses, and jobs with other options are never mixed.
+
+The waiting rules run on a `FakeClock`: time moves only when a test advances it, and each step
+returns once the batcher's worker has reacted and is waiting again, so every batch's composition
+is exact and no assert depends on the machine's speed (a slow machine cannot fail them, a fast one
+cannot pass them by luck)."""
 
 from __future__ import annotations
 
 import dataclasses
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mt.decode.translate import translate_lines, translate_nbest
 from mt.deploy.loading import load_model
-from mt.serve.batcher import Batcher, BatchStats, QueueFull
+from mt.serve.batcher import GATHER_CAP, Batcher, BatchStats, QueueFull
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+class FakeClock:
+    """A `Batcher`'s clock whose time moves only by `advance`. Its `wait` ends only when the
+    batcher's condition is notified (a submit, `advance`, stop), never because time ran out.
+
+    `step(action)` runs `action` with the worker waiting, then returns once the worker has reacted
+    and waits again, having seen the current time; `advance` is such a step. Every step leaves the
+    worker waiting, so the next one starts from a settled batcher (begin with `started`)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+        self._blocks = 0  # waits the worker entered, each having seen the time then current
+        self._blocked_at = -1.0  # the time the latest of them had seen
+        self._state = threading.Condition()
+        self._seen = threading.local()  # the time each thread last read
+        self._cond: threading.Condition | None = None  # the batcher's, known from its first wait
+
+    def now(self) -> float:
+        with self._state:
+            self._seen.t = self.t
+            return self.t
+
+    def wait(self, cond: threading.Condition, timeout: float | None) -> bool:
+        with self._state:
+            self._cond = cond
+            if timeout is not None and getattr(self._seen, "t", None) != self.t:
+                return False  # time moved since the caller read it: let it look again
+            self._blocks += 1
+            self._blocked_at = self.t
+            self._state.notify_all()
+        return cond.wait(None if timeout is None else 60.0)  # 60 s: a bound only; notifies end it
+
+    def started(self) -> None:
+        """Return once the worker waits for its first segments."""
+        with self._state:
+            assert self._state.wait_for(lambda: self._blocks >= 1, 30), "the batcher's worker never waited"
+
+    def step(self, action: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """action(*args, **kwargs), then wait until the worker has reacted (see the class docstring)."""
+        with self._state:
+            before = self._blocks
+        result = action(*args, **kwargs)
+        with self._state:
+            assert self._state.wait_for(lambda: self._blocks > before and self._blocked_at == self.t, 30), \
+                "the batcher's worker did not settle within 30 s"
+        return result
+
+    def advance(self, seconds: float, *, settle: bool = True) -> None:
+        """Move time on and wake the worker; with `settle`, return once it has seen the new time and
+        waits again (not while a held engine keeps it decoding: then settle=False)."""
+        def move() -> None:
+            with self._state:
+                self.t += seconds
+                cond = self._cond
+            if cond is not None:
+                with cond:
+                    cond.notify_all()
+
+        if settle:
+            self.step(move)
+        else:
+            move()
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +101,32 @@ def tiny(tmp_path_factory: pytest.TempPathFactory):
     return loaded.engine, loaded.tokenizer, loaded.config, synthetic_sentences(40, 7)
 
 
+def _batcher(engine, tokenizer, **kwargs: Any) -> tuple[Batcher, FakeClock, list[BatchStats]]:
+    """(a Batcher on a fake clock, that clock, the stats of its batches), once its worker waits for segments."""
+    clock, stats = FakeClock(), []
+    batcher = Batcher(engine, tokenizer, queue_size=1000, clock=clock, on_batch=stats.append, **kwargs)
+    clock.started()
+    return batcher, clock, stats
+
+
+def _done(jobs: list) -> list[bool]:
+    return [job.future.done() for job in jobs]
+
+
+def test_the_default_clock_is_real_time(tiny) -> None:
+    """Without a clock the batcher reads and waits exactly as before the seam existed: the very
+    functions `time.monotonic` and `threading.Condition.wait`, nothing wrapped around them."""
+    engine, tokenizer, cfg, lines = tiny
+    batcher = Batcher(engine, tokenizer, max_wait_ms=5, queue_size=10)
+    try:
+        assert batcher._now is time.monotonic and batcher._wait is threading.Condition.wait
+    finally:
+        batcher.stop()
+
+
 def test_concurrent_jobs_share_batches_and_get_their_own_results(tiny) -> None:
     engine, tokenizer, cfg, lines = tiny
-    stats: list[BatchStats] = []
-    # A long wait so all jobs are queued before the worker starts a round.
-    batcher = Batcher(engine, tokenizer, max_wait_ms=1500, queue_size=1000, on_batch=stats.append)
+    batcher, clock, stats = _batcher(engine, tokenizer, max_wait_ms=1500)
     try:
         requests = [lines[i * 5:(i + 1) * 5] + [""] for i in range(8)]  # an empty line stays empty
         jobs = [None] * len(requests)
@@ -47,15 +139,17 @@ def test_concurrent_jobs_share_batches_and_get_their_own_results(tiny) -> None:
             t.start()
         for t in threads:
             t.join()
-        results = [job.future.result(timeout=60) for job in jobs]
+        assert not any(_done(jobs))  # time has not moved: all 8 wait for max_wait
+        clock.advance(1.5)
+        results = [job.future.result(timeout=0) for job in jobs]
     finally:
         batcher.stop()
     for request, result in zip(requests, results):
         expected = translate_lines(engine, tokenizer, request, cfg.decode, device="cpu")
         assert [hyps[0][0] for hyps in result] == expected
         assert result[-1] == [("", 0.0)]
-    assert sum(s.segments for s in stats) == 40  # every non-empty line decoded exactly once
-    assert max(s.segments for s in stats) > 5  # segments of several requests shared a batch
+    # One round of all 40 non-empty lines, decoded once each: one batch (40 short lines fit decode.max_tokens).
+    assert [s.segments for s in stats] == [40]
 
 
 def test_nbest_and_sampling_match_the_library(tiny) -> None:
@@ -75,7 +169,8 @@ def test_nbest_and_sampling_match_the_library(tiny) -> None:
 def test_cancel_frees_queue_slots_and_full_queue_refuses(tiny) -> None:
     engine, tokenizer, cfg, lines = tiny
     depths: list[int] = []
-    batcher = Batcher(engine, tokenizer, max_wait_ms=60_000, queue_size=5, on_depth=depths.append)
+    clock = FakeClock()  # time never moves: nothing leaves the queue but by cancel
+    batcher = Batcher(engine, tokenizer, max_wait_ms=1000, queue_size=5, on_depth=depths.append, clock=clock)
     try:
         job = batcher.submit(lines[:4], cfg.decode, n_best=None)
         assert batcher.depth == 4
@@ -93,144 +188,127 @@ def test_cancel_frees_queue_slots_and_full_queue_refuses(tiny) -> None:
 
 def test_jobs_with_other_options_are_not_mixed(tiny) -> None:
     engine, tokenizer, cfg, lines = tiny
-    stats: list[BatchStats] = []
-    batcher = Batcher(engine, tokenizer, max_wait_ms=800, queue_size=1000, on_batch=stats.append)
+    batcher, clock, stats = _batcher(engine, tokenizer, max_wait_ms=800)
     try:
-        greedy = batcher.submit(lines[:3], cfg.decode, n_best=None)
-        beam = batcher.submit(lines[3:7], dataclasses.replace(cfg.decode, beam=2), n_best=None)
-        greedy.future.result(timeout=60), beam.future.result(timeout=60)
+        greedy = clock.step(batcher.submit, lines[:3], cfg.decode, n_best=None)
+        beam = clock.step(batcher.submit, lines[3:7], dataclasses.replace(cfg.decode, beam=2), n_best=None)
+        clock.advance(0.8)  # the greedy round alone; the beam job waits max_wait after it (its clients may come back)
+        assert _done([greedy, beam]) == [True, False] and [s.segments for s in stats] == [3]
+        clock.advance(0.8)
+        assert beam.future.done()
     finally:
         batcher.stop()
-    assert sorted(s.segments for s in stats) == [3, 4]
+    assert [s.segments for s in stats] == [3, 4]
 
 
 def test_a_filling_batch_waits_while_segments_keep_coming(tiny) -> None:
-    """Segments arriving closer together than max_wait join one batch even when they span more
-    than max_wait; a steady stream still starts a batch by GATHER_CAP x max_wait."""
-    import time
-
-    from mt.serve.batcher import GATHER_CAP
-
+    """Segments arriving closer together than max_wait (0.1 s apart, max_wait 0.3 s) join one
+    batch even when they span more than max_wait; it starts once max_wait passes without one."""
     engine, tokenizer, cfg, lines = tiny
-    stats: list[BatchStats] = []
-    batcher = Batcher(engine, tokenizer, max_wait_ms=300, queue_size=1000, on_batch=stats.append)
+    batcher, clock, stats = _batcher(engine, tokenizer, max_wait_ms=300)
     try:
         jobs = []
-        for line in lines[:6]:  # 6 segments over ~500 ms, 100 ms apart
-            jobs.append(batcher.submit([line], cfg.decode, n_best=None))
-            time.sleep(0.1)
-        for job in jobs:
-            job.future.result(timeout=60)
-        _settle(stats, 6)  # requests are answered as their sentences end, the batch's stats after it
-        assert [s.segments for s in stats] == [6]
-
-        stats.clear()
-        jobs = []
-        started = time.monotonic()
-        while time.monotonic() - started < GATHER_CAP * 0.3 + 1.0:  # a stream longer than the cap
-            jobs.append(batcher.submit([lines[len(jobs) % len(lines)]], cfg.decode, n_best=None))
-            time.sleep(0.05)
-        for job in jobs:
-            job.future.result(timeout=60)
+        for line in lines[:6]:
+            jobs.append(clock.step(batcher.submit, [line], cfg.decode, n_best=None))
+            clock.advance(0.1)
+            assert not any(_done(jobs)) and not stats  # at 0.6 s, twice max_wait after the first, still none
+        clock.advance(0.3)
+        assert all(_done(jobs))
     finally:
-        batcher.stop()  # after its current batch: every batch's stats are in
-    assert len(stats) >= 2 and sum(s.segments for s in stats) == len(jobs)
+        batcher.stop()
+    assert [s.segments for s in stats] == [6]
 
 
-def _settle(stats: list[BatchStats], segments: int, timeout: float = 10.0) -> None:
-    """Wait until the batches recorded in `stats` hold `segments` segments."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while sum(s.segments for s in stats) < segments and time.monotonic() < deadline:
-        time.sleep(0.005)
+def test_a_steady_stream_starts_a_batch_by_the_gather_cap(tiny) -> None:
+    """Segments that never stop coming (0.07 s apart, max_wait 0.3 s) start a batch at the latest
+    GATHER_CAP x max_wait after the first: at the first step past it, with every segment so far."""
+    engine, tokenizer, cfg, lines = tiny
+    batcher, clock, stats = _batcher(engine, tokenizer, max_wait_ms=300)
+    try:
+        jobs = []
+        while not any(_done(jobs)):
+            assert clock.t < GATHER_CAP * 0.3, "no batch started by GATHER_CAP x max_wait"
+            jobs.append(clock.step(batcher.submit, [lines[len(jobs) % len(lines)]], cfg.decode, n_best=None))
+            clock.advance(0.07)
+        assert all(_done(jobs)) and clock.t - 0.07 < GATHER_CAP * 0.3 <= clock.t
+    finally:
+        batcher.stop()
+    assert sum(s.segments for s in stats) == len(jobs) == 43
 
 
 def test_a_shared_round_starts_as_soon_as_its_requests_are_back(tiny) -> None:
     """After a round shared by 3 requests, the next round starts when 3 requests are queued again,
-    without waiting out max_wait (here 2 s) for a 4th."""
-    import time
-
+    without waiting out max_wait (2 s) for a 4th: time does not move and it starts."""
     engine, tokenizer, cfg, lines = tiny
-    stats: list[BatchStats] = []
-    batcher = Batcher(engine, tokenizer, max_wait_ms=2000, queue_size=1000, on_batch=stats.append)
+    batcher, clock, stats = _batcher(engine, tokenizer, max_wait_ms=2000)
     try:
-        first = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[:3]]
-        for job in first:
-            job.future.result(timeout=60)
-        started = time.monotonic()
-        second = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[3:6]]
-        for job in second:
-            job.future.result(timeout=60)
-        assert time.monotonic() - started < 1.5
+        first = [clock.step(batcher.submit, [line], cfg.decode, n_best=None) for line in lines[:3]]
+        clock.advance(2.0)
+        assert all(_done(first)) and [s.segments for s in stats] == [3]
+        second = []
+        for line in lines[3:6]:
+            assert not any(_done(second))
+            second.append(clock.step(batcher.submit, [line], cfg.decode, n_best=None))
+        assert all(_done(second)) and clock.t == 2.0
     finally:
         batcher.stop()
     assert [s.segments for s in stats] == [3, 3]
 
 
-class _SlowEngine:
-    """An engine whose every search takes at least `seconds` more: rounds long enough to queue during."""
+class _HeldEngine:
+    """Holds its first search until `release` is set (`started` is set when it begins): a round
+    long enough for requests to queue during it. Then searches as the engine does."""
 
-    def __init__(self, engine, seconds: float) -> None:
-        self.engine, self.seconds = engine, seconds
-        self.max_positions = engine.max_positions
+    def __init__(self, engine) -> None:
+        self.engine, self.max_positions = engine, engine.max_positions
+        self.started, self.release = threading.Event(), threading.Event()
 
     def search_ids(self, *args, **kwargs):
-        import time
-
-        time.sleep(self.seconds)
+        self.started.set()
+        assert self.release.wait(30)
         return self.engine.search_ids(*args, **kwargs)
 
 
 def test_requests_queued_during_a_round_are_awaited_with_its_own(tiny) -> None:
     """3 requests share a round; 2 more queue while it runs. The next round waits for all 5 (the 3
-    come back), without waiting out max_wait (here 2 s): one batch of 5, not 3 and then 2."""
-    import time
-
+    come back), without waiting out max_wait (2 s): one batch of 5, not 3 and then 2."""
     engine, tokenizer, cfg, lines = tiny
-    stats: list[BatchStats] = []
-    batcher = Batcher(_SlowEngine(engine, 0.5), tokenizer, max_wait_ms=2000, queue_size=1000,
-                      on_batch=stats.append)
+    held = _HeldEngine(engine)
+    batcher, clock, stats = _batcher(held, tokenizer, max_wait_ms=2000)
     try:
-        first = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[:3]]
-        while not stats and batcher.depth:  # the round has taken the 3 and is decoding
-            time.sleep(0.01)
+        first = [clock.step(batcher.submit, [line], cfg.decode, n_best=None) for line in lines[:3]]
+        clock.advance(2.0, settle=False)
+        assert held.started.wait(30) and batcher.depth == 0  # the round took the 3 and is decoding
         waiting = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[3:5]]
-        for job in first:
-            job.future.result(timeout=60)
-        started = time.monotonic()
-        back = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[5:8]]
-        for job in waiting + back:
-            job.future.result(timeout=60)
-        assert time.monotonic() - started < 1.5
+        clock.advance(0.1, settle=False)  # the round takes time: its answers come after the 2 queued
+        clock.step(held.release.set)
+        assert all(_done(first)) and not any(_done(waiting))
+        back = []
+        for line in lines[5:8]:
+            assert not any(_done(waiting + back))
+            back.append(clock.step(batcher.submit, [line], cfg.decode, n_best=None))
+        assert all(_done(waiting + back)) and clock.t == 2.1
     finally:
+        held.release.set()
         batcher.stop()
     assert [s.segments for s in stats] == [3, 5]
 
 
 def test_a_lone_request_starts_at_once_but_waits_for_one_on_its_way(tiny) -> None:
     """With one translate request open on the server and its segments queued, the round starts
-    without waiting out max_wait (here 2 s); with a second request open (received, not yet
-    queued) it waits for it, and both share one batch."""
-    import time
-
+    without waiting out max_wait (2 s; time does not move); with a second request open (received,
+    not yet queued) it waits for it, and both share one batch."""
     engine, tokenizer, cfg, lines = tiny
-    stats: list[BatchStats] = []
     open_requests = [1]
-    batcher = Batcher(engine, tokenizer, max_wait_ms=2000, queue_size=1000, on_batch=stats.append,
-                      open_requests=lambda: open_requests[0])
+    batcher, clock, stats = _batcher(engine, tokenizer, max_wait_ms=2000, open_requests=lambda: open_requests[0])
     try:
-        started = time.monotonic()
-        batcher.submit([lines[0]], cfg.decode, n_best=None).future.result(timeout=60)
-        assert time.monotonic() - started < 1.0
+        assert clock.step(batcher.submit, [lines[0]], cfg.decode, n_best=None).future.done()
 
         open_requests[0] = 2
-        started = time.monotonic()
-        first = batcher.submit([lines[1]], cfg.decode, n_best=None)
-        time.sleep(0.3)  # the second request is still being read
-        second = batcher.submit([lines[2]], cfg.decode, n_best=None)
-        first.future.result(timeout=60)
-        second.future.result(timeout=60)
+        first = clock.step(batcher.submit, [lines[1]], cfg.decode, n_best=None)
+        assert not first.future.done()  # the second request is still being read
+        second = clock.step(batcher.submit, [lines[2]], cfg.decode, n_best=None)
+        assert _done([first, second]) == [True, True] and clock.t == 0.0
     finally:
         batcher.stop()
     assert [s.segments for s in stats] == [1, 2]
@@ -255,13 +333,13 @@ class _GatedEngine:
 def test_a_request_is_answered_when_its_sentences_end_not_its_batch(tiny) -> None:
     engine, tokenizer, cfg, lines = tiny
     gated = _GatedEngine(engine)
-    stats: list[BatchStats] = []
-    batcher = Batcher(gated, tokenizer, max_wait_ms=300, queue_size=1000, on_batch=stats.append)
+    batcher, clock, stats = _batcher(gated, tokenizer, max_wait_ms=300)
     try:
-        jobs = [batcher.submit([line], cfg.decode, n_best=None) for line in lines[:2]]
+        jobs = [clock.step(batcher.submit, [line], cfg.decode, n_best=None) for line in lines[:2]]
+        clock.advance(0.3, settle=False)
         assert gated.handed.wait(30)
         # One request has its answer while the batch holding both is still running.
-        assert sorted(job.future.done() for job in jobs) == [False, True] and not stats
+        assert sorted(_done(jobs)) == [False, True] and not stats
         gated.release.set()
         results = [job.future.result(timeout=30)[0][0][0] for job in jobs]
     finally:

@@ -25,6 +25,9 @@ those `mt translate` makes for the same lines, and results never depend on who e
 alongside. Cancelling a job (client gone, timeout) removes its queued segments at once and skips
 its segments still in the current round, so no queue slot leaks. The worker never dies on a
 failing batch: the jobs in it get the exception.
+
+Every time the batcher reads or waits on goes through its `Clock` (real time unless a test gives
+a fake one, so the waiting rules can be tested step by step, whatever the machine's speed).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -53,6 +57,23 @@ Hyps = list[tuple[str, float]]  # one line's outputs: (text, score), best first;
 # times max_wait_ms: 32 clients coming back after a shared round arrive over ~20-30 ms on 2 cores,
 # longer than one 5 ms wait, and a fixed wait split them into two alternating half-size batches.
 GATHER_CAP = 10
+
+
+class Clock(Protocol):
+    """What the batcher reads the time from and waits with."""
+
+    def now(self) -> float:
+        """Seconds, monotonic."""
+
+    def wait(self, cond: threading.Condition, timeout: float | None) -> object:
+        """`cond.wait(timeout)`: called with `cond` held; returns when notified or `timeout` has passed."""
+
+
+class RealClock:
+    """Real time: exactly `time.monotonic` and `threading.Condition.wait` (no wrapper in between)."""
+
+    now = staticmethod(time.monotonic)
+    wait = staticmethod(threading.Condition.wait)
 
 
 class QueueFull(Exception):
@@ -95,8 +116,10 @@ class Batcher:
     def __init__(self, engine: Engine, tokenizer: Tokenizer, *, max_wait_ms: float, queue_size: int,
                  on_batch: Callable[[BatchStats], None] | None = None,
                  on_depth: Callable[[int], None] | None = None,
-                 open_requests: Callable[[], int] | None = None) -> None:
+                 open_requests: Callable[[], int] | None = None, clock: Clock | None = None) -> None:
         self.engine, self.tokenizer = engine, tokenizer
+        clock = RealClock() if clock is None else clock
+        self._now, self._wait = clock.now, clock.wait
         self.max_wait_s = max_wait_ms / 1000.0
         self.queue_size = queue_size
         self._on_batch = on_batch or (lambda stats: None)
@@ -146,7 +169,7 @@ class Batcher:
         if not todo:
             self._finish(job)
             return job
-        now = time.monotonic()
+        now = self._now()
         with self._cond:
             if self._stopping:
                 raise QueueFull("the server is shutting down")
@@ -189,7 +212,7 @@ class Batcher:
         """Wait for segments, then take every queued one with the oldest one's options."""
         with self._cond:
             while not self._queue and not self._stopping:
-                self._cond.wait()
+                self._wait(self._cond, None)
             if self._stopping:
                 return None
             first = self._queue[0]
@@ -204,10 +227,10 @@ class Batcher:
                    and not (self._last_jobs <= 1 and self._nobody_else_coming())):
                 # (the last round's requests all back: go) max_wait_s without a new segment, never past the cap
                 deadline = min(max(since, self._last_arrival) + self.max_wait_s, cap)
-                remaining = deadline - time.monotonic()
+                remaining = deadline - self._now()
                 if remaining <= 0:
                     break
-                self._cond.wait(remaining)
+                self._wait(self._cond, remaining)
             if self._stopping or not self._queue:
                 return None if self._stopping else []
             key = (self._queue[0].job.decode, self._queue[0].job.n_best)
@@ -251,7 +274,7 @@ class Batcher:
                 if items:  # only the last batch's late answers come at the round's end: earlier ones are early
                     late = self._decode(items)
             with self._cond:
-                self._free_at = time.monotonic()
+                self._free_at = self._now()
                 self._last_jobs = round_jobs + self._others_queued(self._answered - answered - late)
 
     def _others_queued(self, early: int) -> int:
@@ -302,7 +325,7 @@ class Batcher:
                 return False
             self._answered += 1
             if self._first_answer is None:
-                self._first_answer = time.monotonic()
+                self._first_answer = self._now()
         self._finish(job)
         return True
 

@@ -9,6 +9,7 @@ cannot pass them by luck)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import sys
 import threading
@@ -347,3 +348,51 @@ def test_a_request_is_answered_when_its_sentences_end_not_its_batch(tiny) -> Non
         batcher.stop()
     assert [s.segments for s in stats] == [2]
     assert results == translate_lines(engine, tokenizer, lines[:2], cfg.decode, device="cpu")
+
+
+class _CancelledJustBeforeTheSet(concurrent.futures.Future):
+    """A request's future whose client goes away at the worst moment: between the batcher's last
+    look at it and its set (a disconnecting client's `Batcher.cancel` runs outside the lock)."""
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self.cancel()
+        super().set_exception(exception)  # InvalidStateError: it is cancelled
+
+    def set_result(self, result: Any) -> None:
+        self.cancel()
+        super().set_result(result)
+
+
+class _FailingEngine(_HeldEngine):
+    """Holds its first search like `_HeldEngine`, then every search fails."""
+
+    def search_ids(self, *args, **kwargs):
+        self.started.set()
+        assert self.release.wait(30)
+        raise RuntimeError("the engine failed")
+
+
+def test_a_request_cancelled_while_its_batch_fails_does_not_end_the_worker(tiny) -> None:
+    """The race of issue 39, forced: a batch fails and its request is cancelled between the check and
+    the set. The worker goes on: the next request is still decoded (and fails with the engine's error,
+    not a timeout), and stopping with a queued request cancelled the same way raises nothing."""
+    engine, tokenizer, cfg, lines = tiny
+    failing = _FailingEngine(engine)
+    batcher = Batcher(failing, tokenizer, max_wait_ms=0, queue_size=100)
+    try:
+        job = batcher.submit(lines[:2], cfg.decode, n_best=None)
+        assert failing.started.wait(30)
+        job.future = _CancelledJustBeforeTheSet()  # the worker holds the job, not its future
+        failing.release.set()
+        nxt = batcher.submit(lines[2:4], cfg.decode, n_best=None)
+        with pytest.raises(RuntimeError, match="the engine failed"):
+            nxt.future.result(timeout=30)
+        assert batcher._thread.is_alive()
+    finally:
+        batcher.stop()
+    clock = FakeClock()  # time never moves: the job stays queued until stop
+    batcher = Batcher(engine, tokenizer, max_wait_ms=1000, queue_size=100, clock=clock)
+    queued = batcher.submit(lines[:2], cfg.decode, n_best=None)
+    queued.future = _CancelledJustBeforeTheSet()
+    batcher.stop()  # no InvalidStateError
+    assert queued.future.cancelled()

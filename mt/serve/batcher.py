@@ -202,8 +202,7 @@ class Batcher:
             self._on_depth(0)
             self._cond.notify_all()
         for item in left:
-            if not item.job.future.done():
-                item.job.future.set_exception(RuntimeError("server stopped"))
+            _fail(item.job, RuntimeError("server stopped"))
         self._thread.join(timeout)
 
     # ------------------------------------------------------------------ worker side
@@ -307,8 +306,7 @@ class Batcher:
         except Exception as e:  # noqa: BLE001 - a failing batch fails its jobs, never the worker
             log.exception("decoding a batch of %d segments failed", len(items))
             for job in {id(item.job): item.job for item in items}.values():
-                if not job.future.done():
-                    job.future.set_exception(e)
+                _fail(job, e)
             return 0
         self._on_batch(BatchStats(len(items), int(sum(len(s) for s in src)), time.perf_counter() - started))
         return sum(self._record(item, hyps) for item, hyps in zip(items, found))  # those not handed over yet
@@ -336,9 +334,18 @@ class Batcher:
         flat = [tokens for hyps in job.tokens for tokens, _ in hyps]  # type: ignore[union-attr]
         texts = iter(self.tokenizer.decode_tgt(flat))
         result = [[(next(texts), score) for _, score in hyps] for hyps in job.tokens]  # type: ignore[union-attr]
-        if not job.future.done():
-            try:
-                job.future.set_result(result)
-            except concurrent.futures.InvalidStateError:  # cancelled meanwhile
-                pass
+        try:
+            job.future.set_result(result)
+        except concurrent.futures.InvalidStateError:  # cancelled meanwhile (see _fail)
+            pass
+
+
+def _fail(job: Job, error: BaseException) -> None:
+    """Fail `job`'s future unless it is already settled. A client that goes away cancels its future
+    outside the batcher's lock (`Batcher.cancel`), so it may be cancelled between any check and the
+    set: setting then raises InvalidStateError, which must never end the worker thread."""
+    try:
+        job.future.set_exception(error)
+    except concurrent.futures.InvalidStateError:  # cancelled (or answered) meanwhile
+        pass
 

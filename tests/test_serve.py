@@ -479,3 +479,35 @@ def test_bound_socket_gives_connections_tcp_nodelay() -> None:
 
     asyncio.run(check())
     assert len(seen) == 1 and seen[0] != 0
+
+
+def _model_worker_pid(server_pid: int) -> int:
+    """The pid of `mt serve`'s model worker: its child started by multiprocessing's spawn (from
+    whichever of its threads started it)."""
+    children = [pid for task in Path(f"/proc/{server_pid}/task").iterdir()
+                for pid in (task / "children").read_text().split()]
+    for pid in children:
+        with contextlib.suppress(FileNotFoundError):
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return int(pid)
+    raise AssertionError(f"no model worker among the children {children} of mt serve")
+
+
+def test_health_is_503_while_the_model_worker_is_dead_and_a_request_restarts_it(tiny) -> None:
+    """Liveness tells the truth: a worker killed with SIGKILL makes /health 503 naming it; the next
+    request starts a new worker and is answered as before; then /health is 200 again."""
+    ckpt, lines = tiny
+    with server(ckpt, "--threads", "1") as (url, proc):
+        body = {"segments": lines[:2], "beam": 1}
+        before = httpx.post(url + "/v1/translate", json=body, timeout=60).json()["translations"]
+        worker = _model_worker_pid(proc.pid)
+        os.kill(worker, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while (health := httpx.get(url + "/health", timeout=5)).status_code == 200:
+            assert time.monotonic() < deadline, "/health still 200 10 s after the worker was killed"
+            time.sleep(0.05)
+        assert health.status_code == 503 and "model worker process exited (code -9)" in health.json()["error"]
+        after = httpx.post(url + "/v1/translate", json=body, timeout=60)
+        assert after.status_code == 200 and after.json()["translations"] == before
+        assert httpx.get(url + "/health", timeout=5).json() == {"status": "ok"}
+        assert _model_worker_pid(proc.pid) != worker

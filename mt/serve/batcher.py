@@ -190,6 +190,11 @@ class Batcher:
         job.future.cancel()
 
     @property
+    def alive(self) -> bool:
+        """The worker thread is running (it ends only after `stop`)."""
+        return self._thread.is_alive()
+
+    @property
     def depth(self) -> int:
         with self._cond:
             return len(self._queue)

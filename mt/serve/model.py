@@ -87,6 +87,16 @@ class ServedModel:
         except MTError as e:
             raise ApiError(400, str(e)) from None
 
+    def problem(self) -> str | None:
+        """Why this model cannot translate right now (its batcher's thread or its worker process is
+        gone), else None: what /health reports."""
+        if not self.batcher.alive:
+            return "the batcher's worker thread has stopped"
+        code = self.engine.exited()
+        if code is not None:
+            return f"the model worker process exited (code {code}); the next request starts a new one"
+        return None
+
     def close(self) -> None:
         """Stop the batcher, then the worker process."""
         self.batcher.stop()

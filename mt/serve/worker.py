@@ -129,6 +129,10 @@ class ModelProcess:
             raise MTError(payload)
         return payload
 
+    def exited(self) -> int | None:
+        """The child's exit code when it is no longer running (the next search starts a new one), else None."""
+        return None if self._proc.is_alive() else self._proc.exitcode
+
     def _receive(self) -> tuple[Any, ...]:
         try:
             return self._conn.recv()

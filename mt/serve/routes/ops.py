@@ -1,4 +1,5 @@
-"""Operations: GET /health (liveness: the server answers), GET /ready (the model is loaded and
+"""Operations: GET /health (liveness: the server answers, and a loaded model's batcher thread and
+worker process are running: 503 naming the one that is not), GET /ready (the model is loaded and
 warmed up; 503 until then) and GET /metrics (Prometheus)."""
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ from mt.serve.deps import StateDep
 router = APIRouter()
 
 
-@router.get("/health", summary="Liveness")
-async def health() -> JSONResponse:
+@router.get("/health", summary="Liveness: the server, its batcher thread and its model worker process run")
+async def health(state: StateDep) -> JSONResponse:
+    problem = state.model.problem() if state.model is not None else None  # loading is not a failure
+    if problem is not None:
+        return JSONResponse({"status": "unhealthy", "error": problem}, status_code=503)
     return JSONResponse({"status": "ok"})
 
 

@@ -317,8 +317,9 @@ def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
     because another translate request is open (its headers sent, its body not yet): a lone
     request would start at once."""
     ckpt, lines = tiny
+    log = tmp_path / "serve.log"
     with server(ckpt, "--max-wait-ms", "20000", "--max-batch-tokens", "100000", "--queue-size", "4",
-                "--timeout", "4") as (url, _):
+                "--timeout", "4", log=log) as (url, _):
         def depth() -> float:
             return metric(url, "mt_queue_depth")
 
@@ -353,6 +354,16 @@ def test_queue_limits_timeout_and_disconnect(tiny, tmp_path: Path) -> None:
         trickling.settimeout(10)  # closed by the server once --timeout passed without a whole head
         assert trickling.recv(65536) == b""
         trickling.close()
+        cut = socket.create_connection(("127.0.0.1", port))  # a body cut short: the client goes away
+        cut.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"X-Request-ID: cut-body\r\nContent-Length: 1000\r\n\r\n{\"q\": \"a")
+        time.sleep(0.2)
+        cut.close()
+        wait_until(lambda: '"id": "cut-body"' in log.read_text(errors="replace"), "the cut body's access line", 5)
+    text = log.read_text(errors="replace")
+    cut_lines = [json.loads(line[line.index("{"):]) for line in text.splitlines() if '"id": "cut-body"' in line]
+    assert [(entry["route"], entry["status"]) for entry in cut_lines] == [("/translate", 499)]
+    assert "Traceback" not in text and "ClientDisconnect" not in text
 
 
 def test_keys_request_ids_and_sigterm_drains(tiny, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import asyncio
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
+from starlette.requests import ClientDisconnect
 
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_key, form_fields, parse_fields
@@ -48,7 +49,8 @@ ReadyModel = Annotated[ServedModel, Depends(ready_model)]
 
 async def request_fields(request: Request, settings: SettingsDep) -> dict[str, Any]:
     """The body's fields (JSON, urlencoded or multipart form data), read with the byte limit (413)
-    and within --timeout (408) before anything is parsed."""
+    and within --timeout (408) before anything is parsed; a client that closes its connection before
+    the body has all come is a 499 (one access-log line, no traceback)."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
         raise ApiError(413, f"body: {declared} bytes, the limit is {settings.max_body_bytes}")
@@ -66,6 +68,8 @@ async def request_fields(request: Request, settings: SettingsDep) -> dict[str, A
         raw = await asyncio.wait_for(body(), settings.timeout_s)
     except asyncio.TimeoutError:
         raise ApiError(408, f"body: not received within {settings.timeout_s:g} s (--timeout)") from None
+    except ClientDisconnect:  # the client went away before its whole body came: its doing, not an error here
+        raise ApiError(499, "client closed the request before its body arrived") from None
     content_type = request.headers.get("content-type", "")
     if content_type.lower().startswith("multipart/form-data"):
         request._body = raw  # let Starlette's parser read what we already took off the wire

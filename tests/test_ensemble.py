@@ -140,11 +140,23 @@ class _FakeTokenizer:
 
 def test_check_compatible_names_both_files():
     same = [_FakeTokenizer({"src": b"x"}), _FakeTokenizer({"src": b"x"})]
-    check_compatible([Path("a.pt"), Path("b.pt")], same)  # no error
+    en_de = [("en", "de")]
+    check_compatible([Path("a.pt"), Path("b.pt")], same, [en_de, en_de])  # no error
     with pytest.raises(MTError, match=r"a\.pt and c\.pt"):
-        check_compatible([Path("a.pt"), Path("b.pt"), Path("c.pt")], [*same, _FakeTokenizer({"src": b"y"})])
+        check_compatible([Path("a.pt"), Path("b.pt"), Path("c.pt")], [*same, _FakeTokenizer({"src": b"y"})], [en_de] * 3)
     with pytest.raises(MTError, match=r"a\.pt and b\.pt"):
-        check_compatible([Path("a.pt"), Path("b.pt")], [same[0], _FakeTokenizer({"src": b"x", "tgt": b"x"})])
+        check_compatible([Path("a.pt"), Path("b.pt")], [same[0], _FakeTokenizer({"src": b"x", "tgt": b"x"})], [en_de] * 2)
+
+
+def test_check_compatible_refuses_members_of_other_language_pairs():
+    """de->en and en->de checkpoints can share one joint sentencepiece model; mixed, they write
+    garbage ("A a a a ..."), so the ensemble is refused naming both files and their pairs."""
+    same = [_FakeTokenizer({"src": b"x"})] * 3
+    with pytest.raises(MTError, match=r"^ensemble: a\.pt translates en->de but b\.pt translates de->en; "):
+        check_compatible([Path("a.pt"), Path("b.pt")], same[:2], [[("en", "de")], [("de", "en")]])
+    with pytest.raises(MTError, match=r"a\.pt translates en->de, en->fr but c\.pt translates en->de"):
+        check_compatible([Path("a.pt"), Path("b.pt"), Path("c.pt")], same,
+                         [[("en", "de"), ("en", "fr")]] * 2 + [[("en", "de")]])
 
 
 def test_load_models_from_checkpoints(tmp_path: Path, tiny_run: Config):
@@ -171,3 +183,33 @@ def test_load_models_from_checkpoints(tmp_path: Path, tiny_run: Config):
         load_models([paths[0], tmp_path / "other.pt"], "cpu")
     with pytest.raises(MTError):
         load_models([], "cpu")
+
+
+@pytest.mark.parametrize("command", ["translate", "score", "evaluate"])
+def test_every_command_refuses_an_ensemble_of_opposite_directions(command: str, tmp_path: Path, tiny_run: Config):
+    """An en->de and a de->en checkpoint sharing one joint tokenizer, through the real CLI: one
+    line naming both, exit 2, nothing written."""
+    import dataclasses
+    import subprocess
+    import sys
+
+    from mt.model.checkpoint import inference_state, save_checkpoint
+
+    tok = Tokenizer.from_files(tiny_run.run_dir)
+    de_en = dataclasses.replace(tiny_run, data=dataclasses.replace(tiny_run.data, src_lang="de", tgt_lang="en"))
+    paths = []
+    for seed, cfg in ((1, tiny_run), (2, de_en)):
+        torch.manual_seed(seed)
+        model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, joint_vocab=tok.joint)
+        paths.append(tmp_path / f"{cfg.data.src_lang}_{cfg.data.tgt_lang}.pt")
+        save_checkpoint(paths[-1], inference_state(cfg, tok, model, update=seed))
+    (tmp_path / "in.txt").write_text("a dog runs .\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    args = {"translate": ["-i", tmp_path / "in.txt", "-o", out],
+            "score": ["--src", tmp_path / "in.txt", "--tgt", tmp_path / "in.txt", "-o", out],
+            "evaluate": ["--src", tmp_path / "in.txt", "--ref", tmp_path / "in.txt", "--out-dir", tmp_path / "eval"]}[command]
+    proc = subprocess.run([sys.executable, "-m", "mt", command, "-c", paths[0], "-c", paths[1], *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"mt: error: ensemble: {paths[0]} translates en->de but {paths[1]} translates de->en")
+    assert not out.exists() and not (tmp_path / "eval").exists()

@@ -95,19 +95,20 @@ def _load_checkpoints(paths: Sequence[Path], device: torch.device) -> LoadedMode
     """`.pt` checkpoints as one native engine, each read once; only its model is kept of each."""
     if not paths:
         raise MTError("--checkpoint: give at least one checkpoint")
-    models, tokenizers, shas, inits = [], [], [], []
+    models, tokenizers, configs, shas, inits = [], [], [], [], []
     first = None
     for path in paths:
         ckpt = read_checkpoint(path)
         cfg = ckpt.config
         tokenizers.append(ckpt.tokenizer)
+        configs.append(cfg)
         models.append(ckpt.model(device))
         shas.append(ckpt.sha256)
         inits.append(ckpt.init_from)
         if first is None:
             first = (cfg, ckpt.update, checkpoint_card_source(ckpt.state, Path(path)))
     cfg, update, card = first
-    model = ensemble_of(paths, models, tokenizers)
+    model = ensemble_of(paths, models, tokenizers, configs)
     provenance = ModelProvenance(tuple(Path(p) for p in paths), tuple(shas), update, tuple(inits), card)
     return LoadedModel(NativeEngine(model, device), tokenizers[0], cfg, device, provenance)
 

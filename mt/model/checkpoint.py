@@ -379,12 +379,13 @@ class CheckpointFiles:
         self.averaged.unlink(missing_ok=True)  # a stale one would be picked by `make evaluate`
 
 
-def ensemble_of(paths: Sequence[Path], models: Sequence[Transformer],
-                tokenizers: Sequence[Tokenizer]) -> Transformer | Ensemble:
-    """One model as it is; several as an `Ensemble` (in eval mode), refused when their tokenizers differ."""
+def ensemble_of(paths: Sequence[Path], models: Sequence[Transformer], tokenizers: Sequence[Tokenizer],
+                configs: Sequence[Config]) -> Transformer | Ensemble:
+    """One model as it is; several as an `Ensemble` (in eval mode), refused when their tokenizers
+    or their language pairs differ."""
     if len(models) == 1:
         return models[0]
-    check_compatible(list(paths), list(tokenizers))
+    check_compatible(list(paths), list(tokenizers), [[(p.src_lang, p.tgt_lang) for p in c.data.pairs] for c in configs])
     return Ensemble(list(models)).eval()
 
 
@@ -394,5 +395,5 @@ def load_models(paths: Sequence[Path], device: str | torch.device) -> tuple[Tran
     if not paths:
         raise MTError("--checkpoint: give at least one checkpoint")
     loaded = [load_for_inference(path, device) for path in paths]
-    model = ensemble_of(paths, [m for m, _, _ in loaded], [tok for _, tok, _ in loaded])
+    model = ensemble_of(paths, [m for m, _, _ in loaded], [tok for _, tok, _ in loaded], [c for _, _, c in loaded])
     return model, loaded[0][1], loaded[0][2]

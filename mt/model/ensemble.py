@@ -107,11 +107,18 @@ def max_positions(model: Transformer | Ensemble) -> int:
     return model.max_positions if isinstance(model, Ensemble) else int(model.cfg.max_positions)
 
 
-def check_compatible(paths: Sequence[Path], tokenizers: Sequence[Tokenizer]) -> None:
-    """MTError naming both files when two checkpoints' tokenizers (hence vocabularies) differ."""
+def check_compatible(paths: Sequence[Path], tokenizers: Sequence[Tokenizer],
+                     pairs: Sequence[Sequence[tuple[str, str]]]) -> None:
+    """MTError naming both files when two checkpoints' tokenizers (hence vocabularies) differ, or
+    when they translate other language pairs (`pairs`: each member's (source, target) languages):
+    de->en and en->de models may share one joint sentencepiece model, and their mixture is garbage."""
     first = tokenizers[0].model_bytes()
-    for path, tokenizer in zip(paths[1:], tokenizers[1:]):
+    for path, tokenizer, langs in zip(paths[1:], tokenizers[1:], pairs[1:]):
         if tokenizer.model_bytes() != first:
             raise MTError(f"ensemble: {paths[0]} and {path} use different tokenizers or vocabularies; "
                           "only checkpoints trained on the same sentencepiece model can be ensembled")
-
+        if list(langs) != list(pairs[0]):
+            def named(p: Sequence[tuple[str, str]]) -> str:
+                return ", ".join(f"{s}->{t}" for s, t in p)
+            raise MTError(f"ensemble: {paths[0]} translates {named(pairs[0])} but {path} translates {named(langs)}; "
+                          "only models of the same language pairs can be ensembled")

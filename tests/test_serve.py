@@ -522,3 +522,12 @@ def test_health_is_503_while_the_model_worker_is_dead_and_a_request_restarts_it(
         assert after.status_code == 200 and after.json()["translations"] == before
         assert httpx.get(url + "/health", timeout=5).json() == {"status": "ok"}
         assert _model_worker_pid(proc.pid) != worker
+
+
+def test_model_card_names_files_not_the_servers_paths(tiny, main_server: str) -> None:
+    """/v1/model-card is public: it names the checkpoint and the training data by file name only."""
+    ckpt, _ = tiny
+    card = httpx.get(main_server + "/v1/model-card", timeout=30).json()
+    assert card["checkpoint"] == ckpt.name == "tiny.pt"
+    assert "/" not in json.dumps({k: card[k] for k in ("checkpoint", "training_data", "ensemble")})
+    assert str(ckpt.parent) not in json.dumps(card)

@@ -51,11 +51,14 @@ class ModelIdentity:
 
 
 def model_card(identity: ModelIdentity) -> dict[str, Any]:
-    """The card `/v1/model-card` returns: `mt export`'s MODEL_CARD.md as data, plus the ensemble's
-    members and the model id. Blocking (reads the run's eval/ reports; run it off the event loop)."""
+    """The card `/v1/model-card` returns: `mt export`'s MODEL_CARD.md as data (with file names where
+    it holds paths), plus the ensemble's members and the model id. Blocking (reads the run's eval/ reports; run it off the event loop)."""
     files = identity.provenance.files
     card = identity.provenance.card_source.card()
-    card["ensemble"] = [str(path) for path in files] if len(files) > 1 else []
+    # File names, never the server's absolute paths: the card is public to every client.
+    card["checkpoint"] = Path(card["checkpoint"]).name
+    card["training_data"]["path"] = Path(card["training_data"]["path"]).name
+    card["ensemble"] = [Path(path).name for path in files] if len(files) > 1 else []
     card["model_id"] = identity.id
     return card
 

@@ -24,7 +24,7 @@ try:
     import httpx
 except ImportError:  # the requires marker below fails every test (skips it offline)
     httpx = None
-pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn", "libretranslatepy")
+pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn", "libretranslatepy", "fastapi_offline")
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
@@ -531,3 +531,22 @@ def test_model_card_names_files_not_the_servers_paths(tiny, main_server: str) ->
     assert card["checkpoint"] == ckpt.name == "tiny.pt"
     assert "/" not in json.dumps({k: card[k] for k in ("checkpoint", "training_data", "ensemble")})
     assert str(ckpt.parent) not in json.dumps(card)
+
+
+def test_docs_and_redoc_load_nothing_from_another_host(main_server: str) -> None:
+    """/docs and /redoc work on an air-gapped host: every script, stylesheet and icon they name is
+    served by mt serve itself (and is there), none from a CDN."""
+    import re
+
+    for page_path, kinds in (("/docs", ("swagger-ui-bundle.js", "swagger-ui.css")), ("/redoc", ("redoc.standalone.js",))):
+        page_html = httpx.get(main_server + page_path, timeout=30)
+        assert page_html.status_code == 200
+        urls = re.findall(r"""(?:src|href)\s*=\s*["']([^"']+)["']|url:\s*['"]([^'"]+)['"]""", page_html.text)
+        named = [a or b for a, b in urls]
+        assert named and all(u.startswith("/") and not u.startswith("//") for u in named), named
+        assert "http://" not in page_html.text and "https://" not in page_html.text
+        for kind in kinds:
+            assert any(u.endswith(kind) for u in named), (kind, named)
+        for url in named:
+            asset = httpx.get(main_server + url, timeout=30)
+            assert asset.status_code == 200 and len(asset.content) > 0, url

@@ -20,6 +20,7 @@ def serve_command(checkpoints: Sequence[Path], **flags: Any) -> None:
             raise MTError(f"-c {path}: not found")
     try:
         import fastapi  # noqa: F401
+        import fastapi_offline  # noqa: F401 - the /docs and /redoc files
         import multipart  # noqa: F401 - python-multipart, for form data
         import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401

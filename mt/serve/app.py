@@ -1,5 +1,5 @@
 """The FastAPI app: LibreTranslate-compatible /translate and /languages, mt's own /v1 API,
-operations routes (/health, /ready, /metrics, /docs) and the web page at /.
+operations routes (/health, /ready, /metrics), the API reference (/docs, /redoc: no CDN) and the web page at /.
 
 `create_app(settings, checkpoints)` assembles the server in the layout of FastAPI's full-stack
 template: one `APIRouter` per API in `mt.serve.routes`, the dependencies they share in
@@ -24,12 +24,13 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mt.serve.access import AccessMiddleware
 from mt.serve.metrics import Metrics
 from mt.serve.requests import ApiError
-from mt.serve.routes import libretranslate, ops, page, v1
+from mt.serve.routes import docs, libretranslate, ops, page, v1
 from mt.serve.settings import ServeSettings
 from mt.serve.state import ServeState
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
     """The server for `checkpoints` under `settings` (see the module docstring)."""
     state = ServeState(settings, tuple(checkpoints), Metrics(), page.read_page())
-    app = FastAPI(title="mt serve", version="1", lifespan=lifespan,
+    app = FastAPI(title="mt serve", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Machine translation with an mt model: LibreTranslate-compatible /translate "
                               "and /languages, and mt's own /v1/translate.")
     app.state.serve = state
@@ -51,8 +52,9 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, crashed)
-    for router in (libretranslate.router, v1.router, ops.router, page.router):
+    for router in (libretranslate.router, v1.router, ops.router, page.router, docs.router):
         app.include_router(router)
+    app.mount(docs.ASSETS, StaticFiles(directory=docs.assets_folder()), name="docs-assets")  # no CDN
     return app
 
 

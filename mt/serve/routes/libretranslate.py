@@ -14,10 +14,6 @@ from mt.serve.deps import Fields, ReadyModel, RequireKey, SettingsDep
 from mt.serve.jobs import translate_texts
 from mt.serve.requests import LT_SCHEMA, ApiError, body_doc, get_int, get_str, get_texts
 
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish", "it": "Italian",
-                  "pt": "Portuguese", "nl": "Dutch", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
-                  "ko": "Korean", "ar": "Arabic", "pl": "Polish", "tr": "Turkish", "uk": "Ukrainian"}
-
 router = APIRouter()
 
 
@@ -29,14 +25,11 @@ async def lt_translate(request: Request, fields: Fields, model: ReadyModel, sett
     fmt = get_str(fields, "format", required=False, default="text")
     if fmt not in ("text", ""):
         raise ApiError(400, f"format {fmt!r}: not supported; only \"text\" (send plain text, not HTML)")
-    sources = list(dict.fromkeys(s for s, _ in model.pairs))
+    sources = model.languages.sources
     if source == "auto" and len(sources) > 1:
         raise ApiError(400, f"source auto: this model translates from {', '.join(sources)}; name the source language")
-    src = sources[0] if source == "auto" else source
-    if (src, target) not in model.pairs:
-        served = ", ".join(f"{s}-{t}" for s, t in model.pairs)
-        raise ApiError(400, f"language pair {source}-{target}: not served; this model translates {served}")
-    tokenizer = model.tokenizer_for(target, "target")
+    src, tgt = model.languages.pair(sources[0] if source == "auto" else source, target)
+    tokenizer = model.tokenizer_for(tgt, "target")
     alternatives = get_int(fields, "alternatives", low=0) or 0
     if alternatives > settings.max_alternatives:
         raise ApiError(400, f"alternatives: at most {settings.max_alternatives} on this server, got {alternatives}")
@@ -58,6 +51,4 @@ async def lt_translate(request: Request, fields: Fields, model: ReadyModel, sett
 
 @router.get("/languages", summary="Languages (LibreTranslate shape)")
 async def languages(model: ReadyModel) -> JSONResponse:
-    sources = dict.fromkeys(s for s, _ in model.pairs)
-    return JSONResponse([{"code": src, "name": LANGUAGE_NAMES.get(src, src),
-                          "targets": [t for s, t in model.pairs if s == src]} for src in sources])
+    return JSONResponse(model.languages.listing())

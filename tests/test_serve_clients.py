@@ -6,11 +6,13 @@ commit in the test). One module-scoped server (the tiny random en->de checkpoint
 from __future__ import annotations
 
 from collections.abc import Iterator
+from html.parser import HTMLParser
 
 import pytest
 import test_serve
 from test_serve import httpx, mt_translate, server
 
+from mt.serve.html import VOID, HtmlFragment
 from mt.serve.languages import ServedLanguages
 from mt.serve.requests import ApiError
 
@@ -73,3 +75,97 @@ def test_codes_in_any_case_and_alias_on_every_route(tiny, lt_server: str) -> Non
     assert r.status_code == 200 and r.json()["translations"][0]["text"] == want
     r = httpx.post(lt_server + "/translate", json={"q": line, "source": "fr", "target": "DE"}, timeout=60)
     assert r.status_code == 400 and r.json() == {"error": "language pair fr-de: not served; this model translates en-de"}
+
+
+class _Tags(HTMLParser):
+    """An HTML string's start tags (with attributes), end tags and script/style text, to compare markup."""
+
+    def __init__(self, markup: str, *, nested: bool = True) -> None:
+        super().__init__(convert_charrefs=True)
+        self.nested = nested  # check that the tags are properly nested (the server's outputs)
+        self.starts: list[tuple[str, tuple]] = []
+        self.ends: list[str] = []
+        self.raw: list[str] = []
+        self.open: list[str] = []
+        self.feed(markup)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.starts.append((tag, tuple(attrs)))
+        if tag not in VOID:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag):
+        self.ends.append(tag)
+        closes = self.open.pop() if self.open else None
+        assert closes == tag or not self.nested, f"</{tag}> closes {closes}"
+
+    def handle_data(self, data):
+        if self.lasttag in ("script", "style") and self.open and self.open[-1] in ("script", "style"):
+            self.raw.append(data)
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_html_blocks_keep_markup() -> None:
+    markup = ("<h1>The  title</h1>\n<ul>\n  <li>one &amp; two</li>\n  <li>three <em>four</em> five\n"
+              "    <ol><li>six</li><li>seven <code>x = 1 &lt; 2</code></li></ol></li>\n</ul>"
+              "<p>Line one<br>line <a href=\"/?a=1&amp;b=2\" title=\"A &quot;t&quot;\">two</a>.</p>"
+              "<p translate=\"no\">keep me</p><script>var s = '<b>';</script><style>p {}</style>"
+              "<p>a<p>b<div class=\"notranslate\">c</div>")
+    fragment = HtmlFragment(markup)
+    assert fragment.blocks == ["The title", "one & two", "three four five", "six", "seven", "Line one", "line two.",
+                               "a", "b"]
+    out = fragment.render([b.upper() for b in fragment.blocks])
+    assert out == ("<h1>THE TITLE</h1>\n<ul>\n  <li>ONE &amp; TWO</li>\n  <li>THREE <em>FOUR</em> FIVE\n"
+                   "    <ol><li>SIX</li><li>SEVEN <code>x = 1 &lt; 2</code></li></ol></li>\n</ul>"
+                   "<p>LINE ONE<br>LINE <a href=\"/?a=1&amp;b=2\" title=\"A &quot;t&quot;\">TWO.</a></p>"
+                   "<p translate=\"no\">keep me</p><script>var s = '<b>';</script><style>p {}</style>"
+                   "<p>A</p><p>B</p><div class=\"notranslate\">c</div>")
+    # a translation with markup in it comes back as text
+    assert HtmlFragment("<p>x</p>").render(["<script>alert(1)</script> & co"]) == \
+        "<p>&lt;script&gt;alert(1)&lt;/script&gt; &amp; co</p>"
+    # open elements are closed, stray end tags dropped, mis-nested ones closed in order
+    assert HtmlFragment("<b><i>x</b></i></div> y").render(["X Y"]) == "<b><i>X</i></b> Y"
+
+
+def test_mastodon_html_list_end_to_end(tiny, lt_server: str) -> None:
+    """Mastodon v4.2.0 (app/lib/translation_service/libre_translate.rb, #translate): a JSON body
+    {q: [status html, ...], source, target, format: "html", api_key: nil}; reads translatedText[i]
+    and detectedLanguage[i].language (falling back to the source it sent)."""
+    statuses = ["<p>Hello <span class=\"h-card\"><a href=\"https://example.social/@bob\" class=\"u-url mention\">"
+                "@<span>bob</span></a></span>, this is a <b>bold</b> idea &amp; a <a href=\"https://example.org/x?a=1&amp;b=2\" "
+                "rel=\"nofollow noopener\" target=\"_blank\">good link</a>.</p><p>Second line<br>third line</p>",
+                "<p>Short one.</p>"]
+    body = {"q": statuses, "source": "en", "target": "de", "format": "html", "api_key": None}
+    r = httpx.post(lt_server + "/translate", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    data = r.json()
+    translated = [(text, (data.get("detectedLanguage") or [{}] * 2)[i].get("language") or "en")
+                  for i, text in enumerate(data["translatedText"])]
+    assert len(translated) == 2 and all(lang == "en" for _, lang in translated)
+    for source, (out, _) in zip(statuses, translated):
+        blocks = HtmlFragment(source).blocks
+        want = mt_translate(tiny[0], blocks, "--beam", "2")
+        assert [_collapsed(b) for b in HtmlFragment(out).blocks] == [_collapsed(w) for w in want]
+        got, sent = _Tags(out), _Tags(source)
+        assert got.starts == sent.starts and got.ends == sent.ends and not got.open
+
+
+def test_hostile_html_gives_back_nothing_executable_it_was_not_sent(lt_server: str) -> None:
+    hostile = ["<p>&lt;script&gt;alert(1)&lt;/script&gt; and &lt;img src=x onerror=alert(2)&gt;</p>",
+               "<scr<script>ipt>alert(3)</script><p title=\"&quot;&gt;&lt;script&gt;alert(4)&lt;/script&gt;\">t</p>",
+               "<p a\"onmouseover=alert(5) x=1>u <b>v",
+               "<!--<script>alert(6)</script>--><p>w</p><a href=\"javascript:alert(7)\">z</a></div></p>",
+               "<math><mi xlink:href=\"javascript:alert(8)\">m</mi></math><svg><style>p{}</style></svg>"]
+    r = httpx.post(lt_server + "/translate", json={"q": hostile, "source": "en", "target": "de", "format": "html"},
+                   timeout=60)
+    assert r.status_code == 200, r.text
+    for sent, out in zip(hostile, r.json()["translatedText"]):
+        got, given = _Tags(out), _Tags(sent, nested=False)  # the output's tags are properly nested
+        for tag, attrs in got.starts:  # each tag was sent, with these attributes (or more: a broken one is dropped)
+            assert any(tag == t and set(attrs) <= set(a) for t, a in given.starts), (sent, out)
+        assert set(got.raw) <= set(given.raw) and not got.open
+        assert out.count("<script") <= sent.count("<script") and "onmouseover" not in out

@@ -1,6 +1,6 @@
 """LibreTranslate's API, as its clients (Mastodon, Weblate, libretranslatepy, browser add-ons)
 call it: POST /translate (JSON or form data; `q` a string or a list, `source` may be "auto",
-`alternatives`) and GET /languages."""
+`alternatives`, `format` "text" or "html": `mt.serve.html`) and GET /languages."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from mt.serve.deps import Fields, ReadyModel, RequireKey, SettingsDep
-from mt.serve.jobs import translate_texts
+from mt.serve.html import HtmlFragment
+from mt.serve.jobs import translate_html, translate_texts
 from mt.serve.requests import LT_SCHEMA, ApiError, body_doc, get_int, get_str, get_texts
 
 router = APIRouter()
@@ -22,9 +23,10 @@ router = APIRouter()
 async def lt_translate(request: Request, fields: Fields, model: ReadyModel, settings: SettingsDep) -> JSONResponse:
     texts, as_list = get_texts(fields, "q")
     source, target = get_str(fields, "source"), get_str(fields, "target")
-    fmt = get_str(fields, "format", required=False, default="text")
-    if fmt not in ("text", ""):
-        raise ApiError(400, f"format {fmt!r}: not supported; only \"text\" (send plain text, not HTML)")
+    fmt = get_str(fields, "format", required=False, default="text").strip().lower() or "text"
+    if fmt not in ("text", "html"):
+        raise ApiError(400, f"format {fmt!r}: not supported; \"text\" or \"html\"")
+    fragments = [HtmlFragment(text) for text in texts] if fmt == "html" else None
     sources = model.languages.sources
     if source == "auto" and len(sources) > 1:
         raise ApiError(400, f"source auto: this model translates from {', '.join(sources)}; name the source language")
@@ -37,11 +39,14 @@ async def lt_translate(request: Request, fields: Fields, model: ReadyModel, sett
     if alternatives:
         n_best = alternatives + 1
         decode = dataclasses.replace(decode, n_best=n_best, beam=max(decode.beam, n_best), sampling=False)
-    found, _ = await translate_texts(request, model, settings, texts, decode, n_best, tokenizer)
-    best = [hyps[0][0] for hyps in found]
+    if fragments is not None:  # as LibreTranslate: no alternatives for HTML
+        best = await translate_html(request, model, settings, fragments, model.decode, tokenizer)
+        alts: list[list[str]] = [[] for _ in texts]
+    else:
+        found, _ = await translate_texts(request, model, settings, texts, decode, n_best, tokenizer)
+        best, alts = [hyps[0][0] for hyps in found], [[text for text, _ in hyps[1:]] for hyps in found]
     body: dict[str, Any] = {"translatedText": best if as_list else best[0]}
     if alternatives:
-        alts = [[text for text, _ in hyps[1:]] for hyps in found]
         body["alternatives"] = alts if as_list else alts[0]
     if source == "auto":
         body["detectedLanguage"] = ([{"confidence": 100.0, "language": src}] * len(texts) if as_list

@@ -5,6 +5,7 @@ commit in the test). One module-scoped server (the tiny random en->de checkpoint
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
 
@@ -16,7 +17,7 @@ from mt.serve.html import VOID, HtmlFragment
 from mt.serve.languages import ServedLanguages
 from mt.serve.requests import ApiError
 
-pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn", "libretranslatepy")
+pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn", "libretranslatepy", "py3langid")
 tiny = test_serve.tiny  # the module-scoped tiny random checkpoint (and its synthetic lines)
 
 
@@ -169,3 +170,52 @@ def test_hostile_html_gives_back_nothing_executable_it_was_not_sent(lt_server: s
             assert any(tag == t and set(attrs) <= set(a) for t, a in given.starts), (sent, out)
         assert set(got.raw) <= set(given.raw) and not got.open
         assert out.count("<script") <= sent.count("<script") and "onmouseover" not in out
+
+
+ENGLISH = ["A man in a blue shirt is standing on a ladder.", "Two young girls are playing in the water.",
+           "A dog runs across the green grass with a ball."]
+GERMAN = "Ein Mann fährt mit dem Fahrrad über eine Brücke."
+
+
+def test_detect_and_source_auto(tiny, lt_server: str) -> None:
+    from libretranslatepy import LibreTranslateAPI
+
+    # libretranslatepy 2.1.4 (argosopentech/LibreTranslate-py): detect(q) POSTs q, returns the JSON list
+    lt = LibreTranslateAPI(lt_server)
+    ranked = lt.detect(ENGLISH[0])
+    assert ranked[0]["language"] == "en" and ranked[0]["confidence"] > 50 and len(ranked) == 2
+    assert [x["confidence"] for x in ranked] == sorted((x["confidence"] for x in ranked), reverse=True)
+    assert httpx.post(lt_server + "/detect", data={"q": GERMAN}, timeout=30).json()[0]["language"] == "de"
+    assert httpx.post(lt_server + "/detect", json={"q": "12 345 !"}, timeout=30).json() == \
+        [{"confidence": 0.0, "language": "en"}]
+    assert httpx.post(lt_server + "/detect", json={}, timeout=30).json() == {"error": "q: missing"}
+    # source auto (TYPO3, Mastodon): detectedLanguage per text, the identifier's confidence
+    r = httpx.post(lt_server + "/translate", json={"q": ENGLISH, "source": "auto", "target": "de"}, timeout=60).json()
+    assert r["translatedText"] == mt_translate(tiny[0], ENGLISH, "--beam", "2")
+    assert [d["language"] for d in r["detectedLanguage"]] == ["en"] * 3
+    assert all(50 < d["confidence"] <= 100 for d in r["detectedLanguage"])
+    one = httpx.post(lt_server + "/translate", json={"q": ENGLISH[1], "source": "AUTO", "target": "DE"}, timeout=60)
+    assert one.json()["detectedLanguage"] == r["detectedLanguage"][1]
+    # a language the server serves (de, a target) but does not translate from: 400 naming it
+    bad = httpx.post(lt_server + "/translate", json={"q": [ENGLISH[0], GERMAN], "source": "auto", "target": "de"},
+                     timeout=60)
+    assert bad.status_code == 400
+    assert bad.json()["error"].startswith("source auto: q[1] is German (de, confidence ")
+    assert bad.json()["error"].endswith("this server translates into de from en")
+    # Mastodon v4.2.0 with no source language: source "auto", format html; reads detectedLanguage[i].language
+    statuses = [f"<p>{ENGLISH[0]} <a href=\"https://example.org/\">{ENGLISH[1]}</a></p>", f"<p>{ENGLISH[2]}</p>"]
+    r = httpx.post(lt_server + "/translate", json={"q": statuses, "source": "auto", "target": "de", "format": "html",
+                                                   "api_key": None}, timeout=60).json()
+    assert [(r.get("detectedLanguage") or [{}] * 2)[i].get("language") for i in range(2)] == ["en", "en"]
+    assert len(r["translatedText"]) == 2
+
+
+def test_detect_accuracy_script_on_multi30k(multi30k_dir, capsys) -> None:
+    sys.path.insert(0, str(test_serve.REPO / "scripts"))
+    try:
+        from detect_accuracy import main
+    finally:
+        sys.path.remove(str(test_serve.REPO / "scripts"))
+    accuracy = main(["--data", str(multi30k_dir), "--langs", "en", "de", "fr", "--limit", "50"])
+    assert set(accuracy) == {"en", "de", "fr"} and min(accuracy.values()) >= 0.9
+    assert "CPU: " in capsys.readouterr().out

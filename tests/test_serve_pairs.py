@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_serve import httpx, mt_translate, server
 
-pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn")
+pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn", "py3langid")
 
 LINES = ["He reads a book at home.", "", "She drinks tea."]
 

@@ -1,7 +1,8 @@
 """LibreTranslate's API, as its clients (Mastodon, Weblate, libretranslatepy, browser add-ons,
 LibreTranslate's own front end) call it: POST /translate (JSON or form data; `q` a string or a
 list, `source` a code or "auto", `alternatives`, `format` "text" or "html": `mt.serve.html`),
-POST /detect, GET /languages, GET /frontend/settings and POST /suggest (suggestions are off).
+POST /detect, GET /languages, GET /frontend/settings, and POST /suggest and /translate_file
+answering 403 as a LibreTranslate server with suggestions and file translation off does.
 
 Codes are read by `ServedLanguages` (any case, aliases). `source: "auto"` identifies each text's
 language (`mt.serve.detect`, over the served languages; an HTML text by its text, not its markup)
@@ -25,6 +26,8 @@ from mt.serve.jobs import translate_html, translate_texts
 from mt.serve.languages import language_name
 from mt.serve.model import ServedModel
 from mt.serve.requests import LT_SCHEMA, ApiError, body_doc, get_int, get_str, get_texts
+
+FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default --frontend-timeout: the front end's typing delay
 
 router = APIRouter()
 
@@ -94,3 +97,27 @@ async def lt_detect(fields: Fields, detector: Detector) -> JSONResponse:
 @router.get("/languages", summary="Languages (LibreTranslate shape)")
 async def languages(model: ReadyModel) -> JSONResponse:
     return JSONResponse(model.languages.listing())
+
+
+@router.get("/frontend/settings", summary="LibreTranslate's front-end settings")
+async def frontend_settings(model: ReadyModel, settings: SettingsDep) -> JSONResponse:
+    """What LibreTranslate's web front end and add-ons read first: the limits, whether a key is
+    needed, and the languages it starts with (auto-detect into the first target); suggestions and
+    file translation are off (mt offers neither)."""
+    target = model.languages.targets[0]
+    return JSONResponse({
+        "charLimit": settings.char_limit, "frontendTimeout": FRONTEND_TIMEOUT_MS,
+        "apiKeys": settings.keys_required, "keyRequired": settings.keys_required,
+        "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+        "language": {"source": {"code": "auto", "name": "Auto Detect"},
+                     "target": {"code": target, "name": language_name(target)}}})
+
+
+@router.post("/suggest", summary="Suggestions are off (as a LibreTranslate server without --suggestions)")
+async def suggest() -> JSONResponse:
+    return JSONResponse({"error": "Suggestions are disabled on this server."}, status_code=403)
+
+
+@router.post("/translate_file", summary="File translation is off (as LibreTranslate's --disable-files-translation)")
+async def translate_file() -> JSONResponse:
+    return JSONResponse({"error": "Files translation are disabled on this server."}, status_code=403)

@@ -13,9 +13,11 @@ import pytest
 import test_serve
 from test_serve import httpx, mt_translate, server
 
+from mt.errors import MTError
 from mt.serve.html import VOID, HtmlFragment
 from mt.serve.languages import ServedLanguages
 from mt.serve.requests import ApiError
+from mt.serve.settings import ServeSettings
 
 pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn", "libretranslatepy", "py3langid")
 tiny = test_serve.tiny  # the module-scoped tiny random checkpoint (and its synthetic lines)
@@ -23,7 +25,7 @@ tiny = test_serve.tiny  # the module-scoped tiny random checkpoint (and its synt
 
 @pytest.fixture(scope="module")
 def lt_server(tiny) -> Iterator[str]:
-    with server(tiny[0], "--beam", "2") as (url, _):
+    with server(tiny[0], "--beam", "2", "--cors-origin", "*") as (url, _):
         yield url
 
 
@@ -235,3 +237,43 @@ def test_frontend_settings_and_suggest_as_libretranslate(lt_server: str) -> None
     r = httpx.post(lt_server + "/translate_file", data={"source": "en", "target": "de"},
                    files={"file": ("a.txt", b"Hello")}, timeout=30)
     assert r.status_code == 403 and r.json() == {"error": "Files translation are disabled on this server."}
+
+
+def test_cors_any_origin_with_a_real_preflight(lt_server: str) -> None:
+    """A browser add-on (moz-extension://, chrome-extension://) or web app calling from another
+    origin: the browser's preflight, then the request, against `--cors-origin '*'` (LibreTranslate's
+    behaviour: it answers every origin)."""
+    for origin in ("moz-extension://0c1f2a3b-4c5d-6e7f-8091-a2b3c4d5e6f7", "chrome-extension://abcdefghijklmnop",
+                   "https://app.example.org"):
+        pre = httpx.options(lt_server + "/translate", timeout=30, headers={
+            "Origin": origin, "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type,x-api-key"})
+        assert pre.status_code == 200, pre.text
+        assert pre.headers["access-control-allow-origin"] == "*"
+        assert "POST" in pre.headers["access-control-allow-methods"]
+        assert {"content-type", "x-api-key"} <= set(pre.headers["access-control-allow-headers"].lower().split(", "))
+        r = httpx.post(lt_server + "/translate", json={"q": "Hello.", "source": "en", "target": "de"},
+                       headers={"Origin": origin}, timeout=60)
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "*"
+    r = httpx.get(lt_server + "/languages", headers={"Origin": "null"}, timeout=30)
+    assert r.headers["access-control-allow-origin"] == "*"
+
+
+def test_cors_named_origins_of_any_scheme(tiny) -> None:
+    from starlette.testclient import TestClient
+
+    from mt.serve.app import create_app
+
+    named = ("moz-extension://0c1f2a3b-4c5d-6e7f-8091-a2b3c4d5e6f7", "chrome-extension://abcdefghijklmnop")
+    client = TestClient(create_app(ServeSettings(cors_origins=named), [tiny[0]]))  # no lifespan: no model needed
+    for origin in named:
+        pre = client.options("/detect", headers={"Origin": origin, "Access-Control-Request-Method": "POST",
+                                                 "Access-Control-Request-Headers": "content-type"})
+        assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == origin
+        assert client.get("/health", headers={"Origin": origin}).headers["access-control-allow-origin"] == origin
+    pre = client.options("/detect", headers={"Origin": "chrome-extension://other", "Access-Control-Request-Method": "POST"})
+    assert pre.status_code == 400 and "access-control-allow-origin" not in pre.headers
+    for bad in ("https://example.org/", "example.org", "moz-extension://", "https://a.org/path", "ht tp://x", "1x://y"):
+        with pytest.raises(MTError, match="--cors-origin"):
+            ServeSettings(cors_origins=(bad,))
+    assert ServeSettings(cors_origins=("*", "http://localhost:8080", "safari-web-extension://ID")).cors_origins

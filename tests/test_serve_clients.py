@@ -5,6 +5,7 @@ commit in the test). One module-scoped server (the tiny random en->de checkpoint
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -277,3 +278,26 @@ def test_cors_named_origins_of_any_scheme(tiny) -> None:
         with pytest.raises(MTError, match="--cors-origin"):
             ServeSettings(cors_origins=(bad,))
     assert ServeSettings(cors_origins=("*", "http://localhost:8080", "safari-web-extension://ID")).cors_origins
+
+
+def test_libretranslatepy_client_translate_detect_languages(tiny, lt_server: str) -> None:
+    """libretranslatepy 2.1.4 (argosopentech/LibreTranslate-py, libretranslatepy/api.py), every
+    call it has: translate (urlencoded form, reads translatedText), detect (reads the list),
+    languages (GET), and an error as the HTTPError it raises."""
+    import urllib.error
+
+    from libretranslatepy import LibreTranslateAPI
+
+    lt = LibreTranslateAPI(lt_server)
+    want = mt_translate(tiny[0], ENGLISH, "--beam", "2")
+    assert [lt.translate(line, "en", "de", timeout=60) for line in ENGLISH] == want
+    assert lt.translate(ENGLISH[2], "auto", "de", timeout=60) == want[2]
+    assert lt.translate(ENGLISH[0], "EN", "de_DE", timeout=60) == want[0]
+    assert [x["language"] for x in lt.detect(GERMAN)] == ["de", "en"]
+    assert lt.detect(ENGLISH[1])[0]["language"] == "en"
+    assert lt.languages() == [{"code": "en", "name": "English", "targets": ["de"]},
+                              {"code": "de", "name": "German", "targets": []}]
+    with pytest.raises(urllib.error.HTTPError) as failed:
+        lt.translate(ENGLISH[0], "de", "en")
+    assert failed.value.code == 400
+    assert json.loads(failed.value.read()) == {"error": "language pair de-en: not served; this model translates en-de"}

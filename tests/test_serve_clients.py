@@ -62,6 +62,12 @@ def test_weblate_and_mastodon_find_en_de_in_languages(tiny, lt_server: str) -> N
     payload = httpx.post(lt_server + "/translate", data={"api_key": "", "q": line, "source": "en", "target": "de"},
                          timeout=60).json()
     assert payload["translatedText"] == mt_translate(tiny[0], [line], "--beam", "2")[0]
+    # Weblate 5.x (WeblateOrg/weblate 1911786, the same file, BatchMachineTranslation): JSON with a
+    # list q and Weblate's own codes (zh_Hans -> zh by its language_map, others as they are: pt_BR, de_DE)
+    texts = tiny[1][2:5]
+    payload = httpx.post(lt_server + "/translate", json={"api_key": None, "q": texts, "source": "en_US",
+                                                         "target": "de_DE"}, timeout=60).json()
+    assert [payload["translatedText"][i] for i in range(len(texts))] == mt_translate(tiny[0], texts, "--beam", "2")
     # Mastodon v4.2.0 (app/lib/translation_service/libre_translate.rb, #languages): code -> targets
     # without the code itself; languages[nil] (source "auto") = every target, flattened
     languages = {x["code"]: [t for t in x["targets"] if t != x["code"]] for x in listing}

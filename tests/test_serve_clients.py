@@ -169,7 +169,9 @@ def test_hostile_html_gives_back_nothing_executable_it_was_not_sent(lt_server: s
                "<scr<script>ipt>alert(3)</script><p title=\"&quot;&gt;&lt;script&gt;alert(4)&lt;/script&gt;\">t</p>",
                "<p a\"onmouseover=alert(5) x=1>u <b>v",
                "<!--<script>alert(6)</script>--><p>w</p><a href=\"javascript:alert(7)\">z</a></div></p>",
-               "<math><mi xlink:href=\"javascript:alert(8)\">m</mi></math><svg><style>p{}</style></svg>"]
+               "<math><mi xlink:href=\"javascript:alert(8)\">m</mi></math><svg><style>p{}</style></svg>",
+               "<!-- a --!><script>alert(9)</script> --><p>w</p>",  # a comment that browsers end at --!>
+               "<noscript><p title=\"</noscript><img src=x onerror=alert(10)>\"></noscript>"]
     r = httpx.post(lt_server + "/translate", json={"q": hostile, "source": "en", "target": "de", "format": "html"},
                    timeout=60)
     assert r.status_code == 200, r.text
@@ -179,6 +181,10 @@ def test_hostile_html_gives_back_nothing_executable_it_was_not_sent(lt_server: s
             assert any(tag == t and set(attrs) <= set(a) for t, a in given.starts), (sent, out)
         assert set(got.raw) <= set(given.raw) and not got.open
         assert out.count("<script") <= sent.count("<script") and "onmouseover" not in out
+    outs = r.json()["translatedText"]
+    assert all("<!--" not in out for out in outs) and "<script" not in outs[5]  # comments are dropped
+    # an attribute that a browser's noscript parsing would end early comes back escaped: inert
+    assert outs[6] == "<noscript><p title=\"&lt;/noscript&gt;&lt;img src=x onerror=alert(10)&gt;\"></p></noscript>"
 
 
 ENGLISH = ["A man in a blue shirt is standing on a ladder.", "Two young girls are playing in the water.",

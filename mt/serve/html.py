@@ -12,11 +12,11 @@ slots in proportion to where the source words stood (there is no word alignment,
 translation of a link's words lands at the link's relative position, not necessarily on the
 words that translate them).
 
-Never sent to the model: attributes, comments, and the content of `code`, `kbd`, `samp`, `var`,
+Never sent to the model: attributes, and the content of `code`, `kbd`, `samp`, `var`,
 `pre`, `script`, `style`, `textarea`, `svg`, `math`, `template` and of any element marked
 `translate="no"` or `class="notranslate"`. The output is rebuilt from the parsed tokens: tags and
-attributes that were in the input (attribute values re-escaped; tag and attribute names that are not
-plain names dropped), text escaped (`&`, `<`, `>`), elements left open closed at the end, stray end
+attributes that were in the input (attribute values re-escaped; tag and attribute names that are
+not plain names dropped), comments, doctypes and processing instructions dropped, text escaped (`&`, `<`, `>`), elements left open closed at the end, stray end
 tags dropped, and an open `<p>`/`<li>`/`<td>`... closed where HTML closes it implicitly. So nothing
 comes back as markup that was not markup in the input: a translation or text reading
 `<script>` comes back as `&lt;script&gt;`.
@@ -115,17 +115,19 @@ class _Tokens(HTMLParser):
         else:
             self.items.append(("text", data, False))
 
+    # Comments, declarations (a doctype, CDATA sections) and processing instructions are dropped: not
+    # content, and where a browser ends a comment differs between parsers (`--!>`).
     def handle_comment(self, data: str) -> None:
-        self._markup(f"<!--{data}-->", False)
+        pass
 
     def handle_decl(self, decl: str) -> None:
-        self._markup(f"<!{decl}>", True)
+        pass
 
     def handle_pi(self, data: str) -> None:
-        self._markup(f"<?{data}>", True)
+        pass
 
     def unknown_decl(self, data: str) -> None:
-        self._markup(f"<![{data}]>", True)
+        pass
 
     def finish(self) -> list[tuple[str, str, bool]]:
         self.close()

@@ -148,14 +148,15 @@ def test_mastodon_html_list_end_to_end(tiny, lt_server: str) -> None:
     statuses = ["<p>Hello <span class=\"h-card\"><a href=\"https://example.social/@bob\" class=\"u-url mention\">"
                 "@<span>bob</span></a></span>, this is a <b>bold</b> idea &amp; a <a href=\"https://example.org/x?a=1&amp;b=2\" "
                 "rel=\"nofollow noopener\" target=\"_blank\">good link</a>.</p><p>Second line<br>third line</p>",
-                "<p>Short one.</p>"]
+                "<p>Short one.</p>",
+                "<ul><li>One &amp; two &lt;3<ul><li>three <i>four</i></li><li>five</li></ul></li><li>six</li></ul>"]
     body = {"q": statuses, "source": "en", "target": "de", "format": "html", "api_key": None}
     r = httpx.post(lt_server + "/translate", json=body, timeout=60)
     assert r.status_code == 200, r.text
     data = r.json()
-    translated = [(text, (data.get("detectedLanguage") or [{}] * 2)[i].get("language") or "en")
+    translated = [(text, (data.get("detectedLanguage") or [{}] * 3)[i].get("language") or "en")
                   for i, text in enumerate(data["translatedText"])]
-    assert len(translated) == 2 and all(lang == "en" for _, lang in translated)
+    assert len(translated) == 3 and all(lang == "en" for _, lang in translated)
     for source, (out, _) in zip(statuses, translated):
         blocks = HtmlFragment(source).blocks
         want = mt_translate(tiny[0], blocks, "--beam", "2")

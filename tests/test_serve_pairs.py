@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_serve import httpx, mt_translate, server
 
-pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn")
+pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn", "py3langid")
 
 LINES = ["He reads a book at home.", "", "She drinks tea."]
 
@@ -18,7 +18,9 @@ def test_multi_pair_model_serves_each_target(multi_run: tuple[Path, Path]) -> No
     want = {lang: mt_translate(ckpt, LINES, "--target-lang", lang) for lang in ("de", "ru")}
     assert want["de"] != want["ru"]
     with server(ckpt) as (url, _):
-        assert httpx.get(url + "/languages").json() == [{"code": "en", "name": "English", "targets": ["de", "ru"]}]
+        assert httpx.get(url + "/languages").json() == [{"code": "en", "name": "English", "targets": ["de", "ru"]},
+                                                        {"code": "de", "name": "German", "targets": []},
+                                                        {"code": "ru", "name": "Russian", "targets": []}]
         assert httpx.get(url + "/v1/settings").json()["languages"] == [{"source": "en", "target": "de"},
                                                                        {"source": "en", "target": "ru"}]
         for lang in ("de", "ru"):

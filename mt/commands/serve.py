@@ -23,6 +23,7 @@ def serve_command(checkpoints: Sequence[Path], **flags: Any) -> None:
         import fastapi_offline  # noqa: F401 - the /docs and /redoc files
         import multipart  # noqa: F401 - python-multipart, for form data
         import prometheus_client  # noqa: F401
+        import py3langid  # noqa: F401 - /detect and source "auto"
         import uvicorn  # noqa: F401
     except ImportError as e:
         raise MTError(f"mt serve: needs the serve extra ({e.name} is not installed); run: {SERVE_EXTRA_HINT}") from None

@@ -47,7 +47,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
     app.add_middleware(AccessMiddleware, metrics=state.metrics)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
-                           allow_headers=["Content-Type", "X-API-Key"])
+                           allow_headers=["Content-Type", "X-API-Key", "Authorization"], max_age=86400)
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(StarletteHTTPException, http_error)

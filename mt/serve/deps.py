@@ -1,5 +1,5 @@
 """FastAPI dependencies of the routes (as `api/deps.py` in FastAPI's full-stack template): the
-server's state, the ready model, the request's fields and the API-key check.
+server's state, the ready model (and language detector), the request's fields and the API-key check.
 
 Each is an `Annotated` type a route names as a parameter (`model: ReadyModel`), or, for the key
 check, a route's `dependencies=[RequireKey]`. FastAPI solves them in order and once per request:
@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 from starlette.requests import ClientDisconnect
 
+from mt.serve.detect import LanguageDetector
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_key, form_fields, parse_fields
 from mt.serve.settings import ServeSettings
@@ -45,6 +46,15 @@ async def ready_model(state: StateDep) -> ServedModel:
 
 
 ReadyModel = Annotated[ServedModel, Depends(ready_model)]
+
+
+async def ready_detector(state: StateDep, model: ReadyModel) -> LanguageDetector:
+    """The language detector over the model's languages (set before the model: ready with it)."""
+    assert state.detector is not None
+    return state.detector
+
+
+Detector = Annotated[LanguageDetector, Depends(ready_detector)]
 
 
 async def request_fields(request: Request, settings: SettingsDep) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 The texts are split into lines and checked against the limits (413), the lines queued on the
 model's `Batcher` (429 when the queue is full) and awaited without blocking the event loop; a
 client that goes away (499) or waits past --timeout (503) has its segments dropped from the queue.
+`translate_html` does the same for HTML fragments: their blocks' text as segments, markup kept.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from fastapi import Request
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.serve.batcher import Hyps, QueueFull
+from mt.serve.html import HtmlFragment
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_size
 from mt.serve.settings import ServeSettings
@@ -65,3 +67,20 @@ async def _disconnected(request: Request) -> None:
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
+
+
+async def translate_html(request: Request, model: ServedModel, settings: ServeSettings, fragments: list[HtmlFragment],
+                         decode: DecodeConfig, tokenizer: Tokenizer) -> list[str]:
+    """Each HTML fragment with its blocks' text translated (one segment per block, all fragments in
+    one job) and its markup kept (`mt.serve.html`)."""
+    chars = sum(len(fragment.source) for fragment in fragments)  # the limit counts the markup too, as LibreTranslate's
+    if chars > settings.char_limit:
+        raise ApiError(413, f"request: {chars} characters, the limit is {settings.char_limit}")
+    blocks = [block for fragment in fragments for block in fragment.blocks]
+    found, _ = await translate_texts(request, model, settings, blocks, decode, None, tokenizer) if blocks else ([], [])
+    out, at = [], 0
+    for fragment in fragments:
+        count = len(fragment.blocks)
+        out.append(fragment.render([hyps[0][0] for hyps in found[at:at + count]]))
+        at += count
+    return out

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.deploy.loading import ModelProvenance
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
+from mt.serve.languages import ServedLanguages
 from mt.serve.metrics import Metrics
 from mt.serve.requests import ApiError
 from mt.serve.settings import ServeSettings
@@ -82,9 +84,16 @@ class ServedModel:
     pairs: list[tuple[str, str]]  # (source, target) languages served: one, or a multi-pair model's pairs
     samples: bool  # /v1's sampling works (mt's own models; an exported CTranslate2 one only searches)
 
+    @cached_property
+    def languages(self) -> ServedLanguages:
+        """The served languages: how every route reads a request's language codes."""
+        return ServedLanguages(self.pairs)
+
     def tokenizer_for(self, target: str | None, field: str = "target") -> Tokenizer:
-        """The tokenizer that makes the model translate into `target` (a multi-pair model's tag in
-        front); a target the model does not know is a 400 naming the ones it knows."""
+        """The tokenizer that makes the model translate into `target` (any case or alias of a served
+        code; a multi-pair model's tag in front); a target the model does not know is a 400 naming the ones it knows."""
+        if target is not None:
+            target = self.languages.find(target, self.languages.targets) or target
         try:
             return self.tokenizer.for_target(target, flag=field)
         except MTError as e:

@@ -238,7 +238,7 @@ def v1_decode(fields: dict[str, Any], base: DecodeConfig, settings: ServeSetting
 _TEXTS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
 LT_SCHEMA = {"type": "object", "required": ["q", "source", "target"], "properties": {
     "q": _TEXTS, "source": {"type": "string", "example": "en"}, "target": {"type": "string", "example": "de"},
-    "format": {"type": "string", "enum": ["text"]}, "alternatives": {"type": "integer", "minimum": 0},
+    "format": {"type": "string", "enum": ["text", "html"]}, "alternatives": {"type": "integer", "minimum": 0},
     "api_key": {"type": "string"}}}
 V1_SCHEMA = {"type": "object", "required": ["segments"], "properties": {
     "segments": {"type": "array", "items": {"type": "string"}}, "beam": {"type": "integer", "minimum": 1},

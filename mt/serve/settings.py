@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mt.errors import MTError
 
@@ -55,7 +56,9 @@ class ServeSettings:
     api_keys: frozenset[str] = _flag(frozenset(), "--api-keys", "File of API keys, one per line ('#' comments); "
                                                                 "when given, translate routes need one.",
                                      shown=False, option_type=Path | None, option_default=None)
-    cors_origins: tuple[str, ...] = _flag((), "--cors-origin", "Allow browser calls from this origin (repeatable).",
+    cors_origins: tuple[str, ...] = _flag((), "--cors-origin", "Allow browser calls from this origin: "
+                                                               "https://example.org, moz-extension://UUID, "
+                                                               "chrome-extension://ID, or '*' for any (repeatable).",
                                           option_type=list[str], option_default=[])
     timeout_s: float = _flag(30.0, "--timeout", "Seconds a request may wait for its translations (else 503), and "
                                                 "for its own head (else the connection closes) and body (else 408) "
@@ -98,8 +101,7 @@ class ServeSettings:
         if not self.timeout_s > 0:
             raise MTError(f"--timeout: must be positive, got {self.timeout_s}")
         for origin in self.cors_origins:
-            if origin != "*" and not origin.startswith(("http://", "https://")):
-                raise MTError(f"--cors-origin {origin!r}: expected an origin such as https://example.org, or *")
+            check_origin(origin)
 
     @property
     def keys_required(self) -> bool:
@@ -107,6 +109,20 @@ class ServeSettings:
 
     def with_keys(self, keys: frozenset[str]) -> ServeSettings:
         return dataclasses.replace(self, api_keys=keys)
+
+
+def check_origin(origin: str) -> None:
+    """An MTError unless `origin` is "*" or an origin as a browser sends it: scheme://host[:port] of
+    any scheme (a web page's https://, a browser add-on's moz-extension:// or chrome-extension://),
+    without a path."""
+    if origin == "*":
+        return
+    parts = urlsplit(origin)
+    scheme_ok = parts.scheme[:1].isalpha() and all(c.isalnum() or c in "+-." for c in parts.scheme)
+    if (not scheme_ok or not parts.netloc or parts.path or parts.query or parts.fragment
+            or any(c.isspace() for c in origin) or not origin.startswith(f"{parts.scheme}://")):
+        raise MTError(f"--cors-origin {origin!r}: expected an origin such as https://example.org or "
+                      "moz-extension://UUID (scheme://host, no path), or *")
 
 
 def read_api_keys(path: Path) -> frozenset[str]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mt.serve.detect import LanguageDetector
 from mt.serve.metrics import Metrics
 from mt.serve.model import ServedModel, load_served_model
 from mt.serve.settings import ServeSettings
@@ -27,14 +28,21 @@ class ServeState:
     checkpoints: tuple[Path, ...]  # what `-c` named
     metrics: Metrics
     page: bytes  # the web page at /, read once: a missing file fails at start-up, not per request
-    model: ServedModel | None = None  # set once loaded and warmed up
+    model: ServedModel | None = None  # set once loaded and warmed up (after the detector)
+    detector: LanguageDetector | None = None  # /detect and source "auto": over the model's languages
     error: str | None = None  # why the model failed to load
     card: dict[str, Any] | None = field(default=None, repr=False)  # /v1/model-card, built on first request
 
     def load(self) -> None:
-        """Load the model (the start-up thread's job); a failure is kept for /ready and logged, the server stays up."""
+        """Load the model, then the language detector over its languages (the start-up thread's job); a failure is kept for /ready and logged, the server stays up."""
         try:
-            self.model = load_served_model(self.settings, self.checkpoints, self.metrics)
+            model = load_served_model(self.settings, self.checkpoints, self.metrics)
+            try:
+                self.detector = LanguageDetector(model.languages.all)
+            except BaseException:
+                model.close()
+                raise
+            self.model = model
         except Exception as e:  # noqa: BLE001 - reported by /ready and the log; the server stays up
             self.error = str(e)
             log.error("serve: loading the model failed: %s", e)

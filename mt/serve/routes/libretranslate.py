@@ -1,42 +1,55 @@
-"""LibreTranslate's API, as its clients (Mastodon, Weblate, libretranslatepy, browser add-ons)
-call it: POST /translate (JSON or form data; `q` a string or a list, `source` may be "auto",
-`alternatives`) and GET /languages."""
+"""LibreTranslate's API, as its clients (Mastodon, Weblate, libretranslatepy, browser add-ons,
+LibreTranslate's own front end) call it: POST /translate (JSON or form data; `q` a string or a
+list, `source` a code or "auto", `alternatives`, `format` "text" or "html": `mt.serve.html`),
+POST /detect, GET /languages, GET /frontend/settings, and POST /suggest and /translate_file
+answering 403 as a LibreTranslate server with suggestions and file translation off does.
+
+Codes are read by `ServedLanguages` (any case, aliases). `source: "auto"` identifies each text's
+language (`mt.serve.detect`, over the served languages; an HTML text by its text, not its markup)
+and answers `detectedLanguage` ({language, confidence} or, for a list `q`, one per text); a text
+detected in a language this server does not translate into the target is a 400 naming it.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from mt.serve.deps import Fields, ReadyModel, RequireKey, SettingsDep
-from mt.serve.jobs import translate_texts
+from mt.serve.deps import Detector, Fields, ReadyModel, RequireKey, SettingsDep
+from mt.serve.detect import LanguageDetector
+from mt.serve.html import HtmlFragment
+from mt.serve.jobs import translate_html, translate_texts
+from mt.serve.languages import language_name
+from mt.serve.model import ServedModel
 from mt.serve.requests import LT_SCHEMA, ApiError, body_doc, get_int, get_str, get_texts
 
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish", "it": "Italian",
-                  "pt": "Portuguese", "nl": "Dutch", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
-                  "ko": "Korean", "ar": "Arabic", "pl": "Polish", "tr": "Turkish", "uk": "Ukrainian"}
+FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default --frontend-timeout: the front end's typing delay
 
 router = APIRouter()
 
 
 @router.post("/translate", summary="Translate (LibreTranslate-compatible; JSON or form data)",
              openapi_extra=body_doc(LT_SCHEMA, form=True), dependencies=[RequireKey])
-async def lt_translate(request: Request, fields: Fields, model: ReadyModel, settings: SettingsDep) -> JSONResponse:
+async def lt_translate(request: Request, fields: Fields, model: ReadyModel, settings: SettingsDep,
+                       detector: Detector) -> JSONResponse:
     texts, as_list = get_texts(fields, "q")
     source, target = get_str(fields, "source"), get_str(fields, "target")
-    fmt = get_str(fields, "format", required=False, default="text")
-    if fmt not in ("text", ""):
-        raise ApiError(400, f"format {fmt!r}: not supported; only \"text\" (send plain text, not HTML)")
-    sources = list(dict.fromkeys(s for s, _ in model.pairs))
-    if source == "auto" and len(sources) > 1:
-        raise ApiError(400, f"source auto: this model translates from {', '.join(sources)}; name the source language")
-    src = sources[0] if source == "auto" else source
-    if (src, target) not in model.pairs:
-        served = ", ".join(f"{s}-{t}" for s, t in model.pairs)
-        raise ApiError(400, f"language pair {source}-{target}: not served; this model translates {served}")
-    tokenizer = model.tokenizer_for(target, "target")
+    fmt = get_str(fields, "format", required=False, default="text").strip().lower() or "text"
+    if fmt not in ("text", "html"):
+        raise ApiError(400, f"format {fmt!r}: not supported; \"text\" or \"html\"")
+    fragments = [HtmlFragment(text) for text in texts] if fmt == "html" else None
+    detected = None
+    if source.strip().lower() == "auto":
+        plain = [fragment.text() for fragment in fragments] if fragments is not None else texts
+        detected = await asyncio.to_thread(lambda: [detector.detect(text) for text in plain])
+        tgt = _auto_target(model, detected, target)
+    else:
+        _, tgt = model.languages.pair(source, target)
+    tokenizer = model.tokenizer_for(tgt, "target")
     alternatives = get_int(fields, "alternatives", low=0) or 0
     if alternatives > settings.max_alternatives:
         raise ApiError(400, f"alternatives: at most {settings.max_alternatives} on this server, got {alternatives}")
@@ -44,20 +57,67 @@ async def lt_translate(request: Request, fields: Fields, model: ReadyModel, sett
     if alternatives:
         n_best = alternatives + 1
         decode = dataclasses.replace(decode, n_best=n_best, beam=max(decode.beam, n_best), sampling=False)
-    found, _ = await translate_texts(request, model, settings, texts, decode, n_best, tokenizer)
-    best = [hyps[0][0] for hyps in found]
+    if fragments is not None:  # as LibreTranslate: no alternatives for HTML
+        best = await translate_html(request, model, settings, fragments, model.decode, tokenizer)
+        alts: list[list[str]] = [[] for _ in texts]
+    else:
+        found, _ = await translate_texts(request, model, settings, texts, decode, n_best, tokenizer)
+        best, alts = [hyps[0][0] for hyps in found], [[text for text, _ in hyps[1:]] for hyps in found]
     body: dict[str, Any] = {"translatedText": best if as_list else best[0]}
     if alternatives:
-        alts = [[text for text, _ in hyps[1:]] for hyps in found]
         body["alternatives"] = alts if as_list else alts[0]
-    if source == "auto":
-        body["detectedLanguage"] = ([{"confidence": 100.0, "language": src}] * len(texts) if as_list
-                                    else {"confidence": 100.0, "language": src})
+    if detected is not None:
+        body["detectedLanguage"] = detected if as_list else detected[0]
     return JSONResponse(body)
+
+
+def _auto_target(model: ServedModel, detected: list[dict[str, Any]], target: str) -> str:
+    """The served target for `source: "auto"` once each text's language is known: a 400 naming a
+    detected language the model does not translate into `target`."""
+    tgt = model.languages.match(target, "target", model.languages.targets)
+    sources = [s for s, t in model.languages.pairs if t == tgt]
+    for i, found in enumerate(detected):
+        if found["language"] not in sources:
+            where = f"q[{i}]" if len(detected) > 1 else "q"
+            raise ApiError(400, f"source auto: {where} is {language_name(found['language'])} ({found['language']}, "
+                                f"confidence {found['confidence']:g}); this server translates into {tgt} from "
+                                f"{', '.join(sources)}")
+    return tgt
+
+
+@router.post("/detect", summary="Detect the language of a text (LibreTranslate-compatible)",
+             openapi_extra=body_doc({"type": "object", "required": ["q"], "properties": {
+                 "q": LT_SCHEMA["properties"]["q"], "api_key": {"type": "string"}}}, form=True),
+             dependencies=[RequireKey])
+async def lt_detect(fields: Fields, detector: Detector) -> JSONResponse:
+    texts, _ = get_texts(fields, "q")  # a list is read as one text, as LibreTranslate averages over it
+    return JSONResponse(await asyncio.to_thread(LanguageDetector.rank, detector, "\n".join(texts)))
 
 
 @router.get("/languages", summary="Languages (LibreTranslate shape)")
 async def languages(model: ReadyModel) -> JSONResponse:
-    sources = dict.fromkeys(s for s, _ in model.pairs)
-    return JSONResponse([{"code": src, "name": LANGUAGE_NAMES.get(src, src),
-                          "targets": [t for s, t in model.pairs if s == src]} for src in sources])
+    return JSONResponse(model.languages.listing())
+
+
+@router.get("/frontend/settings", summary="LibreTranslate's front-end settings")
+async def frontend_settings(model: ReadyModel, settings: SettingsDep) -> JSONResponse:
+    """What LibreTranslate's web front end and add-ons read first: the limits, whether a key is
+    needed, and the languages it starts with (auto-detect into the first target); suggestions and
+    file translation are off (mt offers neither)."""
+    target = model.languages.targets[0]
+    return JSONResponse({
+        "charLimit": settings.char_limit, "frontendTimeout": FRONTEND_TIMEOUT_MS,
+        "apiKeys": settings.keys_required, "keyRequired": settings.keys_required,
+        "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+        "language": {"source": {"code": "auto", "name": "Auto Detect"},
+                     "target": {"code": target, "name": language_name(target)}}})
+
+
+@router.post("/suggest", summary="Suggestions are off (as a LibreTranslate server without --suggestions)")
+async def suggest() -> JSONResponse:
+    return JSONResponse({"error": "Suggestions are disabled on this server."}, status_code=403)
+
+
+@router.post("/translate_file", summary="File translation is off (as LibreTranslate's --disable-files-translation)")
+async def translate_file() -> JSONResponse:
+    return JSONResponse({"error": "Files translation are disabled on this server."}, status_code=403)

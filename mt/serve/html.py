@@ -1,0 +1,223 @@
+"""LibreTranslate's `format: "html"`: translate the text of an HTML fragment and keep its markup.
+
+Built on the standard library's `html.parser.HTMLParser` (maintained with CPython, no dependency,
+the tokenizer of the HTML spec's tag and character-reference rules; LibreTranslate itself uses
+BeautifulSoup through argos-translate-files). `HtmlFragment(markup)` parses a fragment into a
+stream of markup and text; the text between block boundaries (any element that is not inline, and
+`<br>`) is one *block*, its whitespace collapsed as a browser shows it, and `blocks` lists the
+blocks with words, in order: each is one segment for the model, so it translates exactly as
+`mt translate` does that line. Inline elements inside a block (`<a>`, `<b>`, `<em>`, `<span>`, ...)
+are kept: `render(translations)` puts the translated block's words back into the block's text
+slots in proportion to where the source words stood (there is no word alignment, so the
+translation of a link's words lands at the link's relative position, not necessarily on the
+words that translate them).
+
+Never sent to the model: attributes, and the content of `code`, `kbd`, `samp`, `var`,
+`pre`, `script`, `style`, `textarea`, `svg`, `math`, `template` and of any element marked
+`translate="no"` or `class="notranslate"`. The output is rebuilt from the parsed tokens: tags and
+attributes that were in the input (attribute values re-escaped; tag and attribute names that are
+not plain names dropped), comments, doctypes and processing instructions dropped, text escaped (`&`, `<`, `>`), elements left open closed at the end, stray end
+tags dropped, and an open `<p>`/`<li>`/`<td>`... closed where HTML closes it implicitly. So nothing
+comes back as markup that was not markup in the input: a translation or text reading
+`<script>` comes back as `&lt;script&gt;`.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from html.parser import HTMLParser
+
+VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
+INLINE = frozenset("a abbr b bdi bdo cite data del dfn em font i ins label mark q s small span strong sub sup "
+                   "time tt u big".split())
+INLINE_ATOMS = frozenset("img wbr input".split())  # void elements that sit inside a sentence
+OPAQUE = frozenset("code kbd samp var pre script style textarea svg math template noscript iframe object".split())
+INLINE_OPAQUE = frozenset("code kbd samp var script style".split())  # opaque, yet inside a sentence
+RAW_TEXT = frozenset(("script", "style"))  # the parser hands their content over as written
+# A start tag closes an open element of these names (HTML's optional end tags), searched up to the
+# elements named second.
+IMPLIED = {"li": ({"li"}, {"ul", "ol"}), "dt": ({"dt", "dd"}, {"dl"}), "dd": ({"dt", "dd"}, {"dl"}),
+           "tr": ({"tr"}, {"table"}), "td": ({"td", "th"}, {"tr", "table"}), "th": ({"td", "th"}, {"tr", "table"}),
+           "option": ({"option"}, {"select"})}
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name.isascii() and name[0].isalpha() and all(c.isalnum() or c in "-:_" for c in name)
+
+
+def _is_opaque(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+    values = {name: value or "" for name, value in attrs}
+    return (tag in OPAQUE or values.get("translate", "").strip().lower() == "no"
+            or "notranslate" in values.get("class", "").split())
+
+
+class _Tokens(HTMLParser):
+    """HTML in, items out: ("markup", text, is_boundary) and ("text", text) (see the module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.items: list[tuple[str, str, bool]] = []
+        self.stack: list[tuple[str, bool]] = []  # open elements: (tag, opaque)
+
+    @property
+    def opaque(self) -> bool:
+        return any(opaque for _, opaque in self.stack)
+
+    def _markup(self, text: str, boundary: bool) -> None:
+        self.items.append(("markup", text, boundary and not self.opaque))
+
+    def _close_to(self, index: int) -> None:
+        while len(self.stack) > index:
+            tag, _ = self.stack[-1]
+            boundary = tag not in INLINE and tag not in INLINE_OPAQUE
+            self.stack.pop()
+            self._markup(f"</{tag}>", boundary)
+
+    def _implied_end(self, tag: str) -> None:
+        names = [name for name, _ in self.stack]
+        closes, scope = IMPLIED.get(tag, (set(), set()))
+        for i in range(len(names) - 1, -1, -1):
+            if names[i] in closes:
+                self._close_to(i)
+                return
+            if names[i] in scope:
+                break
+        if tag not in INLINE and tag not in INLINE_ATOMS and tag not in INLINE_OPAQUE and tag != "br" and "p" in names:
+            at = len(names) - 1 - names[::-1].index("p")  # a block start closes an open <p> (inline ones above it too)
+            if all(name in INLINE for name in names[at + 1:]):
+                self._close_to(at)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if not _plain_name(tag):
+            return
+        if not self.opaque:
+            self._implied_end(tag)
+        shown = "".join(f" {name}" if value is None else f' {name}="{escape(value, quote=True)}"'
+                        for name, value in attrs if _plain_name(name))
+        self._markup(f"<{tag}{shown}>", tag not in INLINE and tag not in INLINE_ATOMS and tag not in INLINE_OPAQUE)
+        if tag not in VOID:
+            self.stack.append((tag, _is_opaque(tag, attrs)))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)  # `<br/>` is `<br>`; `<span/>` is closed at once
+        if tag not in VOID and self.stack and self.stack[-1][0] == tag:
+            self._close_to(len(self.stack) - 1)
+
+    def handle_endtag(self, tag: str) -> None:
+        names = [name for name, _ in self.stack]
+        if tag in names:  # a stray end tag is dropped
+            self._close_to(len(names) - 1 - names[::-1].index(tag))
+
+    def handle_data(self, data: str) -> None:
+        if self.opaque:
+            raw = self.stack[-1][0] in RAW_TEXT  # script/style content, as the input had it
+            self._markup(data if raw else escape(data, quote=False), False)
+        else:
+            self.items.append(("text", data, False))
+
+    # Comments, declarations (a doctype, CDATA sections) and processing instructions are dropped: not
+    # content, and where a browser ends a comment differs between parsers (`--!>`).
+    def handle_comment(self, data: str) -> None:
+        pass
+
+    def handle_decl(self, decl: str) -> None:
+        pass
+
+    def handle_pi(self, data: str) -> None:
+        pass
+
+    def unknown_decl(self, data: str) -> None:
+        pass
+
+    def finish(self) -> list[tuple[str, str, bool]]:
+        self.close()
+        self._close_to(0)
+        return self.items
+
+
+def _words_with_space(text: str) -> list[str]:
+    """`text` cut after each word's trailing whitespace: "a b  c" -> ["a ", "b  ", "c"]."""
+    pieces, current = [], ""
+    for ch in text:
+        if not ch.isspace() and current and current[-1].isspace():
+            pieces.append(current)
+            current = ""
+        current += ch
+    return [*pieces, current] if current.strip() else pieces
+
+
+class _Run:
+    """One block: its items (markup and text slots) between two boundaries."""
+
+    def __init__(self, items: list[tuple[str, str, bool]]) -> None:
+        self.items = items
+        self.texts = [text for kind, text, _ in items if kind == "text"]
+        joined = "".join(self.texts)
+        self.block = " ".join(joined.split())
+        self.lead = joined[:len(joined) - len(joined.lstrip())]
+        self.trail = joined[len(joined.rstrip()):] if joined.strip() else ""
+        self.starts, words, in_word = [], 0, False  # starts[j]: words begun before slot j
+        for text in self.texts:
+            self.starts.append(words)
+            for ch in text:
+                if not ch.isspace() and not in_word:
+                    words += 1
+                in_word = not ch.isspace()
+        self.words = words
+
+    def render(self, translation: str | None) -> str:
+        if translation is None:  # no words: whitespace between markup, kept
+            return "".join(text if kind == "markup" else escape(text, quote=False) for kind, text, _ in self.items)
+        pieces = _words_with_space(translation.strip())
+        m, bounds = len(pieces), [round(start * len(pieces) / self.words) for start in self.starts] + [len(pieces)]
+        slots = ["".join(pieces[bounds[j]:bounds[j + 1]]) for j in range(len(self.texts))]
+        last = max((j for j in range(len(slots)) if slots[j]), default=0) if m else len(slots) - 1
+        for j in range(1, len(slots)):  # spaces where the source had them around markup
+            if not slots[j] or not self.texts[j][:1].isspace() or slots[j][:1].isspace():
+                continue
+            if self.texts[j - 1][-1:].isspace():  # `run <code>ls</code> now`: on both sides
+                slots[j] = " " + slots[j]
+            elif slots[j - 1][-1:].isspace():  # `<em>four</em> five`: after the element, not inside it
+                slots[j - 1], slots[j] = slots[j - 1].rstrip(), " " + slots[j]
+        slots[0] = self.lead + slots[0]
+        slots[last] = slots[last].rstrip() + self.trail
+        out, j = [], 0
+        for kind, text, _ in self.items:
+            if kind == "markup":
+                out.append(text)
+            else:
+                out.append(escape(slots[j], quote=False))
+                j += 1
+        return "".join(out)
+
+
+class HtmlFragment:
+    """A parsed fragment: `blocks` (the text the model translates, one segment each) and
+    `render(translations)` (the fragment with each block's text replaced by its translation)."""
+
+    def __init__(self, markup: str) -> None:
+        self.source = markup
+        parser = _Tokens()
+        parser.feed(markup)
+        self.parts: list[str | _Run] = []
+        run: list[tuple[str, str, bool]] = []
+        for item in parser.finish():
+            if item[0] == "markup" and item[2]:
+                self.parts.extend([_Run(run), item[1]] if run else [item[1]])
+                run = []
+            else:
+                run.append(item)
+        if run:
+            self.parts.append(_Run(run))
+        self.blocks = [part.block for part in self.parts if isinstance(part, _Run) and part.words]
+
+    def text(self) -> str:
+        """The fragment's translatable text, blocks joined by newlines (what language detection reads)."""
+        return "\n".join(self.blocks)
+
+    def render(self, translations: list[str]) -> str:
+        if len(translations) != len(self.blocks):
+            raise ValueError(f"{len(translations)} translations for {len(self.blocks)} blocks")
+        found = iter(translations)
+        return "".join(part if isinstance(part, str) else part.render(next(found) if part.words else None)
+                       for part in self.parts)

@@ -15,6 +15,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
 from mt.model.checkpoint import (
     FORMAT_VERSION,
+    CheckpointFiles,
     average_checkpoints,
     inference_state,
     load_checkpoint,
@@ -161,6 +162,35 @@ def test_average_is_the_mean_and_translates_as_the_mean_model(tmp_path: Path, ti
     hyps = greedy(model)
     assert hyps == greedy(by_hand)
     assert hyps != greedy(ma) or hyps != greedy(mb)  # the mean is a model of its own
+
+
+def test_an_average_says_which_updates_it_holds_and_carries_its_own_validation(
+        tmp_path: Path, tiny_run: Config, tokenizer: Tokenizer) -> None:
+    """The average of updates 3, 5 and 4 is 'update 5, the average of 3, 5, 4', holds no source's
+    validation record, and the trainer's averaged.pt carries the record of its own validation."""
+    from mt.deploy.card import checkpoint_card_source
+
+    paths = []
+    for seed in (3, 5, 4):
+        paths.append(tmp_path / f"u{seed}.pt")
+        model = _model(tiny_run, tokenizer, seed)
+        state = inference_state(tiny_run, tokenizer, model, update=seed)
+        state["valid"] = {"bleu": float(seed), "loss": 1.0}  # as best.pt holds it
+        save_checkpoint(paths[-1], state)
+    files = CheckpointFiles(tmp_path / "ckpts", tiny_run, tokenizer, keep=3)
+    files.dir.mkdir()
+    candidate, state = files.average_candidate(paths)
+    assert (state["update"], state["averaged_updates"], "valid" in state) == (5, [3, 5, 4], False)
+    assert load_checkpoint(candidate)["averaged_updates"] == [3, 5, 4]
+    files.keep_averaged(candidate, state, {"bleu": 12.5, "loss": 2.0, "update": 5})
+    assert not candidate.exists()
+    kept = load_checkpoint(files.averaged)
+    assert kept["valid"] == {"bleu": 12.5, "loss": 2.0, "update": 5} and kept["averaged_updates"] == [3, 5, 4]
+    card = checkpoint_card_source(kept, files.averaged).card()
+    assert (card["update"], card["averaged_updates"], card["validation"]["bleu"]) == (5, [3, 5, 4], 12.5)
+    candidate, state = files.average_candidate(paths)
+    files.keep_averaged(candidate, state, None)  # validated worse: neither file is left
+    assert not candidate.exists() and not files.averaged.exists()
 
 
 def test_average_refuses_different_models(tmp_path: Path, tiny_run: Config, tokenizer: Tokenizer) -> None:

@@ -54,6 +54,12 @@ def test_fetch_prepare_train_translate_evaluate(tmp_path: Path, mirror_dir: Path
     assert sorted(p.name for p in ckpts.glob("update_*.pt")) == ["update_100.pt", "update_150.pt", "update_50.pt"]
     averaged = [r for r in records if r["kind"] == "averaged"]
     assert [r["sources"] for r in averaged] == [["update_50.pt", "update_100.pt", "update_150.pt"]]
+    if (ckpts / "averaged.pt").is_file():  # kept when it validated at least as well as best.pt
+        from mt.model.checkpoint import load_checkpoint
+
+        state = load_checkpoint(ckpts / "averaged.pt")
+        assert (state["update"], state["averaged_updates"]) == (150, [50, 100, 150])
+        assert {k: state["valid"][k] for k in ("loss", "bleu")} == {k: averaged[0][k] for k in ("loss", "bleu")}
 
     # translate: same line count and order, empty line kept empty.
     with gzip.open(data / "test_2016_flickr.en.gz", "rt", encoding="utf-8") as f:
@@ -77,6 +83,10 @@ def test_fetch_prepare_train_translate_evaluate(tmp_path: Path, mirror_dir: Path
 
     # average two periodic checkpoints; the result translates.
     mt("average", str(ckpts / "update_100.pt"), str(ckpts / "update_150.pt"), "-o", "avg.pt", cwd=tmp_path)
+    from mt.model.checkpoint import load_checkpoint
+
+    avg = load_checkpoint(tmp_path / "avg.pt")
+    assert (avg["update"], avg["averaged_updates"], "valid" in avg) == (150, [100, 150], False)
     mt("translate", "-c", "avg.pt", "-i", "in.en", "-o", "avg.de", cwd=tmp_path)
     assert len((tmp_path / "avg.de").read_text(encoding="utf-8").split("\n")[:-1]) == len(lines)
 

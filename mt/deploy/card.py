@@ -27,7 +27,8 @@ EXPORT_INFO = "mt_export.json"
 _REPORT_KEYS = ("bleu", "chrf", "ter", "bleu_signature", "chrf_signature", "ter_signature", "sentences")
 _VALID_KEYS = ("bleu", "chrf", "loss", "nll", "ppl", "update")
 # what `model_card` reads of a checkpoint (mt_export.json holds the same keys)
-_STATE_KEYS = ("config", "pairs", "valid", "joint_vocab", "src_vocab_size", "tgt_vocab_size", "update", "epoch")
+_STATE_KEYS = ("config", "pairs", "valid", "joint_vocab", "src_vocab_size", "tgt_vocab_size", "update", "epoch",
+               "averaged_updates")
 
 
 def run_dir_of(checkpoint: Path) -> Path | None:
@@ -94,6 +95,7 @@ def model_card(state: dict[str, Any], *, checkpoint: str, scores: dict[str, dict
                           "hub_name": data.get("hub_name", ""), "train_split": data.get("train_split", ""),
                           "valid_split": data.get("valid_split", ""), "train_limit": data.get("train_limit", 0)},
         "update": int(state.get("update", 0)),
+        "averaged_updates": [int(u) for u in state.get("averaged_updates") or []],  # [] unless an average
         "epoch": int(state.get("epoch", 0)),
         "validation": {k: valid[k] for k in _VALID_KEYS if k in valid},
         "test_scores": scores,
@@ -155,7 +157,9 @@ def model_card_markdown(card: dict[str, Any], *, title: str, extra: list[str] = 
     data = t["hub_name"] or t["path"]
     lines = [
         f"# {title}", "",
-        f"- source checkpoint: `{card['checkpoint']}` (update {card['update']}, epoch {card['epoch']})",
+        f"- source checkpoint: `{card['checkpoint']}` (update {card['update']}, epoch {card['epoch']}"
+        + (f"; the average of updates {', '.join(map(str, card['averaged_updates']))})" if card.get("averaged_updates")
+           else ")"),
         f"- languages: {card['languages']['source']} -> {card['languages']['target']}",
         (f"- Transformer: {params}d_model {m['d_model']}, {m['heads']} heads, {m['encoder_layers']}+"
          f"{m['decoder_layers']} layers, d_ff {m['d_ff']}, {m['norm']}-LN, {m['activation']}, "

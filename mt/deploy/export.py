@@ -276,6 +276,7 @@ def export_ctranslate2(checkpoint: Checkpoint | Path, out_dir: Path, *, quantiza
             "name": cfg.name,
             "checkpoint": str(path.resolve()),
             "update": int(state.get("update", 0)),
+            **({"averaged_updates": state["averaged_updates"]} if "averaged_updates" in state else {}),
             "epoch": int(state.get("epoch", 0)),
             "quantization": quantization,
             **({"int8_range": int8_range} if quantization.startswith("int8") else {}),

@@ -13,6 +13,8 @@ Layout of a checkpoint (a plain dict; only tensors, numbers, strings, bytes, lis
     training        (training checkpoints only, e.g. last.pt) optimizer, scaler, data position,
                     RNG states, best metric, patience, ... — written and restored by mt/train/state.py
     averaged_from   (averaged checkpoints only) the source file names
+    averaged_updates (averaged checkpoints only) the sources' updates; `update` is the newest of them,
+                    and `valid` the average's own validation record (written by the trainer), never a source's
     init_from       (fine-tuned runs only) {"path", "sha256", "update"}: the checkpoint the run
                     started from (train.init_from), its sha256 and update count
 
@@ -139,6 +141,7 @@ _FIELDS: tuple[tuple[str, bool, Any, str], ...] = (
     ("epoch", False, lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
     ("training", False, lambda v: isinstance(v, dict), "a dict"),
     ("averaged_from", False, lambda v: isinstance(v, list), "a list"),
+    ("averaged_updates", False, lambda v: isinstance(v, list) and all(_is_int(u) for u in v), "a list of integers"),
     ("valid", False, lambda v: isinstance(v, dict), "a dict"),
     ("init_from", False, lambda v: isinstance(v, dict) and isinstance(v.get("path"), str)
      and isinstance(v.get("sha256"), str) and _is_int(v.get("update")), "{'path': str, 'sha256': str, 'update': int}"),
@@ -280,19 +283,24 @@ def same_model(a: dict[str, Any], b: dict[str, Any]) -> str:
     return ""
 
 
-def average_checkpoints(paths: list[str | Path] | list[Path], out: str | Path) -> None:
-    """Write the mean of the weights of `paths` to `out`, an inference checkpoint.
+def average_checkpoints(paths: list[str | Path] | list[Path], out: str | Path) -> dict[str, Any]:
+    """Write the mean of the weights of `paths` to `out`, an inference checkpoint; return what was
+    written (so a caller can use it without reading the file again).
 
     Refuses (MTError) checkpoints whose model/tokenizer config or tokenizer differ. Floating
-    tensors are averaged in float64 and cast back; integer buffers must be equal.
+    tensors are averaged in float64 and cast back; integer buffers must be equal. The average says
+    which updates it holds (`averaged_updates`; `update` is the newest) and carries no `valid`
+    record: a source's validation does not describe the mean.
     """
     paths = [Path(p) for p in paths]
     if not paths:
         raise MTError("average: no checkpoints given")
     first = load_checkpoint(paths[0])
+    updates = [int(first.get("update", 0))]
     sums = {k: v.to(torch.float64) if v.is_floating_point() else v for k, v in first["model"].items()}
     for p in paths[1:]:
         state = load_checkpoint(p)
+        updates.append(int(state.get("update", 0)))
         diff = same_model(first, state)
         if diff:
             raise MTError(f"average: '{p}' and '{paths[0]}' are different models: {diff}")
@@ -306,10 +314,13 @@ def average_checkpoints(paths: list[str | Path] | list[Path], out: str | Path) -
         del state
     dtypes = {k: v.dtype for k, v in first["model"].items()}
     averaged = {k: (v / len(paths)).to(dtypes[k]) if v.is_floating_point() else v for k, v in sums.items()}
-    out_state = {k: v for k, v in first.items() if k != "training"}
+    out_state = {k: v for k, v in first.items() if k not in ("training", "valid")}
     out_state["model"] = averaged
     out_state["averaged_from"] = [p.name for p in paths]
+    out_state["averaged_updates"] = updates
+    out_state["update"] = max(updates)
     save_checkpoint(out, out_state)
+    return out_state
 
 
 class CheckpointFiles:
@@ -364,16 +375,17 @@ class CheckpointFiles:
                 found.append((int(number), p))
         return [p for _, p in sorted(found)]
 
-    def average_candidate(self, sources: list[Path]) -> Path:
-        """The mean of `sources` in a candidate file, to validate before `keep_averaged`."""
+    def average_candidate(self, sources: list[Path]) -> tuple[Path, dict[str, Any]]:
+        """The mean of `sources` in a candidate file, to validate before `keep_averaged`, and its state."""
         candidate = self.dir / AVERAGE_CANDIDATE
-        average_checkpoints(sources, candidate)
-        return candidate
+        return candidate, average_checkpoints(sources, candidate)
 
-    def keep_averaged(self, candidate: Path, keep: bool) -> None:
-        """Make `candidate` averaged.pt, or drop it and any averaged.pt of an earlier session."""
-        if keep:
-            candidate.replace(self.averaged)
+    def keep_averaged(self, candidate: Path, state: dict[str, Any], valid: dict[str, Any] | None) -> None:
+        """Write the candidate's `state` as averaged.pt with its own validation record `valid`; or,
+        with `valid` None, drop it and any averaged.pt of an earlier session. The candidate goes."""
+        if valid is not None:
+            save_checkpoint(self.averaged, {**state, "valid": valid})
+            candidate.unlink(missing_ok=True)
             return
         candidate.unlink(missing_ok=True)
         self.averaged.unlink(missing_ok=True)  # a stale one would be picked by `make evaluate`

@@ -48,8 +48,10 @@ class ModelIdentity:
         return self.provenance.update
 
     def summary(self) -> dict[str, Any]:
-        """{"id", "update"}: how /ready and /v1/translate name the model."""
-        return {"id": self.id, "update": self.update}
+        """{"id", "update"} (and, for an averaged checkpoint, "averaged_updates"): how /ready and
+        /v1/translate name the model."""
+        averaged = self.provenance.card_source.fields.get("averaged_updates")
+        return {"id": self.id, "update": self.update, **({"averaged_updates": averaged} if averaged else {})}
 
 
 def model_card(identity: ModelIdentity) -> dict[str, Any]:

@@ -58,7 +58,7 @@ from mt.data.splits import load_split
 from mt.data.tokenizer import Tokenizer
 from mt.device import resolve_device
 from mt.errors import MTError
-from mt.model.checkpoint import AVERAGE_CANDIDATE, CheckpointFiles, load_for_inference
+from mt.model.checkpoint import AVERAGE_CANDIDATE, Checkpoint, CheckpointFiles
 from mt.model.transformer import Transformer
 from mt.textio import remove_stale_temp_files
 from mt.train import distributed
@@ -393,15 +393,16 @@ class _Loop:
         if len(sources) < 2:
             self.log.info(f"averaging skipped: {len(sources)} periodic checkpoint(s)")
             return best
-        candidate = self.files.average_candidate(sources)
-        model, _, _ = load_for_inference(candidate, self.device)
+        candidate, state = self.files.average_candidate(sources)
+        model = Checkpoint(candidate, "", state).model(self.device)  # the mean as written, not read back
         record = self.validator(model)
         metric = selection_metric(record)
+        valid = {**record, "update": state["update"]}  # what averaged.pt carries: its own scores
         record.update(kind="averaged", update=self.state.update, epoch=self.state.epoch,
                       wall=round(self.elapsed(), 2), sources=[p.name for p in sources])
         self.log.metrics(record)
         keep = metric >= self.state.best_metric
-        self.files.keep_averaged(candidate, keep)
+        self.files.keep_averaged(candidate, state, valid if keep else None)
         name, best_metric = _metric_name(self.t.valid_bleu), abs(self.state.best_metric)
         if keep:
             self.log.info(f"averaged {len(sources)} checkpoints -> {self.files.averaged} ({name} "

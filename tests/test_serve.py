@@ -518,10 +518,19 @@ def test_health_is_503_while_the_model_worker_is_dead_and_a_request_restarts_it(
             assert time.monotonic() < deadline, "/health still 200 10 s after the worker was killed"
             time.sleep(0.05)
         assert health.status_code == 503 and "model worker process exited (code -9)" in health.json()["error"]
+        assert metric(url, "mt_worker_restarts_total") == 0
         after = httpx.post(url + "/v1/translate", json=body, timeout=60)
         assert after.status_code == 200 and after.json()["translations"] == before
         assert httpx.get(url + "/health", timeout=5).json() == {"status": "ok"}
-        assert _model_worker_pid(proc.pid) != worker
+        new_worker = _model_worker_pid(proc.pid)
+        assert new_worker != worker
+        # The metrics an operator watches: the restart counted, the new worker's memory, which model runs.
+        assert metric(url, "mt_worker_restarts_total") == 1 and metric(url, "mt_batch_failures_total") == 0
+        rss = int(Path(f"/proc/{new_worker}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        assert 0.5 * rss < metric(url, "mt_worker_memory_bytes") < 2 * rss
+        ready = httpx.get(url + "/ready", timeout=5).json()["model"]
+        info = f'mt_model_info{{id="{ready["id"]}",pairs="en-de",update="{ready["update"]}"}} 1.0'
+        assert info in httpx.get(url + "/metrics", timeout=10).text.splitlines()
 
 
 def test_model_card_names_files_not_the_servers_paths(tiny, main_server: str) -> None:

@@ -378,7 +378,8 @@ def test_a_request_cancelled_while_its_batch_fails_does_not_end_the_worker(tiny)
     not a timeout), and stopping with a queued request cancelled the same way raises nothing."""
     engine, tokenizer, cfg, lines = tiny
     failing = _FailingEngine(engine)
-    batcher = Batcher(failing, tokenizer, max_wait_ms=0, queue_size=100)
+    failures: list[int] = []
+    batcher = Batcher(failing, tokenizer, max_wait_ms=0, queue_size=100, on_failure=failures.append)
     try:
         job = batcher.submit(lines[:2], cfg.decode, n_best=None)
         assert failing.started.wait(30)
@@ -388,6 +389,7 @@ def test_a_request_cancelled_while_its_batch_fails_does_not_end_the_worker(tiny)
         with pytest.raises(RuntimeError, match="the engine failed"):
             nxt.future.result(timeout=30)
         assert batcher._thread.is_alive()
+        assert failures == [2, 2]  # each failed batch reported (the metrics count them), with its segments
     finally:
         batcher.stop()
     clock = FakeClock()  # time never moves: the job stays queued until stop

@@ -116,6 +116,7 @@ class Batcher:
     def __init__(self, engine: Engine, tokenizer: Tokenizer, *, max_wait_ms: float, queue_size: int,
                  on_batch: Callable[[BatchStats], None] | None = None,
                  on_depth: Callable[[int], None] | None = None,
+                 on_failure: Callable[[int], None] | None = None,
                  open_requests: Callable[[], int] | None = None, clock: Clock | None = None) -> None:
         self.engine, self.tokenizer = engine, tokenizer
         clock = RealClock() if clock is None else clock
@@ -124,6 +125,7 @@ class Batcher:
         self.queue_size = queue_size
         self._on_batch = on_batch or (lambda stats: None)
         self._on_depth = on_depth or (lambda depth: None)
+        self._on_failure = on_failure or (lambda segments: None)  # a batch of that many segments failed
         self._open_requests = open_requests  # translate requests the server holds (None: unknown)
         self._queue: list[_Item] = []
         self._cond = threading.Condition()
@@ -310,6 +312,7 @@ class Batcher:
                                                on_result=lambda i, hyps: self._record(items[i], hyps))
         except Exception as e:  # noqa: BLE001 - a failing batch fails its jobs, never the worker
             log.exception("decoding a batch of %d segments failed", len(items))
+            self._on_failure(len(items))
             for job in {id(item.job): item.job for item in items}.values():
                 _fail(job, e)
             return 0

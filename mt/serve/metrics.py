@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from mt.serve.batcher import BatchStats
@@ -13,7 +15,7 @@ _TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 class Metrics:
     """requests by route and status, latency, queue depth, batch sizes, segments, model load time,
-    translate requests open."""
+    translate requests open; failed batches, worker restarts, the worker's memory and which model runs."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -33,6 +35,23 @@ class Metrics:
         self.translate_open = Gauge("mt_translate_requests_open",
                                     "Translate requests received and not yet answered", registry=r)
         self.open_translations = 0  # the same count, read by the batcher's worker thread
+        self.batch_failures = Counter("mt_batch_failures", "Decoded batches that failed (their requests got 500)",
+                                      registry=r)
+        self.worker_restarts = Counter("mt_worker_restarts", "Model worker processes started again after one exited",
+                                       registry=r)
+        self.worker_memory = Gauge("mt_worker_memory_bytes", "Resident memory of the model worker process", registry=r)
+        self.model_info = Gauge("mt_model_info", "The model served (value 1): weights' sha256, update, pairs",
+                                ["id", "update", "pairs"], registry=r)
+
+    def model_loaded(self, model_id: str, update: int, pairs: list[tuple[str, str]],
+                     memory_bytes: Callable[[], float]) -> None:
+        """Name the model now served, and read its worker's memory at every scrape."""
+        self.model_info.clear()
+        self.model_info.labels(model_id, str(update), ",".join(f"{s}-{t}" for s, t in pairs)).set(1)
+        self.worker_memory.set_function(memory_bytes)
+
+    def on_failure(self, segments: int) -> None:
+        self.batch_failures.inc()
 
     def translate_started(self) -> None:
         self.open_translations += 1

@@ -129,12 +129,13 @@ def server_decode(settings: ServeSettings, cfg: Config) -> tuple[DecodeConfig, i
 def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Metrics) -> ServedModel:
     """Load, identify and warm up the model behind `-c`; start its batcher."""
     started = time.perf_counter()
-    engine = ModelProcess(checkpoints, settings.device, threads=settings.threads)
+    engine = ModelProcess(checkpoints, settings.device, threads=settings.threads,
+                          on_restart=metrics.worker_restarts.inc)
     loaded = engine.loaded
     identity = ModelIdentity(loaded.provenance)
     decode, max_beam = server_decode(settings, loaded.cfg)
     batcher = Batcher(engine, loaded.tokenizer, max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
-                      on_batch=metrics.on_batch, on_depth=metrics.on_depth,
+                      on_batch=metrics.on_batch, on_depth=metrics.on_depth, on_failure=metrics.on_failure,
                       open_requests=lambda: metrics.open_translations)
     model = ServedModel(engine, batcher, loaded.cfg, decode, max_beam, identity, loaded.tokenizer,
                         served_pairs(loaded.cfg), loaded.samples)
@@ -146,6 +147,7 @@ def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metr
         raise
     seconds = time.perf_counter() - started
     metrics.load_seconds.set(seconds)
+    metrics.model_loaded(identity.id, identity.update, model.pairs, engine.memory_bytes)
     log.info("serve: model %s (update %d, %s-%s, beam %d) ready in %.1f s", identity.id[:12], identity.update,
              loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang, max_beam, seconds)
     return model

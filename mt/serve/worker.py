@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
@@ -110,8 +111,10 @@ class ModelProcess:
     """An `Engine` running in a child process (see the module docstring). Raises MTError when the
     model cannot be loaded. `close` stops the child; searches are serialised."""
 
-    def __init__(self, checkpoints: Sequence[Path], device: str, *, threads: int = 0) -> None:
+    def __init__(self, checkpoints: Sequence[Path], device: str, *, threads: int = 0,
+                 on_restart: Callable[[], None] | None = None) -> None:
         self._args = (list(checkpoints), device, threads)
+        self._on_restart = on_restart or (lambda: None)  # a dead child was replaced by a new one
         self._lock = threading.Lock()
         self.loaded = self._start()
         self.max_positions = self.loaded.max_positions
@@ -128,6 +131,14 @@ class ModelProcess:
             self.close()
             raise MTError(payload)
         return payload
+
+    def memory_bytes(self) -> float:
+        """The child's resident memory (Linux /proc), NaN where it cannot be read (not running, not Linux)."""
+        try:
+            pages = int(Path(f"/proc/{self._proc.pid}/statm").read_text().split()[1])
+        except (OSError, ValueError, IndexError):
+            return float("nan")
+        return float(pages * os.sysconf("SC_PAGE_SIZE"))
 
     def exited(self) -> int | None:
         """The child's exit code when it is no longer running (the next search starts a new one), else None."""
@@ -149,6 +160,7 @@ class ModelProcess:
                 log.error("serve: the model worker process had exited (code %s); starting a new one",
                           self._proc.exitcode)
                 self._start()
+                self._on_restart()
             try:
                 self._conn.send((src_ids, decode, n_best, sentence_ids))
             except OSError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import math
 import sys
 import threading
 import time
@@ -398,3 +399,56 @@ def test_a_request_cancelled_while_its_batch_fails_does_not_end_the_worker(tiny)
     queued.future = _CancelledJustBeforeTheSet()
     batcher.stop()  # no InvalidStateError
     assert queued.future.cancelled()
+
+
+class _TimedEngine(_HeldEngine):
+    """Each search takes `seconds` of the fake clock; the second one is held (as `_HeldEngine`'s
+    first) until `release`, so work is running while the test submits."""
+
+    def __init__(self, engine, clock: FakeClock, seconds: float) -> None:
+        super().__init__(engine)
+        self.clock, self.seconds, self.calls = clock, seconds, 0
+
+    def search_ids(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == 2:
+            self.started.set()
+            assert self.release.wait(30)
+        self.clock.advance(self.seconds, settle=False)  # the worker is decoding, not waiting: no settle
+        return self.engine.search_ids(*args, **kwargs)
+
+
+def test_admission_refuses_what_cannot_finish_in_time_at_the_measured_rate(tiny) -> None:
+    """With admit_within_s 5: a first batch of work W takes 2 s (rate W/2 per second). While a second
+    batch of the same work runs, a request of 2W (work ahead W + 2W = 6 s > 5) is refused at once
+    with Retry-After 1 (6 - 5 s), one of W/4 (W + W/4: 2.5 s) is admitted, and with nothing ahead
+    any request is admitted."""
+    engine, tokenizer, cfg, lines = tiny
+    greedy = dataclasses.replace(cfg.decode, beam=1)
+    clock = FakeClock()
+    timed = _TimedEngine(engine, clock, seconds=2.0)
+    batcher = Batcher(timed, tokenizer, max_wait_ms=0, queue_size=1000, clock=clock, admit_within_s=5.0)
+    clock.started()
+    try:
+        four = lines[:4]
+        work = sum(len(ids) for ids in batcher.encode(four, tokenizer)[0])
+        batcher.submit(four, greedy, n_best=None).future.result(timeout=30)  # measured: work / 2 s
+        running = batcher.submit(four, greedy, n_best=None)
+        assert timed.started.wait(30)
+        big = [line for line in lines[4:40] if line][:8]
+        big_work = sum(len(ids) for ids in batcher.encode(big, tokenizer)[0])
+        assert (work + big_work) / (work / 2.0) > 5.0, "the test's own arithmetic: the big request must not fit"
+        with pytest.raises(QueueFull, match=r"would take ~\d+\.\d s at the measured .* over 5 s") as refused:
+            batcher.submit(big, greedy, n_best=None)
+        assert refused.value.retry_after == math.ceil((work + big_work) / (work / 2.0) - 5.0)
+        small = batcher.submit(lines[:1], greedy, n_best=None)  # W/4 or so: fits
+        timed.release.set()
+        running.future.result(timeout=30)
+        small.future.result(timeout=30)
+    finally:
+        batcher.stop()
+    idle = Batcher(timed, tokenizer, max_wait_ms=0, queue_size=1000, clock=FakeClock(), admit_within_s=0.001)
+    try:  # nothing ahead: even a request that cannot finish within 1 ms is admitted (nothing delays it)
+        idle.submit(big, greedy, n_best=None)
+    finally:
+        idle.stop()

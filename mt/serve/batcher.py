@@ -32,8 +32,10 @@ a fake one, so the waiting rules can be tested step by step, whatever the machin
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import logging
+import math
 import threading
 import time
 import warnings
@@ -57,6 +59,9 @@ Hyps = list[tuple[str, float]]  # one line's outputs: (text, score), best first;
 # times max_wait_ms: 32 clients coming back after a shared round arrive over ~20-30 ms on 2 cores,
 # longer than one 5 ms wait, and a fixed wait split them into two alternating half-size batches.
 GATHER_CAP = 10
+# Admission measures the worker's rate over this many of its latest batches (work-weighted: big
+# batches, which a queue makes, count for what they did).
+RATE_BATCHES = 16
 
 
 class Clock(Protocol):
@@ -77,7 +82,12 @@ class RealClock:
 
 
 class QueueFull(Exception):
-    """The queue has no room for a request's segments (answer 429)."""
+    """The queue has no room for a request's segments, or cannot finish them in time (answer 429,
+    `Retry-After: retry_after` seconds)."""
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 @dataclass
@@ -117,7 +127,8 @@ class Batcher:
                  on_batch: Callable[[BatchStats], None] | None = None,
                  on_depth: Callable[[int], None] | None = None,
                  on_failure: Callable[[int], None] | None = None,
-                 open_requests: Callable[[], int] | None = None, clock: Clock | None = None) -> None:
+                 open_requests: Callable[[], int] | None = None, clock: Clock | None = None,
+                 admit_within_s: float | None = None) -> None:
         self.engine, self.tokenizer = engine, tokenizer
         clock = RealClock() if clock is None else clock
         self._now, self._wait = clock.now, clock.wait
@@ -128,6 +139,13 @@ class Batcher:
         self._on_failure = on_failure or (lambda segments: None)  # a batch of that many segments failed
         self._open_requests = open_requests  # translate requests the server holds (None: unknown)
         self._queue: list[_Item] = []
+        # Admission (`admit_within_s`, the server's --timeout): with work ahead of it, a request is
+        # refused at once when the work queued before it, the round being decoded and its own would
+        # take longer than that at the rate measured on the last batches (work = source tokens x
+        # rows per sentence, per second). Without work ahead it is admitted: nothing delays it.
+        self.admit_within_s = admit_within_s
+        self._measured: collections.deque[tuple[int, float]] = collections.deque(maxlen=RATE_BATCHES)
+        self._running_work = 0  # of the round being decoded, not yet done
         self._cond = threading.Condition()
         self._stopping = False
         self._free_at = 0.0  # when the worker finished its last round
@@ -177,6 +195,7 @@ class Batcher:
                 raise QueueFull("the server is shutting down")
             if len(self._queue) + len(todo) > self.queue_size:
                 raise QueueFull(f"{len(self._queue)} segments queued, room for {self.queue_size}")
+            self._admit(sum(_work(job, i) for i in todo))
             self._queue.extend(_Item(job, i, now) for i in todo)
             self._last_arrival = now
             self._on_depth(len(self._queue))
@@ -254,6 +273,20 @@ class Batcher:
     def _queued_jobs(self) -> int:
         return len({id(item.job) for item in self._queue})
 
+    def _admit(self, work: int) -> None:
+        """QueueFull when, with work ahead, the queue, the running round and `work` would take longer
+        than `admit_within_s` at the measured rate. Called under the lock."""
+        ahead = sum(_work(item.job, item.index) for item in self._queue) + self._running_work
+        done_work, seconds = sum(w for w, _ in self._measured), sum(t for _, t in self._measured)
+        if self.admit_within_s is None or not ahead or done_work <= 0 or seconds <= 0:
+            return
+        rate = done_work / seconds
+        expected = (ahead + work) / rate
+        if expected > self.admit_within_s:
+            raise QueueFull(f"the work ahead of it and its own would take ~{expected:.1f} s at the measured "
+                            f"{rate:,.0f} tokens/s, over {self.admit_within_s:g} s",
+                            retry_after=max(1, math.ceil(expected - self.admit_within_s)))
+
     def _queued_tokens(self) -> int:
         return sum(len(item.job.ids[item.index]) for item in self._queue)
 
@@ -270,6 +303,8 @@ class Batcher:
             if not taken:
                 continue
             round_jobs = len({id(item.job) for item in taken})
+            with self._cond:
+                self._running_work = sum(_work(item.job, item.index) for item in taken)
             budget = self._budget(taken[0].job)
             lengths = np.array([len(item.job.ids[item.index]) for item in taken], dtype=np.int64)
             answered, late = self._answered, 0
@@ -279,7 +314,10 @@ class Batcher:
                     items = [taken[i] for i in batch.tolist() if not taken[i].job.cancelled]
                 if items:  # only the last batch's late answers come at the round's end: earlier ones are early
                     late = self._decode(items)
+                with self._cond:
+                    self._running_work -= sum(_work(taken[i].job, taken[i].index) for i in batch.tolist())
             with self._cond:
+                self._running_work = 0
                 self._free_at = self._now()
                 self._last_jobs = round_jobs + self._others_queued(self._answered - answered - late)
 
@@ -303,7 +341,7 @@ class Batcher:
         next round meanwhile. Returns the number of requests answered only after the search returned."""
         job0 = items[0].job
         src = [item.job.ids[item.index] for item in items]
-        started = time.perf_counter()
+        started, began = time.perf_counter(), self._now()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # lines were cut (and the warning noted) in `encode`
@@ -317,6 +355,8 @@ class Batcher:
                 _fail(job, e)
             return 0
         self._on_batch(BatchStats(len(items), int(sum(len(s) for s in src)), time.perf_counter() - started))
+        with self._cond:  # the rate admission reads
+            self._measured.append((sum(_work(item.job, item.index) for item in items), self._now() - began))
         return sum(self._record(item, hyps) for item, hyps in zip(items, found))  # those not handed over yet
 
     def _record(self, item: _Item, hyps: Results) -> bool:
@@ -346,6 +386,12 @@ class Batcher:
             job.future.set_result(result)
         except concurrent.futures.InvalidStateError:  # cancelled meanwhile (see _fail)
             pass
+
+
+def _work(job: Job, index: int) -> int:
+    """What decoding segment `index` of `job` costs, in the unit of the measured rate: its source
+    tokens times the decoder rows it takes (beam, or samples)."""
+    return len(job.ids[index]) * rows_per_sentence(job.decode)
 
 
 def _fail(job: Job, error: BaseException) -> None:

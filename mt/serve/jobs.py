@@ -31,7 +31,7 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
     try:
         job = model.batcher.submit(flat, decode, n_best=n_best, tokenizer=tokenizer)
     except QueueFull as e:
-        raise ApiError(429, f"queue full ({e}); retry later", {"Retry-After": "1"}) from None
+        raise ApiError(429, f"queue full ({e}); retry later", {"Retry-After": str(e.retry_after)}) from None
     waiter = asyncio.ensure_future(asyncio.wrap_future(job.future))
     gone = asyncio.ensure_future(_disconnected(request))
     try:

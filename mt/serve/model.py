@@ -136,7 +136,8 @@ def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metr
     decode, max_beam = server_decode(settings, loaded.cfg)
     batcher = Batcher(engine, loaded.tokenizer, max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
                       on_batch=metrics.on_batch, on_depth=metrics.on_depth, on_failure=metrics.on_failure,
-                      open_requests=lambda: metrics.open_translations)
+                      open_requests=lambda: metrics.open_translations,
+                      admit_within_s=settings.timeout_s)  # admit only what can be answered in time
     model = ServedModel(engine, batcher, loaded.cfg, decode, max_beam, identity, loaded.tokenizer,
                         served_pairs(loaded.cfg), loaded.samples)
     try:  # allocations, not a client

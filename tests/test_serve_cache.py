@@ -169,3 +169,7 @@ def test_a_repeated_request_is_answered_from_the_cache_without_a_batch(tiny) -> 
         assert lt.json()["translatedText"][0] == post("/v1/translate", {"segments": [lines[1]]}).json()[
             "translations"][0]["text"]
         assert counts()[:3] == (before[0] + 2, before[1] + 1, before[2] + 1)  # lines[1] at beam 2 cached above
+        html = {"q": f"<p>{lines[5]}</p><ul><li>{lines[6]}</li></ul>", "source": "en", "target": "de", "format": "html"}
+        first_html = post("/translate", html)
+        before = counts()  # each block is a segment: all cached now
+        assert post("/translate", html).content == first_html.content and counts()[:3] == (before[0] + 2, *before[1:3])

@@ -9,6 +9,7 @@ client that goes away (499) or waits past --timeout (503) has its segments dropp
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 from fastapi import Request
 
@@ -38,8 +39,9 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
         for i, hyps, cut in zip(todo, job.future.result(), job.cut):
             answers[i] = Cached(hyps, cut)
             model.cache.store(keys[i], answers[i])
-    found = [answer.hyps for answer in answers]  # type: ignore[union-attr]
-    notes = model.batcher.cut_warning(sum(answer.cut for answer in answers), len(flat))  # type: ignore[union-attr]
+    done = cast(list[Cached], answers)  # every line answered now
+    found = [answer.hyps for answer in done]
+    notes = model.batcher.cut_warning(sum(answer.cut for answer in done), len(flat))
     out, at = [], 0
     for text_lines in lines:
         per_line = found[at:at + len(text_lines)]

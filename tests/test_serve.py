@@ -300,12 +300,14 @@ def test_metrics_move(main_server: str) -> None:
         return float(found.group(1)) if found else 0.0
 
     before = httpx.get(main_server + "/metrics").text
-    httpx.post(main_server + "/v1/translate", json={"segments": ["a b", "c d"]}, timeout=60)
+    segments = [f"a b {time.monotonic_ns()}", f"c d {time.monotonic_ns()}"]  # not asked before: the cache misses, the model translates
+    httpx.post(main_server + "/v1/translate", json={"segments": segments}, timeout=60)
     after = httpx.get(main_server + "/metrics").text
     ok = 'mt_requests_total{route="/v1/translate",status="200"}'
     assert value(after, ok) == value(before, ok) + 1
     assert value(after, "mt_segments_translated_total") == value(before, "mt_segments_translated_total") + 2
     assert value(after, "mt_batch_segments_count") > value(before, "mt_batch_segments_count")
+    assert value(after, "mt_cache_misses_total") == value(before, "mt_cache_misses_total") + 2
     assert value(after, "mt_queue_depth") == 0 and value(after, "mt_model_load_seconds") > 0
     assert "mt_request_seconds_bucket" in after and "mt_batch_tokens_bucket" in after
 
@@ -403,7 +405,7 @@ def test_keys_request_ids_and_sigterm_drains(tiny, tmp_path: Path) -> None:
         wait_until(lambda: metric(url, "mt_translate_requests_open") == 1, "the request on its way counted")
         got: dict[str, httpx.Response] = {}
         t = threading.Thread(target=lambda: got.setdefault("r", httpx.post(
-            url + "/v1/translate", json={"segments": lines[:2], "api_key": "k-alpha"}, timeout=30)))
+            url + "/v1/translate", json={"segments": lines[3:5], "api_key": "k-alpha"}, timeout=30)))  # uncached
         t.start()
         wait_until(lambda: metric(url, "mt_queue_depth") == 2 and metric(url, "mt_translate_requests_open") == 2,
                    "the request's 2 segments queued")
@@ -508,7 +510,7 @@ def test_health_is_503_while_the_model_worker_is_dead_and_a_request_restarts_it(
     """Liveness tells the truth: a worker killed with SIGKILL makes /health 503 naming it; the next
     request starts a new worker and is answered as before; then /health is 200 again."""
     ckpt, lines = tiny
-    with server(ckpt, "--threads", "1") as (url, proc):
+    with server(ckpt, "--threads", "1", "--cache-size", "0") as (url, proc):  # so the repeated request needs the model
         body = {"segments": lines[:2], "beam": 1}
         before = httpx.post(url + "/v1/translate", json=body, timeout=60).json()["translations"]
         worker = _model_worker_pid(proc.pid)

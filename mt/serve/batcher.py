@@ -102,6 +102,7 @@ class Job:
     tokens: list[Results | None] = field(default_factory=list)
     left: int = 0
     cancelled: bool = False
+    cut: list[bool] = field(default_factory=list)  # per line: cut to the model's limit (`warnings` counts them)
 
 
 @dataclass(frozen=True)
@@ -161,14 +162,23 @@ class Batcher:
     def encode(self, lines: Sequence[str], tokenizer: Tokenizer) -> tuple[list[list[int]], list[str]]:
         """Source ids per line (stripped as `mt translate` strips them, cut to the model's limit)
         and the warning `mt translate` gives for cut lines (empty when none)."""
+        ids, cut = self._encode(lines, tokenizer)
+        return ids, self.cut_warning(sum(cut), len(ids))
+
+    def _encode(self, lines: Sequence[str], tokenizer: Tokenizer) -> tuple[list[list[int]], list[bool]]:
+        """(source ids per line, cut to the model's limit; whether each line was cut)."""
         ids = tokenizer.encode_src([line.strip() for line in lines])
         limit = self.engine.max_positions - 1
-        too_long = sum(len(seq) > limit for seq in ids)
-        if not too_long:
-            return ids, []
-        message = (f"{too_long} of {len(ids)} source lines longer than {limit} pieces are truncated "
-                   f"(model.max_positions={limit + 1}, EOS included)")
-        return [seq[:limit] for seq in ids], [message]
+        cut = [len(seq) > limit for seq in ids]
+        return ([seq[:limit] for seq in ids] if any(cut) else ids), cut
+
+    def cut_warning(self, cut: int, lines: int) -> list[str]:
+        """The warning `mt translate` gives when `cut` of `lines` source lines were cut (none when 0)."""
+        if not cut:
+            return []
+        limit = self.engine.max_positions - 1
+        return [f"{cut} of {lines} source lines longer than {limit} pieces are truncated "
+                f"(model.max_positions={limit + 1}, EOS included)"]
 
     def submit(self, lines: Sequence[str], decode: DecodeConfig, *, n_best: int | None,
                tokenizer: Tokenizer | None = None) -> Job:
@@ -177,8 +187,8 @@ class Batcher:
         `tokenizer`: the one encoding the sources, when not the batcher's own (a multi-pair
         model's, with a target tag in front: `Tokenizer.for_target`)."""
         tokenizer = self.tokenizer if tokenizer is None else tokenizer
-        ids, notes = self.encode(lines, tokenizer)
-        job = Job(ids, decode, n_best, notes)
+        ids, cut = self._encode(lines, tokenizer)
+        job = Job(ids, decode, n_best, self.cut_warning(sum(cut), len(ids)), cut=cut)
         job.tokens = [None] * len(ids)
         tagged = len(tokenizer.src_prefix)  # a line with no piece but the target tag is empty
         todo = [i for i, seq in enumerate(ids) if len(seq) > tagged]

@@ -15,7 +15,8 @@ _TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 class Metrics:
     """requests by route and status, latency, queue depth, batch sizes, segments, model load time,
-    translate requests open; failed batches, worker restarts, the worker's memory and which model runs."""
+    translate requests open, translation cache hits, misses and size; failed batches, worker restarts,
+    the worker's memory and which model runs."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -34,6 +35,10 @@ class Metrics:
         self.load_seconds = Gauge("mt_model_load_seconds", "Seconds to load and warm up the model", registry=r)
         self.translate_open = Gauge("mt_translate_requests_open",
                                     "Translate requests received and not yet answered", registry=r)
+        self.cache_hits = Counter("mt_cache_hits", "Segments answered from the translation cache", registry=r)
+        self.cache_misses = Counter("mt_cache_misses", "Segments looked up in the translation cache and not found "
+                                                       "(sent to the model)", registry=r)
+        self.cache_entries = Gauge("mt_cache_segments", "Segments held in the translation cache", registry=r)
         self.open_translations = 0  # the same count, read by the batcher's worker thread
         self.batch_failures = Counter("mt_batch_failures", "Decoded batches that failed (their requests got 500)",
                                       registry=r)
@@ -66,6 +71,11 @@ class Metrics:
         self.batch_tokens.observe(stats.tokens)
         self.batch_seconds.observe(stats.seconds)
         self.segments.inc(stats.segments)
+
+    def on_cache(self, hits: int, misses: int, entries: int) -> None:
+        self.cache_hits.inc(hits)
+        self.cache_misses.inc(misses)
+        self.cache_entries.set(entries)
 
     def on_depth(self, depth: int) -> None:
         self.queue_depth.set(depth)

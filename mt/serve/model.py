@@ -3,7 +3,8 @@
 `load_served_model` starts the worker (`mt.serve.worker.ModelProcess`), takes the model's identity
 from what the worker reports (`ModelIdentity`: files, sha256s, update, card) and starts its batcher, and decodes one
 warm-up sentence before the server says it is ready. `ServedModel` is what the routes use of it: the
-server's default decode settings, the language pairs it serves and the tokenizer for a target.
+server's default decode settings, the language pairs it serves, the tokenizer for a target and its
+translation cache.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.deploy.loading import ModelProvenance
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
+from mt.serve.cache import TranslationCache
 from mt.serve.languages import ServedLanguages
 from mt.serve.metrics import Metrics
 from mt.serve.requests import ApiError
@@ -85,6 +87,7 @@ class ServedModel:
     tokenizer: Tokenizer  # the checkpoint's; a multi-pair model's adds a target tag (`tokenizer_for`)
     pairs: list[tuple[str, str]]  # (source, target) languages served: one, or a multi-pair model's pairs
     samples: bool  # /v1's sampling works (mt's own models; an exported CTranslate2 one only searches)
+    cache: TranslationCache  # segments already translated (--cache-size; `mt.serve.jobs` reads and fills it)
 
     @cached_property
     def languages(self) -> ServedLanguages:
@@ -139,7 +142,8 @@ def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metr
                       open_requests=lambda: metrics.open_translations,
                       admit_within_s=settings.timeout_s)  # admit only what can be answered in time
     model = ServedModel(engine, batcher, loaded.cfg, decode, max_beam, identity, loaded.tokenizer,
-                        served_pairs(loaded.cfg), loaded.samples)
+                        served_pairs(loaded.cfg), loaded.samples,
+                        TranslationCache(settings.cache_size, metrics.on_cache))
     try:  # allocations, not a client
         warm = model.tokenizer_for(model.pairs[0][1])
         batcher.submit(["Warm-up."], decode, n_best=None, tokenizer=warm).future.result()

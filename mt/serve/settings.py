@@ -39,6 +39,8 @@ class ServeSettings:
     max_alternatives: LibreTranslate `alternatives` / /v1 n_best - 1 at most, else 400
     max_body_bytes:  request body size at most, else 413 (no flag: `mt serve` allows 8 x --char-limit,
                      at least 1 MiB)
+    cache_size:      segments in the translation cache (`mt.serve.cache`: memory about this x (source +
+                     n_best x output) characters; not sampling, not empty lines)
     threads:         torch intra-op and CTranslate2 intra_threads. On a shared, oversubscribed CPU,
                      small batches with more threads than free cores stall in thread barriers: 1 is
                      then much faster (see README, Serve).
@@ -68,6 +70,8 @@ class ServeSettings:
     max_alternatives: int = _flag(5, "--max-alternatives", "LibreTranslate alternatives at most "
                                                            "(/v1 n_best: this + 1).")
     queue_size: int = _flag(4096, "--queue-size", "Segments waiting for the model at most (else 429).")
+    cache_size: int = _flag(10_000, "--cache-size", "Translated segments kept to answer a repeated one without "
+                                                     "the model (least recently used out first; 0 = no cache).")
     device: str = _flag("auto", "--device", "auto | cpu | cuda | cuda:N.")
     threads: int = _flag(0, "--threads", "CPU threads for the model (0 = torch's default; 1 is best on a busy, "
                                          "shared CPU).")
@@ -94,6 +98,8 @@ class ServeSettings:
                 raise MTError(f"{flag}: must be at least 1, got {opt}")
         if self.max_alternatives < 0:
             raise MTError(f"--max-alternatives: must be 0 or more, got {self.max_alternatives}")
+        if self.cache_size < 0:
+            raise MTError(f"--cache-size: must be 0 (no cache) or more, got {self.cache_size}")
         if self.threads < 0:
             raise MTError(f"--threads: must be 0 (default) or more, got {self.threads}")
         if not self.max_wait_ms >= 0:

@@ -396,8 +396,7 @@ class _Loop:
         candidate, state = self.files.average_candidate(sources)
         model = Checkpoint(candidate, "", state).model(self.device)  # the mean as written, not read back
         record = self.validator(model)
-        metric = selection_metric(record)
-        valid = {**record, "update": state["update"]}  # what averaged.pt carries: its own scores
+        metric, valid = selection_metric(record), {**record, "update": state["update"]}  # averaged.pt's own scores
         record.update(kind="averaged", update=self.state.update, epoch=self.state.epoch,
                       wall=round(self.elapsed(), 2), sources=[p.name for p in sources])
         self.log.metrics(record)

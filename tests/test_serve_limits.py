@@ -114,6 +114,27 @@ def test_token_buckets_on_a_fake_clock() -> None:
     limiter.take("key e", [("requests_per_minute", None, MINUTE, 1)] * 100)  # None: no limit
 
 
+def test_full_buckets_are_forgotten_past_a_size() -> None:
+    """One bucket per client address seen: past PRUNE_AT, those full again (as good as new) are dropped."""
+    clock = Clock()
+    limiter = Limiter(clock)
+    limiter.PRUNE_AT = 3
+    per_minute = [("requests_per_minute", 60, MINUTE, 1)]
+    for address in ("a", "b", "c"):
+        limiter.take(address, per_minute)
+    assert len(limiter) == 3
+    clock.now += 0.5  # not full again yet: nothing dropped
+    limiter.take("d", per_minute)
+    assert len(limiter) == 4
+    clock.now += 1  # a, b, c, d full again
+    limiter.take("e", per_minute)
+    assert len(limiter) == 1
+    for _ in range(59):
+        limiter.take("e", per_minute)
+    with pytest.raises(Limited):  # e's own bucket was kept
+        limiter.take("e", per_minute)
+
+
 def test_client_address_trusts_named_proxies_only() -> None:
     assert client_address("203.0.113.9", "1.2.3.4", ()) == "203.0.113.9"  # no proxy trusted: header ignored
     assert client_address("203.0.113.9", "1.2.3.4", ("10.0.0.1",)) == "203.0.113.9"  # not from the proxy
@@ -143,7 +164,7 @@ def test_per_address_limits_in_the_app(tmp_path: Path) -> None:
     assert proxy.post("/translate", json=body, headers={"X-Forwarded-For": "1.2.3.4"}).status_code == 503
     r = proxy.post("/translate", json=body, headers={"X-Forwarded-For": "1.2.3.4"})
     assert r.status_code == 429 and r.headers["retry-after"] == "60"
-    assert r.json() == {"error": "address 1.2.3.4: over the limit of 1 requests a minute (requests_per_minute)"}
+    assert r.json() == {"error": "address 1.2.3.4: over the limit of 1 request a minute (requests_per_minute)"}
     assert proxy.post("/detect", json={"q": "x"}, headers={"X-Forwarded-For": "5.6.7.8"}).status_code == 503
     assert proxy.post("/detect", json={"q": "x"}).status_code == 503  # the proxy itself is a client
     spoofer = TestClient(app, client=("203.0.113.5", 5000))  # not a trusted proxy: its header is ignored

@@ -165,10 +165,15 @@ class Limited(Exception):
 class Limiter:
     """Token buckets by (who, what), on an injectable clock (seconds, monotonic). Thread-safe."""
 
+    PRUNE_AT = 10_000  # buckets held before the full ones are dropped (one per client address seen)
+
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._buckets: dict[tuple[str, str], tuple[float, float]] = {}  # -> (tokens, at)
+        self._buckets: dict[tuple[str, str], tuple[float, float, float]] = {}  # -> (tokens, at, full again at)
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._buckets)
 
     def take(self, who: str, wants: Iterable[tuple[str, int | None, float, float]]) -> None:
         """Take from each bucket `(what, capacity, per_seconds, amount)` of `who` (capacity None: no
@@ -179,21 +184,25 @@ class Limiter:
                 if capacity is None:
                     continue
                 rate = capacity / per
-                tokens, at = self._buckets.get((who, what), (float(capacity), now))
+                tokens, at, _ = self._buckets.get((who, what), (float(capacity), now, now))
                 tokens = min(float(capacity), tokens + (now - at) * rate)
                 if amount > tokens:
                     wait = (min(amount, capacity) - tokens) / rate
                     raise Limited(_message(who, what, capacity, amount), math.ceil(wait) if amount <= capacity
                                   else math.ceil(per))
-                taken.append(((who, what), tokens - amount))
-            for bucket, left in taken:
-                self._buckets[bucket] = (left, now)
+                left = tokens - amount
+                taken.append(((who, what), left, now + (capacity - left) / rate))
+            if taken and len(self._buckets) >= self.PRUNE_AT:  # a full bucket is as good as none: forget it
+                self._buckets = {b: held for b, held in self._buckets.items() if held[2] > now}
+            for bucket, left, full_at in taken:
+                self._buckets[bucket] = (left, now, full_at)
 
 
 def _message(who: str, what: str, capacity: int, amount: float) -> str:
     if what == "characters_per_day" and amount > capacity:
         return f"{who}: this request's {amount:g} characters exceed the limit of {capacity} characters a day"
-    unit = "requests a minute" if what == "requests_per_minute" else "characters a day"
+    unit = ("request" if capacity == 1 else "requests") + " a minute" if what == "requests_per_minute" \
+        else "characters a day"
     return f"{who}: over the limit of {capacity} {unit} ({what})"
 
 

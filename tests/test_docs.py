@@ -310,14 +310,21 @@ def test_a_wrong_option_or_config_key_in_a_command_fails():
         _check_command(["make", "dmeo"], "here")
 
 
-def test_every_yaml_block_is_a_valid_config():
-    checked = 0
+def test_every_yaml_block_is_a_valid_config(tmp_path):
+    """A yaml block is a training config, or (starting `keys:`) an `mt serve --api-keys` file."""
+    from mt.serve.limits import read_keys_file
+
+    checked = keys_files = 0
     for path in DOCUMENTS:
         for block in _blocks(path):
-            if block.lang == "yaml":
+            if block.lang == "yaml" and block.text.lstrip().startswith("keys:"):
+                (tmp_path / "keys").write_text(block.text, encoding="utf-8")
+                assert read_keys_file(tmp_path / "keys").keys  # MTError on a bad entry
+                keys_files += 1
+            elif block.lang == "yaml":
                 config_from_dict(yaml.safe_load(block.text))  # MTError on a bad key or value
                 checked += 1
-    assert checked >= 2
+    assert checked >= 2 and keys_files >= 1
 
 
 # --------------------------------------------------------------------------- configuration reference

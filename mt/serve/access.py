@@ -3,7 +3,8 @@ disconnect still reaches the route).
 
 Each HTTP request gets an id (the client's X-Request-ID when it is a short token, else a new
 one), echoed in the X-Request-ID response header, and one JSON log line on the
-"mt.serve.access" logger: {"id", "method", "route", "status", "ms"}. Keys and bodies are never logged.
+"mt.serve.access" logger: {"id", "method", "route", "status", "ms"}, and "key" (the API key's name)
+when the request gave a valid key. Keys and bodies are never logged.
 """
 
 from __future__ import annotations
@@ -63,5 +64,10 @@ class AccessMiddleware:
             seconds = time.perf_counter() - started
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)
-            access_log.info(json.dumps({"id": request_id, "method": scope.get("method"), "route": route,
-                                        "status": status, "ms": round(seconds * 1000, 1)}))
+            line = {"id": request_id, "method": scope.get("method"), "route": route, "status": status,
+                    "ms": round(seconds * 1000, 1)}
+            key = scope.get("mt.key")  # the key's name, set by the key check (`mt.serve.deps.require_key`)
+            if key is not None:
+                line["key"] = key
+                self.metrics.key_requests.labels(key, route, str(status)).inc()
+            access_log.info(json.dumps(line))

@@ -17,6 +17,7 @@ from fastapi import Depends, Request
 from starlette.requests import ClientDisconnect
 
 from mt.serve.detect import LanguageDetector
+from mt.serve.limits import DAY, MINUTE, Limited, client_address
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_key, form_fields, parse_fields
 from mt.serve.settings import ServeSettings
@@ -91,11 +92,35 @@ async def request_fields(request: Request, settings: SettingsDep) -> dict[str, A
 Fields = Annotated[dict[str, Any], Depends(request_fields)]
 
 
-async def require_key(request: Request, fields: Fields, settings: SettingsDep) -> None:
-    """403 unless keys are off or the request carries one (X-API-Key header, else the api_key field)."""
+async def require_key(request: Request, fields: Fields, state: StateDep) -> None:
+    """403 unless keys are off or the request carries one (X-API-Key header, else the api_key field);
+    then the key's limits (or, without keys, the client address's): 429 with Retry-After over one.
+    The key's name (never the key) is left on the request's scope for the access log and metrics."""
+    settings = state.settings
     header = request.headers.get("x-api-key")
     given = fields.get("api_key")
-    check_key(header if header else (given if isinstance(given, str) else None), settings)
+    key = check_key(header if header else (given if isinstance(given, str) else None), settings)
+    chars = sum(len(text) for name in ("q", "segments") for text in _texts(fields.get(name)))
+    if key is not None:
+        request.scope["mt.key"] = key.name
+        who, per_minute, per_day = f"key {key.name}", key.requests_per_minute, key.characters_per_day
+    else:
+        peer = request.client.host if request.client else None
+        address = client_address(peer, request.headers.get("x-forwarded-for"), settings.trusted_proxies)
+        who = f"address {address}"
+        per_minute, per_day = settings.address_requests_per_minute, settings.address_characters_per_day
+    try:
+        state.limiter.take(who, [("requests_per_minute", per_minute, MINUTE, 1),
+                                 ("characters_per_day", per_day, DAY, chars)])
+    except Limited as e:
+        raise ApiError(429, e.message, {"Retry-After": str(int(e.retry_after))}) from None
+
+
+def _texts(value: Any) -> list[str]:
+    """The strings of a `q` or `segments` field (what the characters-per-day limits count)."""
+    if isinstance(value, str):
+        return [value]
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 RequireKey = Depends(require_key)

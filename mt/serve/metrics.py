@@ -14,7 +14,7 @@ _TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 
 class Metrics:
-    """requests by route and status, latency, queue depth, batch sizes, segments, model load time,
+    """requests by route and status (and by API key name), latency, queue depth, batch sizes, segments, model load time,
     translate requests open, translation cache hits, misses and size; failed batches, worker restarts,
     the worker's memory and which model runs."""
 
@@ -22,6 +22,8 @@ class Metrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter("mt_requests", "HTTP requests by route and status", ["route", "status"], registry=r)
+        self.key_requests = Counter("mt_key_requests", "Requests with a valid API key by the key's name (never the "
+                                                       "key), route and status", ["key", "route", "status"], registry=r)
         self.latency = Histogram("mt_request_seconds", "Request latency by route", ["route"],
                                  buckets=_LATENCY_BUCKETS, registry=r)
         self.queue_depth = Gauge("mt_queue_depth", "Segments waiting for the model worker", registry=r)

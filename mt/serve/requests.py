@@ -9,7 +9,6 @@ request over the server's limits, 403 for keys.
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import json
 import math
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from mt.config import DecodeConfig
+from mt.serve.limits import ApiKey
 from mt.serve.settings import ServeSettings
 
 
@@ -170,17 +170,16 @@ def check_size(texts: list[str], settings: ServeSettings) -> list[list[str]]:
     return lines
 
 
-def check_key(given: str | None, settings: ServeSettings) -> None:
-    """403 unless keys are off or `given` is one of them (constant-time; the key is never echoed)."""
+def check_key(given: str | None, settings: ServeSettings) -> ApiKey | None:
+    """403 unless keys are off (None) or `given` is one of them (that key; constant-time, the key is never echoed)."""
     if not settings.keys_required:
-        return
+        return None
     if not given:
         raise ApiError(403, "api_key: missing; this server needs a key (api_key field or X-API-Key header)")
-    ok = False
-    for key in settings.api_keys:  # no early exit: the time does not depend on which key matched
-        ok |= hmac.compare_digest(given.encode("utf-8", "replace"), key.encode("utf-8"))
-    if not ok:
+    found = settings.api_keys.match(given)
+    if found is None:
         raise ApiError(403, "api_key: not valid")
+    return found
 
 
 def v1_decode(fields: dict[str, Any], base: DecodeConfig, settings: ServeSettings,

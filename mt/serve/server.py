@@ -1,5 +1,6 @@
 """Running the app under uvicorn: graceful SIGTERM/SIGINT (stop accepting, finish what is in
-flight, exit 0), a second signal exits at once (128 + signal)."""
+flight, exit 0), a second signal exits at once (128 + signal); SIGHUP re-reads the --api-keys file
+(`ServeState.reload_keys`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
@@ -97,12 +99,16 @@ def head_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
 
 
 def run_server(settings: ServeSettings, checkpoints: Sequence[Path]) -> None:
-    """Serve until SIGTERM/SIGINT. Access log lines go to the "mt.serve.access" logger."""
+    """Serve until SIGTERM/SIGINT (SIGHUP: re-read the keys). Access log lines go to the "mt.serve.access" logger."""
     sock = bind(settings.host, settings.port)
     app = create_app(settings, checkpoints)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                             timeout_keep_alive=5, lifespan="on", http=head_deadline_protocol(settings.timeout_s))
     host = f"[{settings.host}]" if ":" in settings.host else settings.host  # an IPv6 address in a URL
     log.info("serve: listening on http://%s:%d (docs at /docs)", host, settings.port)
+    state = app.state.serve
+    # uvicorn handles SIGTERM/SIGINT only; the re-read runs in a thread, not inside the signal handler
+    signal.signal(signal.SIGHUP, lambda sig, frame: threading.Thread(target=state.reload_keys, name="mt-serve-keys",
+                                                                     daemon=True).start())
     with sock:
         _Server(config).run(sockets=[sock])

@@ -1,8 +1,8 @@
 """The server's limits: one frozen dataclass, checked once at start-up with one-line errors.
 
 Its fields with a flag are `mt serve`'s options (flag, default and help declared once, here).
-API keys are held here as a frozenset of strings and never rendered: `__repr__` hides them so a
-logged or printed settings object cannot leak one.
+API keys are held here as a `KeyRing` (`mt.serve.limits`: names, keys and their limits) and never
+rendered: `__repr__` hides them so a logged or printed settings object cannot leak one.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mt.errors import MTError
+from mt.serve.limits import KeyRing, check_proxy, read_keys_file
 
 
 def _flag(default: Any, flag: str, help: str, *, shown: bool = True, **option: Any) -> Any:
@@ -55,9 +56,18 @@ class ServeSettings:
                                     "1 = no batching).")
     max_wait_ms: float = _flag(5.0, "--max-wait-ms", "How long a filling batch waits for the next segment "
                                                      "(in all at most 10x this).")
-    api_keys: frozenset[str] = _flag(frozenset(), "--api-keys", "File of API keys, one per line ('#' comments); "
-                                                                "when given, translate routes need one.",
-                                     shown=False, option_type=Path | None, option_default=None)
+    api_keys: KeyRing = _flag(KeyRing(), "--api-keys", "File of API keys: one per line ('#' comments), or YAML "
+                                                       "(keys: - name, key, requests_per_minute, characters_per_day); "
+                                                       "when given, translate routes need one. SIGHUP re-reads it.",
+                              shown=False, option_type=Path | None, option_default=None)
+    address_requests_per_minute: int | None = _flag(
+        None, "--address-requests-per-minute", "Without keys: translate/detect requests a client address may make "
+                                               "per minute (else 429).")
+    address_characters_per_day: int | None = _flag(
+        None, "--address-characters-per-day", "Without keys: characters a client address may send per day (else 429).")
+    trusted_proxies: tuple[str, ...] = _flag((), "--trusted-proxy", "A proxy address or network whose X-Forwarded-For "
+                                                                    "names the client (repeatable).",
+                                             option_type=list[str], option_default=[])
     cors_origins: tuple[str, ...] = _flag((), "--cors-origin", "Allow browser calls from this origin: "
                                                                "https://example.org, moz-extension://UUID, "
                                                                "chrome-extension://ID, or '*' for any (repeatable).",
@@ -76,13 +86,16 @@ class ServeSettings:
     threads: int = _flag(0, "--threads", "CPU threads for the model (0 = torch's default; 1 is best on a busy, "
                                          "shared CPU).")
     max_body_bytes: int = 1 << 20
+    keys_file: Path | None = None  # what --api-keys named: SIGHUP re-reads it
 
     @classmethod
-    def from_flags(cls, *, api_keys: Path | None, cors_origins: Sequence[str], **flags: Any) -> ServeSettings:
+    def from_flags(cls, *, api_keys: Path | None, cors_origins: Sequence[str], trusted_proxies: Sequence[str] = (),
+                   **flags: Any) -> ServeSettings:
         """The settings `mt serve` runs with from its flags' values: --api-keys names a file of keys
-        (read here), --cors-origin is repeatable, and the body limit follows --char-limit."""
-        keys = read_api_keys(api_keys) if api_keys is not None else frozenset()
-        return cls(**flags, api_keys=keys, cors_origins=tuple(cors_origins),
+        (read here), --cors-origin and --trusted-proxy are repeatable, and the body limit follows --char-limit."""
+        keys = read_keys_file(api_keys) if api_keys is not None else KeyRing()
+        return cls(**flags, api_keys=keys, keys_file=api_keys, cors_origins=tuple(cors_origins),
+                   trusted_proxies=tuple(trusted_proxies),
                    max_body_bytes=max(1 << 20, 8 * flags.get("char_limit", cls.char_limit)))
 
     def __post_init__(self) -> None:
@@ -108,12 +121,20 @@ class ServeSettings:
             raise MTError(f"--timeout: must be positive, got {self.timeout_s}")
         for origin in self.cors_origins:
             check_origin(origin)
+        for flag, limit in (("--address-requests-per-minute", self.address_requests_per_minute),
+                            ("--address-characters-per-day", self.address_characters_per_day)):
+            if limit is not None and limit < 1:
+                raise MTError(f"{flag}: must be at least 1, got {limit}")
+            if limit is not None and self.api_keys:
+                raise MTError(f"{flag}: for a server without --api-keys (give each key its limits in the keys file)")
+        for proxy in self.trusted_proxies:
+            check_proxy(proxy)
 
     @property
     def keys_required(self) -> bool:
         return bool(self.api_keys)
 
-    def with_keys(self, keys: frozenset[str]) -> ServeSettings:
+    def with_keys(self, keys: KeyRing) -> ServeSettings:
         return dataclasses.replace(self, api_keys=keys)
 
 
@@ -129,24 +150,3 @@ def check_origin(origin: str) -> None:
             or any(c.isspace() for c in origin) or not origin.startswith(f"{parts.scheme}://")):
         raise MTError(f"--cors-origin {origin!r}: expected an origin such as https://example.org or "
                       "moz-extension://UUID (scheme://host, no path), or *")
-
-
-def read_api_keys(path: Path) -> frozenset[str]:
-    """The keys in `path`: one per line, blank lines and '#' comments skipped. Errors never show a key."""
-    if not path.is_file():
-        raise MTError(f"--api-keys {path}: file not found")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise MTError(f"--api-keys {path}: not UTF-8 text") from None
-    keys = set()
-    for number, line in enumerate(text.splitlines(), start=1):
-        key = line.split("#", 1)[0].strip()
-        if not key:
-            continue
-        if any(c.isspace() for c in key):
-            raise MTError(f"--api-keys {path}: line {number}: a key may not contain spaces")
-        keys.add(key)
-    if not keys:
-        raise MTError(f"--api-keys {path}: no keys in the file (one key per line, '#' comments)")
-    return frozenset(keys)

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mt.errors import MTError
 from mt.serve.detect import LanguageDetector
+from mt.serve.limits import Limiter, read_keys_file
 from mt.serve.metrics import Metrics
 from mt.serve.model import ServedModel, load_served_model
 from mt.serve.settings import ServeSettings
@@ -32,6 +34,22 @@ class ServeState:
     detector: LanguageDetector | None = None  # /detect and source "auto": over the model's languages
     error: str | None = None  # why the model failed to load
     card: dict[str, Any] | None = field(default=None, repr=False)  # /v1/model-card, built on first request
+    limiter: Limiter = field(default_factory=Limiter, repr=False)  # per key or client address (`mt.serve.limits`)
+
+    def reload_keys(self) -> None:
+        """Re-read --api-keys (SIGHUP): the new keys and limits apply to the next request; a bad file
+        logs one line and the old keys stay. The buckets are kept (by key name)."""
+        path = self.settings.keys_file
+        if path is None:
+            log.info("serve: SIGHUP: no --api-keys file to re-read")
+            return
+        try:
+            keys = read_keys_file(path)
+        except MTError as e:
+            log.error("serve: SIGHUP: keeping the old keys: %s", e)
+            return
+        self.settings = self.settings.with_keys(keys)
+        log.info("serve: SIGHUP: %d keys from %s (%s)", len(keys.keys), path, ", ".join(k.name for k in keys.keys))
 
     def load(self) -> None:
         """Load the model, then the language detector over its languages (the start-up thread's job); a failure is kept for /ready and logged, the server stays up."""

@@ -46,11 +46,13 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def served(model: str, *args: str) -> Iterator[str]:
-    """`mt serve -c model` on a free port until the block ends (always stopped)."""
+    """`mt serve -c model` on a free port until the block ends (always stopped). The translation
+    cache is off: every level sends the same lines, and the benchmark measures the model, not the cache."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-c", model, "--port", str(port),
-                             "--queue-size", "100000", "--max-segments", "10000", "--timeout", "600", *args],
+                             "--queue-size", "100000", "--max-segments", "10000", "--timeout", "600", "--cache-size", "0",
+                             *args],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:

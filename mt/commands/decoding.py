@@ -1,13 +1,18 @@
-"""The decoding flags `mt translate`, `mt evaluate` and `mt score` share: the checkpoint's decode
-settings with the command line's overrides, checked (one-line MTErrors naming the flag)."""
+"""What `mt translate`, `mt evaluate` and `mt score` share: the checkpoint's decode settings with
+the command line's overrides, checked (one-line MTErrors naming the flag); the `-o` path; the
+model `-c` names with the tokenizer for `--target-lang`."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TypeVar
 
 from mt.config import DecodeConfig
+from mt.data.tokenizer import Tokenizer
+from mt.deploy.loading import LoadedModel, load_model
 from mt.errors import MTError
 
 T = TypeVar("T")
@@ -67,3 +72,17 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
             raise MTError(f"--n-best {decode.n_best} exceeds --beam {decode.beam}")
         decode = dataclasses.replace(decode, beam=decode.n_best)
     return decode
+
+
+def output_path(output: str) -> Path | None:
+    """The file `-o` names (None for '-', stdout); a folder is a one-line error."""
+    out_path = None if output == "-" else Path(output)
+    if out_path is not None and out_path.is_dir():
+        raise MTError(f"output '{output}': is a folder")
+    return out_path
+
+
+def load_for_target(checkpoints: Sequence[Path], device: str, target_lang: str | None) -> tuple[LoadedModel, Tokenizer]:
+    """The model `-c` names and its tokenizer for `--target-lang` (a tagged model's tag in front)."""
+    loaded = load_model(checkpoints, device)
+    return loaded, loaded.tokenizer.for_target(target_lang, flag="--target-lang")

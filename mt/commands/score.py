@@ -7,10 +7,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mt.commands.decoding import decode_settings
+from mt.commands.decoding import decode_settings, load_for_target, output_path
 from mt.decode.engine import NativeEngine
 from mt.decode.forced import score_pairs
-from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.textio import check_same_length, read_lines, write_lines_atomic
 
@@ -33,12 +32,9 @@ def score_command(
     A multi-pair model scores the targets as `target_lang` (its tag before each source)."""
     src_lines, tgt_lines = read_lines(src), read_lines(tgt)  # read and checked before the model load
     check_same_length(src, tgt, len(src_lines), len(tgt_lines))
-    out_path = None if output == "-" else Path(output)
-    if out_path is not None and out_path.is_dir():
-        raise MTError(f"output '{output}': is a folder")
-    loaded = load_model(checkpoints, device)
+    out_path = output_path(output)
+    loaded, tokenizer = load_for_target(checkpoints, device, target_lang)
     engine, cfg, dev = loaded.engine, loaded.config, loaded.device
-    tokenizer = loaded.tokenizer.for_target(target_lang, flag="--target-lang")
     if not isinstance(engine, NativeEngine):
         raise MTError(f"-c {checkpoints[0]}: mt score runs mt's own model; give the .pt checkpoint, not an export")
     decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)

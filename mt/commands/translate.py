@@ -12,9 +12,8 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from mt.commands.decoding import decode_settings
+from mt.commands.decoding import decode_settings, load_for_target, output_path
 from mt.decode.translate import translate_lines, translate_nbest
-from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.textio import atomic_write, decode_line, iter_lines, iter_stream
 
@@ -66,12 +65,9 @@ def translate_command(
         raise MTError(f"input '{input}': is a folder")
     if src_path is not None and not src_path.exists():
         raise MTError(f"input '{input}': file not found")
-    out_path = None if output == "-" else Path(output)
-    if out_path is not None and out_path.is_dir():
-        raise MTError(f"output '{output}': is a folder")
-    loaded = load_model(checkpoints, device)
+    out_path = output_path(output)
+    loaded, tokenizer = load_for_target(checkpoints, device, target_lang)
     model, cfg, dev = loaded.engine, loaded.config, loaded.device
-    tokenizer = loaded.tokenizer.for_target(target_lang, flag="--target-lang")
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                              precision=precision)

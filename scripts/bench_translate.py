@@ -264,11 +264,11 @@ def main(
 
     members: list[Transformer] = []  # the ensemble's models (the first is `model`); empty: no ensemble run
     if checkpoint:
-        from mt.model.checkpoint import load_models
+        from mt.deploy.loading import load_model
 
         model, tokenizer, cfg = load_for_inference(checkpoint[0], "cpu")
         if len(checkpoint) > 1:
-            members = list(load_models(checkpoint, "cpu")[0].members)  # checks the tokenizers match
+            members = list(load_model(checkpoint, "cpu").engine.model.members)  # checks the tokenizers and pairs match
         decode = cfg.decode
         what = f"checkpoint {checkpoint[0]}" + (f" (+{len(checkpoint) - 1} in the ensemble)" if members else "")
         hf = False  # natural output lengths cannot be matched by a random HF model

@@ -15,8 +15,8 @@ from mt.decode.beam import beam_search
 from mt.decode.forced import force_decode_score
 from mt.decode.sampling import sample_search
 from mt.decode.search import greedy_search
+from mt.deploy.loading import load_model
 from mt.errors import MTError
-from mt.model.checkpoint import load_models
 from mt.model.ensemble import Ensemble, EnsembleCache, check_compatible, max_positions
 from mt.model.transformer import Transformer
 
@@ -159,7 +159,7 @@ def test_check_compatible_refuses_members_of_other_language_pairs():
                          [[("en", "de"), ("en", "fr")]] * 2 + [[("en", "de")]])
 
 
-def test_load_models_from_checkpoints(tmp_path: Path, tiny_run: Config):
+def test_load_model_of_several_checkpoints_is_their_ensemble(tmp_path: Path, tiny_run: Config):
     from mt.model.checkpoint import inference_state, save_checkpoint
 
     tok = Tokenizer.from_files(tiny_run.run_dir)
@@ -169,9 +169,10 @@ def test_load_models_from_checkpoints(tmp_path: Path, tiny_run: Config):
         model = Transformer(tiny_run.model, tok.src_vocab_size, tok.tgt_vocab_size, joint_vocab=tok.joint)
         paths.append(tmp_path / f"m{seed}.pt")
         save_checkpoint(paths[-1], inference_state(tiny_run, tok, model, update=seed))
-    single, _, _ = load_models(paths[:1], "cpu")
+    single = load_model(paths[:1], "cpu").engine.model
     assert isinstance(single, Transformer)
-    ens, ens_tok, cfg = load_models(paths, "cpu")
+    loaded = load_model(paths, "cpu")
+    ens, ens_tok, cfg = loaded.engine.model, loaded.tokenizer, loaded.config
     assert isinstance(ens, Ensemble) and len(ens.members) == 2 and not ens.training
     assert cfg == tiny_run and ens_tok.model_bytes() == tok.model_bytes()
     # a checkpoint with another tokenizer (separate source/target models) cannot join
@@ -180,9 +181,9 @@ def test_load_models_from_checkpoints(tmp_path: Path, tiny_run: Config):
     other = Transformer(tiny_run.model, split_tok.src_vocab_size, split_tok.tgt_vocab_size, joint_vocab=False)
     save_checkpoint(tmp_path / "other.pt", inference_state(tiny_run, split_tok, other, update=3))
     with pytest.raises(MTError, match=r"m1\.pt and .*other\.pt"):
-        load_models([paths[0], tmp_path / "other.pt"], "cpu")
+        load_model([paths[0], tmp_path / "other.pt"], "cpu")
     with pytest.raises(MTError):
-        load_models([], "cpu")
+        load_model([], "cpu")
 
 
 @pytest.mark.parametrize("command", ["translate", "score", "evaluate"])

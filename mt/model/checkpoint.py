@@ -399,13 +399,3 @@ def ensemble_of(paths: Sequence[Path], models: Sequence[Transformer], tokenizers
         return models[0]
     check_compatible(list(paths), list(tokenizers), [[(p.src_lang, p.tgt_lang) for p in c.data.pairs] for c in configs])
     return Ensemble(list(models)).eval()
-
-
-def load_models(paths: Sequence[Path], device: str | torch.device) -> tuple[Transformer | Ensemble, Tokenizer, Config]:
-    """One checkpoint -> its model; several -> an `Ensemble` of them (in eval mode on `device`).
-    The tokenizer and config (decode settings, corpus) are the first checkpoint's."""
-    if not paths:
-        raise MTError("--checkpoint: give at least one checkpoint")
-    loaded = [load_for_inference(path, device) for path in paths]
-    model = ensemble_of(paths, [m for m, _, _ in loaded], [tok for _, tok, _ in loaded], [c for _, _, c in loaded])
-    return model, loaded[0][1], loaded[0][2]

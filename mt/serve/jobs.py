@@ -1,8 +1,9 @@
 """A translate request's job on the batcher: what `/translate` and `/v1/translate` share.
 
-The texts are split into lines and checked against the limits (413), the lines the model's
-translation cache holds answered from it (`mt.serve.cache`), the others queued on the model's `Batcher` (429 when the queue is full) and awaited without blocking the event loop; a
-client that goes away (499) or waits past --timeout (503) has its segments dropped from the queue.
+The texts are split into lines and checked against the limits (413); the lines the model's
+translation cache holds are answered from it (`mt.serve.cache`), the others queued on the model's
+`Batcher` (429 when the queue is full) and awaited without blocking the event loop; a client that
+goes away (499) or waits past --timeout (503) has its segments dropped from the queue.
 `translate_html` does the same for HTML fragments: their blocks' text as segments, markup kept.
 """
 

@@ -126,6 +126,48 @@ def translate(
 
 
 @app.command()
+def backtranslate(
+    model: list[Path] = typer.Option(..., "--model", "-c", help="The reverse model (target -> source); repeat for an ensemble."),
+    mono: Path = typer.Option(..., help="Target-language text, one sentence a line (.gz, or a .tsv/.jsonl's target side)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder for the synthetic corpus (train.SRC, train.TGT, manifest)."),
+    beam: Optional[int] = typer.Option(None, help="Beam search with this beam instead of sampling."),
+    temperature: Optional[float] = typer.Option(None, help="Sampling temperature (default 1)."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="Sample from the K most probable tokens (default 0 = all)."),
+    top_p: Optional[float] = typer.Option(None, "--top-p", help="Sampling nucleus (default 1 = all)."),
+    seed: Optional[int] = typer.Option(None, help="Sampling seed: line i's draws depend on (seed, i) only."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Source tokens per decoding batch."),
+    chunk_lines: int = typer.Option(10_000, "--chunk-lines", help="Lines translated and committed at a time."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="For a reverse model of several pairs."),
+    mono_lang: Optional[str] = typer.Option(None, "--mono-lang", help="Language of --mono (default: the model's source)."),
+) -> None:
+    """Back-translate monolingual text into synthetic pairs (sampled by default), resumably: run it again to continue."""
+    from mt.commands.backtranslate import backtranslate_command
+
+    backtranslate_command(model, mono, output, beam=beam, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                          max_tokens=max_tokens, chunk_lines=chunk_lines, device=device, target_lang=target_lang,
+                          mono_lang=mono_lang)
+
+
+@app.command()
+def distill(
+    config: Path = ConfigArg, overrides: list[str] = SetOpt,
+    teacher: list[Path] = typer.Option(..., "--teacher", "-t", help="Teacher checkpoint; repeat for an ensemble."),
+    beam: Optional[int] = typer.Option(None, help="The teacher's beam (default: its decode.beam)."),
+    n_best: Optional[int] = typer.Option(None, "--n-best", help="With --select-bleu: hypotheses to choose from."),
+    select_bleu: bool = typer.Option(False, "--select-bleu", help="Keep the n-best hypothesis closest to the reference."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Source tokens per decoding batch."),
+    chunk_lines: int = typer.Option(10_000, "--chunk-lines", help="Lines translated and committed at a time."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N (translation; training follows the config)."),
+) -> None:
+    """Train the student CONFIG on the teacher's translations of its training sources (resumable: run it again)."""
+    from mt.commands.distill import distill_command
+
+    distill_command(teacher, config, overrides, beam=beam, n_best=n_best, select_bleu=select_bleu,
+                    max_tokens=max_tokens, chunk_lines=chunk_lines, device=device)
+
+
+@app.command()
 def evaluate(
     checkpoint: list[Path] = typer.Option([], "--checkpoint", "-c", help=CKPT_HELP),
     split: list[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),

@@ -68,6 +68,10 @@ class DataConfig:
     # Several language pairs in one model (Johnson et al. 2017, target tags <2de>); empty = the one pair above.
     pairs: tuple[PairConfig, ...] = ()  # list of {path, src_lang, tgt_lang}, each optionally with its own format and split names (default: this section's); see "Several language pairs in one model"
     target_tags: bool = False  # put the tag <2tgt_lang> before every source; default: true when data.pairs lists the pairs, false for the one pair above
+    # Synthetic pairs (mt backtranslate / mt distill output folders; mt/data/synthetic.py), mixed with the real ones.
+    synthetic: tuple[str, ...] = ()  # folders of synthetic pairs (train.{src_lang} + train.{tgt_lang}); empty = none
+    synthetic_tag: bool = True  # put the control piece <BT> before every synthetic source (tagged back-translation)
+    synthetic_ratio: float = 0.0  # synthetic examples per real one in each epoch (real side upsampled); 0 = each pair once
     pair_temperature: float = 1.0  # multi-pair sampling temperature (Arivazhagan et al. 2019): pair i's share of an epoch ∝ n_i^(1/T); 1 = by size, larger = flatter
 
     def __post_init__(self) -> None:

@@ -46,6 +46,7 @@ POSITIVE, AT_LEAST_1, AT_LEAST_0, FRACTION = Range(0, lo_open=True), Range(1), R
 # Every numeric key and its range (tests/test_robust.py checks that none is missing); tuples: each item.
 RANGES: dict[str, Range] = {
     "data.train_limit": AT_LEAST_0, "data.pair_temperature": POSITIVE, "data.max_len": AT_LEAST_0, "data.max_len_ratio": AT_LEAST_0,
+    "data.synthetic_ratio": AT_LEAST_0,
     "tokenizer.vocab_size": Range(5), "tokenizer.character_coverage": Range(0, 1, lo_open=True),
     "tokenizer.sample_size": AT_LEAST_1, "tokenizer.workers": AT_LEAST_1,
     "tokenizer.sampling_alpha": AT_LEAST_0, "tokenizer.sampling_nbest": Range(-1),

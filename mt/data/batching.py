@@ -168,11 +168,12 @@ class TokenBatchSampler:
     pairs, and the batch list stays a pure function of (lengths, budgets, seed, epoch, pair sizes,
     temperature): resume skips batches exactly as in the bilingual case. With one pair (or no
     `pair_sizes`) there is nothing to mix, and the sampler draws exactly what it always did.
+    `pair_counts` gives the m_i directly (real and synthetic parts, `mt.data.synthetic.epoch_mix`).
     """
 
     def __init__(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, max_tokens: int, max_sentences: int,
                  seed: int, rank: int = 0, world_size: int = 1, pad_multiple: int = 1,
-                 pair_sizes: Sequence[int] = (), temperature: float = 1.0) -> None:
+                 pair_sizes: Sequence[int] = (), temperature: float = 1.0, pair_counts: Sequence[int] = ()) -> None:
         src_lengths, tgt_lengths = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
         if src_lengths.shape != tgt_lengths.shape or src_lengths.ndim != 1:
             raise MTError(f"sampler: {src_lengths.shape} source lengths vs {tgt_lengths.shape} target lengths")
@@ -194,6 +195,10 @@ class TokenBatchSampler:
             raise MTError(f"sampler: pair sizes {self.pair_sizes} do not add up to the {len(src_lengths)} training pairs")
         # Pairs to mix: several (one pair's epoch is all of it, in the order drawn below).
         self.pair_counts = pair_sample_counts(self.pair_sizes, temperature) if len(self.pair_sizes) > 1 else []
+        if pair_counts:  # drawn as given (real + synthetic data, mt.data.synthetic.epoch_mix)
+            if len(pair_counts) != len(self.pair_sizes) or min(pair_counts) < 1:
+                raise MTError(f"sampler: counts {list(pair_counts)} do not match the parts {self.pair_sizes}")
+            self.pair_counts = [int(m) for m in pair_counts]
 
     def _epoch_pool(self, rng: np.random.Generator) -> np.ndarray:
         """(sum n_i,) the split indices one multi-pair epoch trains on, pair by pair (see the class docstring)."""

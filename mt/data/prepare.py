@@ -50,7 +50,7 @@ from typing import Any
 
 from mt.config import Config, PairConfig
 from mt.config_load import config_to_yaml, save_config
-from mt.data import corpus
+from mt.data import corpus, synthetic
 from mt.data.encode import concatenate_splits, encode_split, split_path, worker_pool
 from mt.data.splits import MANIFEST
 from mt.data.tokenizer import (
@@ -105,7 +105,7 @@ def _fingerprint(cfg: Config, splits: dict[str, list[str]], reused: Tokenizer | 
         for split in splits[pair.name]:
             inputs[cfg.data.split_label(pair, split)] = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns]
                                                          for p in corpus.split_files(pair, split)]
-    payload = {"inputs": inputs, **_shaping_config(cfg)}
+    payload = {"inputs": inputs, **_shaping_config(cfg), **synthetic.fingerprint_inputs(cfg)}
     if reused is not None:
         payload["reused_tokenizer"] = _tokenizer_sha256(reused)
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
@@ -210,7 +210,7 @@ def _train_tokenizer(cfg: Config, staging: Path) -> Tokenizer:
         raise _empty_after_cleaning(data.pairs, report)
     t0 = time.perf_counter()
     tokenizer = train_sentencepiece([s for s, _ in sample], [t for _, t in sample], tok_cfg, data.target_langs,
-                                    tags=data.target_tags)
+                                    tags=data.target_tags, extra_symbols=synthetic.control_symbols(cfg))
     tags = " ".join(target_tag(lang) for lang in tokenizer.target_tags())
     log.info(f"prepare: trained {tok_cfg.type} sentencepiece ({'joint' if tokenizer.joint else 'separate'}, "
              f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}{f', tags {tags}' if tags else ''}) on "
@@ -335,6 +335,8 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
         pairs = [_pair_entry(cfg, p, tokenizer, splits[p.name], skipped[p.name], stats) for p in cfg.data.pairs]
         # The training split: every pair's, one after the other (the sampler's boundaries: train_sentences).
         parts = [cfg.data.split_label(p, p.train_split) for p in cfg.data.pairs]
+        synthetic_parts, synthetic_stats, synthetic_record = synthetic.encode_synthetic(cfg, tokenizer, staging)
+        parts, stats = parts + synthetic_parts, {**stats, **synthetic_stats}  # synthetic pairs after the real ones
         part_stats = [stats.pop(part) for part in parts]
         stats = {cfg.data.train_split: {k: sum(s[k] for s in part_stats) for k in part_stats[0]}, **stats}
         concatenate_splits(staging, parts, cfg.data.train_split)
@@ -358,6 +360,8 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
         "encode_seconds": round(seconds, 3), "pairs_per_second": round(rate, 1),
         "total_seconds": round(time.perf_counter() - start, 3), "inputs": payload["inputs"],
     }
+    if synthetic_record is not None:
+        manifest["synthetic"] = synthetic_record
     if "reused_tokenizer" in payload:
         manifest["tokenizer_from"] = {"path": cfg.train.init_from, "sha256": payload["reused_tokenizer"]}
     _write_json(data_dir / MANIFEST, manifest)  # last: its presence marks the cache complete

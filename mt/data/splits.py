@@ -94,6 +94,12 @@ def prepared_pairs(run_dir: Path) -> list[dict[str, Any]]:
     return list(_manifest(run_dir).get("pairs", []))
 
 
+def prepared_synthetic(run_dir: Path) -> dict[str, Any] | None:
+    """The manifest's `synthetic` record (sentences after the real pairs, tag id or None,
+    corpora; mt.data.synthetic), None when the run has no synthetic data."""
+    return _manifest(run_dir).get("synthetic")
+
+
 def load_split(run_dir: Path, split: str) -> EncodedSplit:
     """Memory-map a prepared split of a run directory. MTError if it was not prepared."""
     data_dir = Path(run_dir) / "data"

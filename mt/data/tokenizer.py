@@ -128,15 +128,18 @@ def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str, tags: 
 
 
 def train_sentencepiece(src_sample: Sequence[str], tgt_sample: Sequence[str], cfg: TokenizerConfig,
-                        target_langs: Sequence[str] = (), *, tags: bool = True) -> Tokenizer:
+                        target_langs: Sequence[str] = (), *, tags: bool = True,
+                        extra_symbols: Sequence[str] = ()) -> Tokenizer:
     """Train a joint model on both samples (cfg.joint) or one model per side. Deterministic.
 
     The samples are the (already drawn, bounded) training sentences; the same samples and config
     give byte-identical models. `target_langs`: the languages the model translates into; with
     `tags` their tags `<2lang>` become control symbols of the source model (the joint one when
-    joint), without them the tokenizer only knows them (`for_target`).
+    joint), without them the tokenizer only knows them (`for_target`). `extra_symbols`: more
+    control pieces of the source model (the synthetic-data tag `<BT>`, mt.data.synthetic).
     """
     symbols = [target_tag(lang) for lang in target_langs] if tags else []
+    symbols += list(extra_symbols)
     if cfg.joint:
         return Tokenizer.from_bytes(_train_one([*src_sample, *tgt_sample], cfg, "joint", symbols), None,
                                     targets=target_langs)
@@ -204,6 +207,18 @@ class Tokenizer:
             return self
         out = Tokenizer(self._src_bytes, self._tgt_bytes, prefix, self._targets)
         out._tags = tags
+        return out
+
+    def control_id(self, piece: str) -> int | None:
+        """The id of control piece `piece` of the source model (e.g. the synthetic-data tag), None if absent."""
+        i = self._src.piece_to_id(piece)
+        return i if i != UNK_ID and self._src.is_control(i) else None
+
+    def with_prefix(self, prefix: Sequence[int]) -> Tokenizer:
+        """The same models with `prefix` (ids) before every encoded source, e.g. a target tag and the
+        synthetic-data tag (mt.data.synthetic)."""
+        out = Tokenizer(self._src_bytes, self._tgt_bytes, prefix, self._targets)
+        out._tags = self._tags
         return out
 
     def with_targets(self, targets: Sequence[str]) -> Tokenizer:

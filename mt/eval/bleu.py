@@ -89,3 +89,13 @@ def bleu_tokenizer_for(lang: str, override: str = "") -> str:
         warnings.warn(f"BLEU on '{lang}' is tokenised with '{FALLBACK}', not '{chosen}': {missing_message(chosen)}",
                       MTWarning, stacklevel=2)
     return FALLBACK
+
+
+def best_by_sentence_bleu(hypotheses: list[str], reference: str, tokenize: str) -> int:
+    """The index of the hypothesis with the highest sentence BLEU against `reference` (sacreBLEU,
+    effective order; the first of equals, so a tie keeps the model's own ranking)."""
+    from sacrebleu.metrics import BLEU
+
+    scorer = BLEU(tokenize=tokenize, effective_order=True)
+    scores = [scorer.sentence_score(h, [reference]).score for h in hypotheses]
+    return max(range(len(scores)), key=lambda i: (scores[i], -i))

@@ -13,7 +13,8 @@ import numpy as np
 from mt.config import Config
 from mt.data.batching import TokenBatchSampler
 from mt.data.resegment import Resegmenter, SamplingSettings
-from mt.data.splits import EncodedSplit, prepared_pairs
+from mt.data.splits import EncodedSplit, prepared_pairs, prepared_synthetic
+from mt.data.synthetic import epoch_mix
 from mt.data.tokenizer import Tokenizer
 from mt.train.distributed import DistInfo
 
@@ -36,6 +37,12 @@ class TrainingData:
         t, tok = cfg.train, cfg.tokenizer
         self.cfg, self.split, self.info, self.report = cfg, split, info, report
         self.pair_sizes = [p["train_sentences"] for p in prepared_pairs(run_dir)]
+        self.pair_counts: list[int] = []
+        synthetic = prepared_synthetic(run_dir)
+        if synthetic is not None:  # real pairs, then the synthetic block, mixed by data.synthetic_ratio
+            mix = epoch_mix(self.pair_sizes, synthetic["sentences"], cfg.data.synthetic_ratio, synthetic["tag"] is not None)
+            self.pair_sizes, self.pair_counts = mix.sizes, mix.counts
+            report(mix.describe())
         self.resegmenter: Resegmenter | None = None
         if tok.sampling_alpha > 0:
             limit = cfg.model.max_positions - 1  # + EOS (source) or BOS (target) must fit
@@ -56,7 +63,8 @@ class TrainingData:
         return TokenBatchSampler(split.src.lengths(), split.tgt.lengths(), max_tokens=t.max_tokens,
                                  max_sentences=t.max_sentences, seed=t.seed, rank=self.info.rank,
                                  world_size=self.info.world_size, pad_multiple=t.pad_multiple,
-                                 pair_sizes=self.pair_sizes, temperature=self.cfg.data.pair_temperature)
+                                 pair_sizes=self.pair_sizes, temperature=self.cfg.data.pair_temperature,
+                                 pair_counts=self.pair_counts)
 
     def epoch(self, epoch: int) -> Epoch:
         """Epoch `epoch`'s split and batches (the same object when asked twice in a row)."""

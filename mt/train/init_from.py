@@ -74,13 +74,17 @@ class RunStart:
     cfg: Config  # the run's config, fine-tuning's model/tokenizer sections resolved from its source
     last: Checkpoint | None  # --resume: last.pt (None when there is none: train() says so)
     source: InitSource | None  # fine-tuning: the init checkpoint, or on --resume last.pt; None: from scratch
+    given_tokenizer: Tokenizer | None = None  # a new model on another's tokenizer (mt distill: the teacher's)
 
     @property
     def tokenizer(self) -> Tokenizer | None:
         """The tokenizer `prepare` must reuse (None: train one): the init checkpoint's, or on
         --resume of a fine-tuning run last.pt's (the same bytes), translating into this run's
-        target language (a model fine-tuned from en->de into en->fr keeps the tokenizer, not the language)."""
-        return self.source.tokenizer.with_targets(self.cfg.data.target_langs) if self.source is not None else None
+        target language (a model fine-tuned from en->de into en->fr keeps the tokenizer, not the language);
+        else `given_tokenizer` (a student trained from scratch on its teacher's tokenizer)."""
+        if self.source is None:
+            return self.given_tokenizer
+        return self.source.tokenizer.with_targets(self.cfg.data.target_langs)
 
 
 def _where(path: str | Path) -> str:
@@ -185,6 +189,12 @@ def start_run(raw: dict[str, Any], *, resume: bool = False) -> RunStart:
 
 
 def run_sources(cfg: Config, *, resume: bool, start: RunStart | None) -> RunStart:
+    """`_run_sources`, keeping the `given_tokenizer` of `start`."""
+    found = _run_sources(cfg, resume=resume, start=start)
+    return dataclasses.replace(found, given_tokenizer=start.given_tokenizer) if start is not None else found
+
+
+def _run_sources(cfg: Config, *, resume: bool, start: RunStart | None) -> RunStart:
     """What a training run with `cfg` starts from, checked: last.pt on --resume and, when
     fine-tuning, the `source` (None: not a fine-tuning run). What `start` holds (what `start_run`
     read) is not read again; the rest is read here, once.

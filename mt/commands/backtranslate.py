@@ -1,0 +1,91 @@
+"""`mt backtranslate`: target-language monolingual text -> synthetic pairs, through a reverse model.
+
+The reverse model (e.g. de->en for an en->de system; several -c: an ensemble) translates every
+line of `--mono`; the folder `-o` becomes a text-format corpus `train.{src}` (the model's
+output: the synthetic sources) + `train.{tgt}` (the monolingual lines), with `manifest.json`
+(models and their sha256s, settings, counts) once complete. Train on it with
+`data.synthetic: [OUT]` (mt/data/synthetic.py). Sampling (the default; Edunov et al. 2018) draws
+line i from a generator keyed by (seed, i), so the output does not depend on batching or on
+where a run was interrupted; `--beam N` searches instead. Committed in chunks of
+`--chunk-lines` lines (mt.data.pairwriter): a killed run continues where it stopped when started
+again with the same command.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mt.commands.decoding import decode_settings, load_for_target
+from mt.data.pairwriter import PairWriter
+from mt.data.synthetic import mono_lines
+from mt.decode.generate import generate_pairs
+from mt.decode.translate import translate_lines
+from mt.deploy.loading import LoadedModel
+from mt.errors import MTError
+
+
+def model_record(loaded: LoadedModel) -> list[dict[str, Any]]:
+    """The manifest's `models`: each file's path, sha256 and training update (the first's)."""
+    p = loaded.provenance
+    return [{"path": str(Path(f).resolve()), "sha256": sha} for f, sha in zip(p.files, p.sha256s)]
+
+
+def file_identity(path: Path) -> dict[str, Any]:
+    """What names an input file for resuming: its absolute path, size and modification time."""
+    st = path.stat()
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def backtranslate_command(models: Sequence[Path], mono: Path, out: Path, *, beam: int | None, temperature: float | None,
+                          top_k: int | None, top_p: float | None, seed: int | None, max_tokens: int | None,
+                          chunk_lines: int, device: str, target_lang: str | None, mono_lang: str | None) -> None:
+    """`mt backtranslate`: see the module docstring."""
+    if not mono.is_file():
+        raise MTError(f"--mono '{mono}': {'is a folder' if mono.is_dir() else 'file not found'}")
+    if chunk_lines < 1:
+        raise MTError(f"--chunk-lines: must be at least 1, got {chunk_lines}")
+    given = [f for f, v in (("--temperature", temperature), ("--top-k", top_k), ("--top-p", top_p), ("--seed", seed))
+             if v is not None]
+    if beam is not None and given:
+        raise MTError(f"{given[0]}: applies to sampling, and --beam {beam} searches instead; drop one of them")
+    loaded, tokenizer = load_for_target(models, device, target_lang)
+    cfg = loaded.config
+    sampling = beam is None
+    decode = decode_settings(cfg.decode, beam=beam, alpha=None, n_best=1, max_tokens=max_tokens,
+                             sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    if sampling and top_k is None and top_p is None and temperature is None:
+        decode = dataclasses.replace(decode, top_k=0, top_p=1.0, temperature=1.0)  # unrestricted (Edunov et al.)
+    pair = next((p for p in cfg.data.pairs if target_lang is None or p.tgt_lang == target_lang), cfg.data.pairs[0])
+    synthetic_lang, text_lang = pair.tgt_lang, mono_lang or pair.src_lang
+    settings = {k: v for k, v in dataclasses.asdict(decode).items() if k not in ("max_tokens", "bleu_tokenize")}
+    if not sampling:
+        settings = {k: v for k, v in settings.items() if k not in ("temperature", "top_k", "top_p", "seed")}
+    identity = {"command": "backtranslate", "models": [r["sha256"] for r in model_record(loaded)],
+                "mono": file_identity(mono), "decode": settings, "languages": [synthetic_lang, text_lang]}
+    writer = PairWriter(out, synthetic_lang, text_lang, identity)
+    if writer.complete:
+        print(f"backtranslate: {out} is complete (manifest.json); nothing to do")
+        return
+
+    def translate(first: int, lines: list[str], _refs: list[str] | None) -> list[str]:
+        return translate_lines(loaded.engine, tokenizer, lines, decode, device=loaded.device, first_id=first)
+
+    start = time.perf_counter()
+    mode = (f"sampling (seed {decode.seed}, temperature {decode.temperature:g}, top-k {decode.top_k}, "
+            f"top-p {decode.top_p:g})" if sampling else f"beam {decode.beam}")
+    result = generate_pairs(((line, None) for line in mono_lines(mono, text_lang)), translate, writer,
+                            chunk_lines=chunk_lines, output_is_source=True,
+                            on_chunk=lambda n: print(f"backtranslate: {n} lines committed", flush=True))
+    seconds = time.perf_counter() - start
+    done = result.lines - result.resumed_at
+    manifest = writer.finish({"command": "backtranslate", "models": model_record(loaded), "mono": str(mono.resolve()),
+                              "mode": "sampling" if sampling else "beam", "decode": settings,
+                              "src_lang": synthetic_lang, "tgt_lang": text_lang, "resumed_at": result.resumed_at,
+                              "seconds_this_run": round(seconds, 2)})
+    resumed = f", resumed at line {result.resumed_at}" if result.resumed_at else ""
+    print(f"backtranslate: {result.lines} lines -> {out} ({mode}; {done} in {seconds:.1f}s, "
+          f"{done / max(seconds, 1e-9):.1f} lines/s{resumed}); manifest {manifest}")

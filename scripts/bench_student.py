@@ -85,8 +85,9 @@ def main(
                "params": model.num_parameters()}
         for beam in (1, 5):
             decode = dataclasses.replace(cfg.decode, beam=beam, max_len_a=0.0, max_len_b=out_len, forbid_unk=False)
-            one = _time(lambda: [translate_lines(model, tokenizer, [s], decode, device="cpu") for s in src], repeat)
-            batched = _time(lambda: translate_lines(model, tokenizer, src, decode, device="cpu"), repeat)
+            one = _time(lambda m=model, d=decode: [translate_lines(m, tokenizer, [s], d, device="cpu") for s in src],
+                        repeat)
+            batched = _time(lambda m=model, d=decode: translate_lines(m, tokenizer, src, d, device="cpu"), repeat)
             name = "greedy" if beam == 1 else f"beam{beam}"
             row[f"{name}_one_sent_s"] = round(len(src) / one, 1)
             row[f"{name}_batched_sent_s"] = round(len(src) / batched, 1)

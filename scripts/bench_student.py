@@ -7,7 +7,7 @@ Each config's model is built with random weights whose EOS logit is zeroed, so e
 decodes exactly `--out-len` tokens (+ EOS) per sentence: the speed of trained models differs
 only through their output lengths (a trained student writes about as many tokens as its teacher,
 being trained on its output). All shapes share one sentencepiece model (trained here on the
-first 20k training pairs, `tokenizer.vocab_size` of the first config) and decode the source side
+first `--train-pairs` (20k) training pairs, `tokenizer.vocab_size` of the first config) and decode the source side
 of `--split` with `mt.decode.translate.translate_lines` (tokenise, search, detokenise): one
 sentence at a time (what a server at concurrency 1 does) and in the config's token-budgeted
 batches (what `mt translate` does), greedy and beam 5. Prints a markdown table and writes it
@@ -62,6 +62,7 @@ def main(
     out_len: int = typer.Option(20, "--out-len", help="Output tokens per sentence (+ EOS)."),
     threads: int = typer.Option(1, help="torch intra-op threads."),
     repeat: int = typer.Option(2, help="Timed repetitions (best kept)."),
+    train_pairs: int = typer.Option(20000, "--train-pairs", help="Training pairs the shared tokenizer learns from."),
     out: Path | None = typer.Option(None, help="Write the rows as JSON here."),
 ) -> None:
     torch.set_num_threads(threads)
@@ -69,7 +70,7 @@ def main(
     src, _ = read_split(first.data, split)
     src = src[:limit]
     train_src, train_tgt = read_split(first.data, first.data.train_split)
-    tokenizer = train_sentencepiece(train_src[:20000], train_tgt[:20000], first.tokenizer)
+    tokenizer = train_sentencepiece(train_src[:train_pairs], train_tgt[:train_pairs], first.tokenizer)
     rows = []
     for path in configs:
         cfg = load_config(path, [f"data.path={data}"] if data else [])

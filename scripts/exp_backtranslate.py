@@ -37,7 +37,7 @@ from exp_common import (
     REPO,
     TEST,
     add_common_args,
-    bleu,
+    bleus,
     checkpoint,
     corpus,
     parallel,
@@ -96,11 +96,12 @@ def main() -> None:
                  f"data.synthetic_tag={'false' if name.endswith('untagged') else 'true'}")
         runs.append(train_job(a, out, name, a.config, data / "par", extra))
     seconds.update(parallel(runs, a.jobs, out))
-    names = ("real10k", *SYNTHETIC, "real29k")
+    names = ("real10k", *SYNTHETIC, "real29k", "rev10k")
     results: dict = {"updates": a.updates, "device": a.device, "config": cfg, "seed": a.seed, "ratio": a.ratio,
                      "pairs": {"parallel": min(a.parallel, len(en)), "mono": max(0, len(en) - a.parallel), "all": len(en)},
                      "bt_beam": a.bt_beam, "seconds": seconds,
-                     "bleu": {name: bleu(a, out, name) for name in names}, "bleu_reverse": bleu(a, out, "rev10k")}
+                     "bleu": bleus(a, out, list(names))}
+    results["bleu_reverse"] = results["bleu"].pop("rev10k")
     n_par, n_mono = results["pairs"]["parallel"], results["pairs"]["mono"]
     real_epoch = round(n_mono / a.ratio) if a.ratio > 0 and n_mono >= a.ratio * n_par else n_par
     syn_epoch = n_mono if a.ratio <= 0 or n_mono >= a.ratio * n_par else round(a.ratio * n_par)

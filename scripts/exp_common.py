@@ -78,7 +78,8 @@ def train_sets(a: argparse.Namespace, out: Path, name: str, data: Path) -> list[
     """The `--set` overrides of one training: its name and data, the shared budget, device and seed."""
     sets = [f"name={name}", f"run_root={out / 'runs'}", f"data.path={data}", f"train.max_updates={a.updates}",
             "train.time_budget=0", f"train.device={a.device}", f"train.seed={a.seed}",
-            f"train.threads={max(1, (os.cpu_count() or 1) // max(1, a.jobs))}"]
+            f"train.threads={max(1, (os.cpu_count() or 1) // max(1, a.jobs))}",
+            "train.valid_every=20%"]  # 5 validations a run (at epoch ends, 10k pairs would validate 18 times)
     return [x for s in [*sets, *a.set] for x in ("--set", s)]
 
 
@@ -111,6 +112,13 @@ def bleu(a: argparse.Namespace, out: Path, name: str) -> float:
     run(f"eval_{name}", args, out)
     report = next(eval_dir.glob("*.json"))
     return float(json.loads(report.read_text(encoding="utf-8"))["bleu"])
+
+
+def bleus(a: argparse.Namespace, out: Path, names: list[str]) -> dict[str, float]:
+    """`bleu` of several runs, `a.jobs` evaluations at a time."""
+    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        futures = {name: pool.submit(bleu, a, out, name) for name in names}
+        return {name: f.result() for name, f in futures.items()}
 
 
 def read_gz(mirror: Path, name: str) -> list[str]:

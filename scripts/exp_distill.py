@@ -36,7 +36,7 @@ from exp_common import (
     REPO,
     TEST,
     add_common_args,
-    bleu,
+    bleus,
     checkpoint,
     compact_copy,
     corpus,
@@ -107,15 +107,12 @@ def main() -> None:
                                                                                if select else "")},
                      "params": {n: _params(c) for n, c in ckpts.items()},
                      "bleu": {}}
-    if a.teacher is None:
-        results["bleu"]["teacher"] = bleu(a, out, "teacher")
-    else:
+    if a.teacher is not None:
         run("eval_teacher", ["evaluate", "-c", str(teacher), "--src", str(data / f"{TEST}.en"), "--ref",
                              str(data / f"{TEST}.de"), "--out-dir", str(out / "eval" / "teacher"), "--device", a.device]
             + (["--beam", str(a.eval_beam)] if a.eval_beam else []), out)
         results["bleu"]["teacher"] = float(json.loads(next((out / "eval" / "teacher").glob("*.json")).read_text())["bleu"])
-    for name in ("student_ref", "student_distilled"):
-        results["bleu"][name] = bleu(a, out, name)
+    results["bleu"].update(bleus(a, out, ["student_ref", "student_distilled"] + (["teacher"] if a.teacher is None else [])))
     b = results["bleu"]
     results["goals"] = {"distilled_minus_ref": round(b["student_distilled"] - b["student_ref"], 2),
                         "teacher_minus_distilled": round(b["teacher"] - b["student_distilled"], 2)}

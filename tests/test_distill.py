@@ -81,3 +81,19 @@ def test_bad_input_is_one_line(tiny_base, multi30k_dir, tmp_path, monkeypatch, c
     code, _, err = run_cli(monkeypatch, capsys, "distill", TINY, "--teacher", tiny_base,
                            *_student_args(multi30k_dir, tmp_path), *extra)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_bench_student_runs(multi30k_dir, tmp_path):
+    """scripts/bench_student.py on two tiny shapes (figures not checked: speed is measured, not unit-tested)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "rows.json"
+    proc = subprocess.run([sys.executable, str(TINY.parents[1] / "scripts" / "bench_student.py"), str(TINY), str(TINY),
+                           "--data", str(multi30k_dir), "--limit", "3", "--repeat", "1", "--out-len", "3", "--train-pairs", "2000",
+                           "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert len(rows) == 2 and rows[0]["shape"] == "d64 2+2 ff128" and rows[0]["greedy_one_sent_s"] > 0
+    assert "| tiny.yaml | d64 2+2 ff128 |" in proc.stdout

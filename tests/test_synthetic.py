@@ -133,3 +133,18 @@ def test_bad_synthetic_folder_is_one_line(multi30k_dir, tmp_path, monkeypatch, c
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     code, _, err = run_cli(monkeypatch, capsys, "prepare", config, "--set", "data.synthetic_ratio=-1")
     assert code == 2 and "data.synthetic_ratio" in err
+
+
+def test_subword_sampling_keeps_the_tag(mixed_run):
+    """tokenizer.sampling_alpha resegments synthetic sources too, the <BT> tag kept in front."""
+    cfg = dataclasses.replace(mixed_run, tokenizer=dataclasses.replace(mixed_run.tokenizer, sampling_alpha=0.1),
+                              train=dataclasses.replace(mixed_run.train, pad_multiple=1))
+    tokenizer = Tokenizer.from_files(cfg.run_dir)
+    tag = tokenizer.control_id(SYNTHETIC_TAG)
+    cached = load_split(cfg.run_dir, "train")
+    data = TrainingData(cfg, cfg.run_dir, cached, tokenizer, DistInfo(), lambda _: None)
+    sampled = data.epoch(1).split.src
+    assert all(sampled[i][0] == tag for i in range(REAL, REAL + SYNTHETIC))
+    assert not any(sampled[i][0] == tag for i in range(REAL))
+    changed = sum(sampled[i].tolist() != cached.src[i].tolist() for i in range(REAL, REAL + SYNTHETIC))
+    assert changed > SYNTHETIC // 4  # resampled, not kept canonical

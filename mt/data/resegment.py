@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mt.data.splits import EncodedSplit, TokenArray
+from mt.data.synthetic import SYNTHETIC_TAG
 from mt.data.tokenizer import Tokenizer
 
 CHUNK = 8192  # sentences per seeded sampling call: the output does not depend on how chunks are run
@@ -61,6 +62,9 @@ class Resegmenter:
         """`tokenizer`: the run's (no `src_prefix`: tags are read off the cached sources)."""
         self.split, self.tokenizer, self.settings = split, tokenizer, settings
         tags = set(tokenizer.target_tags().values())
+        synthetic = tokenizer.control_id(SYNTHETIC_TAG)  # a bilingual model's only tag: <BT> (mt.data.synthetic)
+        if synthetic is not None:
+            tags.add(synthetic)
         # Per side: the text, the tag id in front of each sequence (-1: none) and whether the text
         # encodes back to the cached ids. Cached ids are read again from the split when needed.
         self._sides: dict[str, tuple[TokenArray, list[str], np.ndarray, np.ndarray]] = {}

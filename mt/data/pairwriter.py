@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mt.errors import MTError
-from mt.textio import atomic_write
+from mt.textio import atomic_write, remove_stale_temp_files
 
 PROGRESS, MANIFEST = "progress.json", "manifest.json"
 SPLIT = "train"
@@ -89,6 +89,7 @@ class PairWriter:
                 path.write_bytes(b"")
             self._commit()
             return 0
+        remove_stale_temp_files(self.folder)  # a progress record a kill cut short
         record = _read_json(progress)
         if record.get("identity") != self.identity:
             raise MTError(f"{self.folder}: was started with other settings "

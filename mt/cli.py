@@ -39,6 +39,9 @@ app.add_typer(data_app, name="data")
 
 ConfigArg = typer.Argument(..., help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml.")
 SetOpt = typer.Option([], "--set", help="Override a config value: section.key=value (repeatable).")
+SERVE_CKPT_HELP = ("One model: a checkpoint (.pt), an ensemble of checkpoints joined by commas (a.pt,b.pt), or an "
+                   "`mt export` directory. Repeat for several models (in worker processes of their own): each "
+                   "request goes to the one that serves its language pair; two may not serve the same pair.")
 CKPT_HELP = ("A checkpoint file (.pt). Repeat for an ensemble: the models' probabilities are averaged at every "
              "step; they must share one tokenizer, and the first one's config and decode settings apply. "
              "translate/evaluate also take one `mt export` directory (run in CTranslate2).")
@@ -246,10 +249,13 @@ def options_of(settings: type) -> Callable[[Callable[..., None]], Callable[..., 
 
 @app.command()
 @options_of(ServeSettings)
-def serve(checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP), **settings: Any) -> None:
-    """Serve a model over HTTP: LibreTranslate-compatible /translate, /v1/translate, /metrics, /docs.
+def serve(checkpoint: list[str] = typer.Option(..., "--checkpoint", "-c", help=SERVE_CKPT_HELP),
+          **settings: Any) -> None:
+    """Serve models over HTTP: LibreTranslate-compatible /translate, /v1/translate, /metrics, /docs.
 
-    Needs the serve extra: pip install -e ".[serve]". SIGTERM finishes requests in flight, then exits.
+    Needs the serve extra: pip install -e ".[serve]". Requests go to the model that serves their
+    language pair. SIGTERM finishes requests in flight, then exits; SIGHUP re-reads the keys file and
+    loads the checkpoints again without dropping a request.
     """
     from mt.commands.serve import serve_command
 

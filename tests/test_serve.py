@@ -513,6 +513,9 @@ def test_health_is_503_while_the_model_worker_is_dead_and_a_request_restarts_it(
     with server(ckpt, "--threads", "1", "--cache-size", "0") as (url, proc):  # so the repeated request needs the model
         body = {"segments": lines[:2], "beam": 1}
         before = httpx.post(url + "/v1/translate", json=body, timeout=60).json()["translations"]
+        # The answer can come before the worker has reported its batch done (a request is answered as
+        # its sentences end): killed in between, that batch would fail. Kill an idle worker.
+        wait_until(lambda: metric(url, "mt_batch_seconds_count") == 2, "the warm-up's and the request's batches done")
         worker = _model_worker_pid(proc.pid)
         os.kill(worker, signal.SIGKILL)
         deadline = time.monotonic() + 10

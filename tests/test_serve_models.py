@@ -197,6 +197,21 @@ def test_reload_under_load_drops_nothing(models: dict[str, Path], tmp_path: Path
         assert back.status_code == 200 and [m["id"] for m in back.json()["models"]] == [old_id]
         assert metric(url, 'mt_reloads_total{result="failed"}') == 1
 
+        # A worker that dies after its checkpoint was replaced on disk is not restarted with weights
+        # the server would serve under the old id: /health says so until a reload.
+        shutil.copy(models["en-de2"], tmp_path / "next.pt")
+        os.replace(tmp_path / "next.pt", served)
+        wait_until(lambda: httpx.get(url + "/health").status_code == 200, "the retired workers gone", 30)
+        os.kill(_model_worker_pid(proc.pid), signal.SIGKILL)
+        wait_until(lambda: "the checkpoint changed on disk" in httpx.get(url + "/health").text,
+                   "/health naming the changed checkpoint", 30)
+        refused = httpx.post(url + "/v1/translate", headers={"X-API-Key": "k-app"}, json={"segments": ["x y"]})
+        assert refused.status_code == 503 and "the checkpoint changed on disk" in refused.json()["error"]
+        assert httpx.get(url + "/health").status_code == 503
+        proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: httpx.get(url + "/health").status_code == 200 and
+                   httpx.get(url + "/ready").json().get("model", {}).get("id") == new_id, "reloaded", 60)
+
         # SIGTERM with --drain-seconds: not ready at once, still translating, then a clean exit.
         proc.send_signal(signal.SIGTERM)
         wait_until(lambda: httpx.get(url + "/ready").status_code == 503, "/ready 503 after SIGTERM", 5)

@@ -49,6 +49,7 @@ from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine, Results, rows_per_sentence
+from mt.errors import MTError
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +156,8 @@ class Batcher:
         self._last_jobs = 0  # requests expected for the next round: the last round's + those queued during it
         self._answered = 0  # requests answered so far (by the worker)
         self._first_answer: float | None = None  # when the current round answered its first request
-        # Supervision: a worker thread that fails (a bug, never a batch's error: `_decode` catches
-        # those) fails its round's requests, says so (`alive` False, /health 503) for
-        # `restart_delay_s`, counts itself (`on_thread_restart`) and runs again.
+        # Supervision: a failing worker loop (a bug; `_decode` catches a batch's errors) fails its round,
+        # is not `alive` (/health 503) for `restart_delay_s`, counts itself and runs again.
         self._on_thread_restart = on_thread_restart or (lambda: None)
         self.restart_delay_s = restart_delay_s
         self._round: list[_Item] = []  # the round being decoded (failed if the thread fails)
@@ -391,7 +391,10 @@ class Batcher:
                                                sentence_ids=[item.index for item in items],
                                                on_result=lambda i, hyps: self._record(items[i], hyps))
         except Exception as e:  # noqa: BLE001 - a failing batch fails its jobs, never the worker
-            log.exception("decoding a batch of %d segments failed", len(items))
+            if isinstance(e, MTError):  # a known cause (the worker is gone, or refused): one line
+                log.error("serve: decoding a batch of %d segments failed: %s", len(items), e)
+            else:
+                log.exception("decoding a batch of %d segments failed", len(items))
             self._on_failure(len(items))
             for job in {id(item.job): item.job for item in items}.values():
                 _fail(job, e)

@@ -111,9 +111,11 @@ class ServedModel:
             return f"the batcher's worker thread failed ({self.batcher.crashed}); it is being restarted"
         if not self.batcher.alive:
             return "the batcher's worker thread has stopped"
+        if self.engine.refused is not None:
+            return f"the model worker cannot be restarted: {self.engine.refused}"
         code = self.engine.exited()
         if code is not None:
-            return f"the model worker process exited (code {code}); the next request starts a new one"
+            return f"the model worker process exited (code {code}); a new one is starting"
         return None
 
     def close(self) -> None:

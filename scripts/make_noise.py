@@ -95,8 +95,9 @@ def corrupt(en: list[str], de: list[str], fr: list[str], shares: dict[str, float
     return src, tgt, labels
 
 
-def make(mirror: Path, out: Path, seed: int, scale: float) -> None:
-    en, de, fr = (_read(mirror, f"train.{lang}") for lang in ("en", "de", "fr"))
+def make(mirror: Path, out: Path, seed: int, scale: float, limit: int = 0) -> dict[str, object]:
+    """Write the noisy corpus into `out` (module docstring) from the first `limit` pairs (0 = all)."""
+    en, de, fr = (_read(mirror, f"train.{lang}")[:limit or None] for lang in ("en", "de", "fr"))
     shares = {kind: share * scale for kind, share in KINDS.items()}
     src, tgt, labels = corrupt(en, de, fr, shares, seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -111,7 +112,7 @@ def make(mirror: Path, out: Path, seed: int, scale: float) -> None:
     summary = {"seed": seed, "pairs": len(labels), "shares": shares, "counts": dict(counts),
                "noisy_share": round(1 - counts["clean"] / len(labels), 4)}
     (out / "noise.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(summary))
+    return summary
 
 
 def score(labels_path: Path, dropped_path: Path) -> dict[str, object]:
@@ -148,13 +149,14 @@ def main() -> None:
     m.add_argument("--out", type=Path, required=True)
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--scale", type=float, default=1.0, help="multiply every share (1 = 35%% noisy pairs)")
+    m.add_argument("--limit", type=int, default=0, help="use only the first N training pairs (0 = all)")
     s = sub.add_parser("score", help="precision and recall of a cleaning run's dropped pairs")
     s.add_argument("labels", type=Path)
     s.add_argument("dropped", type=Path, help="the clean_dropped.jsonl of `mt data clean --dropped-file`")
     s.add_argument("--json", type=Path, help="also write the result here")
     args = parser.parse_args()
     if args.cmd == "make":
-        make(args.mirror, args.out, args.seed, args.scale)
+        print(json.dumps(make(args.mirror, args.out, args.seed, args.scale, args.limit)))
         return
     result = score(args.labels, args.dropped)
     text = json.dumps(result, indent=2)

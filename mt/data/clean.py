@@ -16,7 +16,8 @@ applies names the drop):
   langid          a side that py3langid identifies as another language (mt.data.langid)
 
 Duplicates are found by 64-bit hashes (blake2b) in `HashSet64`, a numpy open-addressing table of
-16 bytes per distinct pair at most: memory grows with the distinct pairs, never with their text.
+16 to 32 bytes per distinct pair (two tables: exact and folded; 4.5M distinct pairs take 256 MiB):
+memory grows with the distinct pairs, never with their text.
 Everything else keeps no state, so memory is bounded by one pair, the two hash tables and the
 examples kept. Cleaning is deterministic (same input and settings, same output), and
 `clean.max_drop` stops a run that would drop more than that share of a split, naming the rule
@@ -49,8 +50,8 @@ RULES = ("no_text", "length", "copy", "script", "numbers", "duplicate", "near_du
 
 
 class HashSet64:
-    """A set of 64-bit hashes in a numpy table (linear probing, grown at half full): 8-16 bytes
-    per member instead of a Python set's ~60."""
+    """A set of 64-bit hashes in a numpy table (linear probing, doubled at half full): 16-32 bytes
+    per member instead of a Python set's ~60, and no object per member."""
 
     def __init__(self, capacity: int = 1 << 16) -> None:
         self.table = np.zeros(capacity, dtype=np.uint64)  # 0 = empty slot

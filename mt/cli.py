@@ -81,13 +81,15 @@ def data_clean(
                                                                         "(exp(-dual cross-entropy), in (0, 1])."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N (model scores)."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Padded tokens per scoring batch."),
+    workers: int = typer.Option(1, help="Processes for the rules and language ID (same output)."),
 ) -> None:
     """Clean a corpus: duplicates, copies, length, script, numbers, language ID (and model scores)."""
     from mt.commands.clean import clean_command
 
     clean_command(path, output, src_lang=src_lang, tgt_lang=tgt_lang, data_format=data_format, split=split,
                   config=config, overrides=overrides, dropped_file=dropped_file, max_drop=max_drop, forward=forward,
-                  backward=backward, keep=keep, min_score=min_score, device=device, max_tokens=max_tokens)
+                  backward=backward, keep=keep, min_score=min_score, device=device, max_tokens=max_tokens,
+                  workers=workers)
 
 
 @app.command()

@@ -187,3 +187,49 @@ def test_mt_data_clean_cli(tmp_path: Path) -> None:
     assert len((tmp_path / "out" / "train.de").read_text().splitlines()) == 5
     bad = CliRunner().invoke(app, ["data", "clean", str(root), "-o", str(tmp_path / "o2"), "--set", "clean.rules=[nope]"])
     assert bad.exit_code != 0
+
+
+def test_noise_generator_labels_what_it_did_and_scoring_counts_it(tmp_path: Path) -> None:
+    """scripts/make_noise.py: each kind in its share, on disjoint pairs, labelled; `score` turns a
+    dropped file into per-rule precision and per-kind recall."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    try:
+        from make_noise import KINDS, corrupt, score
+    finally:
+        sys.path.pop(0)
+    en = [f"English caption number {i} about a dog." for i in range(400)]
+    de = [f"Deutsche Bildunterschrift {i} über einen Hund." for i in range(400)]
+    fr = [f"Légende française {i} sur un chien." for i in range(400)]
+    src, tgt, labels = corrupt(en, de, fr, KINDS, seed=3)
+    assert src == corrupt(en, de, fr, KINDS, seed=3)[0]
+    for kind, share in KINDS.items():
+        assert abs(labels.count(kind) - round(share * 400)) <= (2 if kind == "duplicate" else 0)
+    for i, label in enumerate(labels):
+        expected = {"clean": tgt[i] == de[i], "copy": tgt[i] == src[i], "wrong_lang": tgt[i] == fr[i],
+                    "misaligned": tgt[i] in de and tgt[i] != de[i], "fragment": de[i].startswith(tgt[i]) and tgt[i] != de[i],
+                    "duplicate": any(clean_rules.normalise(src[i]) == clean_rules.normalise(src[j]) for j in range(i))}
+        assert expected[label], (i, label, src[i], tgt[i])
+    (tmp_path / "labels").write_text("".join(x + "\n" for x in labels), encoding="utf-8")
+    copies = [i for i, x in enumerate(labels) if x == "copy"]
+    rows = [{"line": i + 1, "rule": "copy"} for i in copies] + [{"line": labels.index("clean") + 1, "rule": "copy"}]
+    (tmp_path / "dropped").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = score(tmp_path / "labels", tmp_path / "dropped")
+    assert result["rules"]["copy"]["precision"] == round(len(copies) / (len(copies) + 1), 4)
+    assert result["kinds"]["copy"]["recall"] == 1.0 and result["kinds"]["misaligned"]["recall"] == 0.0
+
+
+def test_workers_give_the_same_result(tmp_path: Path) -> None:
+    """Per-pair rules and language ID in 2 processes (chunks of 2): same kept pairs, drops, examples."""
+    import mt.data.clean as clean
+
+    corpus = [*NOISY, *NOISY, ("", "x"), *pairs("ar", 5, seed=1)] * 2
+    results = []
+    for workers in (1, 2):
+        stats = CleanStats(samples=2)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(clean, "CHUNK", 2)
+            kept = list(clean_pairs(corpus, Cleaner(ON, "en", "de"), stats, workers=workers))
+        results.append((kept, stats.to_dict()))
+    assert results[0] == results[1] and results[0][1]["dropped"]["duplicate"] > 0

@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mt.commands.decoding import decode_settings
 from mt.config import CleanConfig, DataConfig
 from mt.config_load import apply_overrides, config_from_dict, load_raw_config
-from mt.data.clean_corpus import clean_corpus
-from mt.decode.engine import NativeEngine
-from mt.deploy.loading import LoadedModel, load_model
+from mt.data.clean_corpus import Scorer, clean_corpus
 from mt.errors import MTError
-from mt.eval.dualxent import Direction, DualXent
+
+if TYPE_CHECKING:
+    from mt.deploy.loading import LoadedModel
+    from mt.eval.dualxent import Direction
 
 
 def _clean_settings(config: Path | None, overrides: list[str]) -> CleanConfig:
@@ -27,6 +28,10 @@ def _clean_settings(config: Path | None, overrides: list[str]) -> CleanConfig:
 
 
 def _direction(checkpoint: Path, flag: str, src_lang: str, tgt_lang: str, device: str) -> tuple[Direction, LoadedModel]:
+    from mt.decode.engine import NativeEngine
+    from mt.deploy.loading import load_model
+    from mt.eval.dualxent import Direction
+
     loaded = load_model([checkpoint], device)
     if not isinstance(loaded.engine, NativeEngine):
         raise MTError(f"{flag} {checkpoint}: scoring runs mt's own model; give the .pt checkpoint, not an export")
@@ -38,10 +43,22 @@ def _direction(checkpoint: Path, flag: str, src_lang: str, tgt_lang: str, device
     return Direction(loaded.engine.model, tokenizer, loaded.engine.max_positions), loaded
 
 
+def _dual_xent(forward: Path, backward: Path, src_lang: str, tgt_lang: str, device: str,
+               max_tokens: int | None) -> Scorer:
+    """The two models loaded (torch only now: the rules alone start fast and small)."""
+    from mt.commands.decoding import decode_settings
+    from mt.eval.dualxent import DualXent
+
+    fwd, loaded = _direction(forward, "--forward", src_lang, tgt_lang, device)
+    bwd, _ = _direction(backward, "--backward", tgt_lang, src_lang, device)
+    decode = decode_settings(loaded.config.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)
+    return DualXent(fwd, bwd, decode, loaded.device)
+
+
 def clean_command(path: str, output: Path, *, src_lang: str, tgt_lang: str, data_format: str, split: str,
                   config: Path | None, overrides: list[str], dropped_file: bool, max_drop: float | None,
                   forward: Path | None, backward: Path | None, keep: float | None, min_score: float | None,
-                  device: str, max_tokens: int | None) -> None:
+                  device: str, max_tokens: int | None, workers: int = 1) -> None:
     """`mt data clean PATH -o OUT`: see mt.data.clean_corpus."""
     cfg = _clean_settings(config, overrides)
     if max_drop is not None:
@@ -49,16 +66,16 @@ def clean_command(path: str, output: Path, *, src_lang: str, tgt_lang: str, data
             raise MTError(f"--max-drop: must be in [0, 1], got {max_drop:g}")
         cfg = dataclasses.replace(cfg, max_drop=max_drop)
     data = DataConfig(path=path, src_lang=src_lang, tgt_lang=tgt_lang, format=data_format, train_split=split)  # type: ignore[arg-type]
-    scorer = None
+    scorer: Scorer | None = None
     if (forward is None) != (backward is None):
         raise MTError("--forward and --backward: dual cross-entropy needs a model in each direction; give both")
     if forward is not None and backward is not None:
         if keep is None and min_score is None:
             raise MTError("--keep or --min-score: say how many model-scored pairs to keep")
-        fwd, loaded = _direction(forward, "--forward", src_lang, tgt_lang, device)
-        bwd, _ = _direction(backward, "--backward", tgt_lang, src_lang, device)
-        decode = decode_settings(loaded.config.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)
-        scorer = DualXent(fwd, bwd, decode, loaded.device)
+        scorer = _dual_xent(forward, backward, src_lang, tgt_lang, device, max_tokens)
     elif keep is not None or min_score is not None:
         raise MTError("--keep/--min-score: rank by model scores, which need --forward and --backward")
-    clean_corpus(data, split, cfg, output, dropped_file=dropped_file, scorer=scorer, keep=keep, min_score=min_score)
+    if workers < 1:
+        raise MTError(f"--workers: must be at least 1, got {workers}")
+    clean_corpus(data, split, cfg, output, dropped_file=dropped_file, scorer=scorer, keep=keep, min_score=min_score,
+                 workers=workers)

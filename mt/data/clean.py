@@ -27,10 +27,14 @@ training set. Model scores (dual conditional cross-entropy) are a second pass: m
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import itertools
 import json
 import logging
+import multiprocessing as mp
 import random
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -46,6 +50,8 @@ from mt.errors import MTError
 
 log = logging.getLogger(__name__)
 CLEAN_VERSION = 1  # part of prepare's cache key with clean.enabled: bump when a rule changes what it drops
+# A pair's verdict before the duplicate tables: (per-pair drop, exact hash, folded hash, langid drop).
+Verdict = tuple[tuple[str, str] | None, int, int, tuple[str, str] | None]
 RULES = ("no_text", "length", "copy", "script", "numbers", "duplicate", "near_duplicate", "langid")
 
 
@@ -78,11 +84,21 @@ class HashSet64:
             i = (i + 1) & mask
 
     def _grow(self) -> None:
-        old = self.table[self.table != 0]
-        self.table = np.zeros(2 * len(self.table), dtype=np.uint64)
-        self.size = 0
-        for h in old.tolist():
-            self.add(h)
+        """Double the table, re-inserting every member at once: each round places, per free slot,
+        one of the members probing it, and moves the rest one slot on (linear probing's order)."""
+        pending = self.table[self.table != 0]
+        table = np.zeros(2 * len(self.table), dtype=np.uint64)
+        mask = np.uint64(len(table) - 1)
+        pos = pending & mask
+        while len(pending):
+            free = np.flatnonzero(table[pos] == 0)
+            _, first = np.unique(pos[free], return_index=True)
+            placed = free[first]
+            table[pos[placed]] = pending[placed]
+            rest = np.ones(len(pending), dtype=bool)
+            rest[placed] = False
+            pending, pos = pending[rest], (pos[rest] + np.uint64(1)) & mask
+        self.table = table
 
 
 def hash64(text: str) -> int:
@@ -159,44 +175,108 @@ class Cleaner:
             self.notes += [f"langid: py3langid does not cover '{lang}'; its side is not checked"
                            for lang in self.langid.uncovered]
 
-    def check(self, src: str, tgt: str) -> tuple[str, str] | None:
-        """Why the (stripped) pair is dropped, as (rule, detail), or None to keep it."""
+    def judge(self, src: str, tgt: str) -> Verdict:
+        """What needs no state, for one (stripped) pair: the first per-pair rule that drops it, the
+        hashes the duplicate rules look up, and language ID's verdict (only when the per-pair
+        rules keep it). Runs in worker processes with `workers` > 1."""
         cfg, rules = self.cfg, self.rules
         if "no_text" in rules and (why := clean_rules.no_text(src, tgt)):
-            return "no_text", why
+            return ("no_text", why), 0, 0, None
         if "length" in rules and (why := clean_rules.length(src, tgt, max_words=cfg.max_words,
                                                              max_char_ratio=cfg.max_char_ratio,
                                                              ratio_min_chars=cfg.ratio_min_chars)):
-            return "length", why
-        if "copy" in rules and (why := clean_rules.copy(src, tgt, max_overlap=cfg.max_overlap)):
-            return "copy", why
+            return ("length", why), 0, 0, None
+        folded = ""
+        if "copy" in rules or "near_duplicate" in rules:
+            folded = f"{clean_rules.normalise(src)}\t{clean_rules.normalise(tgt)}"
+        if "copy" in rules and (why := clean_rules.copy_normalised(*folded.split("\t"), max_overlap=cfg.max_overlap)):
+            return ("copy", why), 0, 0, None
         if "script" in rules and (why := clean_rules.script(src, tgt, src_scripts=self.src_scripts,
                                                              tgt_scripts=self.tgt_scripts,
                                                              min_share=cfg.min_script_share)):
-            return "script", why
+            return ("script", why), 0, 0, None
         if "numbers" in rules and (why := clean_rules.numbers(src, tgt)):
-            return "numbers", why
-        if "duplicate" in rules and not self.exact.add(hash64(f"{src}\t{tgt}")):
-            return "duplicate", "seen before"
-        if "near_duplicate" in rules:
-            key = f"{clean_rules.normalise(src)}\t{clean_rules.normalise(tgt)}"
-            if not self.folded.add(hash64(key)):
-                return "near_duplicate", "seen before, up to case, punctuation and spacing"
+            return ("numbers", why), 0, 0, None
+        exact = hash64(f"{src}\t{tgt}") if "duplicate" in rules else 0
+        near = hash64(folded) if "near_duplicate" in rules else 0
+        wrong = None
         if self.langid is not None:
             for side, text, lang in (("source", src, self.src_lang), ("target", tgt, self.tgt_lang)):
                 if why := self.langid.wrong_language(text, lang):
-                    return "langid", f"{side}: {why} (expected {lang})"
-        return None
+                    wrong = ("langid", f"{side}: {why} (expected {lang})")
+                    break
+        return None, exact, near, wrong
+
+    def decide(self, verdict: Verdict) -> tuple[str, str] | None:
+        """The drop for a `judge` verdict, in `RULES` order: its per-pair drop, else a duplicate
+        (the hashes enter the tables here, in corpus order), else language ID's."""
+        drop, exact, near, wrong = verdict
+        if drop is not None:
+            return drop
+        if "duplicate" in self.rules and not self.exact.add(exact):
+            return "duplicate", "seen before"
+        if "near_duplicate" in self.rules and not self.folded.add(near):
+            return "near_duplicate", "seen before, up to case, punctuation and spacing"
+        return wrong
+
+    def check(self, src: str, tgt: str) -> tuple[str, str] | None:
+        """Why the (stripped) pair is dropped, as (rule, detail), or None to keep it."""
+        return self.decide(self.judge(src, tgt))
+
+
+_worker: Cleaner | None = None
+CHUNK = 2000  # pairs per task sent to a worker
+
+
+def _init_worker(cfg: CleanConfig, src_lang: str, tgt_lang: str) -> None:
+    global _worker
+    _worker = Cleaner(cfg, src_lang, tgt_lang)
+
+
+def _judge_chunk(chunk: list[tuple[str, str]]) -> list[Verdict]:
+    assert _worker is not None
+    return [_worker.judge(src, tgt) for src, tgt in chunk]
+
+
+def _chunks(pairs: Iterable[tuple[str, str]]) -> Iterator[list[tuple[str, str]]]:
+    it = iter(pairs)
+    while chunk := [(s.strip(), t.strip()) for s, t in itertools.islice(it, CHUNK)]:
+        yield chunk
+
+
+def _verdicts(pairs: Iterable[tuple[str, str]], cleaner: Cleaner, workers: int
+              ) -> Iterator[tuple[str, str, Verdict]]:
+    """(stripped source, target, verdict) in corpus order; judged in `workers` processes when > 1
+    (fork, or spawn when torch is loaded: see mt.data.encode.worker_pool), a few chunks in flight."""
+    if workers <= 1:
+        for src, tgt in pairs:
+            src, tgt = src.strip(), tgt.strip()
+            yield src, tgt, cleaner.judge(src, tgt)
+        return
+    context = mp.get_context("spawn" if "torch" in sys.modules or "fork" not in mp.get_all_start_methods() else "fork")
+    with context.Pool(workers, initializer=_init_worker,
+                      initargs=(cleaner.cfg, cleaner.src_lang, cleaner.tgt_lang)) as pool:
+        chunks = _chunks(pairs)
+        pending: collections.deque[tuple[list[tuple[str, str]], Any]] = collections.deque()
+        for chunk in chunks:
+            pending.append((chunk, pool.apply_async(_judge_chunk, (chunk,))))
+            if len(pending) >= 2 * workers:
+                done, result = pending.popleft()
+                yield from ((s, t, v) for (s, t), v in zip(done, result.get()))
+        while pending:
+            done, result = pending.popleft()
+            yield from ((s, t, v) for (s, t), v in zip(done, result.get()))
 
 
 def clean_pairs(pairs: Iterable[tuple[str, str]], cleaner: Cleaner, stats: CleanStats,
-                dropped: IO[str] | None = None) -> Iterator[tuple[str, str]]:
+                dropped: IO[str] | None = None, workers: int = 1) -> Iterator[tuple[str, str]]:
     """The pairs `cleaner` keeps, stripped of outer whitespace, in order; each pair counted in
-    `stats`, and each dropped one written to `dropped` (JSON lines: line, rule, detail, src, tgt)."""
+    `stats`, and each dropped one written to `dropped` (JSON lines: line, rule, detail, src, tgt).
+    With `workers` > 1 the per-pair rules and language ID run in that many processes; the result
+    is the same."""
     stats.notes = list(dict.fromkeys([*stats.notes, *cleaner.notes]))
-    for line, (src, tgt) in enumerate(pairs, start=1):
-        src, tgt = src.strip(), tgt.strip()
-        drop = cleaner.check(src, tgt)
+    for line, (src, tgt, verdict) in enumerate(_verdicts(pairs, cleaner, workers), start=1):
+        drop = cleaner.decide(verdict)
         stats.record(line, src, tgt, drop)
         if drop is None:
             yield src, tgt
@@ -216,13 +296,13 @@ def check_share(stats: CleanStats, max_drop: float, where: str) -> None:
 
 
 def write_cleaned(pairs: Iterable[tuple[str, str]], cfg: CleanConfig, src_lang: str, tgt_lang: str, out: Path,
-                  *, dropped_path: Path | None, where: str) -> CleanStats:
+                  *, dropped_path: Path | None, where: str, workers: int = 1) -> CleanStats:
     """Clean `pairs` into `out`, JSON lines {"line", "src", "tgt"} (any text survives: tabs, newlines);
     every dropped pair to `dropped_path` when given. MTError (after the pass) over `cfg.max_drop`."""
     cleaner = Cleaner(cfg, src_lang, tgt_lang)
     stats = CleanStats(samples=cfg.samples, seed=cfg.seed)
     with out.open("w", encoding="utf-8") as f, _maybe_open(dropped_path) as dropped:
-        for src, tgt in clean_pairs(pairs, cleaner, stats, dropped):
+        for src, tgt in clean_pairs(pairs, cleaner, stats, dropped, workers):
             f.write(json.dumps({"line": stats.read, "src": src, "tgt": tgt}, ensure_ascii=False) + "\n")
     check_share(stats, cfg.max_drop, where)
     return stats
@@ -258,7 +338,8 @@ def clean_for_prepare(cfg: Config, pairs_of: Callable[[PairConfig], Iterable[tup
                       dropped_dir: Path) -> dict[str, tuple[Path, CleanStats]]:
     """`mt prepare`'s pass 0 when `cfg.clean.enabled`: each pair's training pairs (`pairs_of(pair)`)
     cleaned into `work/<pair>.jsonl`, with every dropped pair in `dropped_dir/clean_dropped.<pair>.jsonl`
-    when `clean.dropped_file`. Returns {pair name: (cleaned file, its stats)}; {} when disabled."""
+    when `clean.dropped_file`, in `tokenizer.workers` processes (as prepare encodes). Returns
+    {pair name: (cleaned file, its stats)}; {} when disabled."""
     if not cfg.clean.enabled:
         return {}
     work.mkdir(parents=True, exist_ok=True)
@@ -269,7 +350,7 @@ def clean_for_prepare(cfg: Config, pairs_of: Callable[[PairConfig], Iterable[tup
         where = f"training split '{pair.train_split}' of {pair.hub_name or pair.path}"
         t0 = time.perf_counter()
         stats = write_cleaned(pairs_of(pair), cfg.clean, pair.src_lang, pair.tgt_lang, out, dropped_path=dropped,
-                              where=where)
+                              where=where, workers=cfg.tokenizer.workers)
         seconds = time.perf_counter() - t0
         log.info(f"prepare: cleaned {pair.name} {pair.train_split}: {stats.summary()} in {seconds:.1f}s "
                  f"({stats.read / max(seconds, 1e-9):,.0f} pairs/s)" + "".join(f"; {n}" for n in stats.notes))

@@ -66,9 +66,10 @@ def _cutoff(scores: np.ndarray, keep: float | None, min_score: float | None) -> 
 
 def clean_corpus(data: corpus.Corpus, split: str, cfg: CleanConfig, out_dir: Path, *, dropped_file: bool,
                  scorer: Scorer | None = None, keep: float | None = None, min_score: float | None = None,
-                 chunk: int = 20_000) -> CleanStats:
-    """Clean `split` of `data` into `out_dir` (module docstring); returns the counts, the model
-    scores' drops counted under 'dual_xent'. MTError over `cfg.max_drop`, naming the rule."""
+                 chunk: int = 20_000, workers: int = 1) -> CleanStats:
+    """Clean `split` of `data` into `out_dir` (module docstring), the rules and language ID in
+    `workers` processes; returns the counts, the model scores' drops counted under 'dual_xent'.
+    MTError over `cfg.max_drop`, naming the rule."""
     if keep is not None and not 0 < keep <= 1:
         raise MTError(f"--keep: must be in (0, 1], got {keep:g}")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -79,7 +80,7 @@ def clean_corpus(data: corpus.Corpus, split: str, cfg: CleanConfig, out_dir: Pat
     try:
         t0 = time.perf_counter()
         stats = write_cleaned(corpus.iter_split(data, split), cfg, data.src_lang, data.tgt_lang, rows,
-                              dropped_path=dropped_tmp, where=where)
+                              dropped_path=dropped_tmp, where=where, workers=workers)
         timing = {"rules_seconds": round(time.perf_counter() - t0, 3)}
         scores, cutoff = None, -np.inf
         if scorer is not None:

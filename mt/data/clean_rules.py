@@ -95,7 +95,7 @@ def normalise(text: str) -> str:
 def no_text(src: str, tgt: str) -> str | None:
     """A side that is empty, or only punctuation, symbols or markup (tags, entities)."""
     for side, text in (("source", src), ("target", tgt)):
-        if not _TEXT.search(_MARKUP.sub(" ", text)):
+        if not _TEXT.search(_MARKUP.sub(" ", text) if "<" in text or "&" in text else text):
             return f"{side} has no letters or digits"
     return None
 
@@ -118,14 +118,18 @@ def length(src: str, tgt: str, *, max_words: int, max_char_ratio: float, ratio_m
 def char_length(text: str) -> int:
     """Characters, a Han or Kana character counting as 3 (it carries about a Latin word's share of
     meaning: a Chinese sentence has about a third of the characters of its English translation)."""
-    return len(text) + 2 * len(_DENSE.findall(text))
+    return len(text) + 2 * len(_DENSE.findall(text)) if _DENSE.search(text) else len(text)
 
 
 def copy(src: str, tgt: str, *, max_overlap: float) -> str | None:
     """The target is the source (equal after `normalise`), or nearly: the share of the longer side's
     word types found on the other side is at least `max_overlap` (<= 0: exact copies only), for
     sides of 3 words or more (names and numbers make short pairs overlap)."""
-    a, b = normalise(src), normalise(tgt)
+    return copy_normalised(normalise(src), normalise(tgt), max_overlap=max_overlap)
+
+
+def copy_normalised(a: str, b: str, *, max_overlap: float) -> str | None:
+    """`copy` of two sides already `normalise`d."""
     if a == b:
         return "target equals source"
     if max_overlap > 0:
@@ -137,18 +141,19 @@ def copy(src: str, tgt: str, *, max_overlap: float) -> str | None:
     return None
 
 
-def _script_pattern(scripts: tuple[str, ...]) -> re.Pattern[str]:
+def _foreign_letters(scripts: tuple[str, ...]) -> re.Pattern[str]:
+    """Letters outside `scripts` (a word character that is no digit, no '_' and not in their ranges)."""
     if scripts not in _SCRIPT_RE:
-        _SCRIPT_RE[scripts] = re.compile("[" + "".join(SCRIPT_RANGES[s] for s in scripts) + "]")
+        _SCRIPT_RE[scripts] = re.compile(r"[^\W\d_" + "".join(SCRIPT_RANGES[s] for s in scripts) + "]")
     return _SCRIPT_RE[scripts]
 
 
 def script_share(text: str, scripts: tuple[str, ...]) -> float:
     """The share of the letters of `text` written in `scripts` (1.0 for text without letters)."""
-    letters = len(_LETTER.findall(text))
-    if not letters:
+    foreign = len(_foreign_letters(scripts).findall(text))  # usually none: one cheap pass
+    if not foreign:
         return 1.0
-    return min(1.0, len(_script_pattern(scripts).findall(text)) / letters)
+    return 1.0 - foreign / len(_LETTER.findall(text))
 
 
 def script(src: str, tgt: str, *, src_scripts: tuple[str, ...], tgt_scripts: tuple[str, ...],
@@ -163,6 +168,10 @@ def script(src: str, tgt: str, *, src_scripts: tuple[str, ...], tgt_scripts: tup
     return None
 
 
+def _may_link(text: str) -> bool:
+    return "@" in text or "://" in text or "www." in text.lower()
+
+
 def _numbers(text: str) -> set[str]:
     """Numbers of two digits or more, by value (int(): '٣' and '３' are 3, '007' is 7); single
     digits are left out: translations often write them as words ('2 dogs', 'zwei Hunde')."""
@@ -172,10 +181,12 @@ def _numbers(text: str) -> set[str]:
 def numbers(src: str, tgt: str) -> str | None:
     """A number (10 or more), URL or e-mail address on one side that the other side does not have
     (numbers compared by value across digit systems: '12', '１２', '١٢')."""
-    urls_s, urls_t = ({u.rstrip(".,;:!?)").lower() for u in _URL.findall(t)} for t in (src, tgt))
-    if urls_s != urls_t:
-        return f"URL/e-mail on one side only: {sorted(urls_s ^ urls_t)[0]}"
-    nums_s, nums_t = _numbers(_URL.sub(" ", src)), _numbers(_URL.sub(" ", tgt))
+    if any(_may_link(t) for t in (src, tgt)):
+        urls_s, urls_t = ({u.rstrip(".,;:!?)").lower() for u in _URL.findall(t)} for t in (src, tgt))
+        if urls_s != urls_t:
+            return f"URL/e-mail on one side only: {sorted(urls_s ^ urls_t)[0]}"
+        src, tgt = _URL.sub(" ", src), _URL.sub(" ", tgt)
+    nums_s, nums_t = _numbers(src), _numbers(tgt)
     if nums_s != nums_t:
         return f"number on one side only: {sorted(nums_s ^ nums_t)[0]}"
     return None

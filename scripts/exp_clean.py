@@ -167,11 +167,15 @@ def main() -> None:
     a.mirror = a.mirror.resolve()
     out.mkdir(parents=True, exist_ok=True)
     env = _env(a.pythonpath)
+    if subprocess.run([sys.executable, "-c", "import py3langid"], env=env, capture_output=True).returncode != 0:
+        sys.exit("exp_clean: py3langid is not importable: pip install py3langid==0.4.0, or copy the installed package "
+                 "folder (site-packages/py3langid) into a folder DIR and pass --pythonpath DIR")
+    workers = ["--workers", str(max(1, min(8, (os.cpu_count() or 1) // 2)))]
     t0 = time.perf_counter()
     noise = build_data(a, out)
     data = out / "data"
     seconds = {"rules_clean": run("clean_rules", ["data", "clean", str(data / "noisy"), "-o", str(data / "rules"),
-                                                  "--dropped-file"], out, env)}
+                                                  "--dropped-file", *workers], out, env)}
     _with_splits(a.mirror, data / "rules")
     seconds.update(parallel([("clean", train_args(a, out, "clean", data / "clean")),
                              ("noisy", train_args(a, out, "noisy", data / "noisy")),
@@ -181,7 +185,7 @@ def main() -> None:
     seconds["score_clean"] = run("clean_scored", [
         "data", "clean", str(data / "noisy"), "-o", str(data / "scored"), "--dropped-file", "--device", a.device,
         "--forward", str(checkpoint(out, "noisy")), "--backward", str(checkpoint(out, "noisy_bwd")),
-        "--keep", str(a.keep)], out, env)
+        "--keep", str(a.keep), *workers], out, env)
     _with_splits(a.mirror, data / "scored")
     seconds["scored"] = run("scored", train_args(a, out, "scored", data / "scored"), out, env)
     results: dict[str, object] = {

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mt.config import CleanConfig, DataConfig
+from mt.config_checks import check_data_format
 from mt.config_load import apply_overrides, config_from_dict, load_raw_config
 from mt.data.clean_corpus import Scorer, clean_corpus
 from mt.errors import MTError
@@ -65,7 +66,13 @@ def clean_command(path: str, output: Path, *, src_lang: str, tgt_lang: str, data
         if not 0 <= max_drop <= 1:
             raise MTError(f"--max-drop: must be in [0, 1], got {max_drop:g}")
         cfg = dataclasses.replace(cfg, max_drop=max_drop)
-    data = DataConfig(path=path, src_lang=src_lang, tgt_lang=tgt_lang, format=data_format, train_split=split)  # type: ignore[arg-type]
+    try:
+        check_data_format(data_format)
+    except MTError as e:
+        raise MTError(f"--format {data_format}: {str(e).split(': ', 2)[-1]}") from None
+    hub = data_format == "hub"  # PATH names the hub dataset then
+    data = DataConfig(path="" if hub else path, hub_name=path if hub else "", src_lang=src_lang, tgt_lang=tgt_lang,
+                      format=data_format, train_split=split)  # type: ignore[arg-type]
     scorer: Scorer | None = None
     if (forward is None) != (backward is None):
         raise MTError("--forward and --backward: dual cross-entropy needs a model in each direction; give both")

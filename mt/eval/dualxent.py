@@ -56,6 +56,8 @@ class DualXent:
         fits = [i for i, (s, t) in enumerate(zip(d.tokenizer.encode_src(list(src)), d.tokenizer.encode_tgt(list(tgt))))
                 if len(t) <= limit]
         out = np.full(len(src), math.inf)
+        if not fits:
+            return out
         found = score_pairs(d.model, d.tokenizer, [src[i] for i in fits], [tgt[i] for i in fits], self.decode,
                             max_positions=d.max_positions, device=self.device)
         out[fits] = [-s.per_token for s in found]

@@ -23,7 +23,7 @@ the installed py3langid package's parent folder) in front of their PYTHONPATH.
         --limit 3000 --updates 30 --jobs 2 --device cpu --eval-beam 1
     # the GPU run:
     python scripts/exp_clean.py --mirror /work/shared/data/multi30k --out out/exp_clean \\
-        --updates 2500 --jobs 4 --device cuda
+        --updates 1200 --jobs 4 --device cuda
 """
 
 from __future__ import annotations
@@ -100,8 +100,7 @@ def build_data(a: argparse.Namespace, out: Path) -> dict[str, object]:
 def train_args(a: argparse.Namespace, out: Path, name: str, data: Path, reverse: bool = False) -> list[str]:
     sets = [f"name={name}", f"run_root={out / 'runs'}", f"data.path={data}", f"train.max_updates={a.updates}",
             "train.time_budget=0", f"train.device={a.device}", f"train.seed={a.seed}"]
-    if a.device == "cpu":
-        sets.append(f"train.threads={max(1, (os.cpu_count() or 1) // max(1, a.jobs))}")
+    sets.append(f"train.threads={max(1, (os.cpu_count() or 1) // max(1, a.jobs))}")  # no oversubscription
     if reverse:
         sets += ["data.src_lang=de", "data.tgt_lang=en"]
     sets += a.set
@@ -109,8 +108,10 @@ def train_args(a: argparse.Namespace, out: Path, name: str, data: Path, reverse:
 
 
 def checkpoint(out: Path, name: str) -> Path:
+    """The model the run selected: averaged.pt (written only when it validates at least as well),
+    else best.pt, else last.pt."""
     ckpts = out / "runs" / name / "checkpoints"
-    for candidate in ("best.pt", "last.pt"):
+    for candidate in ("averaged.pt", "best.pt", "last.pt"):
         if (ckpts / candidate).is_file():
             return ckpts / candidate
     sys.exit(f"exp_clean: no checkpoint in {ckpts}")
@@ -151,7 +152,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mirror", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--updates", type=int, default=2500, help="update budget of every training")
+    p.add_argument("--updates", type=int, default=1200, help="update budget of every training")
     p.add_argument("--device", default="cpu", help="cpu | cuda")
     p.add_argument("--jobs", type=int, default=1, help="trainings run at once (phase 1 has 4)")
     p.add_argument("--config", type=Path, default=REPO / "configs" / "multi30k_en_de.yaml")

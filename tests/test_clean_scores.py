@@ -49,6 +49,7 @@ def test_cost_is_the_formula_over_both_directions(checkpoints: dict[str, Path], 
     h_b = np.array([-s.per_token for s in score_pairs(bwd.model, bwd.tokenizer, TGT, SRC, decode,
                                                        max_positions=bwd.max_positions, device="cpu")])
     assert np.allclose(got, np.abs(h_a - h_b) + (h_a + h_b) / 2, atol=1e-6)
+    assert np.allclose(DualXent(fwd, bwd, decode, "cpu")(SRC, TGT), np.exp(-got), atol=1e-6)  # higher = better
     swapped = DualXent(bwd, fwd, decode, "cpu").costs(SRC, TGT)  # each model scoring the other's direction
     assert not np.allclose(got, swapped)
     assert dual_xent_cost(np.array([1.0]), np.array([3.0]))[0] == pytest.approx(4.0)

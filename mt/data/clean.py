@@ -86,8 +86,9 @@ class HashSet64:
     def _grow(self) -> None:
         """Double the table, re-inserting every member at once: each round places, per free slot,
         one of the members probing it, and moves the rest one slot on (linear probing's order)."""
-        pending = self.table[self.table != 0]
-        table = np.zeros(2 * len(self.table), dtype=np.uint64)
+        pending, capacity = self.table[self.table != 0], 2 * len(self.table)
+        self.table = np.zeros(0, dtype=np.uint64)  # the old table freed before the new one exists
+        table = np.zeros(capacity, dtype=np.uint64)
         mask = np.uint64(len(table) - 1)
         pos = pending & mask
         while len(pending):

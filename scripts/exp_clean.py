@@ -21,9 +21,9 @@ the installed py3langid package's parent folder) in front of their PYTHONPATH.
     # here, a CPU proof on a subset (minutes):
     python scripts/exp_clean.py --mirror /work/shared/data/multi30k --out out/exp_clean_cpu \\
         --limit 3000 --updates 30 --jobs 2 --device cpu --eval-beam 1
-    # the GPU run:
-    python scripts/exp_clean.py --mirror /work/shared/data/multi30k --out out/exp_clean \\
-        --updates 1200 --jobs 4 --device cuda
+    # the GPU run (py3langid copied into exp_deps/ where the machine lacks it):
+    python scripts/exp_clean.py --mirror data/multi30k --out /tmp/exp_clean \\
+        --updates 1200 --jobs 4 --device cuda --pythonpath exp_deps
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ TEST = "test_2016_flickr"
 
 def _env(pythonpath: str) -> dict[str, str]:
     env = dict(os.environ)
-    parts = [p for p in (pythonpath, str(REPO), env.get("PYTHONPATH", "")) if p]
+    parts = [p for p in (str(Path(pythonpath).resolve()) if pythonpath else "", str(REPO), env.get("PYTHONPATH", "")) if p]
     env["PYTHONPATH"] = os.pathsep.join(parts)
     return env
 

@@ -225,7 +225,7 @@ def test_bench_serve_two_models_and_a_reload(tmp_path: Path) -> None:
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     ckpt, src = tiny_checkpoint_and_source(tmp_path, 8, 4)
-    reverse = write_random_checkpoint(tmp_path / "de-en.pt", seed=2, langs=("de", "en"))
+    reverse = write_random_checkpoint(tmp_path / "de-en.pt", seed=2, src_lang="de", tgt_lang="en")
     out = run("bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "8", "--concurrency", "4", "--beams", "1",
               "--operator-only", "--second", str(reverse), "--second-src", str(src), "--reload-seconds", "4",
               "--out", str(tmp_path / "report.json"))

@@ -231,7 +231,7 @@ def test_page_with_two_models_picks_the_pair_and_its_card(tiny, tmp_path: Path) 
     finally:
         sys.path.pop(0)
     ckpt, lines = tiny
-    reverse = write_random_checkpoint(tmp_path / "de-en.pt", seed=2, langs=("de", "en"))
+    reverse = write_random_checkpoint(tmp_path / "de-en.pt", seed=2, src_lang="de", tgt_lang="en")
     text = "\n".join(lines[:2])
     expected = {"0": "\n".join(mt_translate(ckpt, lines[:2])), "1": "\n".join(mt_translate(reverse, lines[:2]))}
     assert expected["0"] != expected["1"]

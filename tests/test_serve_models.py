@@ -55,7 +55,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     made = {}
     for name, seed, langs in (("en-de", 1, ("en", "de")), ("de-en", 2, ("de", "en")), ("fr-de", 3, ("fr", "de")),
                               ("en-de2", 4, ("en", "de"))):
-        made[name] = write_random_checkpoint(root / f"{name}.pt", seed=seed, langs=langs)
+        made[name] = write_random_checkpoint(root / f"{name}.pt", seed=seed, src_lang=langs[0], tgt_lang=langs[1])
     return made
 
 

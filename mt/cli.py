@@ -34,11 +34,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="mt: train, run and score Transformer translation models.",
 )
-data_app = typer.Typer(no_args_is_help=True, help="Fetch corpora.")
+data_app = typer.Typer(no_args_is_help=True, help="Fetch and clean corpora.")
 app.add_typer(data_app, name="data")
 
 ConfigArg = typer.Argument(..., help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml.")
 SetOpt = typer.Option([], "--set", help="Override a config value: section.key=value (repeatable).")
+SERVE_CKPT_HELP = ("One model: a checkpoint (.pt), an ensemble of checkpoints joined by commas (a.pt,b.pt), or an "
+                   "`mt export` directory. Repeat for several models (in worker processes of their own): each "
+                   "request goes to the one that serves its language pair; two may not serve the same pair.")
 CKPT_HELP = ("A checkpoint file (.pt). Repeat for an ensemble: the models' probabilities are averaged at every "
              "step; they must share one tokenizer, and the first one's config and decode settings apply. "
              "translate/evaluate also take one `mt export` directory (run in CTranslate2).")
@@ -56,6 +59,40 @@ def data_fetch(
     from mt.commands.fetch import fetch_command
 
     fetch_command(corpus, dest, mirror)
+
+
+@data_app.command("clean")
+def data_clean(
+    path: str = typer.Argument(..., help="The corpus: a folder of split files (text, tsv, jsonl), a saved dataset, "
+                                         "or a hub dataset name with --format hub."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder for the cleaned {split}.{lang} files and report."),
+    src_lang: str = typer.Option("en", "--src-lang", help="Source language code."),
+    tgt_lang: str = typer.Option("de", "--tgt-lang", help="Target language code."),
+    data_format: str = typer.Option("text", "--format", help="text | tsv | jsonl | saved | hub (as data.format)."),
+    split: str = typer.Option("train", "--split", help="The split to clean."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Take the settings of this config's clean: section."),
+    overrides: list[str] = typer.Option([], "--set", help="Override a cleaning setting: clean.key=value (repeatable)."),
+    dropped_file: bool = typer.Option(False, "--dropped-file", help="Write every dropped pair with its rule to "
+                                                                    "clean_dropped.jsonl."),
+    max_drop: Optional[float] = typer.Option(None, "--max-drop", help="Stop when more than this share would be "
+                                                                      "dropped (default clean.max_drop, 0.5)."),
+    forward: Optional[Path] = typer.Option(None, "--forward", help="A src->tgt checkpoint: with --backward, score "
+                                                                   "pairs by dual conditional cross-entropy."),
+    backward: Optional[Path] = typer.Option(None, "--backward", help="A tgt->src checkpoint (see --forward)."),
+    keep: Optional[float] = typer.Option(None, "--keep", help="Keep this best-scoring share of the pairs the rules keep."),
+    min_score: Optional[float] = typer.Option(None, "--min-score", help="Keep pairs scoring at least this "
+                                                                        "(exp(-dual cross-entropy), in (0, 1])."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N (model scores)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Padded tokens per scoring batch."),
+    workers: int = typer.Option(1, help="Processes for the rules and language ID (same output)."),
+) -> None:
+    """Clean a corpus: duplicates, copies, length, script, numbers, language ID (and model scores)."""
+    from mt.commands.clean import clean_command
+
+    clean_command(path, output, src_lang=src_lang, tgt_lang=tgt_lang, data_format=data_format, split=split,
+                  config=config, overrides=overrides, dropped_file=dropped_file, max_drop=max_drop, forward=forward,
+                  backward=backward, keep=keep, min_score=min_score, device=device, max_tokens=max_tokens,
+                  workers=workers)
 
 
 @app.command()
@@ -288,10 +325,13 @@ def options_of(settings: type) -> Callable[[Callable[..., None]], Callable[..., 
 
 @app.command()
 @options_of(ServeSettings)
-def serve(checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP), **settings: Any) -> None:
-    """Serve a model over HTTP: LibreTranslate-compatible /translate, /v1/translate, /metrics, /docs.
+def serve(checkpoint: list[str] = typer.Option(..., "--checkpoint", "-c", help=SERVE_CKPT_HELP),
+          **settings: Any) -> None:
+    """Serve models over HTTP: LibreTranslate-compatible /translate, /v1/translate, /metrics, /docs.
 
-    Needs the serve extra: pip install -e ".[serve]". SIGTERM finishes requests in flight, then exits.
+    Needs the serve extra: pip install -e ".[serve]". Requests go to the model that serves their
+    language pair. SIGTERM finishes requests in flight, then exits; SIGHUP re-reads the keys file and
+    loads the checkpoints again without dropping a request.
     """
     from mt.commands.serve import serve_command
 

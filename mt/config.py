@@ -1,6 +1,6 @@
 """Typed experiment configuration: nested frozen dataclasses loaded from YAML.
 
-A config file has the sections `data`, `tokenizer`, `model`, `train` and `decode`, plus a
+A config file has the sections `data`, `tokenizer`, `model`, `train`, `decode` and `clean`, plus a
 top-level `name` (the run directory is `<run_root>/<name>`). This module is the schema only:
 `mt.config_load` reads YAML and `--set` overrides into it, `mt.config_checks` says which values
 each key accepts.
@@ -25,6 +25,8 @@ LengthPenalty = Literal["gnmt", "average", "none"]
 # sentencepiece's normalisation rules (normalization_rule_name); `identity` leaves text as written.
 Normalization = Literal["identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"]
 DecodePrecision = Literal["fp32", "bf16"]
+# The rules of the cleaning stage (mt/data/clean.py), in the order they run.
+CleanRule = Literal["no_text", "length", "copy", "script", "numbers", "duplicate", "near_duplicate", "langid"]
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,25 @@ class DecodeConfig:
 
 
 @dataclass(frozen=True)
+class CleanConfig:
+    """The cleaning stage `mt prepare` runs on raw training pairs before the tokenizer (and `mt data
+    clean` alone); mt/data/clean.py, docs/guides/cleaning.md. Off by default: curated corpora keep every pair."""
+
+    enabled: bool = False  # run the rules below on every pair's training split (train_limit first)
+    rules: tuple[CleanRule, ...] = ("no_text", "length", "copy", "script", "numbers", "duplicate", "near_duplicate", "langid")
+    max_words: int = 200  # length: drop pairs with more words on a side (0 = no limit)
+    max_char_ratio: float = 3.0  # length: drop pairs whose character-length ratio exceeds this (0 = off) ...
+    ratio_min_chars: int = 10  # ... when the longer side has at least this many characters
+    max_overlap: float = 0.6  # copy: also drop near-copies sharing this share of their words (0 = exact copies only)
+    min_script_share: float = 0.5  # script: drop a side with fewer of its letters in its language's script
+    langid_threshold: float = 0.6  # langid: drop a side identified as another language with this probability
+    max_drop: float = 0.5  # stop with an error when cleaning would drop more than this share of a pair's training split (1 = never)
+    samples: int = 10  # dropped pairs kept per rule as examples in data/clean_report.json
+    dropped_file: bool = False  # write every dropped pair with its rule to clean_dropped.<pair>.jsonl in the run directory
+    seed: int = 1  # which dropped pairs become the examples
+
+
+@dataclass(frozen=True)
 class Config:
     """A whole experiment. `run_dir` is `<run_root>/<name>`."""
 
@@ -199,6 +220,7 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
+    clean: CleanConfig = field(default_factory=CleanConfig)
 
     @property
     def run_dir(self) -> Path:

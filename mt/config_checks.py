@@ -67,6 +67,9 @@ RANGES: dict[str, Range] = {
     "decode.max_len_b": AT_LEAST_0, "decode.n_best": AT_LEAST_1, "decode.max_tokens": AT_LEAST_1,
     "decode.temperature": POSITIVE, "decode.top_k": AT_LEAST_0, "decode.top_p": Range(0, 1, lo_open=True),
     "decode.seed": AT_LEAST_0,
+    "clean.max_words": AT_LEAST_0, "clean.max_char_ratio": AT_LEAST_0, "clean.ratio_min_chars": AT_LEAST_0,
+    "clean.max_overlap": Range(0, 1), "clean.min_script_share": Range(0, 1), "clean.langid_threshold": Range(0, 1),
+    "clean.max_drop": Range(0, 1), "clean.samples": AT_LEAST_0, "clean.seed": AT_LEAST_0,
 }
 # Run names become folder names: no '/', no '..', nothing a shell or another OS trips over.
 NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")

@@ -24,6 +24,7 @@ import gzip
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -45,8 +46,8 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def served(model: str, *args: str) -> Iterator[str]:
-    """`mt serve -c model` on a free port until the block ends (always stopped). The translation
+def served(model: str, *args: str) -> Iterator[tuple[str, int]]:
+    """`mt serve -c model` on a free port until the block ends (always stopped): (its URL, its pid). The translation
     cache is off: every level sends the same lines, and the benchmark measures the model, not the cache."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -66,7 +67,7 @@ def served(model: str, *args: str) -> Iterator[str]:
             if time.monotonic() > deadline:
                 raise SystemExit("server not ready in 180 s")
             time.sleep(0.3)
-        yield url
+        yield url, proc.pid
     finally:
         proc.terminate()
         try:
@@ -141,11 +142,12 @@ class RawHTTPConnection:
                 await writer.wait_closed()
 
 
-async def load(url: str, lines: list[str], concurrency: int, beam: int, cap_s: float,
-               client: str = "raw") -> dict[str, object]:
-    """Send every line as its own request from `concurrency` workers (one connection each); stop
-    early after cap_s. A request counts as an error unless it is a 200 with one translation."""
-    todo = collections.deque(lines)
+async def load(url: str, payloads: list[dict[str, object]], concurrency: int, cap_s: float,
+               client: str = "raw", records: list[tuple[float, float, bool, str]] | None = None) -> dict[str, object]:
+    """Send every payload as its own /v1/translate request from `concurrency` workers (one
+    connection each); stop early after cap_s. A request counts as an error unless it is a 200 with
+    one translation. `records`, when given, gets (start time, seconds, error, answering model id) per request."""
+    todo = collections.deque(payloads)
     latencies: list[float] = []
     errors = 0
     stop_at = time.monotonic() + cap_s
@@ -154,14 +156,19 @@ async def load(url: str, lines: list[str], concurrency: int, beam: int, cap_s: f
     async def worker(post) -> None:
         nonlocal errors
         while todo and time.monotonic() < stop_at:
-            line = todo.popleft()
-            started = time.perf_counter()
+            payload = todo.popleft()
+            started, model = time.perf_counter(), ""
             try:
-                status, data = await post({"segments": [line], "beam": beam})
-                errors += status != 200 or len(json.loads(data)["translations"]) != 1
+                status, data = await post(payload)
+                answer = json.loads(data)
+                failed = status != 200 or len(answer["translations"]) != 1
+                model = "" if failed else answer["model"]["id"]
             except (OSError, ValueError, KeyError, asyncio.IncompleteReadError, httpx.HTTPError):
-                errors += 1
+                failed = True
+            errors += failed
             latencies.append(time.perf_counter() - started)
+            if records is not None:
+                records.append((started, latencies[-1], failed, model))
 
     started = time.perf_counter()
     if client == "raw":
@@ -180,15 +187,19 @@ async def load(url: str, lines: list[str], concurrency: int, beam: int, cap_s: f
 
             await asyncio.gather(*(worker(post) for _ in range(concurrency)))
             wall = time.perf_counter() - started
-    ms = np.array(latencies) * 1000
     return {"requests": len(latencies), "errors": errors, "seg_per_s": round(len(latencies) / wall, 1),
-            "p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(float(np.percentile(ms, 95)), 1),
-            "p99_ms": round(float(np.percentile(ms, 99)), 1)}
+            **percentiles(latencies)}
+
+
+def percentiles(seconds: list[float]) -> dict[str, float]:
+    """p50/p95/p99 of latencies, in ms."""
+    ms = np.array(seconds) * 1000 if seconds else np.array([float("nan")])
+    return {f"p{q}_ms": round(float(np.percentile(ms, q)), 1) for q in (50, 95, 99)}
 
 
 def level(url: str, lines: list[str], concurrency: int, beam: int, cap_s: float, client: str) -> dict[str, object]:
     before = httpx.get(url + "/metrics").text
-    row = asyncio.run(load(url, lines, concurrency, beam, cap_s, client))
+    row = asyncio.run(load(url, [{"segments": [line], "beam": beam} for line in lines], concurrency, cap_s, client))
     row.update(batch_shape(before, httpx.get(url + "/metrics").text), concurrency=concurrency, beam=beam)
     print(json.dumps(row), flush=True)
     return row
@@ -219,6 +230,71 @@ def offline(model: str, lines: list[str], beam: int, threads: int, chunk: int = 
     return rate
 
 
+def two_models(first: str, second: str, lines: list[str], reverse_lines: list[str], concurrency: int, beam: int,
+               cap_s: float, threads: int, client: str) -> dict[str, object]:
+    """One server with `-c first -c second` (first: src->tgt, second: tgt->src), requests for the
+    two pairs interleaved at `concurrency`: seg/s and latency for each pair and together."""
+    pair = _pair(first)
+    payloads = [{"segments": [line], "beam": beam, "source": src}
+                for a, b in zip(lines, reverse_lines) for line, src in ((a, pair[0]), (b, pair[1]))]
+    records: list[tuple[float, float, bool, str]] = []
+    with served(first, "-c", second, "--beam", str(beam), "--threads", str(threads)) as (url, _):
+        ids = {m["id"]: "-".join((m["pairs"][0]["source"], m["pairs"][0]["target"]))
+               for m in httpx.get(url + "/v1/models").json()["models"]}
+        row = asyncio.run(load(url, payloads, concurrency, cap_s, client, records))
+    for model_id, name in ids.items():
+        mine = [r for r in records if r[3] == model_id]
+        row[name] = {"requests": len(mine), **percentiles([r[1] for r in mine])}
+    row.update(concurrency=concurrency, beam=beam, models=list(ids.values()))
+    print(json.dumps({"two_models": row}), flush=True)
+    return row
+
+
+def reload_under_load(model: str, lines: list[str], concurrency: int, beam: int, seconds: float, threads: int,
+                      client: str) -> dict[str, object]:
+    """One server; requests at `concurrency` for `seconds`; a reload (SIGHUP, the same checkpoint
+    loaded again in a new worker) at a third of the way: failed requests, the time until /ready is
+    200 again, and latency before, during (SIGHUP until the swap + 1 s) and after."""
+    payloads = [{"segments": [f"{line} ({i})"], "beam": beam}  # never the same line twice
+                for i in range(100) for line in lines]
+    records: list[tuple[float, float, bool, str]] = []
+    with served(model, "--beam", str(beam), "--threads", str(threads)) as (url, pid):
+
+        async def run() -> tuple[float, float]:
+            task = asyncio.ensure_future(load(url, payloads, concurrency, seconds, client, records))
+            await asyncio.sleep(seconds / 3)
+            sent = time.perf_counter()
+            os.kill(pid, signal.SIGHUP)
+            async with httpx.AsyncClient() as http:
+                await asyncio.sleep(0.05)
+                while (await http.get(url + "/ready")).status_code != 200:
+                    await asyncio.sleep(0.02)
+            ready = time.perf_counter()
+            await task
+            return sent, ready
+
+        sent, ready = asyncio.run(run())
+    during = [r for r in records if sent <= r[0] + r[1] and r[0] <= ready + 1.0]
+    before = [r for r in records if r[0] + r[1] < sent]
+    after = [r for r in records if r[0] > ready + 1.0]
+    row = {"requests": len(records), "errors": sum(r[2] for r in records), "reload_s": round(ready - sent, 2),
+           "models_seen": len({r[3] for r in records if r[3]}),
+           "before": {"requests": len(before), **percentiles([r[1] for r in before])},
+           "during": {"requests": len(during), **percentiles([r[1] for r in during])},
+           "after": {"requests": len(after), **percentiles([r[1] for r in after])},
+           "concurrency": concurrency, "beam": beam}
+    print(json.dumps({"reload": row}), flush=True)
+    return row
+
+
+def _pair(model: str) -> tuple[str, str]:
+    sys.path.insert(0, str(REPO))
+    from mt.deploy.loading import load_model
+
+    cfg = load_model([Path(model)], "cpu").config
+    return cfg.data.src_lang, cfg.data.tgt_lang
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-c", "--checkpoint", required=True)
@@ -234,26 +310,35 @@ def main() -> None:
     ap.add_argument("--offline-chunks", type=int, nargs="*", default=[],
                     help="also time offline translate_lines in calls of this many lines (e.g. 1 28: "
                          "the most that batches of that size can serve)")
+    ap.add_argument("--second", help="a model of the reverse pair: also serve both in one server (-c A -c B), "
+                                      "requests for the two pairs interleaved")
+    ap.add_argument("--second-src", type=Path, default=DEFAULT_SRC.with_name("test_2016_flickr.de.gz"),
+                    help="source lines for --second (default: the German side)")
+    ap.add_argument("--reload-seconds", type=float, default=0.0,
+                    help="also load the server for this long with a SIGHUP reload a third of the way in (0: no)")
+    ap.add_argument("--operator-only", action="store_true",
+                    help="only the two-model and reload runs (not the levels, offline and unbatched runs)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     with gzip.open(args.src, "rt", encoding="utf-8") as f:
         lines = [line.rstrip("\n") for _, line in zip(range(args.n), f)]
     report: dict[str, object] = {"n": len(lines), "cpu": _cpu(), "threads": args.threads, "client": args.client,
                                  "load_before": os.getloadavg()}
-    models = [("native", args.checkpoint)] + ([("ct2", args.export)] if args.export else [])
+    models = [] if args.operator_only else [("native", args.checkpoint)] + ([("ct2", args.export)] if args.export else [])
+    operator_runs(args, lines, report)
     for name, model in models:
         rates = {beam: offline(model, lines, beam, args.threads) for beam in args.beams}
         chunked = {f"beam {beam}, chunks of {chunk}": round(offline(model, lines, beam, args.threads, chunk), 1)
                    for beam in args.beams for chunk in args.offline_chunks}
         rows = []
-        with served(model, "--beam", str(max(args.beams)), "--threads", str(args.threads)) as url:
+        with served(model, "--beam", str(max(args.beams)), "--threads", str(args.threads)) as (url, _):
             for beam in args.beams:
                 for c in args.concurrency:
                     row = level(url, lines, c, beam, args.cap_s, args.client)
                     row["ratio_offline"] = round(row["seg_per_s"] / rates[beam], 2)
                     rows.append(row)
         with served(model, "--beam", str(max(args.beams)), "--threads", str(args.threads),
-                    "--max-batch-tokens", "1") as url:
+                    "--max-batch-tokens", "1") as (url, _):
             unbatched = {beam: level(url, lines, 32, beam, args.cap_s, args.client) for beam in args.beams}
         for row in rows:
             if row["concurrency"] == 32:
@@ -264,6 +349,20 @@ def main() -> None:
     _table(report, [name for name, _ in models])
     if args.out:
         args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+
+
+def operator_runs(args: argparse.Namespace, lines: list[str], report: dict[str, object]) -> None:
+    """The two-model run (with --second) and the reload run (with --reload-seconds), at concurrency
+    32 (or the largest level asked for below it) and the first beam."""
+    concurrency, beam = max([c for c in args.concurrency if c <= 32] or [1]), args.beams[0]
+    if args.second:
+        with gzip.open(args.second_src, "rt", encoding="utf-8") as f:
+            reverse = [line.rstrip("\n") for _, line in zip(range(len(lines)), f)]
+        report["two_models"] = two_models(args.checkpoint, args.second, lines, reverse, concurrency, beam,
+                                          args.cap_s, args.threads, args.client)
+    if args.reload_seconds > 0:
+        report["reload"] = reload_under_load(args.checkpoint, lines, concurrency, beam, args.reload_seconds,
+                                             args.threads, args.client)
 
 
 def _cpu() -> str:
@@ -279,6 +378,16 @@ def _table(report: dict, names: list[str]) -> None:
           f"{report['load_after'][0]:.1f}")
     print("| engine | beam | conc. | seg/s | p50 ms | p95 ms | p99 ms | x offline | x unbatched | mean batch (seg) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    if "two_models" in report:
+        r = report["two_models"]
+        print(f"two models in one server ({', '.join(r['models'])}), concurrency {r['concurrency']}, beam {r['beam']}: "
+              f"{r['seg_per_s']} seg/s, p50/p95/p99 {r['p50_ms']}/{r['p95_ms']}/{r['p99_ms']} ms, errors {r['errors']}; "
+              + "; ".join(f"{m}: p50/p99 {r[m]['p50_ms']}/{r[m]['p99_ms']} ms" for m in r["models"]))
+    if "reload" in report:
+        r = report["reload"]
+        print(f"reload under load, concurrency {r['concurrency']}, beam {r['beam']}: {r['requests']} requests, "
+              f"{r['errors']} failed, /ready 200 again {r['reload_s']} s after SIGHUP; p99 before/during/after "
+              f"{r['before']['p99_ms']}/{r['during']['p99_ms']}/{r['after']['p99_ms']} ms")
     for name in names:
         for r in report[name]["levels"]:
             print(f"| {name} | {r['beam']} | {r['concurrency']} | {r['seg_per_s']} | {r['p50_ms']} | {r['p95_ms']} | "

@@ -27,10 +27,11 @@ _ALPHABETS = ("abcdefghijklmnopqrstuvwxyz", "äöüßéèàçñ", "αβγδεζ�
               "的一是不了人我在有他这中大来上国个到说们")
 
 
-def tiny_config(name: str = "tiny-random") -> Config:
+def tiny_config(name: str = "tiny-random", src_lang: str = "en", tgt_lang: str = "de") -> Config:
     """The config stored in the checkpoint (d_model 32, 1+1 layers, 256 positions, greedy, short outputs)."""
     return config_from_dict({
         "name": name,
+        "data": {"src_lang": src_lang, "tgt_lang": tgt_lang},
         "tokenizer": {"vocab_size": 400, "joint": True},
         "model": {"d_model": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "d_ff": 64, "dropout": 0.0,
                   "max_positions": 256},
@@ -51,9 +52,10 @@ def synthetic_sentences(n: int, seed: int) -> list[str]:
     return lines
 
 
-def write_random_checkpoint(path: Path, *, seed: int = 0) -> Path:
-    """Train the tiny tokenizer, initialise the model from `seed`, save an inference checkpoint at `path`."""
-    cfg = tiny_config()
+def write_random_checkpoint(path: Path, *, seed: int = 0, src_lang: str = "en", tgt_lang: str = "de") -> Path:
+    """Train the tiny tokenizer, initialise the model from `seed`, save an inference checkpoint at
+    `path` (its config says it translates `src_lang` into `tgt_lang`)."""
+    cfg = tiny_config(src_lang=src_lang, tgt_lang=tgt_lang)
     sample = synthetic_sentences(3000, seed)
     tokenizer = train_sentencepiece(sample, sample, cfg.tokenizer)
     torch.manual_seed(seed)

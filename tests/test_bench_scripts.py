@@ -214,6 +214,30 @@ def test_bench_serve_runs(tmp_path: Path, client: str) -> None:
     assert list(chunked) == ["beam 1, chunks of 1", "beam 1, chunks of 4"] and all(v > 0 for v in chunked.values())
 
 
+def test_bench_serve_two_models_and_a_reload(tmp_path: Path) -> None:
+    """bench_serve.py's operator runs on random tiny checkpoints: an en->de and a de->en model in one
+    server, each answering its own pair's requests; then a reload under load with no failed request."""
+    import json
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from tiny_checkpoint import write_random_checkpoint
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    ckpt, src = tiny_checkpoint_and_source(tmp_path, 8, 4)
+    reverse = write_random_checkpoint(tmp_path / "de-en.pt", seed=2, src_lang="de", tgt_lang="en")
+    out = run("bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "8", "--concurrency", "4", "--beams", "1",
+              "--operator-only", "--second", str(reverse), "--second-src", str(src), "--reload-seconds", "4",
+              "--out", str(tmp_path / "report.json"))
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    two = report["two_models"]
+    assert two["requests"] == 16 and two["errors"] == 0 and two["models"] == ["en-de", "de-en"]
+    assert two["en-de"]["requests"] == two["de-en"]["requests"] == 8
+    reload = report["reload"]
+    assert reload["errors"] == 0 and reload["requests"] > 0 and reload["models_seen"] == 1 and reload["reload_s"] > 0
+    assert "native" not in report and "reload under load" in out
+
+
 def test_bench_beam_steps_counts_every_step(tmp_path: Path) -> None:
     """bench_beam_steps.py on a random tiny checkpoint: a table per call size; calls of one line
     have every step at one live sentence, calls of 4 show their full steps and their tail."""

@@ -215,3 +215,38 @@ def test_page_keys_wrong_key_shows_403_right_key_translates(tiny, tmp_path: Path
         assert driver.get_cookies() == []
         assert driver.execute_script("return window.localStorage.length") == 0
         assert "k-right" not in json.dumps(driver.execute_script("return Object.assign({}, window.sessionStorage)"))
+
+
+def test_page_with_two_models_picks_the_pair_and_its_card(tiny, tmp_path: Path) -> None:
+    """A server with an en->de and a de->en model: the page offers the two pairs, translates with
+    the one chosen (equal to `mt translate` with that model) and shows that model's card."""
+    import sys
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.select import Select
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    try:
+        from tiny_checkpoint import write_random_checkpoint
+    finally:
+        sys.path.pop(0)
+    ckpt, lines = tiny
+    reverse = write_random_checkpoint(tmp_path / "de-en.pt", seed=2, src_lang="de", tgt_lang="en")
+    text = "\n".join(lines[:2])
+    expected = {"0": "\n".join(mt_translate(ckpt, lines[:2])), "1": "\n".join(mt_translate(reverse, lines[:2]))}
+    assert expected["0"] != expected["1"]
+    with server(ckpt, "-c", str(reverse)) as (url, _), browser(1280, 900) as driver:
+        models = httpx.get(url + "/v1/models").json()["models"]
+        driver.get(url + "/")
+        wait_for(lambda: "/" in text_of(driver, "count"), what="settings loaded")
+        pair = Select(driver.find_element(By.ID, "target"))
+        assert [option.text for option in pair.options] == ["English → German", "German → English"]
+        type_into(driver, text)
+        wait_for(lambda: value(driver, "result") == expected["0"], what="the en->de model's result")
+        driver.find_element(By.CSS_SELECTOR, "#card summary").click()
+        pair.select_by_value("1")
+        wait_for(lambda: value(driver, "result") == expected["1"], what="the de->en model's result")
+        assert text_of(driver, "source-label") == "Source (German)"
+        card = httpx.get(url + "/v1/model-card", params={"model": models[1]["id"]}).json()
+        assert card["languages"] == {"source": "de", "target": "en"}
+        wait_for(lambda: "de → en" in driver.find_element(By.ID, "card-body").text, what="the de->en model's card")

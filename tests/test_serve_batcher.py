@@ -401,6 +401,41 @@ def test_a_request_cancelled_while_its_batch_fails_does_not_end_the_worker(tiny)
     assert queued.future.cancelled()
 
 
+def test_a_failed_worker_thread_fails_its_round_says_so_and_runs_again(tiny) -> None:
+    """Supervision: a failure of the worker loop itself (here: the depth callback raising once in the
+    worker thread, as it takes a round off the queue) fails
+    the requests of its round at once (not after a timeout), shows as not `alive` (/health 503) with
+    the reason until the loop runs again, is counted, and the next request is decoded as before."""
+    engine, tokenizer, cfg, lines = tiny
+    restarts: list[int] = []
+    calls = 0
+
+    def on_depth(depth: int) -> None:
+        nonlocal calls
+        if threading.current_thread().name == "mt-serve-model":
+            calls += 1
+            if calls == 1:
+                raise ValueError("a bug in a callback")
+
+    batcher = Batcher(engine, tokenizer, max_wait_ms=0, queue_size=100, on_depth=on_depth,
+                      on_thread_restart=lambda: restarts.append(1), restart_delay_s=0.5)
+    try:
+        job = batcher.submit(lines[:2], cfg.decode, n_best=None)
+        with pytest.raises(RuntimeError, match=r"the batcher's worker thread failed \(ValueError: a bug in a callback\)"):
+            job.future.result(timeout=30)
+        assert not batcher.alive and batcher.crashed == "ValueError: a bug in a callback" and restarts == [1]
+        deadline = time.monotonic() + 10
+        while not batcher.alive:
+            assert time.monotonic() < deadline, "the worker thread did not run again"
+            time.sleep(0.02)
+        again = batcher.submit(lines[:2], cfg.decode, n_best=None)
+        want = translate_lines(engine, tokenizer, lines[:2], cfg.decode, device="cpu")
+        assert [hyps[0][0] for hyps in again.future.result(timeout=30)] == want
+    finally:
+        batcher.stop()
+    assert not batcher._thread.is_alive()
+
+
 class _TimedEngine(_HeldEngine):
     """Each search takes `seconds` of the fake clock; the second one is held (as `_HeldEngine`'s
     first) until `release`, so work is running while the test submits."""

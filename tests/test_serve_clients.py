@@ -41,7 +41,7 @@ def test_codes_match_case_insensitively_with_aliases() -> None:
     with pytest.raises(ApiError, match="target fr: not served; this server's languages are en, pt, zh-Hant, de, zh"):
         langs.match("fr", "target")
     assert langs.pair("PT_br", "EN") == ("pt", "en") and langs.pair("en", "zh-CN") == ("en", "zh")
-    with pytest.raises(ApiError, match="language pair de-en: not served; this model translates en-de, en-zh"):
+    with pytest.raises(ApiError, match="language pair de-en: not served; this server translates en-de, en-zh"):
         langs.pair("de", "en")
     served = ServedLanguages([("pt-BR", "en")])
     assert served.match("pt", "source") == "pt-BR" and served.match("pb", "source") == "pt-BR"
@@ -84,7 +84,7 @@ def test_codes_in_any_case_and_alias_on_every_route(tiny, lt_server: str) -> Non
     r = httpx.post(lt_server + "/v1/translate", json={"segments": [line], "target": "DE", "beam": 2}, timeout=60)
     assert r.status_code == 200 and r.json()["translations"][0]["text"] == want
     r = httpx.post(lt_server + "/translate", json={"q": line, "source": "fr", "target": "DE"}, timeout=60)
-    assert r.status_code == 400 and r.json() == {"error": "language pair fr-de: not served; this model translates en-de"}
+    assert r.status_code == 400 and r.json() == {"error": "language pair fr-de: not served; this server translates en-de"}
 
 
 class _Tags(HTMLParser):
@@ -313,4 +313,4 @@ def test_libretranslatepy_client_translate_detect_languages(tiny, lt_server: str
     with pytest.raises(urllib.error.HTTPError) as failed:
         lt.translate(ENGLISH[0], "de", "en")
     assert failed.value.code == 400
-    assert json.loads(failed.value.read()) == {"error": "language pair de-en: not served; this model translates en-de"}
+    assert json.loads(failed.value.read()) == {"error": "language pair de-en: not served; this server translates en-de"}

@@ -32,6 +32,6 @@ def test_multi_pair_model_serves_each_target(multi_run: tuple[Path, Path]) -> No
         assert missing.status_code == 400
         assert missing.json() == {"error": "target: required: this model translates into de, ru"}
         unknown = httpx.post(url + "/translate", json={"q": "Hi.", "source": "en", "target": "fr"})
-        assert unknown.status_code == 400 and "en-fr: not served; this model translates en-de, en-ru" in unknown.text
+        assert unknown.status_code == 400 and "en-fr: not served; this server translates en-de, en-ru" in unknown.text
         auto = httpx.post(url + "/translate", json={"q": "She drinks tea.", "source": "auto", "target": "ru"}).json()
         assert auto["translatedText"] == want["ru"][2] and auto["detectedLanguage"]["language"] == "en"

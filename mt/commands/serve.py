@@ -4,7 +4,6 @@ mt.serve's, behind the optional serve extra). The options are `ServeSettings`' f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from mt.errors import MTError
@@ -12,12 +11,17 @@ from mt.errors import MTError
 SERVE_EXTRA_HINT = 'pip install -e ".[serve]"'
 
 
-def serve_command(checkpoints: Sequence[Path], **flags: Any) -> None:
+def serve_command(checkpoints: Sequence[str], **flags: Any) -> None:
     """`mt serve`: check the flags and the model paths, then run the HTTP server until SIGTERM.
+    `checkpoints`: the `-c` values, one model each (an ensemble's paths joined by commas).
     `flags`: the values of `mt serve`'s options, by `ServeSettings` field name (`ServeSettings.from_flags`)."""
-    for path in checkpoints:
-        if not Path(path).exists():
-            raise MTError(f"-c {path}: not found")
+    from mt.serve.specs import parse_specs
+
+    specs = parse_specs(checkpoints)
+    for spec in specs:
+        for path in spec:
+            if not path.exists():
+                raise MTError(f"-c {path}: not found")
     try:
         import fastapi  # noqa: F401
         import fastapi_offline  # noqa: F401 - the /docs and /redoc files
@@ -30,4 +34,4 @@ def serve_command(checkpoints: Sequence[Path], **flags: Any) -> None:
     from mt.serve.server import run_server
     from mt.serve.settings import ServeSettings
 
-    run_server(ServeSettings.from_flags(**flags), checkpoints)
+    run_server(ServeSettings.from_flags(**flags), specs)

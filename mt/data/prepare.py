@@ -23,6 +23,10 @@ Layout in `cfg.run_dir` (see ARCHITECTURE.md): `config.yaml`, `spm.model` (or `s
   whose fingerprint differs, is rebuilt; so is one an older mt wrote (its `cache_version`), with a
   one-line notice.
 
+With `clean.enabled`, every pair's training split first goes through the cleaning stage
+(mt.data.clean: rules and language identification on the raw text, into a temporary file both
+passes read); its counts and examples per rule go to `clean_report.json` under `clean`.
+
 The corpus is streamed in chunks (`mt.data.encode`, in `tokenizer.workers` processes): memory is
 bounded by the tokenizer sample and a few chunks in flight, not by the corpus size.
 
@@ -51,6 +55,7 @@ from typing import Any
 from mt.config import Config, PairConfig
 from mt.config_load import config_to_yaml, save_config
 from mt.data import corpus, synthetic
+from mt.data.clean import CLEAN_VERSION, CleanStats, clean_for_prepare, read_cleaned
 from mt.data.encode import concatenate_splits, encode_split, split_path, worker_pool
 from mt.data.splits import MANIFEST
 from mt.data.tokenizer import (
@@ -78,6 +83,7 @@ ROUND_TRIP_WARNING = 0.001  # warn when more target lines than this fraction cha
 # on (1048 characters of up to 4 bytes; it would skip them anyway). No ratio rule: a misaligned
 # pair is still good text to learn pieces from.
 SAMPLE_LIMITS = corpus.CleanLimits(max_len=4192 // 4, max_len_ratio=0)
+Cleaned = dict[str, tuple[Path, CleanStats]]  # the cleaning stage's file and counts per pair (mt.data.clean)
 
 
 # --------------------------------------------------------------------------- fingerprint
@@ -93,8 +99,11 @@ def _shaping_config(cfg: Config) -> dict[str, Any]:
     data = {"pairs": [dataclasses.asdict(p) for p in d.pairs], "target_tags": d.target_tags,
             "train_split": d.train_split, "train_limit": d.train_limit, "max_len": d.max_len,
             "max_len_ratio": d.max_len_ratio}
-    return {"data": data, "tokenizer": tok, "seed": cfg.train.seed, "max_positions": cfg.model.max_positions,
-            "cache_version": CACHE_VERSION}
+    shaping = {"data": data, "tokenizer": tok, "seed": cfg.train.seed, "max_positions": cfg.model.max_positions,
+               "cache_version": CACHE_VERSION}
+    if cfg.clean.enabled:  # the cleaning stage's settings and version (off: the key of before it existed)
+        shaping["clean"] = {**dataclasses.asdict(cfg.clean), "version": CLEAN_VERSION}
+    return shaping
 
 
 def _fingerprint(cfg: Config, splits: dict[str, list[str]], reused: Tokenizer | None = None) -> tuple[str, dict[str, Any]]:
@@ -145,7 +154,9 @@ def _is_up_to_date(data_dir: Path, digest: str) -> bool:
 # --------------------------------------------------------------------------- the stage
 
 
-def _train_pairs(pair: PairConfig, limit: int) -> Iterator[tuple[str, str]]:
+def _train_pairs(pair: PairConfig, limit: int, stage: Cleaned | None = None) -> Iterator[tuple[str, str]]:
+    if stage and pair.name in stage:  # the cleaning stage's output (train_limit applied before it)
+        return read_cleaned(stage[pair.name][0])
     pairs = corpus.iter_split(pair, pair.train_split)
     return itertools.islice(pairs, limit) if limit > 0 else pairs
 
@@ -199,12 +210,12 @@ def _splits_to_prepare(pair: PairConfig) -> tuple[list[str], list[str]]:
     return splits, [s for s in pair.test_splits if s not in tests]
 
 
-def _train_tokenizer(cfg: Config, staging: Path) -> Tokenizer:
+def _train_tokenizer(cfg: Config, staging: Path, stage: Cleaned) -> Tokenizer:
     """Pass 1: train sentencepiece on a bounded, seeded sample of all pairs' cleaned training data
     (with a tag per target language when data.target_tags) and save its model file(s) into `staging`."""
     data, tok_cfg = cfg.data, cfg.tokenizer
     report = corpus.CleanReport()
-    train = itertools.chain.from_iterable(_train_pairs(p, data.train_limit) for p in data.pairs)
+    train = itertools.chain.from_iterable(_train_pairs(p, data.train_limit, stage) for p in data.pairs)
     sample = reservoir_sample(corpus.clean_pairs(train, SAMPLE_LIMITS, report), tok_cfg.sample_size, cfg.train.seed)
     if report.kept == 0:
         raise _empty_after_cleaning(data.pairs, report)
@@ -236,7 +247,7 @@ def _warn_about(split: str, stats: dict[str, int], report: corpus.CleanReport | 
 
 
 def _encode_pair(cfg: Config, pair: PairConfig, splits: list[str], tokenizer: Tokenizer, staging: Path,
-                 stats: dict[str, dict[str, int]]) -> dict[str, Any]:
+                 stats: dict[str, dict[str, int]], stage: Cleaned) -> dict[str, Any]:
     """Pass 2 for one pair: encode its splits into `staging`, streamed, in `tokenizer.workers`
     processes, with its target tag when the model has tags (cleaning the training split,
     truncating the others to the model's length); adds their counts to `stats` under their
@@ -251,7 +262,7 @@ def _encode_pair(cfg: Config, pair: PairConfig, splits: list[str], tokenizer: To
         for split in splits:
             is_train = split == pair.train_split
             name = data.split_label(pair, split)
-            pairs = _train_pairs(pair, data.train_limit) if is_train else corpus.iter_split(pair, split)
+            pairs = _train_pairs(pair, data.train_limit, stage) if is_train else corpus.iter_split(pair, split)
             clean = corpus.CleanLimits.from_config(data, max_positions) if is_train else None
             s, rep, examples = encode_split(pairs, clean, max_positions - 1, tokenizer, pool, workers, staging, name)
             stats[name] = s
@@ -324,14 +335,15 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
     staging.mkdir()
     stats: dict[str, dict[str, int]] = {}
     try:
+        stage = clean_for_prepare(cfg, lambda p: _train_pairs(p, cfg.data.train_limit), run_dir / ".clean.tmp", staging)
         if tokenizer is None:
-            tokenizer = _train_tokenizer(cfg, staging)
+            tokenizer = _train_tokenizer(cfg, staging, stage)
         else:
             tokenizer.save(staging)
             log.info(f"prepare: reusing the tokenizer of {cfg.train.init_from} ({'joint' if tokenizer.joint else 'separate'}, "
                      f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}); no sentencepiece training")
         t0 = time.perf_counter()
-        reports = {p.name: _encode_pair(cfg, p, splits[p.name], tokenizer, staging, stats) for p in cfg.data.pairs}
+        reports = {p.name: _encode_pair(cfg, p, splits[p.name], tokenizer, staging, stats, stage) for p in cfg.data.pairs}
         pairs = [_pair_entry(cfg, p, tokenizer, splits[p.name], skipped[p.name], stats) for p in cfg.data.pairs]
         # The training split: every pair's, one after the other (the sampler's boundaries: train_sentences).
         parts = [cfg.data.split_label(p, p.train_split) for p in cfg.data.pairs]
@@ -348,11 +360,15 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
         d = cfg.data
         _write_json(staging / CLEAN_REPORT, {"length_unit": "pieces", "max_len": d.max_len,
                                              "max_len_ratio": d.max_len_ratio, "max_positions": cfg.model.max_positions,
-                                             "train_limit": d.train_limit, "pairs": reports})
+                                             "train_limit": d.train_limit, "pairs": reports,
+                                             **({"clean": {"settings": dataclasses.asdict(cfg.clean),
+                                                           **{n: s.to_dict() for n, (_, s) in stage.items()}}}
+                                                if stage else {})})
         save_config(cfg, staging / "config.yaml")
         _install(staging, run_dir, data_dir, tokenizer.joint)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(run_dir / ".clean.tmp", ignore_errors=True)
     manifest = {
         "fingerprint": digest, "cache_version": CACHE_VERSION, "joint": tokenizer.joint,
         "src_vocab_size": tokenizer.src_vocab_size, "tgt_vocab_size": tokenizer.tgt_vocab_size,

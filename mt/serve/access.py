@@ -22,7 +22,7 @@ access_log = logging.getLogger("mt.serve.access")
 
 TRANSLATE_ROUTES = frozenset({"/translate", "/v1/translate"})
 KNOWN_ROUTES = frozenset({"/translate", "/languages", "/detect", "/frontend/settings", "/suggest", "/translate_file",
-                          "/v1/translate", "/v1/settings", "/v1/model-card", "/health",
+                          "/v1/translate", "/v1/settings", "/v1/models", "/v1/model-card", "/v1/admin/reload", "/health",
                           "/ready", "/metrics", "/docs", "/redoc", "/openapi.json", "/"})
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 

@@ -1,13 +1,14 @@
 """The FastAPI app: LibreTranslate-compatible /translate and /languages, mt's own /v1 API,
 operations routes (/health, /ready, /metrics), the API reference (/docs, /redoc: no CDN) and the web page at /.
 
-`create_app(settings, checkpoints)` assembles the server in the layout of FastAPI's full-stack
+`create_app(settings, specs)` assembles the server in the layout of FastAPI's full-stack
 template: one `APIRouter` per API in `mt.serve.routes`, the dependencies they share in
 `mt.serve.deps` (the state, the ready model, the request's fields, the key check), one typed state
 on `app.state.serve` (`mt.serve.state.ServeState`), and here the error handlers, middleware and
-lifespan. The model is loaded (`mt.serve.model`: in a process of its own, `mt.serve.worker`) and
-warmed up in a background thread at start-up, so /health answers at once and /ready turns 200
-when translation can start (translate routes answer 503 until then). Errors are always
+lifespan. The models (one per `-c`, routed by language pair: `mt.serve.fleet`) are loaded
+(`mt.serve.model`: each in a process of its own, `mt.serve.worker`) and warmed up in a background
+thread at start-up, so /health answers at once and /ready turns 200 when translation can start
+(translate routes answer 503 until then). Errors are always
 `{"error": "..."}` with the right status; access logging and request metrics are a small ASGI
 middleware (`mt.serve.access`).
 """
@@ -18,7 +19,6 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -32,16 +32,17 @@ from mt.serve.metrics import Metrics
 from mt.serve.requests import ApiError
 from mt.serve.routes import docs, libretranslate, ops, page, v1
 from mt.serve.settings import ServeSettings
+from mt.serve.specs import Spec
 from mt.serve.state import ServeState
 
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
-    """The server for `checkpoints` under `settings` (see the module docstring)."""
-    state = ServeState(settings, tuple(checkpoints), Metrics(), page.read_page())
+def create_app(settings: ServeSettings, specs: Sequence[Spec]) -> FastAPI:
+    """The server for the models `specs` name (one per `-c`) under `settings` (see the module docstring)."""
+    state = ServeState(settings, tuple(specs), Metrics(), page.read_page())
     app = FastAPI(title="mt serve", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Machine translation with an mt model: LibreTranslate-compatible /translate "
+                  description="Machine translation with mt models: LibreTranslate-compatible /translate "
                               "and /languages, and mt's own /v1/translate.")
     app.state.serve = state
     app.add_middleware(AccessMiddleware, metrics=state.metrics)
@@ -60,7 +61,7 @@ def create_app(settings: ServeSettings, checkpoints: Sequence[Path]) -> FastAPI:
 
 @asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-    """Load the model in a background thread (the server answers meanwhile); stop it at shutdown."""
+    """Load the models in a background thread (the server answers meanwhile); stop them at shutdown."""
     state: ServeState = app.state.serve
     threading.Thread(target=state.load, name="mt-serve-load", daemon=True).start()
     yield

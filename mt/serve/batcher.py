@@ -49,6 +49,7 @@ from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine, Results, rows_per_sentence
+from mt.errors import MTError
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,8 @@ class Batcher:
                  on_depth: Callable[[int], None] | None = None,
                  on_failure: Callable[[int], None] | None = None,
                  open_requests: Callable[[], int] | None = None, clock: Clock | None = None,
-                 admit_within_s: float | None = None) -> None:
+                 admit_within_s: float | None = None, on_thread_restart: Callable[[], None] | None = None,
+                 restart_delay_s: float = 1.0) -> None:
         self.engine, self.tokenizer = engine, tokenizer
         clock = RealClock() if clock is None else clock
         self._now, self._wait = clock.now, clock.wait
@@ -154,7 +156,13 @@ class Batcher:
         self._last_jobs = 0  # requests expected for the next round: the last round's + those queued during it
         self._answered = 0  # requests answered so far (by the worker)
         self._first_answer: float | None = None  # when the current round answered its first request
-        self._thread = threading.Thread(target=self._run, name="mt-serve-model", daemon=True)
+        # Supervision: a failing worker loop (a bug; `_decode` catches a batch's errors) fails its round,
+        # is not `alive` (/health 503) for `restart_delay_s`, counts itself and runs again.
+        self._on_thread_restart = on_thread_restart or (lambda: None)
+        self.restart_delay_s = restart_delay_s
+        self._round: list[_Item] = []  # the round being decoded (failed if the thread fails)
+        self.crashed: str | None = None  # why the worker thread failed, until it runs again
+        self._thread = threading.Thread(target=self._supervise, name="mt-serve-model", daemon=True)
         self._thread.start()
 
     # ------------------------------------------------------------------ client side
@@ -222,8 +230,9 @@ class Batcher:
 
     @property
     def alive(self) -> bool:
-        """The worker thread is running (it ends only after `stop`)."""
-        return self._thread.is_alive()
+        """The worker thread is running (it ends only after `stop`; after a failure it is not
+        alive until it runs again)."""
+        return self._thread.is_alive() and self.crashed is None
 
     @property
     def depth(self) -> int:
@@ -271,6 +280,7 @@ class Batcher:
             key = (self._queue[0].job.decode, self._queue[0].job.n_best)
             taken = [item for item in self._queue if (item.job.decode, item.job.n_best) == key]
             self._queue = [item for item in self._queue if (item.job.decode, item.job.n_best) != key]
+            self._round = taken  # off the queue: failed with the thread if it fails from here on
             self._on_depth(len(self._queue))
             return taken
 
@@ -304,6 +314,28 @@ class Batcher:
     def _budget(job: Job) -> int:
         """Sentences (= source tokens, one per sentence at least) per batch for the job's options."""
         return max(1, job.decode.max_tokens // rows_per_sentence(job.decode))
+
+    def _supervise(self) -> None:
+        """Run the worker loop until `stop`; restart it after a failure (see `__init__`)."""
+        while True:
+            try:
+                self._run()
+                return
+            except Exception as e:  # noqa: BLE001 - a bug in the loop: its round fails, the loop runs again
+                log.exception("serve: the batcher's worker thread failed; restarting it in %g s", self.restart_delay_s)
+                self.crashed = f"{type(e).__name__}: {e}"
+                with self._cond:
+                    failed, self._round, self._running_work = self._round, [], 0
+                for job in {id(item.job): item.job for item in failed}.values():
+                    _fail(job, RuntimeError(f"the batcher's worker thread failed ({self.crashed})"))
+                self._on_thread_restart()
+                with self._cond:
+                    if not self._stopping:
+                        self._cond.wait(self.restart_delay_s)  # stop() ends the wait
+                    stopping = self._stopping
+                self.crashed = None
+                if stopping:
+                    return
 
     def _run(self) -> None:
         while True:
@@ -359,7 +391,10 @@ class Batcher:
                                                sentence_ids=[item.index for item in items],
                                                on_result=lambda i, hyps: self._record(items[i], hyps))
         except Exception as e:  # noqa: BLE001 - a failing batch fails its jobs, never the worker
-            log.exception("decoding a batch of %d segments failed", len(items))
+            if isinstance(e, MTError):  # a known cause (the worker is gone, or refused): one line
+                log.error("serve: decoding a batch of %d segments failed: %s", len(items), e)
+            else:
+                log.exception("decoding a batch of %d segments failed", len(items))
             self._on_failure(len(items))
             for job in {id(item.job): item.job for item in items}.values():
                 _fail(job, e)

@@ -1,24 +1,25 @@
 """FastAPI dependencies of the routes (as `api/deps.py` in FastAPI's full-stack template): the
-server's state, the ready model (and language detector), the request's fields and the API-key check.
+server's state, the ready models (`Fleet`: routing and the language detector), the request's
+fields, the API-key check and the admin-key check.
 
-Each is an `Annotated` type a route names as a parameter (`model: ReadyModel`), or, for the key
-check, a route's `dependencies=[RequireKey]`. FastAPI solves them in order and once per request:
+Each is an `Annotated` type a route names as a parameter (`fleet: ReadyFleet`), or, for the key
+checks, a route's `dependencies=[RequireKey]`. FastAPI solves them in order and once per request:
 a translate route reads its body first (413/408/400), then checks its key (403), then needs the
-model (503 while it loads), as `RequireKey` depends on `Fields` and runs before the parameters.
+models (503 while they load), as `RequireKey` depends on `Fields` and runs before the parameters.
 All are `async`: none blocks, and FastAPI runs a plain `def` dependency in a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 from starlette.requests import ClientDisconnect
 
-from mt.serve.detect import LanguageDetector
+from mt.serve.fleet import Fleet
 from mt.serve.limits import DAY, MINUTE, Limited, client_address
-from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_key, form_fields, parse_fields
 from mt.serve.settings import ServeSettings
 from mt.serve.state import ServeState
@@ -39,23 +40,21 @@ async def serve_settings(state: StateDep) -> ServeSettings:
 SettingsDep = Annotated[ServeSettings, Depends(serve_settings)]
 
 
-async def ready_model(state: StateDep) -> ServedModel:
-    """The loaded model, or 503 (with Retry-After) while it loads or when it failed to."""
-    if state.model is None:
+async def ready_fleet(state: StateDep) -> AsyncIterator[Fleet]:
+    """The served models, or 503 (with Retry-After) while they load or when they failed to. The
+    request holds this fleet until it is answered: a reload swaps in a new one meanwhile, and closes
+    this one only once its requests are done (`Fleet.users`)."""
+    fleet = state.fleet
+    if fleet is None:
         raise ApiError(503, state.not_ready() or "model is loading", {"Retry-After": "1"})
-    return state.model
+    fleet.users += 1
+    try:
+        yield fleet
+    finally:
+        fleet.users -= 1
 
 
-ReadyModel = Annotated[ServedModel, Depends(ready_model)]
-
-
-async def ready_detector(state: StateDep, model: ReadyModel) -> LanguageDetector:
-    """The language detector over the model's languages (set before the model: ready with it)."""
-    assert state.detector is not None
-    return state.detector
-
-
-Detector = Annotated[LanguageDetector, Depends(ready_detector)]
+ReadyFleet = Annotated[Fleet, Depends(ready_fleet)]
 
 
 async def request_fields(request: Request, settings: SettingsDep) -> dict[str, Any]:
@@ -114,6 +113,21 @@ async def require_key(request: Request, fields: Fields, state: StateDep) -> None
                                  ("characters_per_day", per_day, DAY, chars)])
     except Limited as e:
         raise ApiError(429, e.message, {"Retry-After": str(int(e.retry_after))}) from None
+
+
+async def require_admin(request: Request, state: StateDep) -> None:
+    """403 unless the request's X-API-Key header is a key marked `admin: true` in the keys file
+    (a server without keys has no admin routes: anyone could call them)."""
+    if not state.settings.keys_required:
+        raise ApiError(403, "admin routes need an --api-keys file with a key marked admin: true")
+    key = check_key(request.headers.get("x-api-key"), state.settings)
+    assert key is not None
+    if not key.admin:
+        raise ApiError(403, f"api_key: key {key.name} is not an admin key")
+    request.scope["mt.key"] = key.name
+
+
+RequireAdmin = Depends(require_admin)
 
 
 def _texts(value: Any) -> list[str]:

@@ -16,6 +16,7 @@ from fastapi import Request
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
+from mt.errors import MTError
 from mt.serve.batcher import Hyps, Job, QueueFull
 from mt.serve.cache import Cached, Key
 from mt.serve.html import HtmlFragment
@@ -83,7 +84,10 @@ async def _run_job(request: Request, model: ServedModel, settings: ServeSettings
             raise ApiError(499, "client closed the request")
         raise ApiError(503, f"request waited more than --timeout {settings.timeout_s:g} s; retry later",
                        {"Retry-After": "5"})
-    waiter.result()  # a failed batch's exception
+    try:
+        waiter.result()  # a failed batch's exception
+    except MTError as e:  # a known cause, logged by the batcher in one line: the model is unavailable
+        raise ApiError(503, f"the model could not translate: {e}", {"Retry-After": "5"}) from None
     return job
 
 

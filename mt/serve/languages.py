@@ -82,7 +82,7 @@ class ServedLanguages:
         src, tgt = self.find(source, self.sources) or source, self.find(target, self.targets) or target
         if (src, tgt) not in self.pairs:
             served = ", ".join(f"{s}-{t}" for s, t in self.pairs)
-            raise ApiError(400, f"language pair {src}-{tgt}: not served; this model translates {served}")
+            raise ApiError(400, f"language pair {src}-{tgt}: not served; this server translates {served}")
         return src, tgt
 
     def listing(self) -> list[dict[str, Any]]:

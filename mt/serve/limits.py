@@ -10,6 +10,9 @@ that is not blank or a comment is `keys:`, YAML:
         requests_per_minute: 60      # optional: unlimited when absent
         characters_per_day: 500000   # optional
       - key: "s3cret-2"
+      - name: ops
+        key: "s3cret-3"
+        admin: true                  # optional: may POST /v1/admin/reload
 
 A server without keys may limit each client address instead (`--address-requests-per-minute`,
 `--address-characters-per-day`); behind a proxy, `--trusted-proxy ADDR` (repeatable; an address
@@ -36,7 +39,7 @@ import yaml
 from mt.errors import MTError
 
 MINUTE, DAY = 60.0, 86400.0
-_FIELDS = ("name", "key", "requests_per_minute", "characters_per_day")
+_FIELDS = ("name", "key", "requests_per_minute", "characters_per_day", "admin")
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,11 @@ class ApiKey:
     key: str
     requests_per_minute: int | None = None
     characters_per_day: int | None = None
+    admin: bool = False  # may call the admin routes (POST /v1/admin/reload)
 
     def __repr__(self) -> str:
         return (f"ApiKey(name={self.name!r}, requests_per_minute={self.requests_per_minute}, "
-                f"characters_per_day={self.characters_per_day})")
+                f"characters_per_day={self.characters_per_day}, admin={self.admin})")
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ def _yaml_keys(path: Path, text: str) -> KeyRing:
         raise MTError(f"--api-keys {path}: {where}{problem}") from None
     if not isinstance(data, dict) or set(data) != {"keys"} or not isinstance(data["keys"], list) or not data["keys"]:
         raise MTError(f"--api-keys {path}: line 1: expected `keys:` and a list of entries (name, key, "
-                      "requests_per_minute, characters_per_day)")
+                      "requests_per_minute, characters_per_day, admin)")
     entries = next(value for name, value in root.value if name.value == "keys").value
     keys: list[ApiKey] = []
     for index, (entry, node) in enumerate(zip(data["keys"], entries), start=1):
@@ -135,7 +139,7 @@ def _yaml_keys(path: Path, text: str) -> KeyRing:
 def _entry(path: Path, line: int, index: int, entry: Any) -> ApiKey:
     where = f"--api-keys {path}: line {line}"
     if not isinstance(entry, dict):
-        raise MTError(f"{where}: expected an entry with key (and name, requests_per_minute, characters_per_day)")
+        raise MTError(f"{where}: expected an entry with key (and name, requests_per_minute, characters_per_day, admin)")
     unknown = sorted(str(k) for k in set(entry) - set(_FIELDS))
     if unknown:
         raise MTError(f"{where}: unknown field {', '.join(unknown)}; an entry takes {', '.join(_FIELDS)}")
@@ -151,7 +155,10 @@ def _entry(path: Path, line: int, index: int, entry: Any) -> ApiKey:
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise MTError(f"{where}: {field}: expected a whole number of at least 1, got {value!r}")
         limits.append(value)
-    return ApiKey(name, key, *limits)
+    admin = entry.get("admin", False)
+    if not isinstance(admin, bool):
+        raise MTError(f"{where}: admin: expected true or false, got {admin!r}")
+    return ApiKey(name, key, *limits, admin=admin)
 
 
 class Limited(Exception):

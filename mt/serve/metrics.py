@@ -16,7 +16,7 @@ _TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 class Metrics:
     """requests by route and status (and by API key name), latency, queue depth, batch sizes, segments, model load time,
     translate requests open, translation cache hits, misses and size; failed batches, worker restarts,
-    the worker's memory and which model runs."""
+    reloads, the workers' memory and which models run."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -41,20 +41,27 @@ class Metrics:
         self.cache_misses = Counter("mt_cache_misses", "Segments looked up in the translation cache and not found "
                                                        "(sent to the model)", registry=r)
         self.cache_entries = Gauge("mt_cache_segments", "Segments held in the translation cache", registry=r)
-        self.open_translations = 0  # the same count, read by the batcher's worker thread
+        self.open_translations = 0  # the same count, read by the batchers' worker threads
+        self._depths: list[int] = []  # each batcher's queued segments (`depth_reporter`)
         self.batch_failures = Counter("mt_batch_failures", "Decoded batches that failed (their requests got 500)",
                                       registry=r)
+        self.batcher_restarts = Counter("mt_batcher_restarts", "Batcher worker threads run again after one failed",
+                                        registry=r)
         self.worker_restarts = Counter("mt_worker_restarts", "Model worker processes started again after one exited",
                                        registry=r)
-        self.worker_memory = Gauge("mt_worker_memory_bytes", "Resident memory of the model worker process", registry=r)
-        self.model_info = Gauge("mt_model_info", "The model served (value 1): weights' sha256, update, pairs",
+        self.worker_memory = Gauge("mt_worker_memory_bytes", "Resident memory of the model worker processes "
+                                                             "(all models together)", registry=r)
+        self.model_info = Gauge("mt_model_info", "The models served (value 1 each): weights' sha256, update, pairs",
                                 ["id", "update", "pairs"], registry=r)
+        self.reloads = Counter("mt_reloads", "Reloads of the models (SIGHUP, POST /v1/admin/reload) by result",
+                               ["result"], registry=r)
 
-    def model_loaded(self, model_id: str, update: int, pairs: list[tuple[str, str]],
-                     memory_bytes: Callable[[], float]) -> None:
-        """Name the model now served, and read its worker's memory at every scrape."""
+    def models_loaded(self, models: list[tuple[str, int, list[tuple[str, str]]]],
+                      memory_bytes: Callable[[], float]) -> None:
+        """Name the models now served ((id, update, pairs) each), and read their workers' memory at every scrape."""
         self.model_info.clear()
-        self.model_info.labels(model_id, str(update), ",".join(f"{s}-{t}" for s, t in pairs)).set(1)
+        for model_id, update, pairs in models:
+            self.model_info.labels(model_id, str(update), ",".join(f"{s}-{t}" for s, t in pairs)).set(1)
         self.worker_memory.set_function(memory_bytes)
 
     def on_failure(self, segments: int) -> None:
@@ -79,8 +86,15 @@ class Metrics:
         self.cache_misses.inc(misses)
         self.cache_entries.set(entries)
 
-    def on_depth(self, depth: int) -> None:
-        self.queue_depth.set(depth)
+    def depth_reporter(self) -> Callable[[int], None]:
+        """A batcher's `on_depth`: the gauge shows the segments queued on every model's batcher together."""
+        slot = len(self._depths)
+        self._depths.append(0)
+
+        def report(depth: int) -> None:
+            self._depths[slot] = depth
+            self.queue_depth.set(sum(self._depths))
+        return report
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,6 +1,6 @@
 """The model a server serves: loaded in its worker process, identified, warmed up, fed by a batcher.
 
-`load_served_model` starts the worker (`mt.serve.worker.ModelProcess`), takes the model's identity
+`load_served_model` starts one model's worker (`mt.serve.worker.ModelProcess`), takes the model's identity
 from what the worker reports (`ModelIdentity`: files, sha256s, update, card) and starts its batcher, and decodes one
 warm-up sentence before the server says it is ready. `ServedModel` is what the routes use of it: the
 server's default decode settings, the language pairs it serves, the tokenizer for a target and its
@@ -107,11 +107,15 @@ class ServedModel:
     def problem(self) -> str | None:
         """Why this model cannot translate right now (its batcher's thread or its worker process is
         gone), else None: what /health reports."""
+        if self.batcher.crashed is not None:
+            return f"the batcher's worker thread failed ({self.batcher.crashed}); it is being restarted"
         if not self.batcher.alive:
             return "the batcher's worker thread has stopped"
+        if self.engine.refused is not None:
+            return f"the model worker cannot be restarted: {self.engine.refused}"
         code = self.engine.exited()
         if code is not None:
-            return f"the model worker process exited (code {code}); the next request starts a new one"
+            return f"the model worker process exited (code {code}); a new one is starting"
         return None
 
     def close(self) -> None:
@@ -138,9 +142,10 @@ def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metr
     identity = ModelIdentity(loaded.provenance)
     decode, max_beam = server_decode(settings, loaded.cfg)
     batcher = Batcher(engine, loaded.tokenizer, max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
-                      on_batch=metrics.on_batch, on_depth=metrics.on_depth, on_failure=metrics.on_failure,
+                      on_batch=metrics.on_batch, on_depth=metrics.depth_reporter(), on_failure=metrics.on_failure,
                       open_requests=lambda: metrics.open_translations,
-                      admit_within_s=settings.timeout_s)  # admit only what can be answered in time
+                      admit_within_s=settings.timeout_s,  # admit only what can be answered in time
+                      on_thread_restart=metrics.batcher_restarts.inc)
     model = ServedModel(engine, batcher, loaded.cfg, decode, max_beam, identity, loaded.tokenizer,
                         served_pairs(loaded.cfg), loaded.samples,
                         TranslationCache(settings.cache_size, metrics.on_cache))
@@ -150,9 +155,6 @@ def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metr
     except BaseException:
         model.close()
         raise
-    seconds = time.perf_counter() - started
-    metrics.load_seconds.set(seconds)
-    metrics.model_loaded(identity.id, identity.update, model.pairs, engine.memory_bytes)
-    log.info("serve: model %s (update %d, %s-%s, beam %d) ready in %.1f s", identity.id[:12], identity.update,
-             loaded.cfg.data.src_lang, loaded.cfg.data.tgt_lang, max_beam, seconds)
+    log.info("serve: model %s (update %d, %s, beam %d) ready in %.1f s", identity.id[:12], identity.update,
+             ", ".join(f"{s}-{t}" for s, t in model.pairs), max_beam, time.perf_counter() - started)
     return model

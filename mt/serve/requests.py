@@ -243,7 +243,8 @@ V1_SCHEMA = {"type": "object", "required": ["segments"], "properties": {
     "segments": {"type": "array", "items": {"type": "string"}}, "beam": {"type": "integer", "minimum": 1},
     "alpha": {"type": "number"}, "n_best": {"type": "integer", "minimum": 1}, "sampling": {"type": "boolean"},
     "seed": {"type": "integer"}, "temperature": {"type": "number"}, "top_k": {"type": "integer"},
-    "top_p": {"type": "number"}, "target": {"type": "string"}, "api_key": {"type": "string"}},
+    "top_p": {"type": "number"}, "source": {"type": "string"}, "target": {"type": "string"},
+    "api_key": {"type": "string"}},
     "additionalProperties": False}  # check_known: an unknown field is a 400
 
 

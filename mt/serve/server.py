@@ -1,6 +1,8 @@
-"""Running the app under uvicorn: graceful SIGTERM/SIGINT (stop accepting, finish what is in
-flight, exit 0), a second signal exits at once (128 + signal); SIGHUP re-reads the --api-keys file
-(`ServeState.reload_keys`)."""
+"""Running the app under uvicorn: graceful SIGTERM/SIGINT (/ready turns 503 at once; after
+--drain-seconds, stop accepting, finish what is in flight, exit 0), a second signal exits at once
+(128 + signal); SIGHUP re-reads the --api-keys file and loads the checkpoints again without
+dropping a request (`ServeState.reload`). Two models that claim one language pair stop the server
+with that one-line error."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ import socket
 import sys
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 from types import FrameType
 
 import uvicorn
@@ -21,19 +22,35 @@ from uvicorn.protocols.http.auto import AutoHTTPProtocol
 from mt.errors import MTError
 from mt.serve.app import create_app
 from mt.serve.settings import ServeSettings
+from mt.serve.specs import Spec
+from mt.serve.state import ReloadBusy, ServeState
 
 log = logging.getLogger(__name__)
 
 
 class _Server(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, state: ServeState) -> None:
+        super().__init__(config)
+        self.state = state
+
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         # Not uvicorn's: it re-raises the signal after a graceful stop (the exit status would be
         # -15, not 0), and only a second SIGINT forces; here any second signal stops at once.
-        if self.should_exit:
-            sys.stderr.write(f"mt: serve: second {signal.Signals(sig).name}: exiting at once\n")
+        name = signal.Signals(sig).name
+        if self.should_exit or self.state.draining:
+            sys.stderr.write(f"mt: serve: second {name}: exiting at once\n")
             sys.stderr.flush()
             os._exit(128 + sig)
-        log.info("serve: %s: finishing requests in flight, then exiting", signal.Signals(sig).name)
+        self.state.draining = True  # /ready 503 from now on
+        drain = self.state.settings.drain_s
+        if drain > 0:  # a load balancer sees /ready fail and stops sending before the listener closes
+            log.info("serve: %s: /ready is 503; answering %g s more (--drain-seconds), then finishing requests in "
+                     "flight and exiting", name, drain)
+            timer = threading.Timer(drain, lambda: setattr(self, "should_exit", True))
+            timer.daemon = True
+            timer.start()
+            return
+        log.info("serve: %s: finishing requests in flight, then exiting", name)
         self.should_exit = True
 
 
@@ -98,17 +115,31 @@ def head_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
     return HeadDeadline
 
 
-def run_server(settings: ServeSettings, checkpoints: Sequence[Path]) -> None:
-    """Serve until SIGTERM/SIGINT (SIGHUP: re-read the keys). Access log lines go to the "mt.serve.access" logger."""
+def run_server(settings: ServeSettings, specs: Sequence[Spec]) -> None:
+    """Serve until SIGTERM/SIGINT (SIGHUP: reload). Access log lines go to the "mt.serve.access" logger."""
     sock = bind(settings.host, settings.port)
-    app = create_app(settings, checkpoints)
+    app = create_app(settings, specs)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
                             timeout_keep_alive=5, lifespan="on", http=head_deadline_protocol(settings.timeout_s))
     host = f"[{settings.host}]" if ":" in settings.host else settings.host  # an IPv6 address in a URL
     log.info("serve: listening on http://%s:%d (docs at /docs)", host, settings.port)
-    state = app.state.serve
-    # uvicorn handles SIGTERM/SIGINT only; the re-read runs in a thread, not inside the signal handler
-    signal.signal(signal.SIGHUP, lambda sig, frame: threading.Thread(target=state.reload_keys, name="mt-serve-keys",
+    state: ServeState = app.state.serve
+    server = _Server(config, state)
+    state.on_fatal = lambda: setattr(server, "should_exit", True)
+    # uvicorn handles SIGTERM/SIGINT only; the reload runs in a thread, not inside the signal handler
+    signal.signal(signal.SIGHUP, lambda sig, frame: threading.Thread(target=_reload, args=(state,), name="mt-reload",
                                                                      daemon=True).start())
     with sock:
-        _Server(config).run(sockets=[sock])
+        server.run(sockets=[sock])
+    if state.fatal is not None:
+        raise MTError(state.fatal)
+
+
+def _reload(state: ServeState) -> None:
+    """SIGHUP: reload the keys and the models; a failure (logged by `reload`) leaves the old ones serving."""
+    try:
+        state.reload("SIGHUP")
+    except ReloadBusy:
+        log.warning("serve: SIGHUP: a reload is already running; this one is ignored")
+    except MTError:
+        pass  # logged, in one line, by ServeState.reload

@@ -75,6 +75,8 @@ class ServeSettings:
     timeout_s: float = _flag(30.0, "--timeout", "Seconds a request may wait for its translations (else 503), and "
                                                 "for its own head (else the connection closes) and body (else 408) "
                                                 "to arrive.")
+    drain_s: float = _flag(0.0, "--drain-seconds", "After SIGTERM, keep answering this long with /ready 503 (so a "
+                                                   "load balancer stops sending), then finish requests in flight and exit.")
     char_limit: int = _flag(10_000, "--char-limit", "Characters per request at most (else 413).")
     max_segments: int = _flag(256, "--max-segments", "Segments (lines) per request at most (else 413).")
     max_alternatives: int = _flag(5, "--max-alternatives", "LibreTranslate alternatives at most "
@@ -117,6 +119,8 @@ class ServeSettings:
             raise MTError(f"--threads: must be 0 (default) or more, got {self.threads}")
         if not self.max_wait_ms >= 0:
             raise MTError(f"--max-wait-ms: must be 0 or more, got {self.max_wait_ms}")
+        if not self.drain_s >= 0:
+            raise MTError(f"--drain-seconds: must be 0 or more, got {self.drain_s}")
         if not self.timeout_s > 0:
             raise MTError(f"--timeout: must be positive, got {self.timeout_s}")
         for origin in self.cors_origins:

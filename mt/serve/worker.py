@@ -18,7 +18,11 @@ the tokenizer, config and the model's provenance (files, sha256s, update, init_f
 card's data), so the server's own process never reads a checkpoint. The child is started with
 `spawn` (safe with CUDA and threads), ignores SIGINT/SIGTERM (the server drains and then stops
 it), and exits when the pipe closes, so it never outlives the server. If it dies (killed, out of
-memory), the batch it held fails and the next search starts a new one.
+memory), the batch it held fails and a new one is started: by a watcher thread within
+`WATCH_INTERVAL_S` (so /health turns 200 again without a request), or by the next search, whichever
+comes first. A restarted child that finds other weights in the files than the first one loaded (a
+checkpoint replaced on disk without a reload) is refused: the server would otherwise answer under
+the old model's id (and cache) with the new weights; a reload (SIGHUP) loads the new ones.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ from mt.deploy.loading import ModelProvenance
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
+
+WATCH_INTERVAL_S = 1.0  # how often the watcher looks for a dead child
+RETRY_AFTER_FAILURE_S = 10.0  # after a restart that failed, the watcher waits this long
 
 
 @dataclass(frozen=True)
@@ -116,8 +123,42 @@ class ModelProcess:
         self._args = (list(checkpoints), device, threads)
         self._on_restart = on_restart or (lambda: None)  # a dead child was replaced by a new one
         self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self.refused: str | None = None  # why a restart was refused (the files changed): searches fail with it
+        self._restarting: int | None = None  # the dead child's exit code while a new one loads
         self.loaded = self._start()
         self.max_positions = self.loaded.max_positions
+        threading.Thread(target=self._watch, name="mt-serve-watch", daemon=True).start()
+
+    def _watch(self) -> None:
+        """Restart a dead child without waiting for a request (see the module docstring)."""
+        wait = WATCH_INTERVAL_S
+        while not self._closed.wait(wait):
+            wait = WATCH_INTERVAL_S
+            with self._lock:
+                if self._closed.is_set() or self._proc.is_alive():
+                    continue
+                try:
+                    self._restart()
+                except MTError as e:
+                    log.error("serve: restarting the model worker failed (trying again in %g s): %s",
+                              RETRY_AFTER_FAILURE_S, e)
+                    wait = RETRY_AFTER_FAILURE_S
+
+    def _restart(self) -> None:
+        """A new child in place of the dead one (under the lock); MTError if it cannot load the same model."""
+        log.error("serve: the model worker process had exited (code %s); starting a new one", self._proc.exitcode)
+        self._restarting = self._proc.exitcode  # `exited` reports it until the new child is ready
+        try:
+            model = self._start()
+        finally:
+            self._restarting = None
+        if model.provenance.model_id != self.loaded.provenance.model_id:
+            self.close()
+            self.refused = (f"the checkpoint changed on disk since it was loaded ({model.provenance.model_id[:12]}, "
+                            f"served as {self.loaded.provenance.model_id[:12]}); reload the server (SIGHUP)")
+            raise MTError(self.refused)
+        self._on_restart()
 
     def _start(self) -> WorkerModel:
         """Start a child and wait until it has loaded the model (MTError, child stopped, if it cannot)."""
@@ -141,7 +182,9 @@ class ModelProcess:
         return float(pages * os.sysconf("SC_PAGE_SIZE"))
 
     def exited(self) -> int | None:
-        """The child's exit code when it is no longer running (the next search starts a new one), else None."""
+        """The exit code of the child that is no longer running (also while its replacement loads), else None."""
+        if self._restarting is not None:
+            return self._restarting
         return None if self._proc.is_alive() else self._proc.exitcode
 
     def _receive(self) -> tuple[Any, ...]:
@@ -156,11 +199,10 @@ class ModelProcess:
                    ) -> list[Results]:
         """`Engine.search_ids`, in the child; `on_result` runs here as each result arrives."""
         with self._lock:
+            if self.refused is not None:
+                raise MTError(self.refused)
             if not self._proc.is_alive():
-                log.error("serve: the model worker process had exited (code %s); starting a new one",
-                          self._proc.exitcode)
-                self._start()
-                self._on_restart()
+                self._restart()
             try:
                 self._conn.send((src_ids, decode, n_best, sentence_ids))
             except OSError:
@@ -176,7 +218,8 @@ class ModelProcess:
                     raise MTError(f"model worker: {message[1]}")
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the child after its current search (killed if it does not stop within `timeout`)."""
+        """Stop the child after its current search (killed if it does not stop within `timeout`), and the watcher."""
+        self._closed.set()
         try:
             self._conn.send(None)
         except OSError:

@@ -4,10 +4,12 @@ list, `source` a code or "auto", `alternatives`, `format` "text" or "html": `mt.
 POST /detect, GET /languages, GET /frontend/settings, and POST /suggest and /translate_file
 answering 403 as a LibreTranslate server with suggestions and file translation off does.
 
-Codes are read by `ServedLanguages` (any case, aliases). `source: "auto"` identifies each text's
-language (`mt.serve.detect`, over the served languages; an HTML text by its text, not its markup)
-and answers `detectedLanguage` ({language, confidence} or, for a list `q`, one per text); a text
-detected in a language this server does not translate into the target is a 400 naming it.
+Codes are read by `ServedLanguages` (any case, aliases); a request goes to the model that serves
+its pair (`mt.serve.fleet`). `source: "auto"` identifies each text's language (`mt.serve.detect`,
+over the served languages; an HTML text by its text, not its markup), sends each text to the model
+for its detected pair (texts for one model in one job), and answers `detectedLanguage`
+({language, confidence} or, for a list `q`, one per text); a text detected in a language this
+server does not translate into the target is a 400 naming it.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from mt.serve.deps import Detector, Fields, ReadyModel, RequireKey, SettingsDep
+from mt.serve.deps import Fields, ReadyFleet, RequireKey, SettingsDep
 from mt.serve.detect import LanguageDetector
+from mt.serve.fleet import Fleet
 from mt.serve.html import HtmlFragment
 from mt.serve.jobs import translate_html, translate_texts
 from mt.serve.languages import language_name
@@ -34,8 +37,7 @@ router = APIRouter()
 
 @router.post("/translate", summary="Translate (LibreTranslate-compatible; JSON or form data)",
              openapi_extra=body_doc(LT_SCHEMA, form=True), dependencies=[RequireKey])
-async def lt_translate(request: Request, fields: Fields, model: ReadyModel, settings: SettingsDep,
-                       detector: Detector) -> JSONResponse:
+async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     texts, as_list = get_texts(fields, "q")
     source, target = get_str(fields, "source"), get_str(fields, "target")
     fmt = get_str(fields, "format", required=False, default="text").strip().lower() or "text"
@@ -45,24 +47,41 @@ async def lt_translate(request: Request, fields: Fields, model: ReadyModel, sett
     detected = None
     if source.strip().lower() == "auto":
         plain = [fragment.text() for fragment in fragments] if fragments is not None else texts
-        detected = await asyncio.to_thread(lambda: [detector.detect(text) for text in plain])
-        tgt = _auto_target(model, detected, target)
+        detected = await asyncio.to_thread(lambda: [fleet.detector.detect(text) for text in plain])
+        routes = _auto_routes(fleet, detected, target)
     else:
-        _, tgt = model.languages.pair(source, target)
-    tokenizer = model.tokenizer_for(tgt, "target")
+        routes = [fleet.for_pair(source, target)] * len(texts)
     alternatives = get_int(fields, "alternatives", low=0) or 0
     if alternatives > settings.max_alternatives:
         raise ApiError(400, f"alternatives: at most {settings.max_alternatives} on this server, got {alternatives}")
-    decode, n_best = model.decode, None
-    if alternatives:
-        n_best = alternatives + 1
-        decode = dataclasses.replace(decode, n_best=n_best, beam=max(decode.beam, n_best), sampling=False)
-    if fragments is not None:  # as LibreTranslate: no alternatives for HTML
-        best = await translate_html(request, model, settings, fragments, model.decode, tokenizer)
-        alts: list[list[str]] = [[] for _ in texts]
-    else:
-        found, _ = await translate_texts(request, model, settings, texts, decode, n_best, tokenizer)
-        best, alts = [hyps[0][0] for hyps in found], [[text for text, _ in hyps[1:]] for hyps in found]
+    groups: dict[tuple[int, str], list[int]] = {}  # texts for one model and target go in one job
+    for i, (model, tgt) in enumerate(routes):
+        groups.setdefault((id(model), tgt), []).append(i)
+    best: list[str] = [""] * len(texts)
+    alts: list[list[str]] = [[] for _ in texts]
+
+    async def translate_group(indices: list[int]) -> None:
+        model, tgt = routes[indices[0]]
+        tokenizer = model.tokenizer_for(tgt, "target")
+        if fragments is not None:  # as LibreTranslate: no alternatives for HTML
+            found = await translate_html(request, model, settings, [fragments[i] for i in indices], model.decode,
+                                         tokenizer)
+            for i, text in zip(indices, found):
+                best[i] = text
+            return
+        decode, n_best = model.decode, None
+        if alternatives:
+            n_best = alternatives + 1
+            decode = dataclasses.replace(decode, n_best=n_best, beam=max(decode.beam, n_best), sampling=False)
+        hyps, _ = await translate_texts(request, model, settings, [texts[i] for i in indices], decode, n_best,
+                                        tokenizer)
+        for i, text_hyps in zip(indices, hyps):
+            best[i], alts[i] = text_hyps[0][0], [text for text, _ in text_hyps[1:]]
+
+    outcomes = await asyncio.gather(*(translate_group(indices) for indices in groups.values()), return_exceptions=True)
+    for outcome in outcomes:  # every group has finished: the first failure is the answer
+        if isinstance(outcome, BaseException):
+            raise outcome
     body: dict[str, Any] = {"translatedText": best if as_list else best[0]}
     if alternatives:
         body["alternatives"] = alts if as_list else alts[0]
@@ -71,40 +90,42 @@ async def lt_translate(request: Request, fields: Fields, model: ReadyModel, sett
     return JSONResponse(body)
 
 
-def _auto_target(model: ServedModel, detected: list[dict[str, Any]], target: str) -> str:
-    """The served target for `source: "auto"` once each text's language is known: a 400 naming a
-    detected language the model does not translate into `target`."""
-    tgt = model.languages.match(target, "target", model.languages.targets)
-    sources = [s for s, t in model.languages.pairs if t == tgt]
+def _auto_routes(fleet: Fleet, detected: list[dict[str, Any]], target: str) -> list[tuple[ServedModel, str]]:
+    """(the model, the served target) for each text of a `source: "auto"` request, once its
+    language is known: a 400 naming a detected language no model translates into `target`."""
+    tgt = fleet.languages.match(target, "target", fleet.languages.targets)
+    sources = fleet.sources_into(tgt)
+    routes = []
     for i, found in enumerate(detected):
         if found["language"] not in sources:
             where = f"q[{i}]" if len(detected) > 1 else "q"
             raise ApiError(400, f"source auto: {where} is {language_name(found['language'])} ({found['language']}, "
                                 f"confidence {found['confidence']:g}); this server translates into {tgt} from "
                                 f"{', '.join(sources)}")
-    return tgt
+        routes.append(fleet.for_pair(found["language"], tgt))
+    return routes
 
 
 @router.post("/detect", summary="Detect the language of a text (LibreTranslate-compatible)",
              openapi_extra=body_doc({"type": "object", "required": ["q"], "properties": {
                  "q": LT_SCHEMA["properties"]["q"], "api_key": {"type": "string"}}}, form=True),
              dependencies=[RequireKey])
-async def lt_detect(fields: Fields, detector: Detector) -> JSONResponse:
+async def lt_detect(fields: Fields, fleet: ReadyFleet) -> JSONResponse:
     texts, _ = get_texts(fields, "q")  # a list is read as one text, as LibreTranslate averages over it
-    return JSONResponse(await asyncio.to_thread(LanguageDetector.rank, detector, "\n".join(texts)))
+    return JSONResponse(await asyncio.to_thread(LanguageDetector.rank, fleet.detector, "\n".join(texts)))
 
 
 @router.get("/languages", summary="Languages (LibreTranslate shape)")
-async def languages(model: ReadyModel) -> JSONResponse:
-    return JSONResponse(model.languages.listing())
+async def languages(fleet: ReadyFleet) -> JSONResponse:
+    return JSONResponse(fleet.languages.listing())  # every model's pairs
 
 
 @router.get("/frontend/settings", summary="LibreTranslate's front-end settings")
-async def frontend_settings(model: ReadyModel, settings: SettingsDep) -> JSONResponse:
+async def frontend_settings(fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     """What LibreTranslate's web front end and add-ons read first: the limits, whether a key is
     needed, and the languages it starts with (auto-detect into the first target); suggestions and
     file translation are off (mt offers neither)."""
-    target = model.languages.targets[0]
+    target = fleet.languages.targets[0]
     return JSONResponse({
         "charLimit": settings.char_limit, "frontendTimeout": FRONTEND_TIMEOUT_MS,
         "apiKeys": settings.keys_required, "keyRequired": settings.keys_required,

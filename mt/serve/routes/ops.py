@@ -1,6 +1,7 @@
-"""Operations: GET /health (liveness: the server answers, and a loaded model's batcher thread and
-worker process are running: 503 naming the one that is not), GET /ready (the model is loaded and
-warmed up; 503 until then) and GET /metrics (Prometheus)."""
+"""Operations: GET /health (liveness: the server answers, and every loaded model's batcher thread
+and worker process are running: 503 naming the one that is not), GET /ready (readiness: every
+model is loaded and warmed up; 503 while loading, while a reload's new models load, and once a
+stop signal came) and GET /metrics (Prometheus)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,23 @@ from mt.serve.deps import StateDep
 router = APIRouter()
 
 
-@router.get("/health", summary="Liveness: the server, its batcher thread and its model worker process run")
+@router.get("/health", summary="Liveness: the server, its batcher threads and its model worker processes run")
 async def health(state: StateDep) -> JSONResponse:
-    problem = state.model.problem() if state.model is not None else None  # loading is not a failure
+    problem = state.fleet.problem() if state.fleet is not None else None  # loading is not a failure
     if problem is not None:
         return JSONResponse({"status": "unhealthy", "error": problem}, status_code=503)
     return JSONResponse({"status": "ok"})
 
 
-@router.get("/ready", summary="Readiness: the model is loaded and warmed up")
+@router.get("/ready", summary="Readiness: the models are loaded and warmed up, no reload or stop under way")
 async def ready(state: StateDep) -> JSONResponse:
-    model = state.model
-    if model is None:  # a plain 503, without the translate routes' Retry-After
-        return JSONResponse({"error": state.not_ready() or "model is loading"}, status_code=503)
-    return JSONResponse({"status": "ready", "model": model.identity.summary()})
+    why = state.not_ready()
+    if why is not None or state.fleet is None:  # a plain 503, without the translate routes' Retry-After
+        return JSONResponse({"error": why or "model is loading"}, status_code=503)
+    body: dict[str, object] = {"status": "ready", "models": state.fleet.summaries()}
+    if len(state.fleet.models) == 1:
+        body["model"] = state.fleet.models[0].identity.summary()
+    return JSONResponse(body)
 
 
 @router.get("/metrics", summary="Prometheus metrics")

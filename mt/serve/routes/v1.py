@@ -1,6 +1,9 @@
 """mt's own API under /v1: POST /v1/translate (segments with decoding options: beam, n_best,
-sampling, a target for a multi-pair model; an unknown field is a 400), GET /v1/settings (the
-server's limits and language pairs) and GET /v1/model-card (the web page's model panel)."""
+sampling, the pair's source and target when the server has several models or a multi-pair model;
+an unknown field is a 400), GET /v1/settings (the server's limits and language pairs),
+GET /v1/models (each model's id, update, pairs and files), GET /v1/model-card (the web page's model
+panel; `?model=ID` picks one of several) and POST /v1/admin/reload (an admin key: load the
+checkpoints again without dropping a request, `mt.serve.state`)."""
 
 from __future__ import annotations
 
@@ -11,21 +14,25 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from mt.serve.deps import Fields, ReadyModel, RequireKey, SettingsDep, StateDep
+from mt.errors import MTError
+from mt.serve.deps import Fields, ReadyFleet, RequireAdmin, RequireKey, SettingsDep, StateDep
 from mt.serve.jobs import translate_texts
 from mt.serve.model import model_card
-from mt.serve.requests import V1_SCHEMA, body_doc, check_known, get_segments, get_str, v1_decode
+from mt.serve.requests import V1_SCHEMA, ApiError, body_doc, check_known, get_segments, get_str, v1_decode
+from mt.serve.state import ReloadBusy
 
 router = APIRouter(prefix="/v1")
 
 
 @router.post("/translate", summary="Translate segments with decoding options (mt's API)",
              openapi_extra=body_doc(V1_SCHEMA, form=False), dependencies=[RequireKey])
-async def v1_translate(request: Request, fields: Fields, model: ReadyModel, settings: SettingsDep) -> JSONResponse:
+async def v1_translate(request: Request, fields: Fields, fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     check_known(fields, V1_SCHEMA, "/v1/translate")
     segments = get_segments(fields)
-    decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam, samples=model.samples)
+    source = get_str(fields, "source", required=False) or None
     target = get_str(fields, "target", required=False) or None  # required when the model has several
+    model = fleet.for_request(source, target)
+    decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam, samples=model.samples)
     found, notes = await translate_texts(request, model, settings, segments, decode, n_best,
                                          model.tokenizer_for(target, "target"))
     rows = []
@@ -39,18 +46,41 @@ async def v1_translate(request: Request, fields: Fields, model: ReadyModel, sett
 
 
 @router.get("/settings", summary="The server's limits and language pairs")
-async def v1_settings(model: ReadyModel, settings: SettingsDep) -> JSONResponse:
+async def v1_settings(fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     return JSONResponse({"char_limit": settings.char_limit, "max_segments": settings.max_segments,
-                         "max_beam": model.max_beam, "max_alternatives": settings.max_alternatives,
-                         "keys_required": settings.keys_required, "sampling": model.samples,
-                         "languages": [{"source": s, "target": t} for s, t in model.pairs]})
+                         "max_beam": min(model.max_beam for model in fleet.models),
+                         "max_alternatives": settings.max_alternatives, "keys_required": settings.keys_required,
+                         "sampling": all(model.samples for model in fleet.models),
+                         "languages": [{"source": s, "target": t} for s, t in fleet.languages.pairs]})
 
 
-@router.get("/model-card", summary="The model card (what `mt export` writes as MODEL_CARD.md), as JSON")
-async def v1_model_card(model: ReadyModel, state: StateDep) -> JSONResponse:
-    if state.card is None:  # built once, off the event loop (reads the run's eval/ reports)
-        state.card = await asyncio.to_thread(model_card, model.identity)
-    return JSONResponse(state.card)
+@router.get("/models", summary="The models served: id (sha256), update, language pairs, files")
+async def v1_models(fleet: ReadyFleet) -> JSONResponse:
+    return JSONResponse({"models": fleet.describe()})
+
+
+@router.get("/model-card", summary="A model's card (what `mt export` writes as MODEL_CARD.md), as JSON")
+async def v1_model_card(fleet: ReadyFleet, state: StateDep, model: str = "") -> JSONResponse:
+    """The card of the model whose id starts with `model` (default: the first -c model)."""
+    served = fleet.find(model) if model else fleet.models[0]
+    card = state.cards.get(served.identity.id)
+    if card is None:  # built once per model, off the event loop (reads the run's eval/ reports)
+        card = state.cards[served.identity.id] = await asyncio.to_thread(model_card, served.identity)
+    return JSONResponse(card)
+
+
+@router.post("/admin/reload", summary="Load the -c checkpoints again (admin key): no request is dropped",
+             dependencies=[RequireAdmin])
+async def v1_reload(state: StateDep) -> JSONResponse:
+    """Re-read the keys file and the checkpoints, swap when the new models are warm; 409 while
+    another reload runs, 500 (the old models keep serving) when one fails to load."""
+    try:
+        fleet = await asyncio.to_thread(state.reload, "POST /v1/admin/reload")
+    except ReloadBusy as e:
+        raise ApiError(409, str(e)) from None
+    except MTError as e:
+        raise ApiError(500, str(e)) from None
+    return JSONResponse({"status": "reloaded", "models": fleet.summaries()})
 
 
 def _finite(value: float | None) -> float | None:

@@ -16,8 +16,8 @@ Driven through the real CLI (`python -m mt ...`), end to end from the Multi30k m
 
 Every training has the same update budget (`--updates`) and seed, with the demo recipe
 configs/multi30k_en_de.yaml otherwise (its time budget off). Writes `results.json` and
-`results.md` (BLEU per run and the share of the 10k->29k gap each recovers) into --out (and
---bring).
+`results.md` (BLEU per run and the share of the 10k->29k gap each recovers; also `table_md` in
+the JSON) into --out, results.json into --bring too.
 
     # here, a CPU proof on a subset (minutes):
     python scripts/exp_backtranslate.py --mirror /work/shared/data/multi30k --out out/exp_bt_cpu \\
@@ -70,7 +70,7 @@ def main() -> None:
     p.add_argument("--parallel", type=int, default=10000, help="training pairs kept as parallel data")
     p.add_argument("--ratio", type=float, default=1.0, help="data.synthetic_ratio of the BT runs")
     p.add_argument("--bt-beam", type=int, default=5, help="beam of the beam back-translation")
-    p.add_argument("--bring", type=Path, help="also write results.json and results.md here (e.g. $OUT/bt)")
+    p.add_argument("--bring", type=Path, help="also write results.json here (e.g. $OUT/bt)")
     a = p.parse_args()
     out, a.mirror = a.out.resolve(), a.mirror.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -118,10 +118,11 @@ def main() -> None:
     results["seconds"]["total"] = round(time.perf_counter() - t0, 1)
     for k in bt:
         results[f"manifest_{k}"] = json.loads((data / k / "manifest.json").read_text(encoding="utf-8"))
-    for folder in {out, (a.bring or out).resolve()}:
+    results["table_md"] = table(results)
+    (out / "results.md").write_text(table(results), encoding="utf-8")
+    for folder in {out, (a.bring or out).resolve()}:  # --bring: results.json only (the table is in it)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        (folder / "results.md").write_text(table(results), encoding="utf-8")
     print(table(results))
 
 

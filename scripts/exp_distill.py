@@ -12,10 +12,11 @@ Driven through the real CLI (`python -m mt ...`), end to end from the Multi30k m
 3. `mt evaluate` of the three on test_2016_flickr (the config's beam, or --eval-beam).
 
 Every training has the same update budget (`--updates`) and seed (time budgets off). Writes
-`results.json` and `results.md` into --out, and into `--bring` (default OUT/bring) those two with
-compact copies of the three final checkpoints (fp32 weights-only inference checkpoints, cut into
-parts under 16 MiB: `cat NAME.pt.part* > NAME.pt`, then `sha256sum -c checkpoints.sha256`) for speed
-measurements elsewhere (docs/synthetic-data.md).
+`results.json` (the markdown table in it too, `table_md`) and `results.md` into --out, and into
+`--bring` (default OUT/bring) results.json with compact copies of the three final checkpoints
+(fp32 weights-only inference checkpoints, cut into parts under 16 MiB: `cat NAME.pt.part* >
+NAME.pt`; their sha256s are in results.json; 5 files with the shipped configs) for speed
+measurements elsewhere (scripts/exp_distill_speed.py).
 
     # here, a CPU proof on a subset (minutes):
     python scripts/exp_distill.py --mirror /work/shared/data/multi30k --out out/exp_distill_cpu \\
@@ -118,11 +119,12 @@ def main() -> None:
                         "teacher_minus_distilled": round(b["teacher"] - b["student_distilled"], 2)}
     results["manifest"] = json.loads((out / "runs" / "student_distilled" / "distill" / "manifest.json").read_text())
     results["checkpoints"] = {n: compact_copy(c, bring, n) for n, c in ckpts.items()}
-    (bring / "checkpoints.sha256").write_text("".join(f"{r['sha256']}  {n}.pt\n" for n, r in results["checkpoints"].items()))
+    (out / "checkpoints.sha256").write_text("".join(f"{r['sha256']}  {n}.pt\n" for n, r in results["checkpoints"].items()))
     results["seconds"]["total"] = round(time.perf_counter() - t0, 1)
-    for folder in {out, bring}:
+    results["table_md"] = table(results)
+    (out / "results.md").write_text(table(results), encoding="utf-8")
+    for folder in {out, bring}:  # --bring: results.json and the parts only (few files to carry)
         (folder / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        (folder / "results.md").write_text(table(results), encoding="utf-8")
     print(table(results))
 
 

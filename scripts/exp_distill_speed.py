@@ -6,8 +6,7 @@ and served through `mt serve` at concurrency 1 and 32, greedy and beam 5.
         --out out/exp_distill_speed -n 300
 
 `--bring` is the folder scripts/exp_distill.py filled (compact checkpoints cut into parts,
-checkpoints.sha256, results.json): the checkpoints are put together and checked against their
-sha256, each is exported (`mt export --format ctranslate2 --quantization int8`) and measured by
+results.json): the checkpoints are put together and checked against their sha256, each is exported (`mt export --format ctranslate2 --quantization int8`) and measured by
 scripts/bench_serve.py (one process per model, `--threads` model threads; the load generator
 shares the machine: say so with the figures). Writes `speed.json` and `speed.md` (with each
 model's test BLEU from results.json and its speed relative to the teacher) into --out.
@@ -26,13 +25,12 @@ REPO = Path(__file__).resolve().parents[1]
 NAMES = ("teacher", "student_ref", "student_distilled")
 
 
-def assemble(bring: Path, name: str, dest: Path) -> Path:
-    """`name.pt` from its parts in `bring`, checked against checkpoints.sha256."""
-    expected = {line.split()[1]: line.split()[0] for line in (bring / "checkpoints.sha256").read_text().splitlines()}
+def assemble(bring: Path, name: str, dest: Path, expected: str) -> Path:
+    """`name.pt` from its parts in `bring`, checked against its sha256 (results.json's)."""
     parts = sorted(bring.glob(f"{name}.pt.part*"), key=lambda p: int(p.name.rsplit("part", 1)[1]))
     data = b"".join(p.read_bytes() for p in parts)
-    if hashlib.sha256(data).hexdigest() != expected[f"{name}.pt"]:
-        sys.exit(f"{name}.pt: sha256 differs from {bring / 'checkpoints.sha256'}")
+    if hashlib.sha256(data).hexdigest() != expected:
+        sys.exit(f"{name}.pt: its parts in {bring} do not make the checkpoint results.json names (sha256 differs)")
     path = dest / f"{name}.pt"
     path.write_bytes(data)
     return path
@@ -52,7 +50,7 @@ def main() -> None:
     results = json.loads((a.bring / "results.json").read_text())
     speed: dict = {}
     for name in NAMES:
-        ckpt = assemble(a.bring, name, out)
+        ckpt = assemble(a.bring, name, out, results["checkpoints"][name]["sha256"])
         export = out / f"{name}_ct2_int8"
         if not export.is_dir():
             subprocess.run([sys.executable, "-m", "mt", "export", str(ckpt), "--format", "ctranslate2", "--quantization",

@@ -70,6 +70,7 @@ def test_shared_vocabulary_tokenizer(shared: Tokenizer, tmp_path: Path) -> None:
     assert shared.decode_tgt([shared.encode_tgt(["er isst einen Apfel."])[0] + [3, 9]]) == ["er isst einen Apfel."]
     assert shared.target_tags() == {"de": 4} and shared.for_target("de").src_prefix == [4]
     assert shared.decode_pieces("src", [[4, *shared.encode_src(["the cat"])[0]]]) == ["the cat"]  # tags dropped
+    assert shared.decode_tgt(shared.encode_src(["the teacher"])) == ["the teacher"]  # source pieces: no "▁" left
     shared.save(tmp_path)
     for again in (Tokenizer.from_files(tmp_path), pickle.loads(pickle.dumps(shared)),
                   Tokenizer.from_bytes(**{"src_model": shared.model_bytes()["src"]}, tgt_model=shared.model_bytes()["tgt"],

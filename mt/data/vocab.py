@@ -79,6 +79,11 @@ class VocabView:
         return [[get(p, _UNK) for p in seq] for seq in pieces]
 
     def decode(self, ids: list[list[int]]) -> list[str]:
-        """Id sequences -> text, control pieces (specials, tags) dropped."""
-        pieces, control = self.pieces, self.control
-        return [self.sp.decode_pieces([pieces[i] for i in seq if i not in control]) for seq in ids]
+        """Id sequences -> text, control pieces (specials, tags) dropped. A piece this side's model
+        does not know (the other side's, in a shared vocabulary) comes out of sentencepiece as
+        written, so its word-boundary marks become spaces afterwards, as MarianTokenizer does."""
+        pieces, control, out = self.pieces, self.control, []
+        for seq in ids:
+            text = self.sp.decode_pieces([pieces[i] for i in seq if i not in control])
+            out.append(text.removeprefix("\u2581").replace("\u2581", " "))  # the first mark is no space
+        return out

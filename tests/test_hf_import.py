@@ -3,6 +3,7 @@ become mt checkpoints that score, search and tokenize exactly as transformers do
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -150,3 +151,20 @@ def test_bad_directories_one_line(imported: list[tuple], tmp_path: Path, monkeyp
         import_marian(d, tmp_path / "out.pt")
     code, _, err = run_cli(monkeypatch, capsys, "import", "hf", d, "-o", tmp_path / "o.pt")
     assert code == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def test_imported_model_exports_to_ctranslate2(tmp_path: Path) -> None:
+    """The new options (halves positions, swish, the logit bias, the shared vocabulary) reach
+    CTranslate2 too: the export translates as the checkpoint does."""
+    require("ctranslate2")
+    from mt.decode.translate import translate_lines
+    from mt.deploy.export import export_ctranslate2
+    from mt.deploy.loading import load_model
+
+    import_marian(marian_dir(tmp_path / "hf", seed=4, eos_bias=-2.0), tmp_path / "m.pt")
+    model, tok, cfg = load_for_inference(tmp_path / "m.pt", "cpu")
+    ct2 = load_model([export_ctranslate2(tmp_path / "m.pt", tmp_path / "ct2")], "cpu")
+    decode = dataclasses.replace(cfg.decode, beam=1, max_len_a=0.0, max_len_b=12)
+    src = [s for s, _ in LINES[60:72]]
+    ours = translate_lines(model, tok, src, decode, device="cpu")
+    assert any(ours) and translate_lines(ct2.engine, ct2.tokenizer, src, decode, device="cpu") == ours

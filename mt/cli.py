@@ -36,6 +36,8 @@ app = typer.Typer(
 )
 data_app = typer.Typer(no_args_is_help=True, help="Fetch and clean corpora.")
 app.add_typer(data_app, name="data")
+import_app = typer.Typer(no_args_is_help=True, help="Import a model trained elsewhere as an mt checkpoint.")
+app.add_typer(import_app, name="import")
 
 ConfigArg = typer.Argument(..., help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml.")
 SetOpt = typer.Option([], "--set", help="Override a config value: section.key=value (repeatable).")
@@ -235,7 +237,7 @@ def evaluate(
 @app.command()
 def export(
     checkpoint: Path = typer.Argument(..., help="The checkpoint (.pt) to export."),
-    format: str = typer.Option(..., "--format", help="Export format: ctranslate2."),
+    format: str = typer.Option(..., "--format", help="Export format: ctranslate2 | hf (a transformers directory)."),
     output: Path = typer.Option(..., "--output", "-o", help="The model directory to write."),
     quantization: str = typer.Option("none", help="Weights: none (float32) | int8 | int8_float32 | int16."),
     force: bool = typer.Option(False, help="Replace a non-empty output directory."),
@@ -246,7 +248,8 @@ def export(
         True, help="With --quantization: translate the validation set with the quantised and the float32 "
                    "model and write both BLEUs (and the CPU) into mt_export.json and MODEL_CARD.md."),
 ) -> None:
-    """Export a checkpoint for deployment (CTranslate2: `mt translate/evaluate -c DIR` run it too)."""
+    """Export a checkpoint for deployment (CTranslate2: `mt translate/evaluate -c DIR` run it too) or as a
+    transformers directory (--format hf: from_pretrained, pipeline("translation"))."""
     from mt.commands.export import export_command
 
     export_command(checkpoint, format=format, output=output, quantization=quantization, force=force,
@@ -274,6 +277,20 @@ def score(
 
     score_command(checkpoint, src, tgt, output, normalize=normalize, max_tokens=max_tokens, device=device,
                   target_lang=target_lang)
+
+
+@import_app.command("hf")
+def import_hf(
+    model_dir: Path = typer.Argument(..., help="A transformers Marian directory (OPUS-MT layout: config.json, "
+                                               "model.safetensors or pytorch_model.bin, source.spm, target.spm, vocab.json)."),
+    output: Path = typer.Option(..., "--output", "-o", help="The mt checkpoint (.pt) to write."),
+    src_lang: Optional[str] = typer.Option(None, help="Source language (default: tokenizer_config.json's source_lang)."),
+    tgt_lang: Optional[str] = typer.Option(None, help="Target language (default: tokenizer_config.json's target_lang)."),
+) -> None:
+    """Import a transformers Marian (OPUS-MT) model: translate, evaluate, serve or fine-tune it (--init-from)."""
+    from mt.commands.hf import hf_command
+
+    hf_command(model_dir, output, src_lang=src_lang, tgt_lang=tgt_lang)
 
 
 @app.command()

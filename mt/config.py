@@ -16,7 +16,10 @@ from typing import Literal
 # alias is the one list of its choices (e.g. `typing.get_args(LengthPenalty)` in mt.decode.search).
 DataFormat = Literal["text", "tsv", "jsonl", "hub", "saved"]
 TokenizerType = Literal["unigram", "bpe"]
-Activation = Literal["relu", "gelu"]
+Activation = Literal["relu", "gelu", "swish"]  # swish = SiLU (Marian's default)
+# Sinusoidal position layout: interleaved sin/cos (Vaswani et al.), or sin in the first half and cos
+# in the second (Marian / OPUS-MT, fairseq, tensor2tensor).
+PositionLayout = Literal["interleaved", "halves"]
 Norm = Literal["post", "pre"]
 Optimizer = Literal["adam", "adamw"]
 Schedule = Literal["inverse_sqrt", "noam", "linear_decay", "constant"]
@@ -128,6 +131,9 @@ class ModelConfig:
     norm: Norm = "post"  # post: the paper; pre: with a final LayerNorm
     tie_embeddings: bool = True  # decoder embedding = output projection; plus source embedding when joint
     max_positions: int = 1024
+    positions: PositionLayout = "interleaved"  # sinusoidal layout: interleaved (the paper) or halves (Marian / OPUS-MT)
+    scale_embedding: bool = True  # multiply token embeddings by sqrt(d_model) before adding positions
+    final_logits_bias: bool = False  # a fixed (V,) bias added to tied output logits (Marian's final_logits_bias; not trained)
 
 
 @dataclass(frozen=True)

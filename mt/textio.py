@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -173,3 +174,16 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def install_dir(tmp: Path, out_dir: Path) -> None:
+    """Put the finished directory `tmp` (built beside `out_dir`) in place of `out_dir`, replacing an
+    old one; readable by all (mkdtemp makes it 0700, and an exported model is meant to be shared)."""
+    os.chmod(tmp, 0o755)
+    if out_dir.exists():
+        old = out_dir.with_name(f".{out_dir.name}.old.{os.getpid()}")
+        out_dir.rename(old)
+        tmp.rename(out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(out_dir)

@@ -175,7 +175,7 @@ def test_each_command_has_a_module_named_after_it() -> None:
     (besides the shared ones named above)."""
     commands = {name.replace("-", "_") for name in cli_commands()}
     modules = {p.stem for p in COMMANDS.glob("*.py")} - {"__init__"} - SHARED_COMMAND_MODULES
-    assert len(commands) == 13  # + backtranslate, distill (issue 38)
+    assert len(commands) == 14  # + clean (37), backtranslate, distill (38), import hf (36)
     assert sorted(commands - modules) == [], "commands without a module in mt/commands/"
     assert sorted(modules - commands) == [], "modules in mt/commands/ that are no command's (name a shared one above)"
 

@@ -13,10 +13,18 @@ def export_command(checkpoint: Path, *, format: str, output: Path, quantization:
                    int8_range: str = "reduced", check: bool = True) -> None:
     """`mt export`: write `checkpoint` as a CTranslate2 model directory and say where; a quantised
     one (unless `check` is off) is then measured against float32 on the validation set."""
-    if format != "ctranslate2":
-        raise MTError(f"--format: unknown format {format!r}; expected ctranslate2")
+    if format not in ("ctranslate2", "hf"):
+        raise MTError(f"--format: unknown format {format!r}; expected ctranslate2 or hf")
     if not checkpoint.is_file():
         raise MTError(f"checkpoint '{checkpoint}': file not found")
+    if format == "hf":
+        if quantization != "none":
+            raise MTError("--quantization: --format hf writes float32 weights (quantise when loading in transformers)")
+        from mt.deploy.hf_export import export_hf  # transformers is an optional extra
+
+        out = export_hf(checkpoint, output, force=force)
+        print(f"exported {checkpoint} to {out} (transformers MarianMTModel: from_pretrained, pipeline('translation'))")
+        return
     from mt.deploy.export import check_export, export_ctranslate2  # ctranslate2 is an optional extra
     from mt.model.checkpoint import read_checkpoint
 

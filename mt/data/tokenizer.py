@@ -20,6 +20,10 @@ is never taken for the tag, and decoding drops it. `Tokenizer.for_target(lang)` 
 that makes the model translate into `lang`: with the tag's id before every source for a tagged
 model, itself for an untagged one. Prepare, validation, evaluation, translation and serving all
 go through it, whatever the model's shape.
+
+A third shape (`vocab`, mt.data.vocab): source and target sentencepiece models over ONE shared
+vocabulary that numbers their pieces (OPUS-MT / Marian's layout: `mt import hf`); such a tokenizer
+is `joint` (one vocabulary, so the model may tie all three embeddings) with two models.
 """
 
 from __future__ import annotations
@@ -35,11 +39,13 @@ from typing import Any, TypeVar
 import sentencepiece as spm
 
 from mt.config import TokenizerConfig
+from mt.data.vocab import VocabView, read_vocab
 from mt.errors import MTError
 from mt.textio import atomic_write
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 JOINT_MODEL, SRC_MODEL, TGT_MODEL = "spm.model", "spm.src.model", "spm.tgt.model"
+SHARED_VOCAB = "spm.vocab"  # with SRC_MODEL and TGT_MODEL: the shared vocabulary (mt.data.vocab)
 # Sentencepiece's trained model depends on its thread count (work is split per thread), so it is
 # fixed rather than taken from the machine: same sample + config -> byte-identical model anywhere.
 TRAIN_THREADS = 4
@@ -147,14 +153,14 @@ def train_sentencepiece(src_sample: Sequence[str], tgt_sample: Sequence[str], cf
                                 targets=target_langs)
 
 
-def _load_proto(model: bytes, what: str) -> spm.SentencePieceProcessor:
+def _load_proto(model: bytes, what: str, check_ids: bool = True) -> spm.SentencePieceProcessor:
     sp = spm.SentencePieceProcessor()
     try:
         sp.LoadFromSerializedProto(model)
     except (RuntimeError, OSError, TypeError) as e:
         raise MTError(f"{what}: not a sentencepiece model ({str(e).splitlines()[0] if str(e) else e})") from None
     ids = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
-    if ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
+    if check_ids and ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
         raise MTError(f"{what}: special ids (pad, unk, bos, eos) are {ids}, mt needs {(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}")
     return sp
 
@@ -163,10 +169,16 @@ class Tokenizer:
     """Source and target sentencepiece models (the same object when joint) with mt's fixed special ids."""
 
     def __init__(self, src_model: bytes, tgt_model: bytes | None, src_prefix: Sequence[int] = (),
-                 targets: Sequence[str] = ()) -> None:
-        self._src_bytes, self._tgt_bytes = src_model, tgt_model
-        self._src = _load_proto(src_model, "source tokenizer model" if tgt_model else "tokenizer model")
-        self._tgt = self._src if tgt_model is None else _load_proto(tgt_model, "target tokenizer model")
+                 targets: Sequence[str] = (), vocab: bytes | None = None) -> None:
+        self._src_bytes, self._tgt_bytes, self._vocab_bytes = src_model, tgt_model, vocab
+        own = vocab is None  # sentencepiece's own ids (mt's fixed specials) or a shared vocabulary's
+        self._src = _load_proto(src_model, "source tokenizer model" if tgt_model else "tokenizer model", own)
+        self._tgt = self._src if tgt_model is None else _load_proto(tgt_model, "target tokenizer model", own)
+        if vocab is not None:
+            if tgt_model is None:
+                raise MTError("tokenizer: a shared vocabulary needs a source and a target model")
+            pieces = read_vocab(vocab)
+            self._src, self._tgt = VocabView(self._src, pieces), VocabView(self._tgt, pieces)  # type: ignore[assignment]
         self._prefix = [int(i) for i in src_prefix]  # ids put before every encoded source: a target tag
         self._targets = tuple(targets)  # the languages the model translates into, as its config says
         self._tags: dict[str, int] | None = None
@@ -205,7 +217,7 @@ class Tokenizer:
         prefix = [tags[lang]] if lang in tags else []
         if prefix == self._prefix:
             return self
-        out = Tokenizer(self._src_bytes, self._tgt_bytes, prefix, self._targets)
+        out = Tokenizer(self._src_bytes, self._tgt_bytes, prefix, self._targets, self._vocab_bytes)
         out._tags = tags
         return out
 
@@ -224,7 +236,7 @@ class Tokenizer:
     def with_targets(self, targets: Sequence[str]) -> Tokenizer:
         """The same models told that the model translates into `targets` (a tokenizer reused for
         fine-tuning into another language); no target tag in front."""
-        return Tokenizer(self._src_bytes, self._tgt_bytes, (), targets)
+        return Tokenizer(self._src_bytes, self._tgt_bytes, (), targets, self._vocab_bytes)
 
     @property
     def src_prefix(self) -> list[int]:
@@ -232,17 +244,21 @@ class Tokenizer:
         return list(self._prefix)
 
     @classmethod
-    def from_bytes(cls, src_model: bytes, tgt_model: bytes | None = None, *, targets: Sequence[str] = ()) -> Tokenizer:
+    def from_bytes(cls, src_model: bytes, tgt_model: bytes | None = None, *, targets: Sequence[str] = (),
+                   vocab: bytes | None = None) -> Tokenizer:
         """A tokenizer from serialized models; `tgt_model=None` means joint. `targets`: the
-        languages the model translates into (its config's `data.target_langs`)."""
-        return cls(src_model, tgt_model, (), targets)
+        languages the model translates into (its config's `data.target_langs`); `vocab`: a shared
+        vocabulary over the two models (`mt.data.vocab.vocab_bytes`)."""
+        return cls(src_model, tgt_model, (), targets, vocab)
 
     @classmethod
     def from_files(cls, run_dir: Path, *, targets: Sequence[str] = ()) -> Tokenizer:
         """Load `spm.model` (joint) or `spm.src.model` + `spm.tgt.model` from a run directory
         (`targets` as in `from_bytes`)."""
         run_dir = Path(run_dir)
-        joint, src, tgt = run_dir / JOINT_MODEL, run_dir / SRC_MODEL, run_dir / TGT_MODEL
+        joint, src, tgt, vocab = (run_dir / name for name in (JOINT_MODEL, SRC_MODEL, TGT_MODEL, SHARED_VOCAB))
+        if vocab.is_file() and src.is_file() and tgt.is_file():
+            return cls(src.read_bytes(), tgt.read_bytes(), (), targets, vocab.read_bytes())
         if joint.is_file():
             return cls(joint.read_bytes(), None, (), targets)
         if src.is_file() and tgt.is_file():
@@ -251,7 +267,10 @@ class Tokenizer:
 
     def save(self, run_dir: Path) -> list[Path]:
         """Write the model file(s) into `run_dir`, each atomically; returns the paths written."""
-        files = {JOINT_MODEL: self._src_bytes} if self.joint else {SRC_MODEL: self._src_bytes, TGT_MODEL: self._tgt_bytes}
+        files = ({JOINT_MODEL: self._src_bytes} if self._tgt_bytes is None
+                 else {SRC_MODEL: self._src_bytes, TGT_MODEL: self._tgt_bytes})
+        if self._vocab_bytes is not None:
+            files[SHARED_VOCAB] = self._vocab_bytes
         written = []
         for name, data in files.items():
             path = Path(run_dir) / name
@@ -261,21 +280,27 @@ class Tokenizer:
         return written
 
     def model_bytes(self) -> dict[str, bytes]:
-        """{"src": model} when joint, else {"src": ..., "tgt": ...} (for checkpoints)."""
+        """{"src": model} when joint, else {"src": ..., "tgt": ...}, plus "vocab" when the two
+        share one (for checkpoints)."""
         out = {"src": self._src_bytes}
         if self._tgt_bytes is not None:
             out["tgt"] = self._tgt_bytes
+        if self._vocab_bytes is not None:
+            out["vocab"] = self._vocab_bytes
         return out
 
     def __getstate__(self) -> dict[str, Any]:  # picklable (worker processes) via the model bytes
-        return {"src": self._src_bytes, "tgt": self._tgt_bytes, "prefix": self._prefix, "targets": self._targets}
+        return {"src": self._src_bytes, "tgt": self._tgt_bytes, "prefix": self._prefix, "targets": self._targets,
+                "vocab": self._vocab_bytes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["src"], state["tgt"], state.get("prefix", ()), state.get("targets", ()))  # type: ignore[misc]
+        self.__init__(state["src"], state["tgt"], state.get("prefix", ()), state.get("targets", ()),  # type: ignore[misc]
+                      state.get("vocab"))
 
     @property
     def joint(self) -> bool:
-        return self._tgt_bytes is None
+        """One vocabulary for both sides: one sentencepiece model, or two over a shared vocabulary."""
+        return self._tgt_bytes is None or self._vocab_bytes is not None
 
     @property
     def src_vocab_size(self) -> int:

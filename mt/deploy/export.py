@@ -10,7 +10,9 @@ The Transformer maps one to one onto CTranslate2's `TransformerSpec`:
 - embeddings scaled by sqrt(d_model) (`scale_embeddings`); mt's own sinusoidal table
   (PE[k, 2i] = sin, PE[k, 2i+1] = cos) is written as `position_encodings.encodings`, since
   CTranslate2's built-in table concatenates the sin and cos halves instead of interleaving them;
-- relu -> Activation.RELU, gelu (exact, erf) -> Activation.GELU; LayerNorm epsilon 1e-5 (torch's);
+- relu -> Activation.RELU, gelu (exact, erf) -> Activation.GELU, swish -> Activation.SWISH;
+  LayerNorm epsilon 1e-5 (torch's); `model.scale_embedding`, `model.positions` (the table is written
+  whatever its layout) and a tied `final_logits_bias` (the projection's bias) carry over;
 - tied output projection: the target embedding, no bias; untied: the Linear with its bias. Tied
   tensors are stored once (CTranslate2 aliases equal variables).
 
@@ -28,7 +30,6 @@ training update/epoch, evaluation scores found in the run's `eval/`, export sett
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from mt.config import Config
-from mt.data.tokenizer import JOINT_MODEL, SRC_MODEL, TGT_MODEL
+from mt.data.tokenizer import JOINT_MODEL, SHARED_VOCAB, SRC_MODEL, TGT_MODEL
 from mt.deploy.card import (
     EXPORT_INFO,
     eval_scores,
@@ -48,6 +49,7 @@ from mt.deploy.card import (
 )
 from mt.errors import MTError
 from mt.model.checkpoint import Checkpoint, read_checkpoint
+from mt.textio import install_dir
 
 QUANTIZATIONS = ("none", "int8", "int8_float32", "int16")
 INT8_RANGES = ("reduced", "full")  # int8 weights in [-63, 63] (no AVX2 saturation) or [-127, 127]
@@ -99,19 +101,22 @@ def build_spec(cfg: Config, state: dict[str, Any]) -> Any:
 
     m, w = cfg.model, state["model"]
     pre = m.norm == "pre"
-    activation = common_spec.Activation.GELU if m.activation == "gelu" else common_spec.Activation.RELU
+    activation = {"gelu": common_spec.Activation.GELU, "relu": common_spec.Activation.RELU,
+                  "swish": common_spec.Activation.SWISH}[m.activation]
     encoder = transformer_spec.TransformerEncoderSpec(m.encoder_layers, m.heads, pre_norm=pre, activation=activation)
     decoder = transformer_spec.TransformerDecoderSpec(m.decoder_layers, m.heads, pre_norm=pre, activation=activation)
     spec = transformer_spec.TransformerSpec(encoder, decoder)
 
-    positions = sinusoidal_positions(m.max_positions, m.d_model).numpy()  # (P, D), mt's interleaved layout
+    positions = sinusoidal_positions(m.max_positions, m.d_model, m.positions).numpy()  # (P, D), mt's table
     for stack in (encoder, decoder):
-        stack.scale_embeddings = True
+        stack.scale_embeddings = m.scale_embedding
         stack.position_encodings.encodings = positions
     encoder.embeddings[0].weight = _np(w["src_embed.weight"])
     decoder.embeddings.weight = _np(w["tgt_embed.weight"])
     if m.tie_embeddings:
-        decoder.projection.weight = _np(w["tgt_embed.weight"])  # no bias: mt's tied projection has none
+        decoder.projection.weight = _np(w["tgt_embed.weight"])  # no bias unless model.final_logits_bias
+        if "final_logits_bias" in w:
+            decoder.projection.bias = _np(w["final_logits_bias"])
     else:
         _set_linear(decoder.projection, w, "out_proj")
     if pre:
@@ -140,9 +145,9 @@ def build_spec(cfg: Config, state: dict[str, Any]) -> Any:
         _set_norm(layer.ffn.layer_norm, w, f"{p}.norm_ff")
 
     tok = state["tokenizer"]
-    src_pieces = _pieces(tok["src"])
+    src_pieces = json.loads(tok["vocab"]) if "vocab" in tok else _pieces(tok["src"])  # a shared vocabulary's, or spm's
     spec.register_source_vocabulary(src_pieces)
-    spec.register_target_vocabulary(_pieces(tok["tgt"]) if "tgt" in tok else src_pieces)
+    spec.register_target_vocabulary(_pieces(tok["tgt"]) if "tgt" in tok and "vocab" not in tok else src_pieces)
     spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = "<unk>", "<s>", "</s>"
     spec.config.decoder_start_token = "<s>"
     spec.config.add_source_bos, spec.config.add_source_eos = False, True  # mt ends every source with EOS
@@ -269,6 +274,8 @@ def export_ctranslate2(checkpoint: Checkpoint | Path, out_dir: Path, *, quantiza
         spec.save(str(tmp))
         tok = state["tokenizer"]
         files = {SRC_MODEL: tok["src"], TGT_MODEL: tok["tgt"]} if "tgt" in tok else {JOINT_MODEL: tok["src"]}
+        if "vocab" in tok:
+            files[SHARED_VOCAB] = tok["vocab"]
         for name, data in files.items():
             (tmp / name).write_bytes(data)
         info = {
@@ -294,14 +301,7 @@ def export_ctranslate2(checkpoint: Checkpoint | Path, out_dir: Path, *, quantiza
         }
         (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         (tmp / MODEL_CARD).write_text(export_model_card(info), encoding="utf-8")
-        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700; an exported model is meant to be shared
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old.{os.getpid()}")
-            out_dir.rename(old)
-            tmp.rename(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out_dir)
+        install_dir(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

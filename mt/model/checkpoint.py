@@ -6,7 +6,8 @@ Layout of a checkpoint (a plain dict; only tensors, numbers, strings, bytes, lis
     kind            "mt-checkpoint"
     format_version  FORMAT_VERSION
     config          mt.config.config_to_dict(cfg)
-    tokenizer       {"src": bytes, "tgt": bytes}  sentencepiece models ("tgt" absent when joint)
+    tokenizer       {"src": bytes, "tgt": bytes}  sentencepiece models ("tgt" absent when joint),
+                    and "vocab" (bytes) when the two share one vocabulary (mt.data.vocab)
     src_vocab_size, tgt_vocab_size, joint_vocab
     model           the Transformer's state dict (float tensors, on CPU)
     update, epoch   where training was (0 when unknown)
@@ -131,7 +132,8 @@ _FIELDS: tuple[tuple[str, bool, Any, str], ...] = (
     ("config", True, lambda v: isinstance(v, dict) and all(isinstance(v.get(s, {}), dict) for s in _MODEL_SECTIONS),
      "a dict of config sections"),
     ("tokenizer", True, lambda v: isinstance(v, dict) and isinstance(v.get("src"), bytes)
-     and isinstance(v.get("tgt", b""), bytes) and set(v) <= {"src", "tgt"}, "{'src': bytes, 'tgt': bytes}"),
+     and isinstance(v.get("tgt", b""), bytes) and isinstance(v.get("vocab", b""), bytes)
+     and set(v) <= {"src", "tgt", "vocab"}, "{'src': bytes, 'tgt': bytes, 'vocab': bytes}"),
     ("model", True, lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(t, torch.Tensor)
                                                            for k, t in v.items()), "a dict of named tensors"),
     ("src_vocab_size", True, lambda v: _is_int(v) and v > 0, "a positive integer"),
@@ -212,7 +214,8 @@ class Checkpoint:
     @cached_property
     def tokenizer(self) -> Tokenizer:
         tok = self.state["tokenizer"]
-        return Tokenizer.from_bytes(tok["src"], tok.get("tgt"), targets=self.config.data.target_langs)
+        return Tokenizer.from_bytes(tok["src"], tok.get("tgt"), targets=self.config.data.target_langs,
+                                    vocab=tok.get("vocab"))
 
     @property
     def update(self) -> int:

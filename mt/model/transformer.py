@@ -54,14 +54,18 @@ from mt.model.decoder_cache import DecoderCache
 from mt.model.fastops import attention, dropout, dropout_add
 
 
-def sinusoidal_positions(max_positions: int, d_model: int) -> Tensor:
-    """PE(k, 2i) = sin(k / 10000^(2i/d)), PE(k, 2i+1) = cos(k / 10000^(2i/d)).  # (max_positions, d_model)"""
+def sinusoidal_positions(max_positions: int, d_model: int, layout: str = "interleaved") -> Tensor:
+    """Angles a(k, i) = k / 10000^(2i/d). `interleaved` (the paper): PE(k, 2i) = sin, PE(k, 2i+1) = cos;
+    `halves` (Marian / OPUS-MT, MarianSinusoidalPositionalEmbedding): the ceil(d/2) sines first, then
+    the cosines.  # (max_positions, d_model)"""
     pos = torch.arange(max_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d/2,)
-    angles = pos * inv_freq  # (P, d/2)
+    inv_freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (ceil(d/2),)
+    angles = pos * inv_freq  # (P, ceil(d/2))
+    if layout == "halves":
+        return torch.cat([torch.sin(angles), torch.cos(angles[:, : d_model // 2])], dim=1).float()
     pe = torch.empty(max_positions, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angles)
-    pe[:, 1::2] = torch.cos(angles)
+    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
     return pe.float()
 
 
@@ -156,13 +160,13 @@ class CrossAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise Linear -> ReLU/GELU -> Linear."""
+    """Position-wise Linear -> ReLU/GELU (exact, erf)/swish (SiLU) -> Linear."""
 
     def __init__(self, d_model: int, d_ff: int, activation: str) -> None:
         super().__init__()
         self.up = nn.Linear(d_model, d_ff)
         self.down = nn.Linear(d_ff, d_model)
-        self.act = F.relu if activation == "relu" else F.gelu
+        self.act = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}[activation]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.down(self.act(self.up(x)))  # (B, T, D)
@@ -280,7 +284,11 @@ class Transformer(nn.Module):
         self.src_embed = self.tgt_embed if share_src else nn.Embedding(src_vocab_size, cfg.d_model)
         # None when tied: logits are then F.linear(h, tgt_embed.weight) with no bias.
         self.out_proj = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, tgt_vocab_size)
-        self.register_buffer("pe", sinusoidal_positions(cfg.max_positions, cfg.d_model), persistent=False)
+        self.register_buffer("pe", sinusoidal_positions(cfg.max_positions, cfg.d_model, cfg.positions), persistent=False)
+        # model.final_logits_bias: a fixed (V,) logit bias of the tied projection (a checkpoint's, e.g. Marian's)
+        if cfg.final_logits_bias and cfg.tie_embeddings:
+            self.register_buffer("final_logits_bias", torch.zeros(tgt_vocab_size))
+        self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         pre = cfg.norm == "pre"  # pre-LN leaves the residual stream unnormalised: add final LayerNorms
@@ -323,17 +331,17 @@ class Transformer(nn.Module):
         return 6.0 * matrices("encoder"), 6.0 * (matrices("decoder") + out)
 
     def _embed(self, embedding: nn.Embedding, tokens: Tensor, start: int) -> Tensor:
-        """tokens (B, T) -> dropout(emb * sqrt(D) + PE[start:start+T])  # (B, T, D)"""
+        """tokens (B, T) -> dropout(emb * sqrt(D) + PE[start:start+T]) (no sqrt(D) without model.scale_embedding)  # (B, T, D)"""
         end = start + tokens.size(1)
         if end > self.pe.size(0):
             raise MTError(f"model: sequence of {end} tokens exceeds model.max_positions={self.pe.size(0)}")
-        x = embedding(tokens) * math.sqrt(self.d_model) + self.pe[start:end]
+        x = embedding(tokens) * self.embed_scale + self.pe[start:end]
         return dropout(x, self.cfg.dropout, self.training)
 
     def output_layer(self) -> tuple[Tensor, Tensor | None]:
         """The output projection's (weight (V, D), bias (V,) or None): logits = h W^T (+ b)."""
         if self.out_proj is None:
-            return self.tgt_embed.weight, None
+            return self.tgt_embed.weight, getattr(self, "final_logits_bias", None)
         return self.out_proj.weight, self.out_proj.bias
 
     def _logits(self, h: Tensor) -> Tensor:

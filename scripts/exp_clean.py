@@ -35,44 +35,15 @@ import shutil
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
+from exp_common import checkpoint, parallel, run  # noqa: E402
+from exp_common import env as child_env  # noqa: E402
 from make_noise import SPLITS, _read, make, score  # noqa: E402
 
 TEST = "test_2016_flickr"
-
-
-def _env(pythonpath: str) -> dict[str, str]:
-    env = dict(os.environ)
-    parts = [p for p in (str(Path(pythonpath).resolve()) if pythonpath else "", str(REPO), env.get("PYTHONPATH", "")) if p]
-    env["PYTHONPATH"] = os.pathsep.join(parts)
-    return env
-
-
-def run(name: str, args: list[str], out: Path, env: dict[str, str]) -> float:
-    """`python -m mt ARGS`, logged to out/logs/NAME.log; seconds taken. Exits naming the log on failure."""
-    log = out / "logs" / f"{name}.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    with log.open("w", encoding="utf-8") as f:
-        f.write("python -m mt " + " ".join(args) + "\n")
-        f.flush()
-        proc = subprocess.run([sys.executable, "-m", "mt", *args], cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        tail = log.read_text(encoding="utf-8").splitlines()[-15:]
-        sys.exit(f"exp_clean: {name} failed (exit {proc.returncode}); {log}:\n" + "\n".join(tail))
-    seconds = time.perf_counter() - t0
-    print(f"exp_clean: {name} done in {seconds:.0f}s", flush=True)
-    return seconds
-
-
-def parallel(jobs: list[tuple[str, list[str]]], workers: int, out: Path, env: dict[str, str]) -> dict[str, float]:
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {name: pool.submit(run, name, args, out, env) for name, args in jobs}
-        return {name: f.result() for name, f in futures.items()}
 
 
 def _with_splits(mirror: Path, dest: Path) -> None:
@@ -107,22 +78,12 @@ def train_args(a: argparse.Namespace, out: Path, name: str, data: Path, reverse:
     return ["train", str(a.config), *[x for s in sets for x in ("--set", s)]]
 
 
-def checkpoint(out: Path, name: str) -> Path:
-    """The model the run selected: averaged.pt (written only when it validates at least as well),
-    else best.pt, else last.pt."""
-    ckpts = out / "runs" / name / "checkpoints"
-    for candidate in ("averaged.pt", "best.pt", "last.pt"):
-        if (ckpts / candidate).is_file():
-            return ckpts / candidate
-    sys.exit(f"exp_clean: no checkpoint in {ckpts}")
-
-
-def bleus(out: Path, names: list[str], a: argparse.Namespace, env: dict[str, str]) -> dict[str, float]:
+def bleus(out: Path, names: list[str], a: argparse.Namespace) -> dict[str, float]:
     """`mt evaluate` of each run's checkpoint on TEST (in parallel, --jobs): BLEU by run."""
     jobs = [(f"eval_{name}", ["evaluate", "-c", str(checkpoint(out, name)), "--split", TEST, "--out-dir",
                               str(out / "eval" / name), "--device", a.device]
              + (["--beam", str(a.eval_beam)] if a.eval_beam else [])) for name in names]
-    parallel(jobs, a.jobs, out, env)
+    parallel(jobs, a.jobs, out, a.pythonpath)
     found = {}
     for name in names:
         report = next((out / "eval" / name).glob("*.json"))
@@ -167,7 +128,7 @@ def main() -> None:
     out = a.out.resolve()
     a.mirror = a.mirror.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    env = _env(a.pythonpath)
+    env = child_env(a.pythonpath)
     if subprocess.run([sys.executable, "-c", "import py3langid"], env=env, capture_output=True).returncode != 0:
         sys.exit("exp_clean: py3langid is not importable: pip install py3langid==0.4.0, or copy the installed package "
                  "folder (site-packages/py3langid) into a folder DIR and pass --pythonpath DIR")
@@ -176,19 +137,19 @@ def main() -> None:
     noise = build_data(a, out)
     data = out / "data"
     seconds = {"rules_clean": run("clean_rules", ["data", "clean", str(data / "noisy"), "-o", str(data / "rules"),
-                                                  "--dropped-file", *workers], out, env)}
+                                                  "--dropped-file", *workers], out, a.pythonpath)}
     _with_splits(a.mirror, data / "rules")
     seconds.update(parallel([("clean", train_args(a, out, "clean", data / "clean")),
                              ("noisy", train_args(a, out, "noisy", data / "noisy")),
                              ("rules", train_args(a, out, "rules", data / "rules")),
                              ("noisy_bwd", train_args(a, out, "noisy_bwd", data / "noisy", reverse=True))],
-                            a.jobs, out, env))
+                            a.jobs, out, a.pythonpath))
     seconds["score_clean"] = run("clean_scored", [
         "data", "clean", str(data / "noisy"), "-o", str(data / "scored"), "--dropped-file", "--device", a.device,
         "--forward", str(checkpoint(out, "noisy")), "--backward", str(checkpoint(out, "noisy_bwd")),
-        "--keep", str(a.keep), *workers], out, env)
+        "--keep", str(a.keep), *workers], out, a.pythonpath)
     _with_splits(a.mirror, data / "scored")
-    seconds["scored"] = run("scored", train_args(a, out, "scored", data / "scored"), out, env)
+    seconds["scored"] = run("scored", train_args(a, out, "scored", data / "scored"), out, a.pythonpath)
     results: dict[str, object] = {
         "updates": a.updates, "device": a.device, "config": str(a.config), "limit": a.limit, "keep": a.keep,
         "noise": noise, "seconds": seconds,
@@ -196,7 +157,7 @@ def main() -> None:
                   for name in ("clean", "noisy", "rules", "scored")},
         "precision_recall": {name: score(data / "noisy" / "train.labels", data / name / "clean_dropped.jsonl")
                              for name in ("rules", "scored")},
-        "bleu": bleus(out, ["clean", "noisy", "rules", "scored"], a, env),
+        "bleu": bleus(out, ["clean", "noisy", "rules", "scored"], a),
     }
     b = results["bleu"]
     cost = b["clean"] - b["noisy"]

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # the scripts import mt (checkpoint sizes, compact copies) without an install
+    sys.path.insert(0, str(REPO))
 TEST = "test_2016_flickr"
 SPLITS = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
 PART_BYTES = 15 * 1024 * 1024  # compact checkpoints are cut into parts below 16 MiB
@@ -43,13 +45,15 @@ def add_common_args(p: argparse.ArgumentParser, flags: tuple[str, ...]) -> None:
         p.add_argument(flag, **COMMON_ARGS[flag])
 
 
-def env() -> dict[str, str]:
+def env(pythonpath: str = "") -> dict[str, str]:
+    """The children's environment: `pythonpath` (e.g. a copy of py3langid), then the repository, first."""
     e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), e.get("PYTHONPATH", "")) if p)
+    first = str(Path(pythonpath).resolve()) if pythonpath else ""
+    e["PYTHONPATH"] = os.pathsep.join(p for p in (first, str(REPO), e.get("PYTHONPATH", "")) if p)
     return e
 
 
-def run(name: str, args: list[str], out: Path) -> float:
+def run(name: str, args: list[str], out: Path, pythonpath: str = "") -> float:
     """`python -m mt ARGS`, logged to out/logs/NAME.log; seconds taken. Exits naming the log on failure."""
     log = out / "logs" / f"{name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -57,7 +61,7 @@ def run(name: str, args: list[str], out: Path) -> float:
     with log.open("w", encoding="utf-8") as f:
         f.write("python -m mt " + " ".join(args) + "\n")
         f.flush()
-        proc = subprocess.run([sys.executable, "-m", "mt", *args], cwd=REPO, env=env(), stdout=f,
+        proc = subprocess.run([sys.executable, "-m", "mt", *args], cwd=REPO, env=env(pythonpath), stdout=f,
                               stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         tail = log.read_text(encoding="utf-8").splitlines()[-15:]
@@ -67,10 +71,10 @@ def run(name: str, args: list[str], out: Path) -> float:
     return round(seconds, 1)
 
 
-def parallel(jobs: list[tuple[str, list[str]]], workers: int, out: Path) -> dict[str, float]:
+def parallel(jobs: list[tuple[str, list[str]]], workers: int, out: Path, pythonpath: str = "") -> dict[str, float]:
     """Run the (name, args) jobs, `workers` at a time; seconds per job."""
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {name: pool.submit(run, name, args, out) for name, args in jobs}
+        futures = {name: pool.submit(run, name, args, out, pythonpath) for name, args in jobs}
         return {name: f.result() for name, f in futures.items()}
 
 

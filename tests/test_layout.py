@@ -5,7 +5,7 @@ the checkpoint module reads checkpoints.
 The order, bottom to top (ARCHITECTURE.md):
 
     config, config_load, config_checks, errors, textio, device   (the base every stage uses)
-    data -> model -> decode -> eval -> {train, deploy} -> serve -> commands -> cli
+    {data, text} -> model -> decode -> eval -> {train, deploy} -> serve -> commands -> cli
 
 A module may import its own stage and any stage below it. Every import counts: module level,
 inside functions and under `if TYPE_CHECKING:`, since each of them ties the two modules together.
@@ -23,7 +23,7 @@ MAX_LINES = 450  # "small enough to read in one sitting": ~400, with a little sl
 
 BASE = {"mt", "mt.__main__", "mt.config", "mt.config_load", "mt.config_checks", "mt.errors", "mt.textio",
         "mt.device"}
-RANK = {"data": 1, "model": 2, "decode": 3, "eval": 4, "train": 5, "deploy": 5, "serve": 6, "commands": 7, "cli": 8}
+RANK = {"data": 1, "text": 1, "model": 2, "decode": 3, "eval": 4, "train": 5, "deploy": 5, "serve": 6, "commands": 7, "cli": 8}
 
 
 def module_name(path: Path) -> str:

@@ -15,7 +15,7 @@ import test_serve
 from test_serve import httpx, mt_translate, server
 
 from mt.errors import MTError
-from mt.serve.html import VOID, HtmlFragment
+from mt.text.html import VOID, HtmlFragment
 from mt.serve.languages import ServedLanguages
 from mt.serve.requests import ApiError
 from mt.serve.settings import ServeSettings

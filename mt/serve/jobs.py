@@ -19,7 +19,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
 from mt.serve.batcher import Hyps, Job, QueueFull
 from mt.serve.cache import Cached, Key
-from mt.serve.html import HtmlFragment
+from mt.text.html import HtmlFragment
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_size
 from mt.serve.settings import ServeSettings
@@ -107,7 +107,7 @@ def _mean(values: list[float]) -> float:
 async def translate_html(request: Request, model: ServedModel, settings: ServeSettings, fragments: list[HtmlFragment],
                          decode: DecodeConfig, tokenizer: Tokenizer) -> list[str]:
     """Each HTML fragment with its blocks' text translated (one segment per block, all fragments in
-    one job) and its markup kept (`mt.serve.html`)."""
+    one job) and its markup kept (`mt.text.html`)."""
     chars = sum(len(fragment.source) for fragment in fragments)  # the limit counts the markup too, as LibreTranslate's
     if chars > settings.char_limit:
         raise ApiError(413, f"request: {chars} characters, the limit is {settings.char_limit}")

@@ -1,6 +1,6 @@
 """LibreTranslate's API, as its clients (Mastodon, Weblate, libretranslatepy, browser add-ons,
 LibreTranslate's own front end) call it: POST /translate (JSON or form data; `q` a string or a
-list, `source` a code or "auto", `alternatives`, `format` "text" or "html": `mt.serve.html`),
+list, `source` a code or "auto", `alternatives`, `format` "text" or "html": `mt.text.html`),
 POST /detect, GET /languages, GET /frontend/settings, and POST /suggest and /translate_file
 answering 403 as a LibreTranslate server with suggestions and file translation off does.
 
@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse
 from mt.serve.deps import Fields, ReadyFleet, RequireKey, SettingsDep
 from mt.serve.detect import LanguageDetector
 from mt.serve.fleet import Fleet
-from mt.serve.html import HtmlFragment
+from mt.text.html import HtmlFragment
 from mt.serve.jobs import translate_html, translate_texts
 from mt.serve.languages import language_name
 from mt.serve.model import ServedModel

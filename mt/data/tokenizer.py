@@ -229,7 +229,7 @@ class Tokenizer:
     def with_prefix(self, prefix: Sequence[int]) -> Tokenizer:
         """The same models with `prefix` (ids) before every encoded source, e.g. a target tag and the
         synthetic-data tag (mt.data.synthetic)."""
-        out = Tokenizer(self._src_bytes, self._tgt_bytes, prefix, self._targets)
+        out = Tokenizer(self._src_bytes, self._tgt_bytes, prefix, self._targets, self._vocab_bytes)
         out._tags = self._tags
         return out
 

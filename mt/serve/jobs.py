@@ -107,15 +107,28 @@ def _mean(values: list[float]) -> float:
 async def translate_html(request: Request, model: ServedModel, settings: ServeSettings, fragments: list[HtmlFragment],
                          decode: DecodeConfig, tokenizer: Tokenizer) -> list[str]:
     """Each HTML fragment with its blocks' text translated (one segment per block, all fragments in
-    one job) and its markup kept (`mt.text.html`)."""
+    one job) and its markup kept (`mt.text.html`): a block's inline markup placed on the words the
+    model's cross-attention aligns with the words it marked (one forced pass in the worker for the
+    blocks that have inline markup; by position with an engine that cannot align)."""
     chars = sum(len(fragment.source) for fragment in fragments)  # the limit counts the markup too, as LibreTranslate's
     if chars > settings.char_limit:
         raise ApiError(413, f"request: {chars} characters, the limit is {settings.char_limit}")
     blocks = [block for fragment in fragments for block in fragment.blocks]
     found, _ = await translate_texts(request, model, settings, blocks, decode, None, tokenizer) if blocks else ([], [])
-    out, at = [], 0
+    translations = [hyps[0][0] for hyps in found]
+    starts = [0]
     for fragment in fragments:
-        count = len(fragment.blocks)
-        out.append(fragment.render([hyps[0][0] for hyps in found[at:at + count]]))
-        at += count
-    return out
+        starts.append(starts[-1] + len(fragment.blocks))
+    marked = [(f, b) for f, fragment in enumerate(fragments) for b in fragment.aligned_blocks]
+    alignments: dict[tuple[int, int], list[int]] = {}
+    if marked:  # inline markup goes on the words that translate it (mt.decode.align, in the worker)
+        sources = [fragments[f].blocks[b] for f, b in marked]
+        targets = [translations[starts[f] + b] for f, b in marked]
+        try:
+            found_alignments = await asyncio.to_thread(model.engine.align, list(tokenizer.src_prefix), sources, targets)
+        except MTError as e:
+            raise ApiError(503, f"the model could not align the markup: {e}", {"Retry-After": "5"}) from None
+        alignments = dict(zip(marked, found_alignments or []))
+    return [fragment.render(translations[starts[f]:starts[f + 1]],
+                            {b: alignments[(f, b)] for b in fragment.aligned_blocks if (f, b) in alignments})
+            for f, fragment in enumerate(fragments)]

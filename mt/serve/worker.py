@@ -99,6 +99,9 @@ def _serve(conn: Connection, checkpoints: Sequence[Path], device: str, threads: 
             return
         if request is None:
             return
+        if request[0] == "align":
+            _align(conn, engine, loaded.tokenizer, request[1], request[2], request[3])
+            continue
         src_ids, decode, n_best, sentence_ids = request
         try:
             found = engine.search_ids(src_ids, decode, n_best=n_best, sentence_ids=sentence_ids,
@@ -108,6 +111,25 @@ def _serve(conn: Connection, checkpoints: Sequence[Path], device: str, threads: 
             return
         except Exception as e:  # noqa: BLE001 - this batch fails, the worker goes on
             conn.send(("error", _one_line(e)))
+
+
+def _align(conn: Connection, engine: Engine, tokenizer: Tokenizer, prefix: list[int], sources: list[str],
+           targets: list[str]) -> None:
+    """The child's answer to an align request: ("done", word alignments), or ("done", None) when the
+    engine has no cross-attention to read (a CTranslate2 export)."""
+    from mt.decode.align import align_words
+    from mt.decode.engine import NativeEngine
+
+    try:
+        if not isinstance(engine, NativeEngine):
+            conn.send(("done", None))
+            return
+        conn.send(("done", align_words(engine.model, tokenizer.with_prefix(prefix), sources, targets,
+                                       device=engine.device)))
+    except (EOFError, OSError):
+        return
+    except Exception as e:  # noqa: BLE001 - this request fails, the worker goes on
+        conn.send(("error", _one_line(e)))
 
 
 def _one_line(e: BaseException) -> str:
@@ -216,6 +238,23 @@ class ModelProcess:
                     return message[1]
                 else:
                     raise MTError(f"model worker: {message[1]}")
+
+    def align(self, prefix: list[int], sources: list[str], targets: list[str]) -> list[list[int]] | None:
+        """`mt.decode.align.align_words` of (source, translation) pairs, the sources after `prefix`
+        (a target tag: `Tokenizer.src_prefix`), in the child; None when its engine cannot align (an export)."""
+        with self._lock:
+            if self.refused is not None:
+                raise MTError(self.refused)
+            if not self._proc.is_alive():
+                self._restart()
+            try:
+                self._conn.send(("align", prefix, sources, targets))
+            except OSError:
+                raise MTError("the model worker process is gone") from None
+            kind, payload = self._receive()
+            if kind != "done":
+                raise MTError(f"model worker: {payload}")
+            return payload
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the child after its current search (killed if it does not stop within `timeout`), and the watcher."""

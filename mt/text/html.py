@@ -7,10 +7,10 @@ stream of markup and text; the text between block boundaries (any element that i
 `<br>`) is one *block*, its whitespace collapsed as a browser shows it, and `blocks` lists the
 blocks with words, in order: each is one segment for the model, so it translates exactly as
 `mt translate` does that line. Inline elements inside a block (`<a>`, `<b>`, `<em>`, `<span>`, ...)
-are kept: `render(translations)` puts the translated block's words back into the block's text
-slots in proportion to where the source words stood (there is no word alignment, so the
-translation of a link's words lands at the link's relative position, not necessarily on the
-words that translate them).
+are kept: `render(translations, alignments)` puts the translated block's words back into the
+block's text slots by a word alignment when one is given (`mt.decode.align`, from the model's
+cross-attention: the link lands on the words that translate the link's words, reordering
+included as far as the slots' order allows), else in proportion to where the source words stood.
 
 Never sent to the model: attributes, and the content of `code`, `kbd`, `samp`, `var`,
 `pre`, `script`, `style`, `textarea`, `svg`, `math`, `template` and of any element marked
@@ -33,7 +33,9 @@ INLINE = frozenset("a abbr b bdi bdo cite data del dfn em font i ins label mark 
 INLINE_ATOMS = frozenset("img wbr input".split())  # void elements that sit inside a sentence
 OPAQUE = frozenset("code kbd samp var pre script style textarea svg math template noscript iframe object".split())
 INLINE_OPAQUE = frozenset("code kbd samp var script style".split())  # opaque, yet inside a sentence
-RAW_TEXT = frozenset(("script", "style"))  # the parser hands their content over as written
+RAW_TEXT = frozenset(("script", "style"))
+TRAILING_PUNCTUATION = ".,;:!?…。、，！？"
+MAX_PLACEMENT_WORK = 2_000_000  # words x slots^2 above which markup is placed in proportion, not by alignment  # the parser hands their content over as written
 # A start tag closes an open element of these names (HTML's optional end tags), searched up to the
 # elements named second.
 IMPLIED = {"li": ({"li"}, {"ul", "ol"}), "dt": ({"dt", "dd"}, {"dl"}), "dd": ({"dt", "dd"}, {"dl"}),
@@ -157,19 +159,34 @@ class _Run:
         self.lead = joined[:len(joined) - len(joined.lstrip())]
         self.trail = joined[len(joined.rstrip()):] if joined.strip() else ""
         self.starts, words, in_word = [], 0, False  # starts[j]: words begun before slot j
-        for text in self.texts:
+        self.word_slots: list[int] = []  # the slot each word of `block` begins in
+        for j, text in enumerate(self.texts):
             self.starts.append(words)
             for ch in text:
                 if not ch.isspace() and not in_word:
                     words += 1
+                    self.word_slots.append(j)
                 in_word = not ch.isspace()
         self.words = words
 
-    def render(self, translation: str | None) -> str:
+    @property
+    def has_inline_markup(self) -> bool:
+        """True when the block's words sit in more than one text slot (inline markup between them):
+        only then does where its translation's words go depend on an alignment."""
+        return len(set(self.word_slots)) > 1
+
+    def render(self, translation: str | None, alignment: list[int] | None = None) -> str:
+        """The block with `translation`'s words in its text slots: by `alignment` (for each word of
+        the translation, the index of the block word it translates, or -1) when given, else in
+        proportion to where the source words stood."""
         if translation is None:  # no words: whitespace between markup, kept
             return "".join(text if kind == "markup" else escape(text, quote=False) for kind, text, _ in self.items)
         pieces = _words_with_space(translation.strip())
-        m, bounds = len(pieces), [round(start * len(pieces) / self.words) for start in self.starts] + [len(pieces)]
+        m = len(pieces)
+        even = [round(start * m / self.words) for start in self.starts] + [m]
+        bounds = even
+        if alignment is not None and len(alignment) == m and m * len(self.texts) ** 2 <= MAX_PLACEMENT_WORK:
+            bounds = _aligned_bounds(alignment, self.word_slots, even, len(self.texts))
         slots = ["".join(pieces[bounds[j]:bounds[j + 1]]) for j in range(len(self.texts))]
         last = max((j for j in range(len(slots)) if slots[j]), default=0) if m else len(slots) - 1
         for j in range(1, len(slots)):  # spaces where the source had them around markup
@@ -179,6 +196,11 @@ class _Run:
                 slots[j] = " " + slots[j]
             elif slots[j - 1][-1:].isspace():  # `<em>four</em> five`: after the element, not inside it
                 slots[j - 1], slots[j] = slots[j - 1].rstrip(), " " + slots[j]
+        for j in range(len(slots) - 1):  # `<a>bike</a>.`: the sentence's full stop stays outside the link
+            word = slots[j].rstrip()
+            end = len(word) - len(word.rstrip(TRAILING_PUNCTUATION))
+            if end and word[:-end].strip() and not self.texts[j].rstrip().endswith(tuple(TRAILING_PUNCTUATION)):
+                slots[j], slots[j + 1] = word[:-end], word[-end:] + slots[j][len(word):] + slots[j + 1]
         slots[0] = self.lead + slots[0]
         slots[last] = slots[last].rstrip() + self.trail
         out, j = [], 0
@@ -189,6 +211,49 @@ class _Run:
                 out.append(escape(slots[j], quote=False))
                 j += 1
         return "".join(out)
+
+
+def _aligned_bounds(alignment: list[int], word_slots: list[int], even: list[int], k: int) -> list[int]:
+    """Monotone placement of m translated words into k text slots (slot j gets words
+    bounds[j]:bounds[j + 1]) that agrees with the alignment as far as the slots' order allows.
+
+    A dynamic programme over (word, slot): a word aligned to a source word costs 1 outside that
+    word's slot; an unaligned word costs 0.1 outside the slot the proportional placement (`even`)
+    gives it, so it stays beside its neighbours; a slot whose source had words but gets none costs
+    1.5 (a link must not vanish: moving one word into it is cheaper). O(m k^2), bounded by MAX_PLACEMENT_WORK."""
+    m = len(alignment)
+    even_slot = [max(j for j in range(k) if even[j] <= w) for w in range(m)]
+    wordy = [0] * k
+    for j in word_slots:
+        wordy[j] = 1
+    skipped = [0.0] * (k + 1)  # skipped[j]: wordy slots before slot j
+    for j in range(k):
+        skipped[j + 1] = skipped[j] + 1.5 * wordy[j]
+
+    def cost(w: int, j: int) -> float:
+        v = alignment[w]
+        if 0 <= v < len(word_slots):
+            return 0.0 if word_slots[v] == j else 1.0
+        return 0.0 if even_slot[w] == j else 0.1
+
+    inf = float("inf")
+    best = [[inf] * k for _ in range(m)]
+    back = [[0] * k for _ in range(m)]
+    for j in range(k):
+        best[0][j] = cost(0, j) + skipped[j]
+    for w in range(1, m):
+        for j in range(k):
+            for i in range(j + 1):
+                value = best[w - 1][i] + skipped[j] - skipped[i + 1 if i < j else i]
+                if value < best[w][j]:
+                    best[w][j], back[w][j] = value, i
+            best[w][j] += cost(w, j)
+    last = min(range(k), key=lambda j: best[m - 1][j] + skipped[k] - skipped[j + 1])
+    slots = [0] * m
+    for w in range(m - 1, -1, -1):
+        slots[w] = last
+        last = back[w][last]
+    return [next((w for w in range(m) if slots[w] >= j), m) for j in range(k)] + [m]
 
 
 class HtmlFragment:
@@ -215,9 +280,27 @@ class HtmlFragment:
         """The fragment's translatable text, blocks joined by newlines (what language detection reads)."""
         return "\n".join(self.blocks)
 
-    def render(self, translations: list[str]) -> str:
+    @property
+    def aligned_blocks(self) -> list[int]:
+        """Indices (into `blocks`) of the blocks with inline markup between their words: the ones
+        whose rendering uses a word alignment when `render` is given one."""
+        runs = [part for part in self.parts if isinstance(part, _Run) and part.words]
+        return [i for i, run in enumerate(runs) if run.has_inline_markup]
+
+    def render(self, translations: list[str], alignments: dict[int, list[int]] | None = None) -> str:
+        """The fragment with block i's text replaced by translations[i]; `alignments[i]` (for each
+        word of translations[i], the index of the block word it translates, or -1) places block
+        i's inline markup on the words that translate what it marked (`mt.decode.align`)."""
         if len(translations) != len(self.blocks):
             raise ValueError(f"{len(translations)} translations for {len(self.blocks)} blocks")
-        found = iter(translations)
-        return "".join(part if isinstance(part, str) else part.render(next(found) if part.words else None)
-                       for part in self.parts)
+        alignments = alignments or {}
+        out, i = [], 0
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+            elif not part.words:
+                out.append(part.render(None))
+            else:
+                out.append(part.render(translations[i], alignments.get(i)))
+                i += 1
+        return "".join(out)

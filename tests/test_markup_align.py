@@ -9,7 +9,7 @@ import pytest
 
 from mt.decode.align import align_words, piece_words
 from mt.deploy.loading import load_model
-from mt.text.html import HtmlFragment
+from mt.text.html import HtmlFragment, render_fragments
 
 SOURCE = '<p>A man in a <b>red</b> shirt rides a <a href="x">bike</a> today.</p>'
 TARGET = "Ein Mann in einem roten Hemd fährt heute ein Fahrrad."  # "today" moved before "a bike"
@@ -65,3 +65,22 @@ def test_align_words_shapes_and_batch_independence(random_ckpt: Path, one_thread
     assert one_by_one == together
     with pytest.raises(ValueError):
         align_words(model, loaded.tokenizer, ["a"], [])
+
+
+def test_render_fragments_aligns_only_marked_blocks_across_fragments() -> None:
+    fragments = [HtmlFragment("<p>plain one</p>"), HtmlFragment(SOURCE), HtmlFragment("<p>x <i>y</i></p>")]
+    translations = ["EINS", TARGET, "X Y"]
+    asked: list[tuple[list[str], list[str]]] = []
+
+    def align(sources: list[str], targets: list[str]) -> list[list[int]]:
+        asked.append((sources, targets))
+        return [[0, 1, 2, 3, 4, 5, 6, 9, 7, 8], [1, 0]]
+
+    out = render_fragments(fragments, translations, align)
+    assert asked == [([fragments[1].blocks[0], "x y"], [TARGET, "X Y"])]  # the plain block is not aligned
+    assert out[0] == "<p>EINS</p>"
+    assert out[1] == '<p>Ein Mann in einem <b>roten</b> Hemd fährt heute ein <a href="x">Fahrrad</a>.</p>'
+    assert out[2] == "<p>X <i>Y</i></p>"  # "X" aligned to "y" cannot leave <i> empty
+    assert render_fragments(fragments, translations, None)[1] == fragments[1].render([TARGET])
+    with pytest.raises(ValueError):
+        render_fragments(fragments, translations[:2], None)

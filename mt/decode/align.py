@@ -22,12 +22,13 @@ sentences, not a word aligner to evaluate against AER.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
 from mt.data.batching import collate_source
 from mt.data.tokenizer import BOS_ID, PAD_ID, Tokenizer
+from mt.decode.engine import Engine, NativeEngine
 from mt.model.ensemble import Ensemble, max_positions
 from mt.model.transformer import Transformer
 
@@ -103,3 +104,12 @@ def align_words(model: Transformer | Ensemble, tokenizer: Tokenizer, sources: Se
             n_words = min(len(out[i]), len(best))
             out[i][:n_words] = best[:n_words]
     return out
+
+
+def aligner_for(engine: Engine, tokenizer: Tokenizer) -> Callable[[list[str], list[str]], list[list[int]]] | None:
+    """`align_words` bound to this engine's model and tokenizer (what `mt.text.html.render_fragments`
+    takes), or None for an engine with no attention to read (a CTranslate2 export)."""
+    if not isinstance(engine, NativeEngine):
+        return None
+    return lambda sources, targets: align_words(engine.model, tokenizer, sources, targets, device=engine.device)
+

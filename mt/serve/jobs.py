@@ -19,7 +19,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
 from mt.serve.batcher import Hyps, Job, QueueFull
 from mt.serve.cache import Cached, Key
-from mt.text.html import HtmlFragment
+from mt.text.html import HtmlFragment, render_fragments
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_size
 from mt.serve.settings import ServeSettings
@@ -116,19 +116,11 @@ async def translate_html(request: Request, model: ServedModel, settings: ServeSe
     blocks = [block for fragment in fragments for block in fragment.blocks]
     found, _ = await translate_texts(request, model, settings, blocks, decode, None, tokenizer) if blocks else ([], [])
     translations = [hyps[0][0] for hyps in found]
-    starts = [0]
-    for fragment in fragments:
-        starts.append(starts[-1] + len(fragment.blocks))
-    marked = [(f, b) for f, fragment in enumerate(fragments) for b in fragment.aligned_blocks]
-    alignments: dict[tuple[int, int], list[int]] = {}
-    if marked:  # inline markup goes on the words that translate it (mt.decode.align, in the worker)
-        sources = [fragments[f].blocks[b] for f, b in marked]
-        targets = [translations[starts[f] + b] for f, b in marked]
-        try:
-            found_alignments = await asyncio.to_thread(model.engine.align, list(tokenizer.src_prefix), sources, targets)
-        except MTError as e:
-            raise ApiError(503, f"the model could not align the markup: {e}", {"Retry-After": "5"}) from None
-        alignments = dict(zip(marked, found_alignments or []))
-    return [fragment.render(translations[starts[f]:starts[f + 1]],
-                            {b: alignments[(f, b)] for b in fragment.aligned_blocks if (f, b) in alignments})
-            for f, fragment in enumerate(fragments)]
+
+    def align(sources: list[str], targets: list[str]) -> list[list[int]] | None:
+        return model.engine.align(list(tokenizer.src_prefix), sources, targets)
+
+    try:  # off the event loop: the alignment is a forced pass in the worker, rendering is linear work
+        return await asyncio.to_thread(render_fragments, fragments, translations, align)
+    except MTError as e:
+        raise ApiError(503, f"the model could not align the markup: {e}", {"Retry-After": "5"}) from None

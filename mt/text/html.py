@@ -24,6 +24,7 @@ comes back as markup that was not markup in the input: a translation or text rea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
 from html.parser import HTMLParser
 
@@ -304,3 +305,26 @@ class HtmlFragment:
                 out.append(part.render(translations[i], alignments.get(i)))
                 i += 1
         return "".join(out)
+
+
+Aligner = Callable[[list[str], list[str]], "list[list[int]] | None"]
+
+
+def render_fragments(fragments: list[HtmlFragment], translations: list[str], align: Aligner | None) -> list[str]:
+    """Each fragment rendered with its blocks' translations (`translations`: every fragment's
+    blocks in order); `align(sources, targets)` gives the word alignments (mt.decode.align) of the
+    blocks with inline markup, so their markup lands on the words that translate what it marked
+    (None, or an aligner answering None: by position)."""
+    starts = [0]
+    for fragment in fragments:
+        starts.append(starts[-1] + len(fragment.blocks))
+    if len(translations) != starts[-1]:
+        raise ValueError(f"{len(translations)} translations for {starts[-1]} blocks")
+    marked = [(f, b) for f, fragment in enumerate(fragments) for b in fragment.aligned_blocks]
+    found = align([fragments[f].blocks[b] for f, b in marked],
+                  [translations[starts[f] + b] for f, b in marked]) if marked and align else None
+    alignments = dict(zip(marked, found or []))
+    return [fragment.render(translations[starts[f]:starts[f + 1]],
+                            {b: alignments[(f, b)] for b in fragment.aligned_blocks if (f, b) in alignments})
+            for f, fragment in enumerate(fragments)]
+

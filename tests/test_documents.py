@@ -6,6 +6,7 @@ still bold, cue numbers, timings and settings unchanged; damaged files are one D
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 import zipfile
@@ -208,3 +209,36 @@ def test_format_by_extension_or_flag() -> None:
     assert format_of("whatever.bin", "DOCX") == "docx"
     with pytest.raises(DocumentError, match="format 'pdf': not supported"):
         format_of("a.pdf", "pdf")
+
+
+def test_cli_translates_subtitles_and_documents(random_ckpt, tmp_path, monkeypatch, capsys) -> None:
+    """`mt translate -i film.srt -o ...` and a .docx end to end on a tiny model: the cues' texts are
+    exactly what `translate_lines` gives for them, re-wrapped; a damaged file is one line, no output."""
+    import srt
+    from test_evaluate import run_cli
+
+    from mt.decode.translate import translate_lines
+    from mt.model.checkpoint import load_for_inference
+    from mt.text.subtitles import rewrap
+
+    model, tokenizer, cfg = load_for_inference(random_ckpt, "cpu")
+    (tmp_path / "film.srt").write_text(SRT, encoding="utf-8")
+    code, _, err = run_cli(monkeypatch, capsys, "translate", "-c", random_ckpt, "-i", tmp_path / "film.srt",
+                           "-o", tmp_path / "out.srt", "--beam", "1")
+    assert code == 0, err
+    source, out = list(srt.parse(SRT)), list(srt.parse((tmp_path / "out.srt").read_text(encoding="utf-8")))
+    assert [(c.index, c.start, c.end, c.proprietary) for c in out] == [
+        (c.index, c.start, c.end, c.proprietary) for c in source]
+    plain = [" ".join(c.content.split()) for c in source if "<" not in c.content]
+    want = [rewrap(t, 2 if "\n" in s.content else 1) for t, s in zip(
+        translate_lines(model, tokenizer, plain, dataclasses.replace(cfg.decode, beam=1), device="cpu"), [source[0], source[2]])]
+    assert [out[0].content, out[2].content] == want
+    (tmp_path / "report.docx").write_bytes(_docx())
+    code, _, err = run_cli(monkeypatch, capsys, "translate", "-c", random_ckpt, "-i", tmp_path / "report.docx",
+                           "-o", tmp_path / "out.docx", "--beam", "1")
+    assert code == 0 and zipfile.ZipFile(tmp_path / "out.docx").testzip() is None, err
+    (tmp_path / "bad.docx").write_bytes(b"this is not a zip")
+    code, _, err = run_cli(monkeypatch, capsys, "translate", "-c", random_ckpt, "-i", tmp_path / "bad.docx",
+                           "-o", tmp_path / "bad-out.docx")
+    assert code == 2 and err.startswith("mt: error: not a readable .docx file") and err.count("\n") == 1, err
+    assert not (tmp_path / "bad-out.docx").exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -71,6 +71,9 @@ def translate_srt(data: bytes, translate_texts: Translate, translate_html: Trans
     if not cues and text.strip():
         raise DocumentError(".srt: no subtitle found (expected a number, then 'start --> end', then the text)")
     check_units(len(cues), "cues", limits)
+    for cue in cues:  # srt reads a damaged end time ("00:00:0x") as a shorter one: a cue that ends before it starts
+        if cue.end < cue.start:
+            raise DocumentError(f".srt: cue {cue.index} ends before it starts (a damaged timing line?)")
     for cue, found in zip(cues, _translate_cues([cue.content for cue in cues], translate_texts, translate_html)):
         cue.content = found
     return srt.compose(cues, reindex=False, strict=False).encode("utf-8")

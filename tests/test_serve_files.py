@@ -6,7 +6,6 @@ texts, their shape kept; each bad request is the status LibreTranslate gives, in
 from __future__ import annotations
 
 import io
-import zipfile
 from collections.abc import Iterator
 
 import pytest

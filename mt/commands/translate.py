@@ -1,4 +1,4 @@
-"""`mt translate`: flag checks, stdin/stdout handling and chunked, streamed output.
+"""`mt translate`: flag checks, stdin/stdout handling and chunked, streamed output; documents.
 
 The work is library code (mt.decode.translate) that returns data and prints nothing but progress
 bars. Models come from `mt.deploy.loading.load_model`: one or more checkpoints (several decode
@@ -68,6 +68,11 @@ def translate_command(
     (i 0-based; an empty line gives one line with score 0): the N best hypotheses, or N samples
     with --sampling. Sampled line i depends only on the seed, i and its text, so file, pipe and
     interactive input, and any chunking, give the same output.
+
+    A document (`format`, i.e. --format, or an input named .srt, .vtt, .html, .docx or .odt; a
+    .txt file stays a stream of lines unless --format txt) is read whole (within
+    `DocumentLimits`), translated by `mt.text.documents.translate_document` with the callables of
+    `document_translators`, and written atomically: a damaged file is an MTError, no output.
     """
     src_path = None if input == "-" else Path(input)
     if src_path is not None and src_path.is_dir():  # a pipe, /dev/stdin or <(zcat f.gz) is input too

@@ -94,13 +94,7 @@ def translate_command(
     with_scores = n_best is not None or decode.n_best > 1
     if fmt is not None:
         texts, html = document_translators(model, tokenizer, decode, dev)
-        translated = translate_document(data, fmt, texts, html, DocumentLimits())
-        if out_path is None:
-            sys.stdout.buffer.write(translated)
-            sys.stdout.flush()
-            return
-        with atomic_write(out_path) as f:
-            f.write(translated)
+        _write_document(out_path, translate_document(data, fmt, texts, html, DocumentLimits()))
         return
 
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
@@ -134,6 +128,16 @@ def _chunks(lines: Iterator[str], size: int) -> Iterator[tuple[int, list[str]]]:
     while chunk := list(itertools.islice(lines, size)):
         yield first, chunk
         first += len(chunk)
+
+
+def _write_document(path: Path | None, data: bytes) -> None:
+    """A translated document to `path` atomically, or to stdout when `path` is None."""
+    if path is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    with atomic_write(path) as f:
+        f.write(data)
 
 
 def _read_document(path: Path | None, limits: DocumentLimits) -> bytes:

@@ -41,6 +41,11 @@ DISABLED = "Files translation are disabled on this server."  # LibreTranslate's 
 FORM_SLACK = 64 << 10  # multipart boundaries and the text fields around the file
 
 router = APIRouter()
+UPLOAD_DOC = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["file", "source", "target"],
+    "properties": {"file": {"type": "string", "format": "binary", "description": "the document or subtitles"},
+                   "source": {"type": "string", "example": "en", "description": "a language code, or auto"},
+                   "target": {"type": "string", "example": "de"}, "api_key": {"type": "string"}}}}}}}
 
 
 def supported_formats() -> list[str]:
@@ -122,7 +127,7 @@ async def files_on(state: StateDep) -> None:
 
 
 @router.post("/translate_file", summary="Translate a file (LibreTranslate-compatible; multipart form data)",
-             dependencies=[Depends(files_on)])
+             dependencies=[Depends(files_on)], openapi_extra=UPLOAD_DOC)
 async def translate_file(request: Request, state: StateDep, fleet: ReadyFleet) -> JSONResponse:
     settings = state.settings
     fields, upload = await _read_form(request, settings)

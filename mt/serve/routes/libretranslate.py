@@ -24,12 +24,12 @@ from fastapi.responses import JSONResponse
 from mt.serve.deps import Fields, ReadyFleet, RequireKey, SettingsDep
 from mt.serve.detect import LanguageDetector
 from mt.serve.fleet import Fleet
-from mt.text.html import HtmlFragment
 from mt.serve.jobs import translate_html, translate_texts
-from mt.serve.routes.files import frontend_files
 from mt.serve.languages import language_name
 from mt.serve.model import ServedModel
 from mt.serve.requests import LT_SCHEMA, ApiError, body_doc, get_int, get_str, get_texts
+from mt.serve.routes.files import frontend_files
+from mt.text.html import HtmlFragment
 
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default --frontend-timeout: the front end's typing delay
 

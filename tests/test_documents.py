@@ -187,18 +187,22 @@ def _zip_bomb() -> bytes:
     ("docx", b"PK\x03\x04" + b"\0" * 40, "not a readable .docx file"),
     ("odt", "truncated", "not a readable .odt file"),
     ("docx", "bomb", "bytes once unzipped; at most 1048576"),
+    ("docx", "many", ".docx: 20 files inside the zip; at most 3"),
     ("srt", b"1\n00:00:01,000 --> 00:00:02,000\nhi\n\n2\n00:00:0x,000 --> 00:00:03,000\nho\n", "cannot read"),
     ("vtt", b"00:00:01.000 --> 00:00:02.000\nhi\n", "not a WebVTT file"),
     ("vtt", b"WEBVTT\n\n00:00:01.000 --> 00:00:02.000\nhi\n\n00:00:0x --> 00:00:03.000\nho\n", "line 6: a cue timing"),
     ("txt", b"caf\xe9\n", "not UTF-8"),
     ("html", b"x" * 2_000_001, "bytes; files of at most 2000000"),
+    ("html", b"<p>a</p>" * 101, "101 blocks of text; at most 100"),
 ])
 def test_damaged_files_are_one_clear_error(fmt: str, data: bytes | str, message: str) -> None:
     if data == "truncated":
         data = _odt()[:-300]
     elif data == "bomb":
         data = _zip_bomb()
-    limits = DocumentLimits(max_bytes=2_000_000, max_unzipped_bytes=1 << 20)
+    elif data == "many":
+        data = _docx()  # python-docx's package has more than 3 parts
+    limits = DocumentLimits(max_bytes=2_000_000, max_unzipped_bytes=1 << 20, max_members=3, max_units=100)
     with pytest.raises(DocumentError, match=re.escape(message)):
         translate(data, fmt, limits)
 

@@ -22,6 +22,7 @@ import importlib
 from collections.abc import Callable
 from types import ModuleType
 
+from mt.text.html import HtmlFragment
 from mt.text.limits import DocumentError, DocumentLimits, check_units, decode_text
 
 Translate = Callable[[list[str]], list[str]]
@@ -78,10 +79,11 @@ def translate_txt(data: bytes, translate_texts: Translate, limits: DocumentLimit
     return newline.join(lines).encode("utf-8")
 
 
-def translate_html_document(data: bytes, translate_html: Translate) -> bytes:
+def translate_html_document(data: bytes, translate_html: Translate, limits: DocumentLimits) -> bytes:
     """A whole HTML page: its doctype kept, everything after it through the HTML path (the
     title and body text translated, markup, scripts and styles kept)."""
     text = decode_text(data, ".html")
+    check_units(len(HtmlFragment(text).blocks), "blocks of text", limits)
     start = text.lstrip()
     doctype = ""
     if start[:9].lower() == "<!doctype" and ">" in start:
@@ -99,7 +101,7 @@ def translate_document(data: bytes, fmt: str, translate_texts: Translate, transl
     if fmt == "txt":
         return translate_txt(data, translate_texts, limits)
     if fmt == "html":
-        return translate_html_document(data, translate_html)
+        return translate_html_document(data, translate_html, limits)
     if fmt in ("srt", "vtt"):
         return getattr(_module("subtitles"), f"translate_{fmt}")(data, translate_texts, translate_html, limits)
     if fmt in ("docx", "odt"):

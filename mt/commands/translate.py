@@ -20,7 +20,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine
 from mt.decode.translate import translate_lines, translate_nbest
 from mt.errors import MTError
-from mt.text.documents import format_of, translate_document
+from mt.text.documents import document_texts, format_of, translate_document
 from mt.text.html import HtmlFragment
 from mt.text.limits import DocumentLimits
 from mt.textio import atomic_write, decode_line, iter_lines, iter_stream
@@ -86,6 +86,8 @@ def translate_command(
     if fmt is not None and (n_best is not None or sampling):
         raise MTError(f"--n-best and --sampling write lines, not a .{fmt} document")
     data = _read_document(src_path, DocumentLimits()) if fmt is not None else b""
+    if fmt is not None:  # a damaged file fails here, before the model loads
+        document_texts(data, fmt, DocumentLimits())
     loaded, tokenizer = load_for_target(checkpoints, device, target_lang)
     model, cfg, dev = loaded.engine, loaded.config, loaded.device
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,

@@ -3,7 +3,8 @@
 `format_of(name, given)` picks the format from `--format` / the file's extension;
 `translate_document(data, fmt, translate_texts, translate_html, limits)` checks the size first,
 then hands the bytes to the format's module and returns the translated file's bytes (nothing is
-written here: the command writes them atomically, the server stores them). Two callables do the
+written here: the command writes them atomically, the server stores them); `document_texts`
+reads a file as far as translating it would, without a model. Two callables do the
 translating, so every format shares the caller's model, batching and segmentation:
 
 - `translate_texts(texts) -> texts`: plain texts (paragraphs of a .txt, cue texts), one each;
@@ -107,3 +108,21 @@ def translate_document(data: bytes, fmt: str, translate_texts: Translate, transl
     if fmt in ("docx", "odt"):
         return getattr(_module(fmt), f"translate_{fmt}")(data, translate_html, limits)
     raise DocumentError(f"format {fmt!r}: not supported; one of {', '.join(FORMATS)}")
+
+
+def document_texts(data: bytes, fmt: str, limits: DocumentLimits) -> list[str]:
+    """The texts a document would send to the model (HTML as its text), read without translating:
+    every check `translate_document` makes, before a model is loaded; and what language detection
+    reads."""
+    seen: list[str] = []
+
+    def note(texts: list[str]) -> list[str]:
+        seen.extend(texts)
+        return texts
+
+    def note_html(fragments: list[str]) -> list[str]:
+        seen.extend(HtmlFragment(markup).text() for markup in fragments)
+        return fragments
+
+    translate_document(data, fmt, note, note_html, limits)
+    return seen

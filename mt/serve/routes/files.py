@@ -32,7 +32,7 @@ from mt.serve.jobs import translate_texts
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_text
 from mt.serve.settings import ServeSettings
-from mt.text.documents import EXTENSIONS, MEDIA_TYPES, format_of, translate_document
+from mt.text.documents import EXTENSIONS, MEDIA_TYPES, document_texts, format_of, translate_document
 from mt.text.html import HtmlFragment
 from mt.text.limits import DocumentError, DocumentLimits
 
@@ -103,23 +103,6 @@ def file_translators(request: Request, model: ServedModel, settings: ServeSettin
     return translate_texts_sync, translate_html
 
 
-def _document_text(data: bytes, fmt: str, limits: DocumentLimits) -> str:
-    """The document's text (its first 4,096 characters), for detecting its language: the format read
-    with callables that note their texts and change nothing."""
-    seen: list[str] = []
-
-    def note(texts: list[str]) -> list[str]:
-        seen.extend(texts)
-        return texts
-
-    def note_html(fragments: list[str]) -> list[str]:
-        seen.extend(HtmlFragment(markup).text() for markup in fragments)
-        return fragments
-
-    translate_document(data, fmt, note, note_html, limits)
-    return "\n".join(seen)[:4096]
-
-
 async def files_on(state: StateDep) -> None:
     """403 with --no-files, before the body is read or the models are asked for (as LibreTranslate)."""
     if not state.settings.files:
@@ -147,8 +130,8 @@ async def translate_file(request: Request, state: StateDep, fleet: ReadyFleet) -
     source, target = fields["source"], fields["target"]
     try:
         if source.strip().lower() == "auto":
-            text = await asyncio.to_thread(_document_text, data, fmt, limits)
-            source = fleet.detector.detect(text)["language"]
+            texts = await asyncio.to_thread(document_texts, data, fmt, limits)
+            source = fleet.detector.detect("\n".join(texts)[:4096])["language"]
         model, served_target = fleet.for_pair(source, target)
         texts, html = file_translators(request, model, settings, served_target, asyncio.get_running_loop())
         translated = await asyncio.to_thread(translate_document, data, fmt, texts, html, limits)

@@ -77,6 +77,7 @@ def _docx() -> bytes:
     paragraph.add_run("bold words").bold = True
     paragraph.add_run(" and ")
     paragraph.add_run("italic end").italic = True
+    document.add_paragraph("words before\ta tab")
     table = document.add_table(rows=2, cols=2)
     for i, cell in enumerate(table._cells):
         cell.text = f"cell number {i}"
@@ -108,6 +109,7 @@ def test_docx_every_part_translated_and_bold_stays_bold() -> None:
     runs = [(run.text, bool(run.bold), bool(run.italic)) for run in document.paragraphs[0].runs]
     assert runs == [("PLAIN START, ", False, False), ("BOLD WORDS", True, False), (" AND ", False, False),
                     ("ITALIC END", False, True)]
+    assert document.paragraphs[1].text.replace(" \t", "\t") == "WORDS BEFORE\tA TAB"  # a tab keeps words apart
     assert [cell.text for cell in document.tables[0]._cells] == [f"CELL NUMBER {i}" for i in range(4)]
     assert document.sections[0].header.paragraphs[0].text == "THE HEADER"
     assert document.sections[0].footer.paragraphs[0].text == "THE FOOTER"

@@ -53,9 +53,10 @@ def _pieces(paragraph: etree._Element) -> list[tuple[Piece, list[etree._Element]
     """The paragraph's pieces, each with its `w:t` elements (see the module docstring)."""
     found: list[tuple[Piece, list[etree._Element]]] = []
     key: object = None
+    before = ""
     for node in paragraph.iter():
         if node.tag in BREAKS:
-            key = None
+            key, before = None, " " if found else ""
         if node.tag != f"{{{W}}}t" or next(node.iterancestors(f"{{{W}}}p"), None) is not paragraph:
             continue
         run = node.getparent()
@@ -66,7 +67,8 @@ def _pieces(paragraph: etree._Element) -> list[tuple[Piece, list[etree._Element]
             piece, nodes = found[-1]
             found[-1] = (Piece(piece.text + (node.text or ""), piece.tags), [*nodes, node])
         else:
-            found.append((Piece(node.text or "", _tags(run, link)), [node]))
+            found.append((Piece(node.text or "", _tags(run, link), before), [node]))
+            before = ""
         key = this
     return found
 

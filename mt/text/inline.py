@@ -6,8 +6,10 @@ first: `a`, `b`, `i`, `u`). `to_html` writes each piece as its tags around
 `<span data-piece="k">text</span>`; the HTML path translates the text and keeps the markup, so
 `from_html` reads the translated fragment back: the text inside span k is piece k's new text
 (the span, not the tags, carries the piece back, so every run keeps its own full formatting,
-fonts and colours included, whatever the tags say). Text outside every span (a translator may
-move a space) joins the piece before it.
+fonts and colours included, whatever the tags say). A tab or line break between runs stands in
+the HTML as a space before the next span (`Piece.before`), so the words on either side stay
+apart; whitespace outside every span is dropped on the way back (the tab itself is still in the
+document), other text there joins the piece before it.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ class Piece:
 
     text: str
     tags: tuple[tuple[str, str], ...] = ()
+    before: str = ""  # what stands between this run and the one before it that is not text (a tab: " ")
 
 
 def to_html(pieces: list[Piece]) -> str:
     """The paragraph as an HTML fragment (see the module docstring)."""
     out = []
     for k, piece in enumerate(pieces):
+        out.append(escape(piece.before, quote=False))
         for tag, href in piece.tags:
             out.append(f'<a href="{escape(href, quote=True)}">' if tag == "a" else f"<{tag}>")
         out.append(f'<span data-piece="{k}">{escape(piece.text, quote=False)}</span>')
@@ -56,6 +60,8 @@ class _Reader(HTMLParser):
         inside = next((k for k in reversed(self.open) if k is not None), None)
         if inside is not None:
             self.last = inside
+        elif not data.strip():  # a tab's or break's stand-in between runs: the run itself keeps it
+            return
         if self.texts:
             self.texts[self.last] += data
 

@@ -33,6 +33,7 @@ XLINK = "http://www.w3.org/1999/xlink"
 PARAGRAPHS = frozenset((f"{{{TEXT}}}p", f"{{{TEXT}}}h"))
 SKIPPED = frozenset((f"{{{TEXT}}}note-citation", f"{{{TEXT}}}tracked-changes", f"{{{TEXT}}}bookmark-ref"))
 PARTS = ("content.xml", "styles.xml")
+SPACING = frozenset(f"{{{TEXT}}}{name}" for name in ("tab", "line-break", "s", "note"))
 
 Slot = tuple[etree._Element, str]  # (element, "text" | "tail"): where a piece's text lives
 
@@ -91,7 +92,8 @@ def _pieces(paragraph: etree._Element, styles: dict[str, tuple[str, ...]]) -> li
             found.append((Piece(node.text, _tags_at(node, paragraph, styles)), (node, "text")))
         parent = node.getparent()
         if node is not paragraph and node.tail and parent is not None and _owner(parent) is paragraph:
-            found.append((Piece(node.tail, _tags_at(parent, paragraph, styles)), (node, "tail")))
+            before = " " if node.tag in SPACING and found else ""  # keeps the words either side apart
+            found.append((Piece(node.tail, _tags_at(parent, paragraph, styles), before), (node, "tail")))
     return found
 
 

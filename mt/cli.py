@@ -151,17 +151,21 @@ def translate(
     target_lang: Optional[str] = typer.Option(
         None, "--target-lang", help="The language to translate into, for a model of several pairs "
         "(required when it has several target languages)."),
+    format: Optional[str] = typer.Option(
+        None, "--format", help="Translate the input as a document: txt (paragraphs), html, srt, vtt, docx, odt; "
+                               "default from the input's extension (.txt stays one line per segment)."),
 ) -> None:
-    """Translate raw text: same number of lines out as in, in the same order.
+    """Translate raw text: same number of lines out as in, in the same order; or a document.
 
     Beam search (greedy with --beam 1) by default; --sampling draws translations instead.
-    Several -c checkpoints translate as one ensemble.
+    Several -c checkpoints translate as one ensemble. An input named .srt, .vtt, .html, .docx or
+    .odt (or --format) is translated as that document, its layout kept (docs/guides/documents.md).
     """
     from mt.commands.translate import translate_command
 
     translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                       sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                      device=device, precision=precision, target_lang=target_lang)
+                      device=device, precision=precision, target_lang=target_lang, format=format)
 
 
 @app.command()

@@ -250,3 +250,9 @@ def test_bench_beam_steps_counts_every_step(tmp_path: Path) -> None:
     rows = [line.split(" | ")[0] for line in fours.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[0] == "| live sentences" and rows[-1] == "| 4" and set(rows[1:-1]) <= {"| 1-2", "| 3-3"}
     assert "CPU: " in out
+
+
+@pytest.mark.requires("lxml", "srt", "webvtt", "docx", "odf")
+def test_bench_documents_runs() -> None:
+    out = run("bench_documents.py", "--units", "20")
+    assert [line.split()[0] for line in out.splitlines()[:4]] == ["docx", "odt", "srt", "vtt"] and "CPU: " in out

@@ -185,7 +185,7 @@ def test_page_translates_like_mt_translate_limits_alternatives_and_screenshots(t
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_page_keys_wrong_key_shows_403_right_key_translates(tiny, tmp_path: Path) -> None:
+def test_page_keys_wrong_key_shows_403_right_key_translates_a_file(tiny, tmp_path: Path) -> None:
     ckpt, lines = tiny
     keys = tmp_path / "keys.txt"
     keys.write_text("k-right\n", encoding="utf-8")
@@ -215,6 +215,18 @@ def test_page_keys_wrong_key_shows_403_right_key_translates(tiny, tmp_path: Path
         assert driver.get_cookies() == []
         assert driver.execute_script("return window.localStorage.length") == 0
         assert "k-right" not in json.dumps(driver.execute_script("return Object.assign({}, window.sessionStorage)"))
+
+        # A subtitle file through the file picker (POST /translate_file with the key): the link it
+        # shows downloads the file, its cue translated as `mt translate` translates that line.
+        film = tmp_path / "film.srt"
+        film.write_text(f"3\n00:00:01,000 --> 00:00:02,500\n{lines[4]}\n", encoding="utf-8")
+        driver.find_element(By.ID, "file").send_keys(str(film))
+        driver.find_element(By.ID, "translate-file").click()
+        link = wait_for(lambda: driver.find_element(By.ID, "file-link").is_displayed()
+                        and driver.find_element(By.ID, "file-link"), what="download link")
+        assert link.get_attribute("download") == "film.de.srt" and text_of(driver, "message") == "film.srt translated."
+        got = httpx.get(link.get_attribute("href")).text
+        assert got == f"3\n00:00:01,000 --> 00:00:02,500\n{' '.join(expected.split())}\n\n"
 
 
 def test_page_with_two_models_picks_the_pair_and_its_card(tiny, tmp_path: Path) -> None:

@@ -248,18 +248,17 @@ def test_detect_accuracy_script_on_multi30k(multi30k_dir, capsys) -> None:
 
 def test_frontend_settings_and_suggest_as_libretranslate(lt_server: str) -> None:
     """LibreTranslate's own front end (LibreTranslate/LibreTranslate 39429cb, libretranslate/app.py
-    /frontend/settings, /suggest) starts from /frontend/settings; with suggestions off /suggest is a 403."""
+    /frontend/settings, /suggest) starts from /frontend/settings; with suggestions off /suggest is a 403
+(files: tests/test_serve_files.py)."""
     s = httpx.get(lt_server + "/frontend/settings", timeout=30).json()
     assert s == {"charLimit": 10000, "frontendTimeout": 500, "apiKeys": False, "keyRequired": False,
-                 "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+                 "suggestions": False, "filesTranslation": True,
+                 "supportedFilesFormat": [".txt", ".html", ".htm", ".srt", ".vtt", ".docx", ".odt"],
                  "language": {"source": {"code": "auto", "name": "Auto Detect"},
                               "target": {"code": "de", "name": "German"}}}
     r = httpx.post(lt_server + "/suggest", data={"q": "Hello", "s": "Hallo", "source": "en", "target": "de"},
                    timeout=30)
     assert r.status_code == 403 and r.json() == {"error": "Suggestions are disabled on this server."}
-    r = httpx.post(lt_server + "/translate_file", data={"source": "en", "target": "de"},
-                   files={"file": ("a.txt", b"Hello")}, timeout=30)
-    assert r.status_code == 403 and r.json() == {"error": "Files translation are disabled on this server."}
 
 
 def test_cors_any_origin_with_a_real_preflight(lt_server: str) -> None:

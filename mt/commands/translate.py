@@ -1,4 +1,4 @@
-"""`mt translate`: flag checks, stdin/stdout handling and chunked, streamed output.
+"""`mt translate`: flag checks, stdin/stdout handling and chunked, streamed output; documents.
 
 The work is library code (mt.decode.translate) that returns data and prints nothing but progress
 bars. Models come from `mt.deploy.loading.load_model`: one or more checkpoints (several decode
@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import itertools
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+import torch
+
 from mt.commands.decoding import decode_settings, load_for_target, output_path
+from mt.config import DecodeConfig
+from mt.data.tokenizer import Tokenizer
+from mt.decode.engine import Engine
 from mt.decode.translate import translate_lines, translate_nbest
 from mt.errors import MTError
+from mt.text.documents import document_texts, format_of, translate_document
+from mt.text.html import HtmlFragment
+from mt.text.limits import DocumentLimits
 from mt.textio import atomic_write, decode_line, iter_lines, iter_stream
 
 CHUNK_LINES = 10_000  # lines `mt translate` reads, translates and writes at a time (bounded memory)
@@ -42,6 +50,7 @@ def translate_command(
     device: str,
     precision: str | None = None,
     target_lang: str | None = None,
+    format: str | None = None,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
@@ -59,6 +68,11 @@ def translate_command(
     (i 0-based; an empty line gives one line with score 0): the N best hypotheses, or N samples
     with --sampling. Sampled line i depends only on the seed, i and its text, so file, pipe and
     interactive input, and any chunking, give the same output.
+
+    A document (`format`, i.e. --format, or an input named .srt, .vtt, .html, .docx or .odt; a
+    .txt file stays a stream of lines unless --format txt) is read whole (within
+    `DocumentLimits`), translated by `mt.text.documents.translate_document` with the callables of
+    `document_translators`, and written atomically: a damaged file is an MTError, no output.
     """
     src_path = None if input == "-" else Path(input)
     if src_path is not None and src_path.is_dir():  # a pipe, /dev/stdin or <(zcat f.gz) is input too
@@ -66,12 +80,24 @@ def translate_command(
     if src_path is not None and not src_path.exists():
         raise MTError(f"input '{input}': file not found")
     out_path = output_path(output)
+    # A document format by --format or the extension; a .txt file stays a stream of lines unless --format txt.
+    fmt = format_of(input if src_path is not None else "", format)
+    fmt = None if fmt == "txt" and format is None else fmt
+    if fmt is not None and (n_best is not None or sampling):
+        raise MTError(f"--n-best and --sampling write lines, not a .{fmt} document")
+    data = _read_document(src_path, DocumentLimits()) if fmt is not None else b""
+    if fmt is not None:  # a damaged file fails here, before the model loads
+        document_texts(data, fmt, DocumentLimits())
     loaded, tokenizer = load_for_target(checkpoints, device, target_lang)
     model, cfg, dev = loaded.engine, loaded.config, loaded.device
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                              precision=precision)
     with_scores = n_best is not None or decode.n_best > 1
+    if fmt is not None:
+        texts, html = document_translators(model, tokenizer, decode, dev)
+        _write_document(out_path, translate_document(data, fmt, texts, html, DocumentLimits()))
+        return
 
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
         if with_scores:
@@ -104,3 +130,43 @@ def _chunks(lines: Iterator[str], size: int) -> Iterator[tuple[int, list[str]]]:
     while chunk := list(itertools.islice(lines, size)):
         yield first, chunk
         first += len(chunk)
+
+
+def _write_document(path: Path | None, data: bytes) -> None:
+    """A translated document to `path` atomically, or to stdout when `path` is None."""
+    if path is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    with atomic_write(path) as f:
+        f.write(data)
+
+
+def _read_document(path: Path | None, limits: DocumentLimits) -> bytes:
+    """A document's bytes (stdin when `path` is None), refused past `limits.max_bytes` before it is all read."""
+    with path.open("rb") if path is not None else sys.stdin.buffer as f:
+        data = f.read(limits.max_bytes + 1)
+    if len(data) > limits.max_bytes:
+        raise MTError(f"input '{path or '-'}': over {limits.max_bytes} bytes; documents of at most "
+                      f"{limits.max_bytes} bytes are translated")
+    return data
+
+
+def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, device: torch.device | str,
+                         ) -> tuple[Callable[[list[str]], list[str]], Callable[[list[str]], list[str]]]:
+    """The two translate callables a document needs (`mt.text.documents`), over this model: plain
+    texts (each line of each text one segment, lines joined back) and HTML fragments (their
+    blocks through the same, markup kept). The one place the command builds them."""
+
+    def translate_texts(texts: list[str]) -> list[str]:
+        lines = [text.split("\n") for text in texts]
+        found = iter(translate_lines(engine, tokenizer, [line for group in lines for line in group], decode,
+                                     device=device))
+        return ["\n".join(next(found) for _ in group) for group in lines]
+
+    def translate_html(fragments: list[str]) -> list[str]:
+        parsed = [HtmlFragment(markup) for markup in fragments]
+        found = iter(translate_texts([block for fragment in parsed for block in fragment.blocks]))
+        return [fragment.render([next(found) for _ in fragment.blocks]) for fragment in parsed]
+
+    return translate_texts, translate_html

@@ -42,7 +42,7 @@ class AccessMiddleware:
         given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
         request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex[:16]
         path = scope.get("path", "")
-        route = path if path in KNOWN_ROUTES else "other"
+        route = path if path in KNOWN_ROUTES else "/download_file" if path.startswith("/download_file/") else "other"
         status = 500
 
         async def send_with_id(message: dict[str, Any]) -> None:

@@ -30,7 +30,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from mt.serve.access import AccessMiddleware
 from mt.serve.metrics import Metrics
 from mt.serve.requests import ApiError
-from mt.serve.routes import docs, libretranslate, ops, page, v1
+from mt.serve.routes import docs, files, libretranslate, ops, page, v1
 from mt.serve.settings import ServeSettings
 from mt.serve.specs import Spec
 from mt.serve.state import ServeState
@@ -53,7 +53,7 @@ def create_app(settings: ServeSettings, specs: Sequence[Spec]) -> FastAPI:
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, crashed)
-    for router in (libretranslate.router, v1.router, ops.router, page.router, docs.router):
+    for router in (libretranslate.router, files.router, v1.router, ops.router, page.router, docs.router):
         app.include_router(router)
     app.mount(docs.ASSETS, StaticFiles(directory=docs.assets_folder()), name="docs-assets")  # no CDN
     return app

@@ -57,29 +57,34 @@ async def ready_fleet(state: StateDep) -> AsyncIterator[Fleet]:
 ReadyFleet = Annotated[Fleet, Depends(ready_fleet)]
 
 
-async def request_fields(request: Request, settings: SettingsDep) -> dict[str, Any]:
-    """The body's fields (JSON, urlencoded or multipart form data), read with the byte limit (413)
-    and within --timeout (408) before anything is parsed; a client that closes its connection before
-    the body has all come is a 499 (one access-log line, no traceback)."""
+async def read_body(request: Request, limit: int, timeout_s: float) -> bytes:
+    """The request's body, at most `limit` bytes (413) and within `timeout_s` (408); a client that
+    closes its connection before the body has all come is a 499 (one access-log line, no traceback)."""
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > settings.max_body_bytes:
-        raise ApiError(413, f"body: {declared} bytes, the limit is {settings.max_body_bytes}")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"body: {declared} bytes, the limit is {limit}")
 
     async def body() -> bytes:
         chunks, size = [], 0
         async for chunk in request.stream():
             size += len(chunk)
-            if size > settings.max_body_bytes:
-                raise ApiError(413, f"body: over {settings.max_body_bytes} bytes, the limit")
+            if size > limit:
+                raise ApiError(413, f"body: over {limit} bytes, the limit")
             chunks.append(chunk)
         return b"".join(chunks)
 
     try:  # a client trickling its body would otherwise hold its connection for ever
-        raw = await asyncio.wait_for(body(), settings.timeout_s)
+        return await asyncio.wait_for(body(), timeout_s)
     except asyncio.TimeoutError:
-        raise ApiError(408, f"body: not received within {settings.timeout_s:g} s (--timeout)") from None
+        raise ApiError(408, f"body: not received within {timeout_s:g} s (--timeout)") from None
     except ClientDisconnect:  # the client went away before its whole body came: its doing, not an error here
         raise ApiError(499, "client closed the request before its body arrived") from None
+
+
+async def request_fields(request: Request, settings: SettingsDep) -> dict[str, Any]:
+    """The body's fields (JSON, urlencoded or multipart form data), read with the byte limit (413)
+    and within --timeout (408) before anything is parsed (`read_body`)."""
+    raw = await read_body(request, settings.max_body_bytes, settings.timeout_s)
     content_type = request.headers.get("content-type", "")
     if content_type.lower().startswith("multipart/form-data"):
         request._body = raw  # let Starlette's parser read what we already took off the wire
@@ -95,11 +100,16 @@ async def require_key(request: Request, fields: Fields, state: StateDep) -> None
     """403 unless keys are off or the request carries one (X-API-Key header, else the api_key field);
     then the key's limits (or, without keys, the client address's): 429 with Retry-After over one.
     The key's name (never the key) is left on the request's scope for the access log and metrics."""
+    chars = sum(len(text) for name in ("q", "segments") for text in _texts(fields.get(name)))
+    admit(request, state, fields.get("api_key"), chars)
+
+
+def admit(request: Request, state: ServeState, given: Any, chars: int) -> None:
+    """`require_key`'s check for a request of `chars` characters whose api_key field is `given`
+    (POST /translate_file reads its own body, so it calls this itself)."""
     settings = state.settings
     header = request.headers.get("x-api-key")
-    given = fields.get("api_key")
     key = check_key(header if header else (given if isinstance(given, str) else None), settings)
-    chars = sum(len(text) for name in ("q", "segments") for text in _texts(fields.get(name)))
     if key is not None:
         request.scope["mt.key"] = key.name
         who, per_minute, per_day = f"key {key.name}", key.requests_per_minute, key.characters_per_day

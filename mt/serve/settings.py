@@ -84,6 +84,10 @@ class ServeSettings:
     queue_size: int = _flag(4096, "--queue-size", "Segments waiting for the model at most (else 429).")
     cache_size: int = _flag(10_000, "--cache-size", "Translated segments kept to answer a repeated one without "
                                                      "the model (least recently used out first; 0 = no cache).")
+    files: bool = _flag(True, "--files/--no-files", "POST /translate_file: translate documents and subtitles "
+                                                    "(.txt .html .srt .vtt .docx .odt), as LibreTranslate does.")
+    max_file_bytes: int = _flag(10 << 20, "--max-file-bytes", "A file to translate may hold this many bytes at most "
+                                                               "(else 413).")
     device: str = _flag("auto", "--device", "auto | cpu | cuda | cuda:N.")
     threads: int = _flag(0, "--threads", "CPU threads for the model (0 = torch's default; 1 is best on a busy, "
                                          "shared CPU).")
@@ -102,6 +106,7 @@ class ServeSettings:
 
     def __post_init__(self) -> None:
         positive = (("--port", self.port), ("--char-limit", self.char_limit), ("--max-segments", self.max_segments),
+                    ("--max-file-bytes", self.max_file_bytes),
                     ("--queue-size", self.queue_size), ("max_body_bytes", self.max_body_bytes))
         for flag, value in positive:
             if value < 1:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mt.errors import MTError
+from mt.serve.filestore import FileStore
 from mt.serve.fleet import Fleet, PairConflict
 from mt.serve.limits import Limiter, read_keys_file
 from mt.serve.metrics import Metrics
@@ -50,6 +51,7 @@ class ServeState:
     draining: bool = False  # a stop signal came: requests in flight finish, /ready 503
     cards: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # /v1/model-card, by model id
     limiter: Limiter = field(default_factory=Limiter, repr=False)  # per key or client address (`mt.serve.limits`)
+    files: FileStore = field(default_factory=FileStore, repr=False)  # translated files to download (/translate_file)
     _reload_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def reload_keys(self) -> None:

@@ -1,8 +1,8 @@
 """LibreTranslate's API, as its clients (Mastodon, Weblate, libretranslatepy, browser add-ons,
 LibreTranslate's own front end) call it: POST /translate (JSON or form data; `q` a string or a
 list, `source` a code or "auto", `alternatives`, `format` "text" or "html": `mt.text.html`),
-POST /detect, GET /languages, GET /frontend/settings, and POST /suggest and /translate_file
-answering 403 as a LibreTranslate server with suggestions and file translation off does.
+POST /detect, GET /languages, GET /frontend/settings, and POST /suggest answering 403 as a
+LibreTranslate server with suggestions off does (files: `mt.serve.routes.files`).
 
 Codes are read by `ServedLanguages` (any case, aliases); a request goes to the model that serves
 its pair (`mt.serve.fleet`). `source: "auto"` identifies each text's language (`mt.serve.detect`,
@@ -28,6 +28,7 @@ from mt.serve.jobs import translate_html, translate_texts
 from mt.serve.languages import language_name
 from mt.serve.model import ServedModel
 from mt.serve.requests import LT_SCHEMA, ApiError, body_doc, get_int, get_str, get_texts
+from mt.serve.routes.files import frontend_files
 from mt.text.html import HtmlFragment
 
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default --frontend-timeout: the front end's typing delay
@@ -123,13 +124,13 @@ async def languages(fleet: ReadyFleet) -> JSONResponse:
 @router.get("/frontend/settings", summary="LibreTranslate's front-end settings")
 async def frontend_settings(fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     """What LibreTranslate's web front end and add-ons read first: the limits, whether a key is
-    needed, and the languages it starts with (auto-detect into the first target); suggestions and
-    file translation are off (mt offers neither)."""
+    needed, the languages it starts with (auto-detect into the first target) and the file formats
+    (`mt.serve.routes.files`); suggestions are off (mt has none)."""
     target = fleet.languages.targets[0]
     return JSONResponse({
         "charLimit": settings.char_limit, "frontendTimeout": FRONTEND_TIMEOUT_MS,
         "apiKeys": settings.keys_required, "keyRequired": settings.keys_required,
-        "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+        "suggestions": False, **frontend_files(settings),
         "language": {"source": {"code": "auto", "name": "Auto Detect"},
                      "target": {"code": target, "name": language_name(target)}}})
 
@@ -138,7 +139,3 @@ async def frontend_settings(fleet: ReadyFleet, settings: SettingsDep) -> JSONRes
 async def suggest() -> JSONResponse:
     return JSONResponse({"error": "Suggestions are disabled on this server."}, status_code=403)
 
-
-@router.post("/translate_file", summary="File translation is off (as LibreTranslate's --disable-files-translation)")
-async def translate_file() -> JSONResponse:
-    return JSONResponse({"error": "Files translation are disabled on this server."}, status_code=403)

@@ -17,11 +17,12 @@ import torch
 from mt.commands.decoding import decode_settings, load_for_target, output_path
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
+from mt.decode.align import aligner_for
 from mt.decode.engine import Engine
 from mt.decode.translate import translate_lines, translate_nbest
 from mt.errors import MTError
 from mt.text.documents import document_texts, format_of, translate_document
-from mt.text.html import HtmlFragment
+from mt.text.html import HtmlFragment, render_fragments
 from mt.text.limits import DocumentLimits
 from mt.textio import atomic_write, decode_line, iter_lines, iter_stream
 
@@ -164,9 +165,9 @@ def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeCon
                                      device=device))
         return ["\n".join(next(found) for _ in group) for group in lines]
 
-    def translate_html(fragments: list[str]) -> list[str]:
+    def translate_html(fragments: list[str]) -> list[str]:  # inline markup placed by alignment (mt.decode.align)
         parsed = [HtmlFragment(markup) for markup in fragments]
-        found = iter(translate_texts([block for fragment in parsed for block in fragment.blocks]))
-        return [fragment.render([next(found) for _ in fragment.blocks]) for fragment in parsed]
+        translations = translate_texts([block for fragment in parsed for block in fragment.blocks])
+        return render_fragments(parsed, translations, aligner_for(engine, tokenizer))
 
     return translate_texts, translate_html

@@ -33,7 +33,7 @@ from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_text
 from mt.serve.settings import ServeSettings
 from mt.text.documents import EXTENSIONS, MEDIA_TYPES, document_texts, format_of, translate_document
-from mt.text.html import HtmlFragment
+from mt.text.html import HtmlFragment, render_fragments
 from mt.text.limits import DocumentError, DocumentLimits
 
 Translate = Callable[[list[str]], list[str]]
@@ -95,10 +95,11 @@ def file_translators(request: Request, model: ServedModel, settings: ServeSettin
                 lines += count
         return out
 
-    def translate_html(fragments: list[str]) -> list[str]:
+    def translate_html(fragments: list[str]) -> list[str]:  # inline markup placed by alignment, in the worker
         parsed = [HtmlFragment(markup) for markup in fragments]
-        found = iter(translate_texts_sync([block for fragment in parsed for block in fragment.blocks]))
-        return [fragment.render([next(found) for _ in fragment.blocks]) for fragment in parsed]
+        translations = translate_texts_sync([block for fragment in parsed for block in fragment.blocks])
+        return render_fragments(parsed, translations,
+                                lambda sources, targets: model.engine.align(list(tokenizer.src_prefix), sources, targets))
 
     return translate_texts_sync, translate_html
 

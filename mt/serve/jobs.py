@@ -19,10 +19,10 @@ from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
 from mt.serve.batcher import Hyps, Job, QueueFull
 from mt.serve.cache import Cached, Key
-from mt.text.html import HtmlFragment
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_size
 from mt.serve.settings import ServeSettings
+from mt.text.html import HtmlFragment
 
 
 async def translate_texts(request: Request, model: ServedModel, settings: ServeSettings, texts: list[str],

@@ -158,6 +158,17 @@ def check_known(fields: dict[str, Any], schema: dict[str, Any], route: str) -> N
                             f"it takes {', '.join(sorted(schema['properties']))}")
 
 
+def check_request(texts: list[str], settings: ServeSettings) -> None:
+    """413 for a request over the character limit or with more texts than --max-segments (every text
+    is one segment at least), before anything parses, detects or queues it: the work a request may
+    cause is bounded by these limits, not by the body size."""
+    if len(texts) > settings.max_segments:
+        raise ApiError(413, f"request: {len(texts)} texts, the limit is {settings.max_segments} (--max-segments)")
+    chars = sum(len(t) for t in texts)
+    if chars > settings.char_limit:
+        raise ApiError(413, f"request: {chars} characters, the limit is {settings.char_limit}")
+
+
 def check_size(texts: list[str], settings: ServeSettings) -> list[list[str]]:
     """Each text's lines (split on '\\n'), after the character and segment limits (413)."""
     chars = sum(len(t) for t in texts)

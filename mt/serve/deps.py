@@ -19,7 +19,7 @@ from fastapi import Depends, Request
 from starlette.requests import ClientDisconnect
 
 from mt.serve.fleet import Fleet
-from mt.serve.limits import DAY, MINUTE, Limited, client_address
+from mt.serve.limits import DAY, MINUTE, Limited, client_address, client_key
 from mt.serve.requests import ApiError, check_key, form_fields, parse_fields
 from mt.serve.settings import ServeSettings
 from mt.serve.state import ServeState
@@ -106,7 +106,7 @@ async def require_key(request: Request, fields: Fields, state: StateDep) -> None
     else:
         peer = request.client.host if request.client else None
         address = client_address(peer, request.headers.get("x-forwarded-for"), settings.trusted_proxies)
-        who = f"address {address}"
+        who = f"address {client_key(address)}"  # an IPv6 client by its /64
         per_minute, per_day = settings.address_requests_per_minute, settings.address_characters_per_day
     try:
         state.limiter.take(who, [("requests_per_minute", per_minute, MINUTE, 1),

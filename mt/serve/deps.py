@@ -100,6 +100,8 @@ async def require_key(request: Request, fields: Fields, state: StateDep) -> None
     given = fields.get("api_key")
     key = check_key(header if header else (given if isinstance(given, str) else None), settings)
     chars = sum(len(text) for name in ("q", "segments") for text in _texts(fields.get(name)))
+    if chars > settings.char_limit:  # refused anyway: a 413 now, before it costs the client's buckets
+        raise ApiError(413, f"request: {chars} characters, the limit is {settings.char_limit}")
     if key is not None:
         request.scope["mt.key"] = key.name
         who, per_minute, per_day = f"key {key.name}", key.requests_per_minute, key.characters_per_day

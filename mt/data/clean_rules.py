@@ -191,7 +191,8 @@ def numbers(src: str, tgt: str) -> str | None:
     if any(_may_link(t) for t in (src, tgt)):
         urls_s, urls_t = ({u.rstrip(".,;:!?)").lower() for u in _URL.findall(t)} for t in (src, tgt))
         if urls_s != urls_t:
-            return f"URL/e-mail on one side only: {sorted(urls_s ^ urls_t)[0]}"
+            first = sorted(urls_s ^ urls_t)[0]
+            return f"URL/e-mail on one side only: {first if len(first) <= 60 else first[:57] + '...'}"
         src, tgt = _URL.sub(" ", src), _URL.sub(" ", tgt)
     nums_s, nums_t = _numbers(src), _numbers(tgt)
     if nums_s != nums_t:

@@ -11,7 +11,7 @@ pool is 2,000 lines: most segments go to the models). Client threads loop over: 
 its minute is spent). Every 200 answer is compared with `mt translate` of the same lines (run once
 per model before the load starts); every other status must be the one the request was built to
 get. A SIGHUP reloads both models every minute. Sampled every 10 s: the resident memory of the
-server and its workers. At the end: counts by kind and status, wrong answers, unexpected statuses,
+server and its workers, and of the server alone. At the end: counts by kind and status, wrong answers, unexpected statuses,
 tracebacks in the server's log, reloads, latency p50/p99 and memory first/last/max, as JSON on
 stdout (and in --out). Exit status 1 when anything was wrong.
 """
@@ -55,14 +55,14 @@ def expected_outputs(ckpt: Path, lines: list[str]) -> dict[str, str]:
     return dict(zip(lines, out.stdout.decode("utf-8").split("\n")[:-1]))
 
 
-def rss(pid: int) -> float:
-    """MB resident: the server and its children (model workers, resource tracker)."""
+def rss(pid: int) -> tuple[float, float]:
+    """MB resident: (the server and its children (model workers, resource tracker), the server alone)."""
     pids = [pid] + [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == pid]
-    total = 0
+    sizes = []
     for p in pids:
         with contextlib.suppress(OSError, ValueError, IndexError):
-            total += int(Path(f"/proc/{p}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    return total / 2**20
+            sizes.append(int(Path(f"/proc/{p}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20)
+    return round(sum(sizes), 1), round(sizes[0] if sizes else 0.0, 1)
 
 
 def _parent(proc: Path) -> int:
@@ -172,7 +172,7 @@ def run(minutes: float, clients: int, out: Path | None) -> int:
                 raise SystemExit(f"soak: mt serve did not start; see {log}")
             time.sleep(0.2)
         soak = Soak(url, lines, expected, seed=0)
-        memory: list[tuple[float, float]] = []
+        memory: list[tuple[float, float, float]] = []  # (seconds, all MB, the server process's MB)
         stop = time.monotonic() + 60 * minutes
         started = time.monotonic()
 
@@ -189,7 +189,7 @@ def run(minutes: float, clients: int, out: Path | None) -> int:
         while time.monotonic() < stop:
             now = time.monotonic()
             if now >= next_sample:
-                memory.append((round(now - started, 1), round(rss(server.pid), 1)))
+                memory.append((round(now - started, 1), *rss(server.pid)))
                 next_sample += 10
             if now >= next_reload:
                 server.send_signal(signal.SIGHUP)
@@ -198,7 +198,7 @@ def run(minutes: float, clients: int, out: Path | None) -> int:
         for thread in threads:
             thread.join(90)
         metrics = httpx.get(url + "/metrics", timeout=10).text
-        memory.append((round(time.monotonic() - started, 1), round(rss(server.pid), 1)))
+        memory.append((round(time.monotonic() - started, 1), *rss(server.pid)))
     finally:
         server.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -214,8 +214,9 @@ def run(minutes: float, clients: int, out: Path | None) -> int:
               "reloads": {k: float(v) for k, v in reloads.items()},
               "p50_ms": round(1000 * seconds[len(seconds) // 2], 1) if seconds else None,
               "p99_ms": round(1000 * seconds[int(0.99 * (len(seconds) - 1))], 1) if seconds else None,
-              "memory_mb": {"first": memory[0][1], "last": memory[-1][1], "max": max(m for _, m in memory),
-                            "samples": memory},
+              "memory_mb": {"first": memory[0][1], "last": memory[-1][1], "max": max(m[1] for m in memory),
+                            "server_first": memory[0][2], "server_last": memory[-1][2],
+                            "samples [s, all, server]": memory},
               "log": str(log)}
     rendered = json.dumps(report, indent=1)
     print(rendered)

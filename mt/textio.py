@@ -161,6 +161,21 @@ def remove_stale_temp_files(folder: Path) -> list[Path]:
     return removed
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def one_line(text: str) -> str:
+    """`text` with each line break ("\n", "\r\n", "\r") replaced by a space: what one line of a
+    line-aligned file may hold (a break inside would shift every later line against the other file)."""
+    return _LINE_BREAK.sub(" ", text) if "\n" in text or "\r" in text else text
+
+
+def count_lines(path: Path) -> int:
+    """The number of b"\n" in the file (its lines, as `iter_lines` reads them, when it ends with one)."""
+    with path.open("rb") as f:
+        return sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+
+
 def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
     """Write `lines` (each followed by '\\n') to `path` atomically."""
     with atomic_write(path) as f:

@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +16,7 @@ from langdata import LANGS, pairs
 
 from mt.config import CleanConfig
 from mt.data import clean_rules
-from mt.data.clean import Cleaner, CleanStats, HashSet64, clean_pairs
+from mt.data.clean import Cleaner, CleanStats, HashSet64, check_share, clean_pairs
 from mt.data.clean_corpus import clean_corpus
 from mt.data.corpus import iter_split
 from mt.errors import MTError
@@ -233,3 +234,41 @@ def test_workers_give_the_same_result(tmp_path: Path) -> None:
             kept = list(clean_pairs(corpus, Cleaner(ON, "en", "de"), stats, workers=workers))
         results.append((kept, stats.to_dict()))
     assert results[0] == results[1] and results[0][1]["dropped"]["duplicate"] > 0
+
+
+def test_keep_below_what_max_drop_allows_is_refused_before_any_pass(tmp_path: Path) -> None:
+    """Issue 45, item 6: --keep 0.3 with clean.max_drop 0.5 can only fail; it used to fail after the
+    rules pass and the whole scoring pass (and then deleted the scored rows)."""
+    from mt.config import DataConfig
+
+    data = DataConfig(path=str(write_corpus(tmp_path / "in", "text", EN_DE)))
+    scored: list[int] = []
+
+    def scorer(sources, targets):
+        scored.append(len(sources))
+        return np.zeros(len(sources))
+
+    with pytest.raises(MTError, match=r"--keep 0.3: drops 70.0% .* clean.max_drop=0.5"):
+        clean_corpus(data, "train", ON, tmp_path / "out", dropped_file=False, scorer=scorer, keep=0.3)
+    assert scored == [] and not (tmp_path / "out").exists()
+    clean_corpus(data, "train", replace(ON, max_drop=0.7), tmp_path / "out", dropped_file=False, scorer=scorer,
+                 keep=0.3)
+    assert scored == [3]
+
+
+def test_digit_runs_longer_than_int_reads_are_numbers_like_any_other() -> None:
+    """Issue 45, item 6: int() refuses more than 4,300 digits (ValueError in `mt prepare` and `mt data
+    clean`); digits are read one by one now, in linear time, in any digit system."""
+    run = "7" * 50_000
+    assert clean_rules.numbers(f"code {run}", f"Code {run}") is None
+    assert clean_rules.numbers(f"code {run}", "Code") == "number on one side only: 77777777777777777777... (50000 digits)"
+    assert clean_rules.numbers("0" * 5000 + "12", "１２") is None  # leading zeros, full-width digits
+
+
+def test_max_drop_message_without_examples() -> None:
+    """Issue 45, item 6: with clean.samples: 0 no example is kept, and the message indexed one."""
+    stats = CleanStats(samples=0)
+    for line in range(1, 5):
+        stats.record(line, "a", "a", ("copy", "same text"))
+    with pytest.raises(MTError, match=r"would drop 100.0% of 4 pairs.*rule 'copy' drops 100.0%; check"):
+        check_share(stats, 0.5, "test")

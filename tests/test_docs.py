@@ -365,3 +365,12 @@ def test_config_reference_script_prints_the_tables():
     out = subprocess.run([sys.executable, str(ROOT / "scripts/config_reference.py")],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == config_reference.reference()
+
+
+def test_synthetic_data_is_not_said_to_go_through_the_cleaning_rules() -> None:
+    """Issue 45, item 8: synthetic pairs were said to be "cleaned by the same rules"; only the
+    length limits apply to them (`mt.data.synthetic.encode_synthetic`)."""
+    from mt.data import synthetic
+
+    for text in ((ROOT / "docs" / "guides" / "synthetic-data.md").read_text(encoding="utf-8"), synthetic.__doc__):
+        assert "cleaned by the same rules" not in text and "not by `clean.rules`" in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -145,3 +146,28 @@ def test_pre_ln_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     code, _, err = run_cli(monkeypatch, capsys, "export", pre, "--format", "hf", "-o", tmp_path / "x")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "pre-LN" in err, err
     assert not (tmp_path / "x").exists()
+
+
+def test_export_says_what_it_cannot_match_and_names_no_local_path(tmp_path: Path) -> None:
+    """Issue 45, item 8: GNMT's α = 0.6 was exported as transformers' length_penalty 1.0 (|y|^1:
+    long outputs favoured) while the guide said beam search stops "as mt does", and the README
+    carried the checkpoint's absolute path."""
+    require("transformers")
+    from mt.deploy.hf_export import hf_length_penalty
+
+    assert hf_length_penalty("average", 0.7, 64) == 0.7 and hf_length_penalty("none", 0.6, 64) == 0.0
+    p = hf_length_penalty("gnmt", 0.6, 64)
+    assert 0.3 < p < 0.6  # GNMT grows like log(5 + |y|): a smaller exponent than 1
+
+    def misfit(q: float) -> float:  # the log-penalty's largest difference from GNMT's over 2..64 (up to a constant)
+        lengths = range(2, 65)
+        gaps = [0.6 * math.log((5 + n) / 6) - q * math.log(n) for n in lengths]
+        return max(abs(gap - sum(gaps) / len(gaps)) for gap in gaps)
+
+    assert misfit(p) < 0.25 and misfit(p) < misfit(1.0) / 5  # 0.21 against the old export's 1.64
+    ckpt = write_model(tmp_path / "run" / "m.pt", 0, {})
+    exported = export_hf(ckpt, tmp_path / "hf")
+    readme = (exported / "README.md").read_text(encoding="utf-8")
+    assert str(tmp_path) not in readme and "m.pt" in readme and f"`length_penalty: {p}`" in readme
+    generation = json.loads((exported / "generation_config.json").read_text())
+    assert generation.get("length_penalty", p) == p  # beam 1 in this config: no beam settings written

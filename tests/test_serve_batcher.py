@@ -487,3 +487,31 @@ def test_admission_refuses_what_cannot_finish_in_time_at_the_measured_rate(tiny)
         idle.submit(big, greedy, n_best=None)
     finally:
         idle.stop()
+
+
+@pytest.mark.requires("prometheus_client")
+def test_traffic_on_another_model_does_not_hold_a_lone_request(tiny) -> None:
+    """Issue 45, item 7: every model's batcher read the server-wide count of open translate
+    requests, so a request waiting on model A made a lone request on model B wait out max_wait.
+    Each batcher now expects its own model's requests, plus those whose model is not known yet."""
+    from mt.serve.metrics import Metrics, OpenRequests
+
+    engine, tokenizer, cfg, lines = tiny
+    metrics = Metrics()
+    on_a, on_b = OpenRequests(metrics), OpenRequests(metrics)
+    batcher, clock, stats = _batcher(engine, tokenizer, max_wait_ms=2000, open_requests=on_b.now)
+    a_scope, b_scope, c_scope = {}, {}, {}
+    try:
+        for _ in range(3):
+            metrics.translate_started()  # three requests received
+        with on_a.held(a_scope), on_b.held(b_scope):  # one waits on model A, one reached B
+            assert on_b.now() == 2  # B's own and the one whose model is not known yet
+            metrics.translate_ended(c_scope)  # that one turned out bad (a 400): gone
+            assert on_b.now() == 1 and on_a.now() == 1
+            lone = clock.step(batcher.submit, [lines[0]], cfg.decode, n_best=None)
+            assert lone.future.done() and clock.t == 0.0  # started at once, A's request notwithstanding
+        metrics.translate_ended(a_scope)
+        metrics.translate_ended(b_scope)
+        assert (metrics.open_translations, metrics.routed, on_a.now(), on_b.now()) == (0, 0, 0, 0)
+    finally:
+        batcher.stop()

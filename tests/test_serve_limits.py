@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import test_serve
 from test_serve import httpx, server, wait_until
 
 from mt.errors import MTError
+from mt.serve import limits
 from mt.serve.limits import DAY, MINUTE, ApiKey, KeyRing, Limited, Limiter, client_address, read_keys_file
 from mt.serve.requests import ApiError, check_key
 from mt.serve.settings import ServeSettings
@@ -114,11 +116,11 @@ def test_token_buckets_on_a_fake_clock() -> None:
     limiter.take("key e", [("requests_per_minute", None, MINUTE, 1)] * 100)  # None: no limit
 
 
-def test_full_buckets_are_forgotten_past_a_size() -> None:
-    """One bucket per client address seen: past PRUNE_AT, those full again (as good as new) are dropped."""
+def test_full_buckets_are_forgotten_as_requests_come() -> None:
+    """One bucket per client address seen: each request forgets a few of the least recently used
+    that are full again (as good as new)."""
     clock = Clock()
     limiter = Limiter(clock)
-    limiter.PRUNE_AT = 3
     per_minute = [("requests_per_minute", 60, MINUTE, 1)]
     for address in ("a", "b", "c"):
         limiter.take(address, per_minute)
@@ -133,6 +135,33 @@ def test_full_buckets_are_forgotten_past_a_size() -> None:
         limiter.take("e", per_minute)
     with pytest.raises(Limited):  # e's own bucket was kept
         limiter.take("e", per_minute)
+
+
+def test_buckets_are_bounded_in_memory_and_in_the_cost_of_a_request() -> None:
+    """Issue 45, item 2: a day's bucket stays not-full for a day, so clients that send once each
+    (one IPv6 client can be millions of addresses) used to pile up buckets without bound, and past
+    10,000 every request scanned them all, under the lock, on the event loop."""
+    clock = Clock()
+    limiter = Limiter(clock, max_buckets=20_000)
+    per_day = [("characters_per_day", 100_000, DAY, 50)]
+    for i in range(30_000):  # never full again within the test: the old pruning could drop none
+        limiter.take(f"address 10.{i >> 16}.{(i >> 8) & 255}.{i & 255}", per_day)
+        clock.now += 0.001
+    assert len(limiter) == 20_000  # the bound holds: the least recently used went first
+    started = time.perf_counter()
+    for i in range(2_000):
+        limiter.take(f"address 192.168.{i >> 8}.{i & 255}", per_day)
+    per_request = (time.perf_counter() - started) / 2_000
+    assert per_request < 100e-6, f"{per_request * 1e6:.0f} us a request"  # was ~1.5 ms at 30,000, rising
+    with pytest.raises(Limited):  # a recent client's bucket is still there
+        limiter.take("address 192.168.7.207", [("characters_per_day", 100_000, DAY, 99_990)])
+
+
+def test_an_ipv6_client_is_one_bucket_per_64() -> None:
+    assert limits.client_key("2001:db8:1:2:aaaa::1") == limits.client_key("2001:db8:1:2:ffff:1:2:3") == "2001:db8:1:2::/64"
+    assert limits.client_key("2001:db8:1:3::1") != limits.client_key("2001:db8:1:2::1")
+    assert limits.client_key("::ffff:192.0.2.7") == limits.client_key("192.0.2.7") == "192.0.2.7"
+    assert limits.client_key("unknown") == "unknown"
 
 
 def test_client_address_trusts_named_proxies_only() -> None:

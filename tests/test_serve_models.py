@@ -222,3 +222,15 @@ def test_reload_under_load_drops_nothing(models: dict[str, Path], tmp_path: Path
     text = log.read_text(encoding="utf-8")
     assert "Traceback" not in text and "k-ops" not in text
     assert sum("failed, the old models keep serving" in line for line in text.splitlines()) == 1
+
+
+def test_a_checkpoint_path_with_a_comma_is_one_model(tmp_path: Path) -> None:
+    """Issue 45, item 8: `-c` split every value on commas, so a checkpoint named `run,v2.pt` could
+    not be served; a value that names an existing path is that one model now."""
+    from mt.serve.specs import parse_specs
+
+    odd = tmp_path / "run,v2.pt"
+    odd.write_bytes(b"x")
+    (tmp_path / "a.pt").write_bytes(b"x")
+    assert parse_specs([str(odd)]) == ((odd,),)
+    assert parse_specs([f"{tmp_path / 'a.pt'},{tmp_path / 'b.pt'}"]) == ((tmp_path / "a.pt", tmp_path / "b.pt"),)

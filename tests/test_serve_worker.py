@@ -9,6 +9,7 @@ import dataclasses
 import os
 import pickle
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -126,5 +127,29 @@ def test_an_export_directory_runs_in_the_worker_as_in_process(checkpoint, tmp_pa
         with pytest.raises(MTError, match="n_best"):  # a failing search is one line, and the worker goes on
             process.search_ids(src, dataclasses.replace(cfg.decode, beam=1), n_best=2, sentence_ids=[0, 1])
         assert process.search_ids(src, cfg.decode, n_best=None, sentence_ids=[0, 1])
+    finally:
+        process.close()
+
+
+def test_the_watcher_keeps_trying_after_a_failed_restart(checkpoint, tmp_path, monkeypatch, caplog) -> None:
+    """Issue 45, item 4: a restart that failed (the checkpoint briefly missing while it is being
+    replaced, say) used to close the whole ModelProcess, so the watcher stopped though it logged
+    "trying again in 10 s", and /health said "a new one is starting" until a request came."""
+    monkeypatch.setattr("mt.serve.worker.RETRY_AFTER_FAILURE_S", 0.2)
+    served = tmp_path / "served.pt"
+    served.write_bytes(checkpoint.read_bytes())
+    process = ModelProcess([served], "cpu", threads=1)
+    try:
+        away = served.rename(tmp_path / "away.pt")
+        os.kill(process._proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while "restarting the model worker failed" not in caplog.text:
+            assert time.monotonic() < deadline, "the watcher did not try to restart the worker"
+            time.sleep(0.1)
+        away.rename(served)  # the file is back: the watcher's next try loads it, with no request
+        while process.exited() is not None:
+            assert time.monotonic() < deadline, "the watcher gave up after one failed restart"
+            time.sleep(0.1)
+        assert process._proc.is_alive() and process.refused is None
     finally:
         process.close()

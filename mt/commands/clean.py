@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from mt.config import CleanConfig, DataConfig
 from mt.config_checks import check_data_format
 from mt.config_load import apply_overrides, config_from_dict, load_raw_config
-from mt.data.clean_corpus import Scorer, clean_corpus
+from mt.data.clean_corpus import Scorer, check_keep, clean_corpus
 from mt.errors import MTError
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ def clean_command(path: str, output: Path, *, src_lang: str, tgt_lang: str, data
     if forward is not None and backward is not None:
         if keep is None and min_score is None:
             raise MTError("--keep or --min-score: say how many model-scored pairs to keep")
+        check_keep(keep, cfg.max_drop)  # before the models load
         scorer = _dual_xent(forward, backward, src_lang, tgt_lang, device, max_tokens)
     elif keep is not None or min_score is not None:
         raise MTError("--keep/--min-score: rank by model scores, which need --forward and --backward")

@@ -3,6 +3,7 @@ mt.serve's, behind the optional serve extra). The options are `ServeSettings`' f
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,10 @@ def serve_command(checkpoints: Sequence[str], **flags: Any) -> None:
     `flags`: the values of `mt serve`'s options, by `ServeSettings` field name (`ServeSettings.from_flags`)."""
     from mt.serve.specs import parse_specs
 
+    # A SIGHUP (logrotate's postrotate) before the server can reload would kill it (the default
+    # action); until `run_server` installs the reload handler it is ignored: the models are about
+    # to be read from the files as they are now anyway.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     specs = parse_specs(checkpoints)
     for spec in specs:
         for path in spec:

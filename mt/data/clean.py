@@ -290,10 +290,11 @@ def check_share(stats: CleanStats, max_drop: float, where: str) -> None:
     """MTError naming the rule that dropped most when more than `max_drop` of the pairs were dropped."""
     if stats.read and stats.dropped_fraction() > max_drop:
         rule, n = max(stats.dropped.items(), key=lambda kv: kv[1])
+        example = f" (e.g. {stats.examples[rule][0]['detail']})" if stats.examples.get(rule) else ""  # clean.samples: 0
         raise MTError(f"{where}: cleaning would drop {100 * stats.dropped_fraction():.1f}% of {stats.read} pairs, "
-                      f"more than clean.max_drop={max_drop:g}; rule '{rule}' drops {100 * n / stats.read:.1f}% "
-                      f"(e.g. {stats.examples[rule][0]['detail']}); check the language codes, or leave '{rule}' out "
-                      f"of clean.rules, or raise clean.max_drop")
+                      f"more than clean.max_drop={max_drop:g}; rule '{rule}' drops {100 * n / stats.read:.1f}%"
+                      f"{example}; check the language codes, or leave '{rule}' out of clean.rules, or raise "
+                      f"clean.max_drop")
 
 
 def write_cleaned(pairs: Iterable[tuple[str, str]], cfg: CleanConfig, src_lang: str, tgt_lang: str, out: Path,

@@ -64,14 +64,25 @@ def _cutoff(scores: np.ndarray, keep: float | None, min_score: float | None) -> 
     return float(np.sort(scores)[len(scores) - n_keep])
 
 
+def check_keep(keep: float | None, max_drop: float) -> None:
+    """MTError unless `keep` is in (0, 1] and keeps at least 1 - `max_drop` of the pairs: a share
+    the max-drop check would refuse anyway is refused before any pass reads or scores a pair."""
+    if keep is None:
+        return
+    if not 0 < keep <= 1:
+        raise MTError(f"--keep: must be in (0, 1], got {keep:g}")
+    if 1 - keep > max_drop + 1e-9:
+        raise MTError(f"--keep {keep:g}: drops {100 * (1 - keep):.1f}% of the pairs by score alone, more than "
+                      f"clean.max_drop={max_drop:g} allows; keep at least {1 - max_drop:g}, or raise --max-drop")
+
+
 def clean_corpus(data: corpus.Corpus, split: str, cfg: CleanConfig, out_dir: Path, *, dropped_file: bool,
                  scorer: Scorer | None = None, keep: float | None = None, min_score: float | None = None,
                  chunk: int = 20_000, workers: int = 1) -> CleanStats:
     """Clean `split` of `data` into `out_dir` (module docstring), the rules and language ID in
     `workers` processes; returns the counts, the model scores' drops counted under 'dual_xent'.
     MTError over `cfg.max_drop`, naming the rule."""
-    if keep is not None and not 0 < keep <= 1:
-        raise MTError(f"--keep: must be in (0, 1], got {keep:g}")
+    check_keep(keep, cfg.max_drop)
     out_dir.mkdir(parents=True, exist_ok=True)
     where = f"split '{split}' of {data.hub_name or data.path}"
     rows = out_dir / ".clean.rows.tmp"

@@ -8,7 +8,10 @@ replaced atomically. A run killed at any moment leaves a progress record that na
 prefix of both files; the next run with the same settings (`identity`: model sha256s, decoding
 settings, input file) cuts the files back to that prefix and carries on from the next input
 line, so nothing is duplicated or lost, and with per-line seeded decoding the result is the
-same bytes as an uninterrupted run. Another identity is a one-line error (a different model or
+same bytes as an uninterrupted run. A line break inside a line (a JSONL or hub source holding
+"\n") is written as a space, so line i of one file stays the pair of line i of the other; the
+record keeps the lines written, and a resume refuses files whose line counts differ from it
+(written by an older mt, or edited). Another identity is a one-line error (a different model or
 setting must not be appended to a half-written corpus); a finished folder is left as it is.
 """
 
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mt.errors import MTError
-from mt.textio import atomic_write, remove_stale_temp_files
+from mt.textio import atomic_write, count_lines, one_line, remove_stale_temp_files
 
 PROGRESS, MANIFEST = "progress.json", "manifest.json"
 SPLIT = "train"
@@ -59,6 +62,7 @@ class PairWriter:
         self.files = {"src": self.folder / f"{SPLIT}.{src_lang}", "tgt": self.folder / f"{SPLIT}.{tgt_lang}"}
         self.identity = json.loads(json.dumps(identity))  # as it reads back from JSON
         self.lines = 0
+        self.written: int | None = 0  # lines in each file (None: a record from before mt counted them)
         self.counts: dict[str, int] = {}
 
     @property
@@ -104,6 +108,13 @@ class PairWriter:
                 f.flush()
                 os.fsync(f.fileno())
         self.lines, self.counts = int(record["lines"]), dict(record.get("counts", {}))
+        self.written = int(record["written"]) if "written" in record else None
+        if self.written is not None:
+            for path in self.files.values():
+                found = count_lines(path)
+                if found != self.written:
+                    raise MTError(f"{path}: {found} lines, its progress record says {self.written} (a line break "
+                                  f"inside a line shifts the pairs); delete the folder to start again")
         return self.lines
 
     def append(self, sources: Sequence[str], targets: Sequence[str], consumed: int,
@@ -112,19 +123,25 @@ class PairWriter:
         (more than the lines written when some were skipped); `counts` are added to the record's."""
         if len(sources) != len(targets):
             raise ValueError(f"append: {len(sources)} sources vs {len(targets)} targets")
+        joined = sum(one_line(line) != line for line in (*sources, *targets))
         for side, lines in (("src", sources), ("tgt", targets)):
             with open(self.files[side], "ab") as f:
-                f.write("".join(line + "\n" for line in lines).encode("utf-8"))
+                f.write("".join(one_line(line) + "\n" for line in lines).encode("utf-8"))
                 f.flush()
                 os.fsync(f.fileno())
+        if joined:
+            counts = {**(counts or {}), "line_breaks_replaced": joined}
         self.lines += consumed
+        if self.written is not None:
+            self.written += len(sources)
         for key, n in (counts or {}).items():
             self.counts[key] = self.counts.get(key, 0) + n
         self._commit()
 
     def _commit(self) -> None:
-        _write_json(self.folder / PROGRESS, {"identity": self.identity, "lines": self.lines, "counts": self.counts,
-                                             "bytes": {s: p.stat().st_size for s, p in self.files.items()}})
+        record = {"identity": self.identity, "lines": self.lines, "counts": self.counts,
+                  "bytes": {s: p.stat().st_size for s, p in self.files.items()}}
+        _write_json(self.folder / PROGRESS, record if self.written is None else {**record, "written": self.written})
 
     def finish(self, manifest: dict[str, Any]) -> Path:
         """Write `manifest.json` (with the identity, lines read and counts) and drop the progress record."""

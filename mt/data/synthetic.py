@@ -3,8 +3,10 @@
 `data.synthetic` lists corpus folders of synthetic pairs, each holding the text-format files
 `train.{src_lang}` and `train.{tgt_lang}` (what `mt backtranslate` and `mt distill` write; tsv
 and jsonl `train.tsv` / `train.jsonl` are read too). `mt prepare` encodes them after the real
-training split, cleaned by the same rules, into the same `train` arrays, and records them in the
-manifest (`synthetic`: sentences, tag id, folders); the real pairs come first.
+training split into the same `train` arrays, filtered by the same length limits (empty pairs,
+`data.max_len`, `data.max_len_ratio`, `model.max_positions`) but not by `clean.rules` (a synthetic
+side is a model's output: the language-ID, copy and number rules would judge the model, not
+the data), and records them in the manifest (`synthetic`: sentences, tag id, folders); the real pairs come first.
 
 With `data.synthetic_tag` (the default) every synthetic source starts with the tag `<BT>`
 (Caswell et al. 2019, "Tagged Back-Translation"): a sentencepiece *control* piece of the source
@@ -107,7 +109,7 @@ def tagged(tokenizer: Tokenizer, cfg: Config) -> Tokenizer:
 def encode_synthetic(cfg: Config, tokenizer: Tokenizer, staging: Path) -> tuple[list[str], dict[str, dict[str, int]],
                                                                                   dict[str, Any] | None]:
     """Encode every `data.synthetic` corpus into `staging` as parts `synthetic.<i>` of the training
-    split (cleaned like the real one, tagged with data.synthetic_tag). Returns (part names, their
+    split (the length limits only, not clean.rules; tagged with data.synthetic_tag). Returns (part names, their
     counts, the manifest's `synthetic` record); ([], {}, None) without synthetic data."""
     pairs = synthetic_pairs(cfg)
     if not pairs:

@@ -25,12 +25,16 @@ Multi-pair models keep their target tags: the tag `<2de>` becomes vocab.json's `
 language-code token MarianTokenizer reads at the start of a source (`">>de<< A sentence."`), as
 multi-target OPUS-MT models do. generation_config.json bans what mt's search bans (<pad>, <s>,
 and <unk> when `decode.forbid_unk`), starts from <s>, and stops as mt's beam search does
-(`early_stopping: true`, the "average" length penalty when the config uses it).
+(`early_stopping: true`), with the config's length penalty: exactly for "average" and "none";
+mt's default "gnmt" has no transformers form and is approximated (`hf_length_penalty`), so beam
+search may rank some hypotheses differently from `mt translate` (greedy search is identical); the
+README says so.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import tempfile
 from pathlib import Path
@@ -82,21 +86,41 @@ def marian_config(cfg: Config, vocab_size: int) -> dict[str, Any]:
                 decoder_start_token_id=BOS_ID, forced_eos_token_id=EOS_ID, bos_token_id=None)
 
 
+def hf_length_penalty(kind: str, alpha: float, max_length: int) -> float:
+    """transformers' `length_penalty` p (beam scores log P / |y|^p) for mt's penalty: exact for
+    `average` (|y|^alpha) and `none` (p = 0). mt's default `gnmt`, ((5 + |y|) / 6)^alpha, has no
+    transformers equivalent: p is the least-squares slope of alpha * log(5 + |y|) against log |y|
+    over the lengths 2..max_length (a constant factor on the penalty ranks nothing differently), so
+    hypotheses of different lengths are weighed nearly as mt weighs them (alpha 0.6, 64 positions:
+    p = 0.41), not as |y|^1 would (the old export: long outputs favoured)."""
+    if kind == "average":
+        return alpha
+    if kind == "none" or alpha == 0:
+        return 0.0
+    xs = [math.log(n) for n in range(2, max(max_length, 3) + 1)]
+    ys = [alpha * math.log(5 + n) for n in range(2, max(max_length, 3) + 1)]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    return round(slope, 4)
+
+
 def generation_settings(cfg: Config) -> dict[str, Any]:
-    """generation_config.json's search settings: mt's bans, beam, stopping rule and length penalty."""
+    """generation_config.json's search settings: mt's bans, beam, stopping rule and length penalty
+    (`hf_length_penalty`: mt's gnmt penalty approximated)."""
     d = cfg.decode
     banned = [[PAD_ID], [BOS_ID]] + ([[UNK_ID]] if d.forbid_unk else [])
-    beam = {} if d.beam == 1 else dict(num_beams=d.beam, early_stopping=True, length_penalty=(
-        d.alpha if d.length_penalty == "average" else (0.0 if d.length_penalty == "none" else 1.0)))
+    beam = {} if d.beam == 1 else dict(num_beams=d.beam, early_stopping=True, length_penalty=hf_length_penalty(
+        d.length_penalty, d.alpha, cfg.model.max_positions))
     return dict(bad_words_ids=banned, max_length=cfg.model.max_positions, decoder_start_token_id=BOS_ID,
                 pad_token_id=PAD_ID, eos_token_id=EOS_ID, forced_eos_token_id=EOS_ID, **beam)
 
 
-def hub_card(state: dict[str, Any], path: Path, languages: list[str], parameters: int) -> str:
+def hub_card(state: dict[str, Any], cfg: Config, path: Path, languages: list[str], parameters: int) -> str:
     """README.md: the Hub's YAML metadata header (languages, an empty license for the user to fill,
     the measured scores as model-index results) and mt's model card."""
     scores = eval_scores(run_dir_of(path))
-    card = model_card(state, checkpoint=str(path.resolve()), scores=scores, parameters=parameters)
+    # The file's name, not its absolute path: the card is published with the model.
+    card = model_card(state, checkpoint=path.name, scores=scores, parameters=parameters)
     header = ["---", "language:", *[f"- {lang}" for lang in languages],
               'license: ""  # left to you: the license of the training data and of this model',
               "library_name: transformers", "pipeline_tag: translation", "tags:", "- translation", "- marian", "- mt"]
@@ -116,11 +140,24 @@ def hub_card(state: dict[str, Any], path: Path, languages: list[str], parameters
            f"batch = tok([{example!r}], return_tensors='pt', padding=True)",
            "print(tok.batch_decode(model.generate(**batch), skip_special_tokens=True))", "```", "",
            "With transformers 4.x, `pipeline('translation', model='<this dir>')` does the same "
-           "(transformers 5 removed that pipeline).", ""]
+           "(transformers 5 removed that pipeline).", "", *_beam_note(cfg)]
     body = model_card_markdown(card, title=f"{card['name']} — mt model exported to transformers (MarianMTModel)",
                                extra=["- files: config.json, model.safetensors, generation_config.json, source.spm, "
                                       "target.spm, vocab.json, tokenizer_config.json"])
     return "\n".join(header) + "\n\n" + body + "\n" + "\n".join(use)
+
+
+def _beam_note(cfg: Config) -> list[str]:
+    """The README's word on beam search when transformers cannot rank as mt does (gnmt)."""
+    d = cfg.decode
+    if d.length_penalty != "gnmt" or d.alpha == 0:
+        return []
+    p = hf_length_penalty(d.length_penalty, d.alpha, cfg.model.max_positions)
+    return ["## Beam search", "",
+            f"mt ranks beam hypotheses by log P / ((5 + |y|) / 6)^{d.alpha:g} (GNMT); transformers can only divide "
+            f"by |y|^p, so generation_config.json has `length_penalty: {p}`, the p closest to it over the lengths "
+            "the model handles. Beam search may therefore choose another hypothesis than `mt translate` for some "
+            "sentences; greedy search (`num_beams=1`) is identical.", ""]
 
 
 def export_hf(checkpoint: Checkpoint | Path, out_dir: Path, *, force: bool = False) -> Path:
@@ -167,7 +204,7 @@ def export_hf(checkpoint: Checkpoint | Path, out_dir: Path, *, force: bool = Fal
         MarianTokenizer(str(tmp / "source.spm"), str(tmp / "target.spm"), str(tmp / "vocab.json"),
                         source_lang=pair.src_lang, target_lang=pair.tgt_lang,
                         model_max_length=m.max_positions, clean_up_tokenization_spaces=False).save_pretrained(tmp)
-        (tmp / "README.md").write_text(hub_card(state, source.path, languages, parameter_count(state)), encoding="utf-8")
+        (tmp / "README.md").write_text(hub_card(state, cfg, source.path, languages, parameter_count(state)), encoding="utf-8")
         install_dir(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -60,7 +60,7 @@ class AccessMiddleware:
             await self.app(scope, receive, send_with_id)
         finally:
             if translating:
-                self.metrics.translate_ended()
+                self.metrics.translate_ended(scope)
             seconds = time.perf_counter() - started
             self.metrics.requests.labels(route, str(status)).inc()
             self.metrics.latency.labels(route).observe(seconds)

@@ -11,10 +11,11 @@ Not cached: sampling (the batcher seeds each segment by its index inside its req
 text at another index draws another sample; keying by index too would make hits rare), and empty
 lines (answered without the model anyway).
 
-Bounded by segments (`--cache-size`, 0 = off), least recently used out first. Memory: at most
-`size` entries, each a source line (at most --char-limit characters) and its n_best (at most
---max-alternatives + 1) outputs, so about size x (source + n_best x output) characters: with the
-default 10,000 entries and sentences of ~200 characters, a few MB. A lock makes every operation
+Bounded by segments (`--cache-size`, 0 = off) and by characters (`CHARS_PER_ENTRY` x size: sources
+and outputs together), least recently used out first. Without the character bound a client sending
+unique lines at --char-limit would have filled 10,000 entries with 10,000-character lines and their
+outputs (hundreds of MB); with it the default cache holds at most 10 M characters (~10-40 MB), and
+entries are evicted when either bound is reached. A lock makes every operation
 atomic, though the server only calls it from the event loop.
 """
 
@@ -38,14 +39,25 @@ class Cached:
     cut: bool
 
 
-class TranslationCache:
-    """LRU of `Cached` by key, at most `size` entries (0: stores nothing, every lookup misses).
-    `on_count(hits, misses, entries)` is called after each `lookup` (the server's metrics)."""
+CHARS_PER_ENTRY = 1000  # the character budget per entry on average (sources and outputs)
 
-    def __init__(self, size: int, on_count: Callable[[int, int, int], None] | None = None) -> None:
+
+def _chars(key: Key, value: Cached) -> int:
+    return len(str(key[-1])) + sum(len(text) for text, _ in value.hyps)  # the key's last item is the line
+
+
+class TranslationCache:
+    """LRU of `Cached` by key, at most `size` entries and `max_chars` characters (default
+    `CHARS_PER_ENTRY` x size; 0 entries: stores nothing, every lookup misses). `on_count(hits,
+    misses, entries)` is called after each `lookup` (the server's metrics)."""
+
+    def __init__(self, size: int, on_count: Callable[[int, int, int], None] | None = None,
+                 max_chars: int | None = None) -> None:
         if size < 0:
             raise ValueError(f"cache size must be 0 or more, got {size}")
         self.size = size
+        self.max_chars = CHARS_PER_ENTRY * size if max_chars is None else max_chars
+        self.chars = 0
         self.hits = 0
         self.misses = 0
         self._on_count = on_count or (lambda hits, misses, entries: None)
@@ -75,12 +87,15 @@ class TranslationCache:
 
     def store(self, key: Key | None, value: Cached) -> None:
         """Keep `value` under `key` (None: not cached), dropping the least recently used beyond `size`."""
-        if key is None or not self.size:
+        if key is None or not self.size or _chars(key, value) > self.max_chars:
             return
         with self._lock:
+            old = self._entries.pop(key, None)
+            self.chars -= _chars(key, old) if old is not None else 0
             self._entries[key] = value
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
+            self.chars += _chars(key, value)
+            while len(self._entries) > self.size or self.chars > self.max_chars:
+                gone_key, gone = self._entries.popitem(last=False)
+                self.chars -= _chars(gone_key, gone)
             entries = len(self._entries)
         self._on_count(0, 0, entries)

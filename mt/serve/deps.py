@@ -19,7 +19,7 @@ from fastapi import Depends, Request
 from starlette.requests import ClientDisconnect
 
 from mt.serve.fleet import Fleet
-from mt.serve.limits import DAY, MINUTE, Limited, client_address
+from mt.serve.limits import DAY, MINUTE, Limited, client_address, client_key
 from mt.serve.requests import ApiError, check_key, form_fields, parse_fields
 from mt.serve.settings import ServeSettings
 from mt.serve.state import ServeState
@@ -90,7 +90,7 @@ async def request_fields(request: Request, settings: SettingsDep) -> dict[str, A
         request._body = raw  # let Starlette's parser read what we already took off the wire
         form = await request.form()
         return form_fields(form.multi_items())
-    return parse_fields(raw, content_type)
+    return parse_fields(raw, content_type, max_fields=settings.max_segments + 16)  # q per segment, and the options
 
 
 Fields = Annotated[dict[str, Any], Depends(request_fields)]
@@ -101,6 +101,8 @@ async def require_key(request: Request, fields: Fields, state: StateDep) -> None
     then the key's limits (or, without keys, the client address's): 429 with Retry-After over one.
     The key's name (never the key) is left on the request's scope for the access log and metrics."""
     chars = sum(len(text) for name in ("q", "segments") for text in _texts(fields.get(name)))
+    if chars > state.settings.char_limit:  # refused anyway: now, before it costs the client's buckets
+        raise ApiError(413, f"request: {chars} characters, the limit is {state.settings.char_limit}")
     admit(request, state, fields.get("api_key"), chars)
 
 
@@ -116,7 +118,7 @@ def admit(request: Request, state: ServeState, given: Any, chars: int) -> None:
     else:
         peer = request.client.host if request.client else None
         address = client_address(peer, request.headers.get("x-forwarded-for"), settings.trusted_proxies)
-        who = f"address {address}"
+        who = f"address {client_key(address)}"  # an IPv6 client by its /64
         per_minute, per_day = settings.address_requests_per_minute, settings.address_characters_per_day
     try:
         state.limiter.take(who, [("requests_per_minute", per_minute, MINUTE, 1),

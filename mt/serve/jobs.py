@@ -67,6 +67,12 @@ async def _run_job(request: Request, model: ServedModel, settings: ServeSettings
                    decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer) -> Job:
     """`lines` through the batcher: the job once answered (429 when the queue is full; 499 when the
     client goes away, 503 after --timeout: its segments dropped from the queue)."""
+    with model.open.held(request.scope):  # this model's batcher counts it until it is answered
+        return await _wait_job(request, model, settings, lines, decode, n_best, tokenizer)
+
+
+async def _wait_job(request: Request, model: ServedModel, settings: ServeSettings, lines: list[str],
+                    decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer) -> Job:
     try:
         job = model.batcher.submit(lines, decode, n_best=n_best, tokenizer=tokenizer)
     except QueueFull as e:

@@ -29,6 +29,7 @@ import ipaddress
 import math
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,13 +171,22 @@ class Limited(Exception):
 
 
 class Limiter:
-    """Token buckets by (who, what), on an injectable clock (seconds, monotonic). Thread-safe."""
+    """Token buckets by (who, what), on an injectable clock (seconds, monotonic). Thread-safe.
 
-    PRUNE_AT = 10_000  # buckets held before the full ones are dropped (one per client address seen)
+    Bounded in memory and in the cost of a request, whoever the clients are: at most `max_buckets`
+    are held, in least-recently-used order. Each `take` first forgets up to `PRUNE_STEP` of the
+    least recently used buckets that are full again (a full bucket is as good as none), then, at the
+    bound, the least recently used bucket even if it is not full (that client starts afresh: the price
+    of a bound, paid by whoever has been quiet longest). So a request costs O(1), never a scan."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    MAX_BUCKETS = 100_000  # ~20 MB at most; clients are addresses (IPv6 by /64) or key names
+    PRUNE_STEP = 4  # full buckets forgotten per take at most: more than a take adds, so they never pile up
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, max_buckets: int = MAX_BUCKETS) -> None:
         self.clock = clock
-        self._buckets: dict[tuple[str, str], tuple[float, float, float]] = {}  # -> (tokens, at, full again at)
+        self.max_buckets = max_buckets
+        # (who, what) -> (tokens, at, full again at); least recently used first
+        self._buckets: OrderedDict[tuple[str, str], tuple[float, float, float]] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -199,10 +209,21 @@ class Limiter:
                                   else math.ceil(per))
                 left = tokens - amount
                 taken.append(((who, what), left, now + (capacity - left) / rate))
-            if taken and len(self._buckets) >= self.PRUNE_AT:  # a full bucket is as good as none: forget it
-                self._buckets = {b: held for b, held in self._buckets.items() if held[2] > now}
             for bucket, left, full_at in taken:
                 self._buckets[bucket] = (left, now, full_at)
+                self._buckets.move_to_end(bucket)
+            if taken:
+                self._prune(now)
+
+    def _prune(self, now: float) -> None:
+        """Forget a few full buckets, then the least recently used ones beyond the bound (under the lock)."""
+        for _ in range(self.PRUNE_STEP):
+            oldest = next(iter(self._buckets.items()), None)
+            if oldest is None or oldest[1][2] > now:
+                break
+            del self._buckets[oldest[0]]
+        while len(self._buckets) > self.max_buckets:
+            self._buckets.popitem(last=False)
 
 
 def _message(who: str, what: str, capacity: int, amount: float) -> str:
@@ -225,6 +246,21 @@ def client_address(peer: str | None, forwarded: str | None, trusted: tuple[str, 
         if not _trusted(hop, trusted):
             return hop
     return hops[0] if hops else peer
+
+
+def client_key(address: str) -> str:
+    """The rate-limit key of a client address: an IPv6 address by its /64 (one subscriber's
+    network: a client given a /64 could otherwise mint a bucket per address), an IPv4-mapped IPv6
+    address as the IPv4 one, anything else as given."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return address
 
 
 def _trusted(address: str, trusted: tuple[str, ...]) -> bool:

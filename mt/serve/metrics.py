@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -40,8 +42,10 @@ class Metrics:
         self.cache_hits = Counter("mt_cache_hits", "Segments answered from the translation cache", registry=r)
         self.cache_misses = Counter("mt_cache_misses", "Segments looked up in the translation cache and not found "
                                                        "(sent to the model)", registry=r)
-        self.cache_entries = Gauge("mt_cache_segments", "Segments held in the translation cache", registry=r)
+        self.cache_entries = Gauge("mt_cache_segments", "Segments held in the translation cache, by model id",
+                                   ["model"], registry=r)
         self.open_translations = 0  # the same count, read by the batchers' worker threads
+        self.routed = 0  # of those, the ones that have reached a model (`OpenRequests.held`)
         self._depths: list[int] = []  # each batcher's queued segments (`depth_reporter`)
         self.batch_failures = Counter("mt_batch_failures", "Decoded batches that failed (their requests got 500)",
                                       registry=r)
@@ -60,8 +64,10 @@ class Metrics:
                       memory_bytes: Callable[[], float]) -> None:
         """Name the models now served ((id, update, pairs) each), and read their workers' memory at every scrape."""
         self.model_info.clear()
+        self.cache_entries.clear()  # a reloaded model's cache starts empty; a replaced model's label goes
         for model_id, update, pairs in models:
             self.model_info.labels(model_id, str(update), ",".join(f"{s}-{t}" for s, t in pairs)).set(1)
+            self.cache_entries.labels(model_id).set(0)
         self.worker_memory.set_function(memory_bytes)
 
     def on_failure(self, segments: int) -> None:
@@ -71,9 +77,15 @@ class Metrics:
         self.open_translations += 1
         self.translate_open.set(self.open_translations)
 
-    def translate_ended(self) -> None:
+    def translate_ended(self, scope: dict[str, Any]) -> None:
         self.open_translations -= 1
+        self.routed -= bool(scope.get("mt.routed"))
         self.translate_open.set(self.open_translations)
+
+    def unrouted(self) -> int:
+        """Translate requests open whose model is not known yet (body or routing under way): any
+        model's batcher may get them."""
+        return max(0, self.open_translations - self.routed)
 
     def on_batch(self, stats: BatchStats) -> None:
         self.batch_segments.observe(stats.segments)
@@ -81,10 +93,13 @@ class Metrics:
         self.batch_seconds.observe(stats.seconds)
         self.segments.inc(stats.segments)
 
-    def on_cache(self, hits: int, misses: int, entries: int) -> None:
-        self.cache_hits.inc(hits)
-        self.cache_misses.inc(misses)
-        self.cache_entries.set(entries)
+    def cache_reporter(self, model_id: str) -> Callable[[int, int, int], None]:
+        """A model's `TranslationCache.on_count`: hits and misses counted server-wide, entries by model."""
+        def report(hits: int, misses: int, entries: int) -> None:
+            self.cache_hits.inc(hits)
+            self.cache_misses.inc(misses)
+            self.cache_entries.labels(model_id).set(entries)
+        return report
 
     def depth_reporter(self) -> Callable[[int], None]:
         """A batcher's `on_depth`: the gauge shows the segments queued on every model's batcher together."""
@@ -98,3 +113,28 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class OpenRequests:
+    """The translate requests one model's batcher should expect (its `open_requests`): those routed
+    to this model and not yet answered, plus those open on the server whose model is not known yet.
+    Traffic on another model is not counted: a lone request here need not wait for it."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.count = 0  # requests with a job on this model (event-loop thread only; read by the batcher)
+
+    def now(self) -> int:
+        return self.count + self.metrics.unrouted()
+
+    @contextmanager
+    def held(self, scope: dict[str, Any]) -> Iterator[None]:
+        """Count a request (its ASGI scope) as this model's while it waits for its job."""
+        if not scope.get("mt.routed"):
+            scope["mt.routed"] = True  # counted once, however many models its texts go to
+            self.metrics.routed += 1
+        self.count += 1
+        try:
+            yield
+        finally:
+            self.count -= 1

@@ -25,7 +25,7 @@ from mt.errors import MTError
 from mt.serve.batcher import Batcher
 from mt.serve.cache import TranslationCache
 from mt.serve.languages import ServedLanguages
-from mt.serve.metrics import Metrics
+from mt.serve.metrics import Metrics, OpenRequests
 from mt.serve.requests import ApiError
 from mt.serve.settings import ServeSettings
 from mt.serve.worker import ModelProcess
@@ -88,6 +88,7 @@ class ServedModel:
     pairs: list[tuple[str, str]]  # (source, target) languages served: one, or a multi-pair model's pairs
     samples: bool  # /v1's sampling works (mt's own models; an exported CTranslate2 one only searches)
     cache: TranslationCache  # segments already translated (--cache-size; `mt.serve.jobs` reads and fills it)
+    open: OpenRequests  # requests this model's batcher should expect (`mt.serve.jobs` holds one per job)
 
     @cached_property
     def languages(self) -> ServedLanguages:
@@ -141,14 +142,15 @@ def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metr
     loaded = engine.loaded
     identity = ModelIdentity(loaded.provenance)
     decode, max_beam = server_decode(settings, loaded.cfg)
+    expected = OpenRequests(metrics)
     batcher = Batcher(engine, loaded.tokenizer, max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
                       on_batch=metrics.on_batch, on_depth=metrics.depth_reporter(), on_failure=metrics.on_failure,
-                      open_requests=lambda: metrics.open_translations,
+                      open_requests=expected.now,  # this model's requests, not the whole server's
                       admit_within_s=settings.timeout_s,  # admit only what can be answered in time
                       on_thread_restart=metrics.batcher_restarts.inc)
     model = ServedModel(engine, batcher, loaded.cfg, decode, max_beam, identity, loaded.tokenizer,
                         served_pairs(loaded.cfg), loaded.samples,
-                        TranslationCache(settings.cache_size, metrics.on_cache))
+                        TranslationCache(settings.cache_size, metrics.cache_reporter(identity.id)), expected)
     try:  # allocations, not a client
         warm = model.tokenizer_for(model.pairs[0][1])
         batcher.submit(["Warm-up."], decode, n_best=None, tokenizer=warm).future.result()

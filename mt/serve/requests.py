@@ -35,12 +35,15 @@ def _utf8(raw: bytes, what: str) -> str:
         raise ApiError(400, f"{what}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
 
 
-def parse_fields(raw: bytes, content_type: str) -> dict[str, Any]:
-    """The request's fields: a JSON object, or urlencoded form data (a repeated field becomes a list).
-    Multipart bodies are read by the caller (Starlette's form parser) and not passed here."""
+def parse_fields(raw: bytes, content_type: str, max_fields: int = 1000) -> dict[str, Any]:
+    """The request's fields: a JSON object, or urlencoded form data (a repeated field becomes a list;
+    more than `max_fields` fields is a 413 before they are split). Multipart bodies are read by the
+    caller (Starlette's form parser) and not passed here."""
     kind = content_type.split(";", 1)[0].strip().lower()
     if kind in ("application/x-www-form-urlencoded",):
         text = _utf8(raw, "body")
+        if text.count("&") + text.count(";") >= max_fields:  # parse_qsl's own count, before any work
+            raise ApiError(413, f"body: more than {max_fields} form fields")
         try:
             pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
         except UnicodeDecodeError as e:
@@ -56,6 +59,8 @@ def parse_fields(raw: bytes, content_type: str) -> dict[str, Any]:
         raise ApiError(400, f"body: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
     except RecursionError:  # json recurses per nesting level: "[[[[...]]]]" within the size limit exhausts the stack
         raise ApiError(400, "body: invalid JSON (nested too deeply)") from None
+    except ValueError as e:  # an integer of more than 4,300 digits: int()'s limit (no JSONDecodeError)
+        raise ApiError(400, f"body: invalid JSON ({str(e).split(':', 1)[0]})") from None
     if not isinstance(data, dict):
         raise ApiError(400, f"body: expected a JSON object, got {type(data).__name__}")
     return data
@@ -68,8 +73,10 @@ def form_fields(pairs: Iterable[tuple[str, Any]]) -> dict[str, Any]:
     for key, value in pairs:
         if not isinstance(value, str):
             raise ApiError(400, f"{key}: expected a text field, got a file upload")
-        fields[key] = [*fields[key], value] if isinstance(fields.get(key), list) else (
-            [fields[key], value] if key in fields else value)
+        if isinstance(fields.get(key), list):
+            fields[key].append(value)  # in place: a copy per value made n repeats cost n squared
+        else:
+            fields[key] = [fields[key], value] if key in fields else value
     return fields
 
 
@@ -156,6 +163,17 @@ def check_known(fields: dict[str, Any], schema: dict[str, Any], route: str) -> N
     if unknown:
         raise ApiError(400, f"{', '.join(unknown)}: unknown field{'s' if len(unknown) > 1 else ''} for {route}; "
                             f"it takes {', '.join(sorted(schema['properties']))}")
+
+
+def check_request(texts: list[str], settings: ServeSettings) -> None:
+    """413 for a request over the character limit or with more texts than --max-segments (every text
+    is one segment at least), before anything parses, detects or queues it: the work a request may
+    cause is bounded by these limits, not by the body size."""
+    if len(texts) > settings.max_segments:
+        raise ApiError(413, f"request: {len(texts)} texts, the limit is {settings.max_segments} (--max-segments)")
+    chars = sum(len(t) for t in texts)
+    if chars > settings.char_limit:
+        raise ApiError(413, f"request: {chars} characters, the limit is {settings.char_limit}")
 
 
 def check_size(texts: list[str], settings: ServeSettings) -> list[list[str]]:

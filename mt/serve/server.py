@@ -119,8 +119,13 @@ def run_server(settings: ServeSettings, specs: Sequence[Spec]) -> None:
     """Serve until SIGTERM/SIGINT (SIGHUP: reload). Access log lines go to the "mt.serve.access" logger."""
     sock = bind(settings.host, settings.port)
     app = create_app(settings, specs)
+    # proxy_headers off: uvicorn's own X-Forwarded-For handling trusts 127.0.0.1 by default, so any
+    # local client (or a local proxy the operator never named) could pick its address; mt reads the
+    # header only from --trusted-proxy peers (`mt.serve.limits.client_address`). limit_concurrency:
+    # connections and requests beyond --max-connections get uvicorn's 503 before any work.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                            timeout_keep_alive=5, lifespan="on", http=head_deadline_protocol(settings.timeout_s))
+                            timeout_keep_alive=5, lifespan="on", http=head_deadline_protocol(settings.timeout_s),
+                            proxy_headers=False, limit_concurrency=settings.max_connections)
     host = f"[{settings.host}]" if ":" in settings.host else settings.host  # an IPv6 address in a URL
     log.info("serve: listening on http://%s:%d (docs at /docs)", host, settings.port)
     state: ServeState = app.state.serve

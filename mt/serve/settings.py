@@ -82,6 +82,8 @@ class ServeSettings:
     max_alternatives: int = _flag(5, "--max-alternatives", "LibreTranslate alternatives at most "
                                                            "(/v1 n_best: this + 1).")
     queue_size: int = _flag(4096, "--queue-size", "Segments waiting for the model at most (else 429).")
+    max_connections: int = _flag(1000, "--max-connections", "Open connections and requests in progress at most; "
+                                                            "beyond, new requests get 503 at once.")
     cache_size: int = _flag(10_000, "--cache-size", "Translated segments kept to answer a repeated one without "
                                                      "the model (least recently used out first; 0 = no cache).")
     files: bool = _flag(True, "--files/--no-files", "POST /translate_file: translate documents and subtitles "
@@ -107,6 +109,7 @@ class ServeSettings:
     def __post_init__(self) -> None:
         positive = (("--port", self.port), ("--char-limit", self.char_limit), ("--max-segments", self.max_segments),
                     ("--max-file-bytes", self.max_file_bytes),
+                    ("--max-connections", self.max_connections),
                     ("--queue-size", self.queue_size), ("max_body_bytes", self.max_body_bytes))
         for flag, value in positive:
             if value < 1:

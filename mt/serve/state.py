@@ -52,7 +52,10 @@ class ServeState:
     cards: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # /v1/model-card, by model id
     limiter: Limiter = field(default_factory=Limiter, repr=False)  # per key or client address (`mt.serve.limits`)
     files: FileStore = field(default_factory=FileStore, repr=False)  # translated files to download (/translate_file)
-    _reload_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    starting: bool = False  # the start-up thread is loading the models
+    _reload_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # one load or reload at a time
+    _swap_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # `fleet` against `close`
+    _closed: bool = False
 
     def reload_keys(self) -> None:
         """Re-read --api-keys: the new keys and limits apply to the next request; a bad file logs
@@ -70,9 +73,20 @@ class ServeState:
 
     def load(self) -> None:
         """Load the models (the start-up thread's job); a failure is kept for /ready and logged, the
-        server stays up; two models claiming one pair stop it."""
+        server stays up; two models claiming one pair stop it. Holds the reload lock, so a reload
+        (SIGHUP, POST /v1/admin/reload) in the first seconds is refused as busy instead of loading a
+        second set beside these; one that came before this thread started has loaded them already."""
+        with self._reload_lock:
+            self.starting = True
+            try:
+                if self.fleet is None:
+                    self._load()
+            finally:
+                self.starting = False
+
+    def _load(self) -> None:
         try:
-            self.fleet = self._build()
+            self._install(self._build())
         except PairConflict as e:
             self.error = self.fatal = str(e)
             if self.on_fatal is not None:
@@ -87,7 +101,7 @@ class ServeState:
         (the old models keep serving) when a model fails to load, ReloadBusy while another reload runs."""
         self.reload_keys()  # at once, even while another reload loads models
         if not self._reload_lock.acquire(blocking=False):
-            raise ReloadBusy("a reload is already running")
+            raise ReloadBusy("the models are still loading (start-up)" if self.starting else "a reload is already running")
         try:
             self.reloading = True
             started = time.perf_counter()
@@ -98,7 +112,8 @@ class ServeState:
                 message = f"reload ({why}) failed, the old models keep serving: {e}"
                 log.error("serve: %s", message)
                 raise MTError(message) from None
-            old, self.fleet, self.error = self.fleet, new, None
+            old = self._install(new)
+            self.error = None
             self.metrics.reloads.labels("ok").inc()
             log.info("serve: reload (%s): %s serving after %.1f s", why,
                      ", ".join(m.identity.id[:12] for m in new.models), time.perf_counter() - started)
@@ -108,6 +123,16 @@ class ServeState:
         if old is not None:  # requests in flight hold the old fleet: close it when they are done
             old.retire(grace_s=2 * self.settings.timeout_s + 5)
         return new
+
+    def _install(self, new: Fleet) -> Fleet | None:
+        """Serve `new`; the fleet it replaces. After `close` (the server is stopping) `new` is closed
+        at once instead (an MTError): nothing started here outlives the server."""
+        with self._swap_lock:
+            if self._closed:
+                new.close()
+                raise MTError("the server is stopping")
+            old, self.fleet = self.fleet, new
+        return old
 
     def _build(self) -> Fleet:
         """Every `-c` model loaded and warmed up in its own worker (in parallel), as one fleet; the
@@ -147,6 +172,10 @@ class ServeState:
         return None
 
     def close(self) -> None:
-        """Stop the models' batchers and workers (at shutdown)."""
-        if self.fleet is not None:
-            self.fleet.close()
+        """Stop the models' batchers and workers (at shutdown); a load or reload still running closes
+        its models when it finishes (`_install`)."""
+        with self._swap_lock:
+            self._closed = True
+            fleet = self.fleet
+        if fleet is not None:
+            fleet.close()

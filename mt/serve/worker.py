@@ -191,7 +191,7 @@ class ModelProcess:
         child_conn.close()  # the child holds the only other end: its exit is our EOF
         kind, payload = self._receive()
         if kind != "ready":
-            self.close()
+            self._stop_child()  # not `close`: the watcher keeps trying (a file being replaced comes back)
             raise MTError(payload)
         return payload
 
@@ -259,6 +259,10 @@ class ModelProcess:
     def close(self, timeout: float = 10.0) -> None:
         """Stop the child after its current search (killed if it does not stop within `timeout`), and the watcher."""
         self._closed.set()
+        self._stop_child(timeout)
+
+    def _stop_child(self, timeout: float = 10.0) -> None:
+        """Stop the child after its current search (killed if it does not stop within `timeout`)."""
         try:
             self._conn.send(None)
         except OSError:

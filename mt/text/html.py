@@ -28,15 +28,18 @@ from collections.abc import Callable
 from html import escape
 from html.parser import HTMLParser
 
+from mt.errors import MTError
+
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 INLINE = frozenset("a abbr b bdi bdo cite data del dfn em font i ins label mark q s small span strong sub sup "
                    "time tt u big".split())
 INLINE_ATOMS = frozenset("img wbr input".split())  # void elements that sit inside a sentence
 OPAQUE = frozenset("code kbd samp var pre script style textarea svg math template noscript iframe object".split())
 INLINE_OPAQUE = frozenset("code kbd samp var script style".split())  # opaque, yet inside a sentence
-RAW_TEXT = frozenset(("script", "style"))
-TRAILING_PUNCTUATION = ".,;:!?…。、，！？"
-MAX_PLACEMENT_WORK = 2_000_000  # words x slots^2 above which markup is placed in proportion, not by alignment  # the parser hands their content over as written
+MAX_DEPTH = 512  # elements open at once at most (HtmlTooDeep beyond): real pages nest a few dozen
+RAW_TEXT = frozenset(("script", "style"))  # the parser hands their content over as written
+TRAILING_PUNCTUATION = ".,;:!?…。、，！？"  # kept outside a link or bold run that the source closed before it
+MAX_PLACEMENT_WORK = 2_000_000  # words x slots^2 above which markup is placed in proportion, not by alignment
 # A start tag closes an open element of these names (HTML's optional end tags), searched up to the
 # elements named second.
 IMPLIED = {"li": ({"li"}, {"ul", "ol"}), "dt": ({"dt", "dd"}, {"dl"}), "dd": ({"dt", "dd"}, {"dl"}),
@@ -54,40 +57,64 @@ def _is_opaque(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
             or "notranslate" in values.get("class", "").split())
 
 
-class _Tokens(HTMLParser):
-    """HTML in, items out: ("markup", text, is_boundary) and ("text", text) (see the module docstring)."""
+class HtmlTooDeep(MTError):
+    """A fragment nests more than `MAX_DEPTH` elements: refused, not parsed further."""
 
-    def __init__(self) -> None:
+
+class _Tokens(HTMLParser):
+    """HTML in, items out: ("markup", text, is_boundary) and ("text", text) (see the module docstring).
+
+    Linear in the input: every start and end tag costs O(1) besides the elements it closes (each
+    element is opened and closed once), so `<b>` nested n deep costs n, not n squared. The open
+    elements are a stack; beside it, the open opaque elements are counted, each name's open
+    positions are kept (an end tag or an implied end finds its element without scanning), and each
+    stack entry carries how many non-inline elements are open up to it (HTML's `<p>` rule)."""
+
+    def __init__(self, max_depth: int = MAX_DEPTH) -> None:
         super().__init__(convert_charrefs=True)
+        self.max_depth = max_depth
         self.items: list[tuple[str, str, bool]] = []
-        self.stack: list[tuple[str, bool]] = []  # open elements: (tag, opaque)
+        self.stack: list[tuple[str, bool, int]] = []  # open elements: (tag, opaque, non-inline ones up to here)
+        self._opaque = 0  # open opaque elements
+        self._at: dict[str, list[int]] = {}  # tag -> its open elements' stack indices, innermost last
 
     @property
     def opaque(self) -> bool:
-        return any(opaque for _, opaque in self.stack)
+        return self._opaque > 0
 
     def _markup(self, text: str, boundary: bool) -> None:
         self.items.append(("markup", text, boundary and not self.opaque))
 
+    def _push(self, tag: str, opaque: bool) -> None:
+        if len(self.stack) >= self.max_depth:
+            raise HtmlTooDeep(f"HTML nested deeper than {self.max_depth} elements")
+        blocks = (self.stack[-1][2] if self.stack else 0) + (tag not in INLINE)
+        self._at.setdefault(tag, []).append(len(self.stack))
+        self.stack.append((tag, opaque, blocks))
+        self._opaque += opaque
+
+    def _last(self, names: set[str] | frozenset[str]) -> int:
+        """The stack index of the innermost open element named in `names`, -1 when none is open."""
+        return max((self._at[name][-1] for name in names if self._at.get(name)), default=-1)
+
     def _close_to(self, index: int) -> None:
         while len(self.stack) > index:
-            tag, _ = self.stack[-1]
+            tag, opaque, _ = self.stack.pop()
+            self._at[tag].pop()
+            self._opaque -= opaque
             boundary = tag not in INLINE and tag not in INLINE_OPAQUE
-            self.stack.pop()
             self._markup(f"</{tag}>", boundary)
 
     def _implied_end(self, tag: str) -> None:
-        names = [name for name, _ in self.stack]
         closes, scope = IMPLIED.get(tag, (set(), set()))
-        for i in range(len(names) - 1, -1, -1):
-            if names[i] in closes:
-                self._close_to(i)
+        if closes:
+            found = self._last(closes)
+            if found > self._last(scope):
+                self._close_to(found)
                 return
-            if names[i] in scope:
-                break
-        if tag not in INLINE and tag not in INLINE_ATOMS and tag not in INLINE_OPAQUE and tag != "br" and "p" in names:
-            at = len(names) - 1 - names[::-1].index("p")  # a block start closes an open <p> (inline ones above it too)
-            if all(name in INLINE for name in names[at + 1:]):
+        if tag not in INLINE and tag not in INLINE_ATOMS and tag not in INLINE_OPAQUE and tag != "br" and self._at.get("p"):
+            at = self._at["p"][-1]  # a block start closes an open <p> (inline ones above it too)
+            if self.stack[-1][2] == self.stack[at][2]:  # no non-inline element open above it
                 self._close_to(at)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -99,7 +126,7 @@ class _Tokens(HTMLParser):
                         for name, value in attrs if _plain_name(name))
         self._markup(f"<{tag}{shown}>", tag not in INLINE and tag not in INLINE_ATOMS and tag not in INLINE_OPAQUE)
         if tag not in VOID:
-            self.stack.append((tag, _is_opaque(tag, attrs)))
+            self._push(tag, _is_opaque(tag, attrs))
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.handle_starttag(tag, attrs)  # `<br/>` is `<br>`; `<span/>` is closed at once
@@ -107,9 +134,8 @@ class _Tokens(HTMLParser):
             self._close_to(len(self.stack) - 1)
 
     def handle_endtag(self, tag: str) -> None:
-        names = [name for name, _ in self.stack]
-        if tag in names:  # a stray end tag is dropped
-            self._close_to(len(names) - 1 - names[::-1].index(tag))
+        if self._at.get(tag):  # a stray end tag is dropped
+            self._close_to(self._at[tag][-1])
 
     def handle_data(self, data: str) -> None:
         if self.opaque:
@@ -259,11 +285,13 @@ def _aligned_bounds(alignment: list[int], word_slots: list[int], even: list[int]
 
 class HtmlFragment:
     """A parsed fragment: `blocks` (the text the model translates, one segment each) and
-    `render(translations)` (the fragment with each block's text replaced by its translation)."""
+    `render(translations)` (the fragment with each block's text replaced by its translation).
+    Parsing is linear in the markup's length; more than `max_depth` elements open at once is an
+    `HtmlTooDeep` (raised as soon as the parser gets there)."""
 
-    def __init__(self, markup: str) -> None:
+    def __init__(self, markup: str, max_depth: int = MAX_DEPTH) -> None:
         self.source = markup
-        parser = _Tokens()
+        parser = _Tokens(max_depth)
         parser.feed(markup)
         self.parts: list[str | _Run] = []
         run: list[tuple[str, str, bool]] = []

@@ -31,7 +31,7 @@ from mt.decode.generate import generate_pairs
 from mt.decode.translate import translate_lines, translate_nbest
 from mt.errors import MTError
 from mt.eval.bleu import best_by_sentence_bleu, bleu_tokenizer_for
-from mt.textio import write_lines_atomic
+from mt.textio import one_line, write_lines_atomic
 from mt.train.init_from import RunStart
 from mt.train.loop import train
 
@@ -109,7 +109,7 @@ def generate(cfg: Config, teacher: Teacher, decode: DecodeConfig, *, select_bleu
         for side, lang in ((0, pair.src_lang), (1, pair.tgt_lang)):
             path = folder / f"{split}.{lang}"
             if not path.is_file():  # written once: a rewrite would change the cache's fingerprint
-                write_lines_atomic(path, (p[side] for p in corpus.iter_split(pair, split)))
+                write_lines_atomic(path, (one_line(p[side]) for p in corpus.iter_split(pair, split)))
     return folder
 
 

@@ -27,9 +27,9 @@ from mt.serve.fleet import Fleet
 from mt.serve.jobs import translate_html, translate_texts
 from mt.serve.languages import language_name
 from mt.serve.model import ServedModel
-from mt.serve.requests import LT_SCHEMA, ApiError, body_doc, get_int, get_str, get_texts
+from mt.serve.requests import LT_SCHEMA, ApiError, body_doc, check_request, get_int, get_str, get_texts
 from mt.serve.routes.files import frontend_files
-from mt.text.html import HtmlFragment
+from mt.text.html import HtmlFragment, HtmlTooDeep
 
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default --frontend-timeout: the front end's typing delay
 
@@ -44,7 +44,8 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
     fmt = get_str(fields, "format", required=False, default="text").strip().lower() or "text"
     if fmt not in ("text", "html"):
         raise ApiError(400, f"format {fmt!r}: not supported; \"text\" or \"html\"")
-    fragments = [HtmlFragment(text) for text in texts] if fmt == "html" else None
+    check_request(texts, settings)  # the limits hold before any parsing or detection
+    fragments = await asyncio.to_thread(_parse_html, texts) if fmt == "html" else None
     detected = None
     if source.strip().lower() == "auto":
         plain = [fragment.text() for fragment in fragments] if fragments is not None else texts
@@ -91,6 +92,18 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
     return JSONResponse(body)
 
 
+def _parse_html(texts: list[str]) -> list[HtmlFragment]:
+    """Each text as an HTML fragment (in a thread: parsing a fragment at the character limit takes
+    milliseconds); a 400 naming the text nested too deeply."""
+    fragments = []
+    for i, text in enumerate(texts):
+        try:
+            fragments.append(HtmlFragment(text))
+        except HtmlTooDeep as e:
+            raise ApiError(400, f"{f'q[{i}]' if len(texts) > 1 else 'q'}: {e}") from None
+    return fragments
+
+
 def _auto_routes(fleet: Fleet, detected: list[dict[str, Any]], target: str) -> list[tuple[ServedModel, str]]:
     """(the model, the served target) for each text of a `source: "auto"` request, once its
     language is known: a 400 naming a detected language no model translates into `target`."""
@@ -111,8 +124,9 @@ def _auto_routes(fleet: Fleet, detected: list[dict[str, Any]], target: str) -> l
              openapi_extra=body_doc({"type": "object", "required": ["q"], "properties": {
                  "q": LT_SCHEMA["properties"]["q"], "api_key": {"type": "string"}}}, form=True),
              dependencies=[RequireKey])
-async def lt_detect(fields: Fields, fleet: ReadyFleet) -> JSONResponse:
+async def lt_detect(fields: Fields, fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     texts, _ = get_texts(fields, "q")  # a list is read as one text, as LibreTranslate averages over it
+    check_request(texts, settings)
     return JSONResponse(await asyncio.to_thread(LanguageDetector.rank, fleet.detector, "\n".join(texts)))
 
 

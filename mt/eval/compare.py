@@ -86,9 +86,6 @@ def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: list[str], *, t
                           f"the same test set")
     if not refs:
         raise MTError("the test set is empty: nothing to compare")
-    names = [n for n, _ in systems]
-    if len(set(names)) != len(names):
-        raise MTError(f"systems need distinct names, got {', '.join(names)}")
     metrics = {"BLEU": BLEU(tokenize=tokenize, references=[refs]), "chrF": CHRF(references=[refs])}
     signatures, scores = PairedTest(systems, metrics, references=None, test_type="bs", n_samples=samples)()
     bleu_key, chrf_key = [k for k in scores if k != "System"]  # sacreBLEU names them BLEU and chrF2

@@ -2,15 +2,16 @@
 more budget, more data or a larger model looks most likely to help (`outlook`).
 
 A rough reading of one curve, said as such:
-- **still rising**: validation BLEU gained at least `RISING_BLEU` over the last third of the run
-  while the validation loss kept falling: training stopped before the curve flattened, so a
-  longer budget comes first (the estimate halves the last third's gain for a budget twice as
-  long, since these curves flatten roughly log-linearly);
+- **still improving**: the validation loss is at its lowest at the end (a schedule that decays the
+  learning rate to 0 flattens every curve's end, so flatness there says little) and nothing
+  says over-fitting: a longer budget comes first (the estimate halves the last third's BLEU
+  gain for a budget twice as long, since these curves flatten roughly log-linearly);
 - **over-fitting**: the validation loss's minimum came before `OVERFIT_AT` of the run and rose
   since by `OVERFIT_RISE` or more, or the validation NLL sits `GAP_NATS` above the training NLL:
   the model learns the training pairs faster than what generalises, so more data (or more
   regularisation) comes first, and a larger model would make it worse;
-- **flat, not over-fitting**: neither: the model's capacity is the likeliest limit.
+- **flat, not over-fitting**: neither (the loss's best came before the end, without a clear
+  rise): the model's capacity is the likeliest limit.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-RISING_BLEU = 0.5  # val BLEU gained over the last third of the run that counts as still rising
+RISING_BLEU = 0.5  # val BLEU gained over the last third of the run from which a gain is estimated
 OVERFIT_AT = 0.8  # the best val loss before this share of the run ...
 OVERFIT_RISE = 0.02  # ... and the last one this share above it: over-fitting
 GAP_NATS = 0.6  # val NLL this far above train NLL (per token): memorising
@@ -64,10 +65,12 @@ def outlook(run_dir: Path) -> list[str]:
         lines.append(f"  more data would likely help most: validation loss {sign}, "
                      "so the model fits the training pairs faster than what generalises; more budget or a larger "
                      "model would mostly fit them harder (more dropout / label smoothing is the other remedy)")
-    elif gain >= RISING_BLEU and nll[-1] <= min(nll[:-1]):
-        lines.append(f"  more budget would likely help most: val BLEU still rose {gain:.1f} over the last third "
-                     f"and the loss was still falling; twice the budget might add roughly {gain / 2:.1f} or more "
-                     "(curves flatten, so less than the last third's gain)")
+    elif nll[-1] <= min(nll[:-1]):
+        fell = 1 - nll[-1] / third["nll"]
+        lines.append(f"  more budget would likely help most: the val loss was at its lowest at the end (down {fell:.1%} "
+                     f"over the last third, val BLEU {gain:+.1f}, while the learning rate decayed) with no sign of "
+                     "over-fitting" + (f"; twice the budget might add roughly {gain / 2:.1f} BLEU (curves flatten, "
+                                       "so less than the last third's gain)" if gain >= RISING_BLEU else ""))
     else:
         lines.append(f"  a larger model would likely help most: val BLEU moved {gain:+.1f} over the last third and "
                      "the losses show no over-fitting, so capacity looks like the limit (try the next size, "

@@ -60,6 +60,7 @@ TOKENS_PER_PARAM = 0.25  # target tokens seen per non-embedding parameter, at le
 # fp32 on a 2-core Zen 4 (docs/performance.md) against ~167 GFLOP/s products, by the estimate below.
 EFFICIENCY = 0.8
 BF16_STEP_GAIN = 1.27  # a bf16 training step over fp32 where auto picks bf16 (Zen 4, docs/performance.md)
+CAP_VOCAB = 8000  # the output layer's size in the compute cap, whatever the corpus's vocabulary
 WORDS_TO_PIECES = 1.3  # subword pieces per word at these vocabulary sizes (Multi30k: ~1.3 at 8k)
 
 
@@ -166,8 +167,8 @@ def _rung(s: CorpusSurvey, budget_s: float, machine: Machine, vocab: int) -> tup
     """(the rung, the data cap's rung, target tokens the budget buys at that rung)."""
     data_cap = next((i for i, r in enumerate(LADDER) if r.max_pairs and s.pairs < r.max_pairs), len(LADDER) - 1)
     chosen = 0
-    for i, r in enumerate(LADDER[: data_cap + 1]):
-        if _tokens_seen(r, vocab, budget_s, machine) >= TOKENS_PER_PARAM * r.matrix_params():
+    for i, r in enumerate(LADDER[: data_cap + 1]):  # at a fixed vocabulary: the cap must not fall as the corpus grows
+        if _tokens_seen(r, CAP_VOCAB, budget_s, machine) >= TOKENS_PER_PARAM * r.matrix_params():
             chosen = i
     return chosen, data_cap, _tokens_seen(LADDER[chosen], vocab, budget_s, machine)
 

@@ -127,9 +127,12 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--set", action="append", default=[])
+    p.add_argument("--merge", type=Path, nargs="*", default=[],
+                   help="results.json of earlier runs of this script to put in the same table and plot")
     a = p.parse_args()
     a.out = a.out.resolve()
-    rows = []
+    merged = [r for m in a.merge for r in json.loads(m.read_text(encoding="utf-8"))]
+    rows = list(merged)
     for direction in a.directions:
         src, tgt = direction.split("-")
         for size in a.sizes:
@@ -145,16 +148,40 @@ def main() -> None:
             cmp = compare(a, data, tgt, demo, recipe, key)
             rows.append({"direction": direction, "pairs": size, "budget": a.budget, "demo": demo, "recipe": recipe,
                          "comparison": cmp, "wall_s": round(time.time() - t0)})
-            (a.out / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
-    lines = ["| direction | pairs | demo BLEU (updates) | recipe BLEU (updates) | Δ | p (paired bootstrap) | recipe 95% CI |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+            (a.out / "results.json").write_text(json.dumps(rows[len(merged):], indent=2) + "\n")
+    lines = ["| direction | pairs | budget | demo BLEU (updates) | recipe BLEU (updates) | Δ | p (paired bootstrap) | recipe 95% CI |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         sysb = r["comparison"]["systems"][1]
-        lines.append(f"| {r['direction']} | {r['pairs']:,} | {r['demo']['bleu']:.2f} ({r['demo']['updates']}) | "
+        lines.append(f"| {r['direction']} | {r['pairs']:,} | {r['budget']} | {r['demo']['bleu']:.2f} ({r['demo']['updates']}) | "
                      f"{r['recipe']['bleu']:.2f} ({r['recipe']['updates']}) | {r['recipe']['bleu'] - r['demo']['bleu']:+.2f} | "
                      f"{sysb['p_value']:.4f} | {sysb['mean']:.2f} ± {sysb['ci']:.2f} |")
     (a.out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
+    plot(rows, a.out / "recipe_vs_demo.png")
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """test BLEU against corpus size, recipe and demo config, one line each per direction and budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key in sorted({(r["direction"], r["budget"]) for r in rows}):
+        part = sorted((r for r in rows if (r["direction"], r["budget"]) == key), key=lambda r: r["pairs"])
+        for system, style in (("recipe", "o-"), ("demo", "s--")):
+            ax.errorbar([r["pairs"] for r in part], [r[system]["bleu"] for r in part],
+                        yerr=[r["comparison"]["systems"][system == "recipe"]["ci"] for r in part], fmt=style,
+                        capsize=3, label=f"{system} {key[0]} {key[1]}")
+    ax.set_xscale("log")
+    ax.set_xlabel("training pairs (Multi30k sample)")
+    ax.set_ylabel("test_2016_flickr BLEU (beam 5)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

@@ -108,6 +108,16 @@ def evaluate(a: argparse.Namespace, name: str) -> dict:
             "hyp": str(reports[0].with_suffix(".hyp")), "updates": updates[-1]["update"] if updates else None}
 
 
+def chose(a: argparse.Namespace, name: str) -> str:
+    """What the recipe chose for this corpus, in short: vocabulary, model, regularisation, batch."""
+    import yaml
+
+    c = yaml.safe_load((a.out / "runs" / name / "recipe.yaml").read_text(encoding="utf-8"))
+    m, t = c["model"], c["train"]
+    return (f"{c['tokenizer']['vocab_size']} pieces, d{m['d_model']} {m['encoder_layers']}+{m['decoder_layers']} "
+            f"ff{m['d_ff']}, dropout {m['dropout']}, ls {t['label_smoothing']}, {t['max_tokens']} tok")
+
+
 def compare(a: argparse.Namespace, data: Path, tgt: str, demo: dict, recipe: dict, key: str) -> dict:
     out = a.out / "compare" / key / "comparison.json"
     if not out.is_file():
@@ -146,16 +156,17 @@ def main() -> None:
                     j.result()
             demo, recipe = evaluate(a, f"demo_{key}"), evaluate(a, f"recipe_{key}")
             cmp = compare(a, data, tgt, demo, recipe, key)
+            recipe["chose"] = chose(a, f"recipe_{key}")
             rows.append({"direction": direction, "pairs": size, "budget": a.budget, "demo": demo, "recipe": recipe,
                          "comparison": cmp, "wall_s": round(time.time() - t0)})
             (a.out / "results.json").write_text(json.dumps(rows[len(merged):], indent=2) + "\n")
-    lines = ["| direction | pairs | budget | demo BLEU (updates) | recipe BLEU (updates) | Δ | p (paired bootstrap) | recipe 95% CI |",
+    lines = ["| direction | pairs | budget | demo BLEU ± 95% CI (updates) | recipe BLEU ± 95% CI (updates) | Δ | p (paired bootstrap) | the recipe chose |",
              "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
-        sysb = r["comparison"]["systems"][1]
-        lines.append(f"| {r['direction']} | {r['pairs']:,} | {r['budget']} | {r['demo']['bleu']:.2f} ({r['demo']['updates']}) | "
-                     f"{r['recipe']['bleu']:.2f} ({r['recipe']['updates']}) | {r['recipe']['bleu'] - r['demo']['bleu']:+.2f} | "
-                     f"{sysb['p_value']:.4f} | {sysb['mean']:.2f} ± {sysb['ci']:.2f} |")
+        sysa, sysb = r["comparison"]["systems"][:2]
+        lines.append(f"| {r['direction']} | {r['pairs']:,} | {r['budget']} | {r['demo']['bleu']:.2f} ± {sysa['ci']:.2f} ({r['demo']['updates']}) | "
+                     f"{r['recipe']['bleu']:.2f} ± {sysb['ci']:.2f} ({r['recipe']['updates']}) | {r['recipe']['bleu'] - r['demo']['bleu']:+.2f} | "
+                     f"{sysb['p_value']:.4f} | {r['recipe'].get('chose', '')} |")
     (a.out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     plot(rows, a.out / "recipe_vs_demo.png")

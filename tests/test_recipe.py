@@ -122,6 +122,9 @@ def test_train_from_a_corpus_file_writes_a_config_that_reproduces_the_run(corpus
     again = resolve_single_files(load_config(written))  # what `mt train recipe.yaml` runs
     assert stored == replace(again, train=replace(again.train, pad_multiple=stored.train.pad_multiple))
     assert stored.model.dropout == 0.05 and stored.data.test_splits == ("test",)
+    trained = written.read_text(encoding="utf-8")
+    code, _, err = run_cli(monkeypatch, capsys, *args)  # again: the finished run's recipe is left as it was
+    assert code == 2 and "already holds a training run" in err and written.read_text(encoding="utf-8") == trained
 
 
 @pytest.mark.parametrize("case, message", [

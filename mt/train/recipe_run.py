@@ -82,7 +82,11 @@ def plan_run(path: str, src_lang: str, tgt_lang: str, *, budget: str, overrides:
         raise MTError(f"--budget: must be a duration above 0 like '30m' or '2h', got {budget!r}")
     base: dict[str, Any] = {"name": _default_name(path, src_lang, tgt_lang),
                             "data": data_section(path, src_lang, tgt_lang, data_format)}
-    cfg = resolve_single_files(config_from_dict(apply_overrides(base, overrides)))  # the split, seeded, in the run
+    cfg = config_from_dict(apply_overrides(base, overrides))
+    if (cfg.run_dir / "checkpoints").is_dir() and any((cfg.run_dir / "checkpoints").iterdir()):
+        raise MTError(f"{cfg.run_dir} already holds a training run; give another name (--set name=...), or continue "
+                      f"it with mt train {cfg.run_dir / RECIPE_FILE} --resume")
+    cfg = resolve_single_files(cfg)  # the split, seeded, in the run
     pair = cfg.data.pairs[0]
     pairs = corpus.clean_pairs(corpus.iter_split(pair, pair.train_split), corpus.CleanLimits(0, 0),
                                corpus.CleanReport())

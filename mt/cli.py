@@ -109,16 +109,29 @@ def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
 
 
 @app.command()
-def train(config: Path = ConfigArg, overrides: list[str] = SetOpt,
+def train(config: Optional[Path] = typer.Argument(
+              None, help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml; or leave it out and give --data."),
+          overrides: list[str] = SetOpt,
           resume: bool = typer.Option(False, help="Continue exactly from runs/<name>/checkpoints/last.pt."),
           init_from: Optional[Path] = typer.Option(
               None, "--init-from",
               help="Fine-tune: start a NEW run from this checkpoint's weights and tokenizer (optimizer, schedule, "
-                   "update count and best score start fresh); same as --set train.init_from=PATH.")) -> None:
-    """Train a model (preparing the data first when needed). Works under torchrun for DDP."""
+                   "update count and best score start fresh); same as --set train.init_from=PATH."),
+          data: Optional[str] = typer.Option(
+              None, "--data", help="No config: a corpus (one .tsv/.jsonl file, corpus.xx + corpus.yy, or a folder of "
+                                   "splits); mt chooses the config for it and --budget and writes it to the run."),
+          src_lang: str = typer.Option("", "--src-lang", help="With --data: the source language code."),
+          tgt_lang: str = typer.Option("", "--tgt-lang", help="With --data: the target language code."),
+          budget: str = typer.Option("1h", help="With --data: the training time, e.g. 30m, 2h."),
+          data_format: str = typer.Option("", "--format", help="With --data: tsv | jsonl | text (default: from the names)."),
+          dry_run: bool = typer.Option(False, "--dry-run", help="With --data: write the chosen config, do not train.")) -> None:
+    """Train a model (preparing the data first when needed). Works under torchrun for DDP.
+
+    `mt train --data corpus.tsv --src-lang en --tgt-lang de --budget 1h`: no config to write."""
     from mt.commands.train import train_command
 
-    train_command(config, overrides, resume=resume, init_from=init_from)
+    train_command(config, overrides, resume=resume, init_from=init_from, data=data, src_lang=src_lang,
+                  tgt_lang=tgt_lang, budget=budget, dry_run=dry_run, data_format=data_format)
 
 
 PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "
@@ -216,7 +229,12 @@ def evaluate(
     split: list[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),
     src: Optional[Path] = typer.Option(None, help="Source file to translate (with --ref)."),
     ref: Optional[Path] = typer.Option(None, help="Reference translations."),
-    hyp: Optional[Path] = typer.Option(None, help="Score these hypotheses against --ref (no model needed)."),
+    hyp: list[Path] = typer.Option(
+        [], help="Score these hypotheses against --ref (no model needed); repeat to compare systems with "
+                 "sacreBLEU's paired bootstrap (the first is the baseline)."),
+    compare: list[str] = typer.Option(
+        [], "--compare", help="Another model to compare with -c on the same sets (paired bootstrap; repeatable; "
+                              "an ensemble as a.pt,b.pt). Repeated -c stays one ensemble."),
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where hypotheses and reports go (default: <run>/eval)."),
     beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the checkpoint config."),
     alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
@@ -235,7 +253,7 @@ def evaluate(
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
                      beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize,
-                     precision=precision, target_lang=target_lang)
+                     precision=precision, target_lang=target_lang, compare=compare)
 
 
 @app.command()

@@ -59,7 +59,7 @@ class DataConfig:
     """Where the parallel text comes from and how the training split is cleaned."""
 
     format: DataFormat = "text"  # text: {split}.{lang}[.gz] in `path`; tsv: {split}.tsv; jsonl: {split}.jsonl
-    path: str = "data/multi30k"  # folder holding the split files (text/tsv/jsonl) or a saved HF dataset (saved)
+    path: str = "data/multi30k"  # folder holding the split files (text/tsv/jsonl), a saved HF dataset (saved), or one corpus file (x.tsv, x.jsonl, x.en + x.de): val and test are held out of it into the run (mt/data/holdout.py)
     hub_name: str = ""  # format=hub: dataset name on the Hugging Face hub, e.g. "wmt14"
     hub_config: str = ""  # format=hub: dataset config, e.g. "de-en"
     src_lang: str = "en"
@@ -159,6 +159,7 @@ class TrainConfig:
     max_updates: int = 0  # 0 = no limit
     time_budget: str = ""  # wall-clock training budget, e.g. "20m", "1h30m", "90s"; "" = none
     valid_every: int | str = 0  # validate every N updates, or every "25%" of the run (0 = only at epoch ends)
+    valid_epoch_end: bool = True  # also validate at every epoch end (false: only every valid_every and when training ends; small corpora end an epoch every few updates)
     valid_bleu: bool = True  # decode the validation set and compute BLEU/chrF at validation
     valid_beam: int = 1  # 1 = greedy
     valid_max_sentences: int = 0  # decode only the first N validation sentences for BLEU (0 = all)

@@ -294,3 +294,15 @@ def test_validation_uses_eval_mode_restores_it_and_scores_as_evaluate_does(loade
     scores = score(translate_lines(model, tokenizer, src[:N], decode, device="cpu"), ref[:N])
     assert (expected["bleu"], expected["chrf"]) == (scores.bleu, scores.chrf)
     assert expected["chrf"] > 0  # the zeroed-EOS model writes words, so a wrong search would show
+
+
+def test_evaluate_compare_translates_with_each_model(ckpt, small_data, tmp_path, monkeypatch, capsys):
+    src, ref = tmp_path / "s.en", tmp_path / "r.de"
+    src.write_text("\n".join(val_lines(small_data)[:6]) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(val_lines(small_data, "de")[:6]) + "\n", encoding="utf-8")
+    code, out, err = run_cli(monkeypatch, capsys, "evaluate", "-c", ckpt, "--compare", ckpt, "--src", src, "--ref", ref,
+                             "--beam", "1", "--out-dir", tmp_path / "eval")
+    assert code == 0, err
+    report = json.loads((tmp_path / "eval" / "comparison.s.en.json").read_text(encoding="utf-8"))
+    assert [s["p_value"] for s in report["systems"]] == [None, 1.0]  # the same model: no difference at all
+    assert "paired bootstrap" in out and (tmp_path / "eval" / "system2").is_dir()

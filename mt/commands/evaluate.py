@@ -21,7 +21,9 @@ from mt.eval.evaluate import (
     evaluate_set,
     read_file_set,
     score_files,
+    write_report,
 )
+from mt.textio import read_lines
 
 # --------------------------------------------------------------------------- mt evaluate
 
@@ -55,13 +57,44 @@ def _suffix_language(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
+def _compare(systems: list[tuple[str, list[str]]], refs: list[str], tokenize: str, out: Path) -> None:
+    """Print and write (`out`, JSON) the paired bootstrap comparison of `systems` (the first the baseline)."""
+    from mt.eval.compare import paired_bootstrap
+
+    result = paired_bootstrap(systems, refs, tokenize=tokenize)
+    print(f"paired bootstrap resampling ({result.samples} resamples, sacreBLEU), {result.sentences} sentences; "
+          f"p against the first system:")
+    for line in result.table():
+        print(f"  {line}")
+    print(f"  BLEU {result.bleu_signature}")
+    print(f"  chrF {result.chrf_signature}")
+    write_report(out, result.to_dict())
+    print(f"  report: {out}")
+
+
+def _score_hyps(hyps: Sequence[Path], ref: Path | None, out_dir: Path | None, tokenize: str | None) -> None:
+    """--hyp (repeatable) with --ref: score each file; two or more are compared (the first is the baseline)."""
+    if ref is None:
+        raise MTError("--hyp needs --ref: the reference translations to score against")
+    bleu_tokenize = bleu_tokenizer_for(_suffix_language(ref), tokenize or "")
+    for hyp in hyps:
+        result = score_files(hyp, ref, out_dir, bleu_tokenize=bleu_tokenize)
+        print(f"{hyp} ({result.sentences} sentences) against {ref}")
+        _print_scores(result.scores)
+        print(f"  report: {result.report_path}")
+    if len(hyps) > 1:
+        names = [str(h) for h in hyps]
+        _compare([(n, read_lines(h)) for n, h in zip(names, hyps)], read_lines(ref), bleu_tokenize,
+                 (out_dir or Path("eval")) / "comparison.json")
+
+
 def evaluate_command(
     checkpoints: Sequence[Path],
     *,
     splits: Sequence[str],
     src: Path | None,
     ref: Path | None,
-    hyp: Path | None,
+    hyp: Sequence[Path] = (),
     out_dir: Path | None,
     beam: int | None,
     alpha: float | None,
@@ -70,12 +103,15 @@ def evaluate_command(
     tokenize: str | None = None,
     precision: str | None = None,
     target_lang: str | None = None,
+    compare: Sequence[str] = (),
 ) -> None:
     """`mt evaluate`: translate splits of the checkpoint's corpus (--split, repeatable) or a
     --src file, score against the references, print scores with signatures (a table when there
     are several sets) and `samples` example translations, and write `<label>.<ckpt>.beam<K>.hyp`
     plus a JSON report beside it in `out_dir`. Several checkpoints are evaluated as one ensemble
-    (`<ckpt>` joins their names with '+'). With --hyp/--ref only scores (no checkpoint).
+    (`<ckpt>` joins their names with '+'). With --hyp/--ref only scores (no checkpoint); two or
+    more --hyp files, or --compare models beside -c, are compared with sacreBLEU's paired
+    bootstrap resampling (mt.eval.compare; the first system is the baseline).
     BLEU's tokenizer: `tokenize` (--tokenize) if given, else the checkpoint's `decode.bleu_tokenize`,
     else chosen for its `data.tgt_lang`; with --hyp/--ref the language is the reference file's
     suffix (`test.ja` -> ja). A multi-pair model scores each --split in every pair that has it (only
@@ -83,15 +119,11 @@ def evaluate_command(
     and its target language's BLEU tokenizer; --src/--ref need --target-lang when it has several targets."""
     if samples < 0:
         raise MTError(f"--samples: must be at least 0, got {samples}")
-    if hyp is not None:
-        if ref is None:
-            raise MTError("--hyp needs --ref: the reference translations to score against")
-        if checkpoints or splits or src is not None:
-            raise MTError("--hyp scores existing translations; do not combine it with --checkpoint, --split or --src")
-        result = score_files(hyp, ref, out_dir, bleu_tokenize=bleu_tokenizer_for(_suffix_language(ref), tokenize or ""))
-        print(f"{hyp} ({result.sentences} sentences) against {ref}")
-        _print_scores(result.scores)
-        print(f"  report: {result.report_path}")
+    if hyp:
+        if checkpoints or splits or src is not None or compare:
+            raise MTError("--hyp scores existing translations; do not combine it with --checkpoint, --compare, "
+                          "--split or --src")
+        _score_hyps(hyp, ref, out_dir, tokenize)
         return
     if not checkpoints:
         raise MTError("give --checkpoint with --split or --src/--ref, or --hyp/--ref to score existing translations")
@@ -102,6 +134,30 @@ def evaluate_command(
 
     # User files are read (and checked) before the slower model load.
     files = [read_file_set(src, ref)] if src is not None and ref is not None else []
+    systems = [list(checkpoints)] + [[Path(p) for p in c.split(",") if p] for c in compare]
+    outputs: list[dict[str, tuple[list[str], EvalSet, str]]] = []
+    for i, system in enumerate(systems):
+        where = out_dir / f"system{i + 1}" if out_dir is not None and compare else out_dir
+        outputs.append(_evaluate_system(system, splits, files, where, beam=beam, alpha=alpha, samples=samples,
+                                        device=device, tokenize=tokenize, precision=precision,
+                                        target_lang=target_lang))
+    if compare:
+        names = ["+".join(str(p) for p in system) for system in systems]
+        for label, (_, test, bleu_tokenize) in outputs[0].items():
+            if any(label not in o for o in outputs[1:]):
+                raise MTError(f"--compare: '{label}' is not a test set of every model")
+            print()
+            print(f"{label}:")
+            base = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
+            _compare([(n, o[label][0]) for n, o in zip(names, outputs)], test.ref, bleu_tokenize,
+                     base / f"comparison.{label.replace('/', '_')}.json")
+
+
+def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: list[EvalSet], out_dir: Path | None,
+                     *, beam: int | None, alpha: float | None, samples: int, device: str, tokenize: str | None,
+                     precision: str | None, target_lang: str | None) -> dict[str, tuple[list[str], EvalSet, str]]:
+    """Translate and score every set with one model (an ensemble of `checkpoints`); prints as it goes
+    and returns each set's (hypotheses, set, BLEU tokenizer) by label."""
     started = time.perf_counter()
     loaded = load_model(checkpoints, device)
     load_s = time.perf_counter() - started
@@ -120,6 +176,7 @@ def evaluate_command(
     if len(checkpoints) > 1:
         how += f", ensemble of {len(checkpoints)} checkpoints"
     rows: list[tuple[str, Scores]] = []
+    out: dict[str, tuple[list[str], EvalSet, str]] = {}
     for test, tokenizer, bleu_tokenize in tests:
         result = evaluate_set(model, tokenizer, test, decode, device=dev, checkpoints=checkpoints,
                               checkpoint_sha256s=shas, load_s=load_s, out_dir=out_dir, progress=sys.stderr.isatty(),
@@ -131,6 +188,8 @@ def evaluate_command(
         if samples:
             _print_samples(test, result.hyps, samples)
         rows.append((test.label, result.scores))
+        out[test.label] = (result.hyps, test, bleu_tokenize)
     if len(rows) > 1:
         print()
         _print_table(rows)
+    return out

@@ -13,6 +13,11 @@ UTF-8, a bad TSV/JSON line, source and target files whose line counts differ. Li
 b"\\n" only (not on U+2028, \\x0b, \\r alone ... as `str.splitlines` would), and nothing is
 normalised here except removing the line terminator (and a byte-order mark at the start of a
 file); `clean_pairs` strips whitespace.
+
+A corpus can also be what a user has in one piece (`single_file`): `path` naming one TSV or JSONL
+file, one of two plain-text files `corpus.en` / `corpus.de` (or their common stem `corpus`). Such
+a corpus is one split, the training split; `mt.data.holdout` holds validation and test sets out
+of it for `mt train` and `mt prepare`, and `mt data clean` reads it whole.
 """
 
 from __future__ import annotations
@@ -88,6 +93,76 @@ class CleanReport:
         return f"kept {self.kept} of {self.total} (dropped: {drops})"
 
 
+# --------------------------------------------------------------------------- one file, the whole corpus
+
+
+@dataclass(frozen=True)
+class SingleFile:
+    """A corpus in one file (tsv, jsonl) or one pair of plain-text files (text, [source, target])."""
+
+    format: str
+    files: tuple[Path, ...]
+
+
+def _strip_gz(path: Path) -> str:
+    return path.name[:-3] if path.name.endswith(".gz") else path.name
+
+
+def single_file(data: Corpus) -> SingleFile | None:
+    """The corpus file(s) when `data.path` names one file (or the stem of `stem.{src}`/`stem.{tgt}`),
+    None for a folder (or a path that does not exist: reading it says what is missing).
+
+    The format comes from the name: `.tsv`, `.jsonl`/`.json`, `.{src_lang}`/`.{tgt_lang}` (the
+    other language's file beside it); any other name is read as `data.format` when that is tsv
+    or jsonl."""
+    if data.format in ("hub", "saved") or not data.path:
+        return None
+    path = Path(data.path)
+    if path.is_dir():
+        return None
+    if not path.is_file():  # a stem: corpus -> corpus.en + corpus.de
+        found = [_existing(path.with_name(f"{path.name}.{lang}")) for lang in (data.src_lang, data.tgt_lang)]
+        if all(found):
+            return SingleFile("text", (found[0], found[1]))  # type: ignore[arg-type]
+        return None
+    name = _strip_gz(path)
+    suffix = name.rsplit(".", 1)[-1] if "." in name else ""
+    if suffix == "tsv" or (suffix not in ("jsonl", "json", data.src_lang, data.tgt_lang) and data.format == "tsv"):
+        return SingleFile("tsv", (path,))
+    if suffix in ("jsonl", "json") or data.format == "jsonl":
+        return SingleFile("jsonl", (path,))
+    if suffix in (data.src_lang, data.tgt_lang):
+        stem = name[: -len(suffix) - 1]
+        other_lang = data.tgt_lang if suffix == data.src_lang else data.src_lang
+        other = _existing(path.with_name(f"{stem}.{other_lang}"))
+        if other is None:
+            raise MTError(f"{path}: found no {other_lang} side beside it ({stem}.{other_lang}); a corpus of plain-text "
+                          f"files needs one file per language, line i of one translating line i of the other")
+        return SingleFile("text", (path, other) if suffix == data.src_lang else (other, path))
+    raise MTError(f"{path}: cannot tell the format of one file from its name: name it .tsv (source<TAB>target), "
+                  f".jsonl, or .{data.src_lang} + .{data.tgt_lang} (one plain-text file per language), or give "
+                  f"the format (--format / data.format: tsv or jsonl)")
+
+
+def folder_format(path: str | Path, src_lang: str, tgt_lang: str, train_split: str = "train") -> str:
+    """The format of a folder of split files, from its training split's files (text, tsv or jsonl);
+    MTError naming what was looked for when none is there."""
+    root = Path(path)
+    for fmt, names in (("text", [f"{train_split}.{src_lang}"]), ("tsv", [f"{train_split}.tsv"]),
+                       ("jsonl", [f"{train_split}.jsonl"])):
+        if all(_existing(root / n) for n in names):
+            return fmt
+    raise MTError(f"{root}: no training split found ({train_split}.{src_lang} + {train_split}.{tgt_lang}, "
+                  f"{train_split}.tsv or {train_split}.jsonl)")
+
+
+def _single_split(data: Corpus, split: str, single: SingleFile) -> list[Path]:
+    if split != data.train_split:
+        raise MTError(f"split '{split}': {data.path} is one corpus file, read as the '{data.train_split}' split "
+                      f"(mt train and mt prepare hold validation and test sets out of it)")
+    return list(single.files)
+
+
 # --------------------------------------------------------------------------- files of a split
 
 
@@ -100,6 +175,9 @@ def _existing(base: Path) -> Path | None:
 
 
 def _text_files(data: Corpus, split: str) -> list[Path]:
+    single = single_file(data)
+    if single is not None:
+        return _single_split(data, split, single)
     root = Path(data.path)
     if data.format == "text":
         bases = [root / f"{split}.{data.src_lang}", root / f"{split}.{data.tgt_lang}"]
@@ -135,6 +213,9 @@ def split_available(data: Corpus, split: str) -> bool:
     A split with only some of its files present counts as available, so that reading it reports
     the missing file instead of skipping it silently.
     """
+    single = single_file(data)
+    if single is not None:
+        return split == data.train_split
     root = Path(data.path)
     if data.format == "text":
         return any(_existing(root / f"{split}.{lang}") for lang in (data.src_lang, data.tgt_lang))
@@ -280,9 +361,11 @@ def iter_split(data: Corpus, split: str) -> Iterator[tuple[str, str]]:
     if data.format == "saved":
         return _iter_saved(data, split)
     files = _text_files(data, split)  # checked now, not at the first next(), so a missing file fails early
-    if data.format == "text":
+    single = single_file(data)
+    fmt = single.format if single is not None else data.format
+    if fmt == "text":
         return _iter_text(files[0], files[1])
-    if data.format == "tsv":
+    if fmt == "tsv":
         return _iter_tsv(files[0])
     return _iter_jsonl(files[0], data)
 

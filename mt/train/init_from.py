@@ -40,6 +40,7 @@ import torch
 from mt.config import Config, ModelConfig
 from mt.config_checks import short_repr
 from mt.config_load import config_from_dict
+from mt.data.holdout import resolve_single_files
 from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
 from mt.model.checkpoint import Checkpoint, read_checkpoint
@@ -169,8 +170,9 @@ def start_run(raw: dict[str, Any], *, resume: bool = False) -> RunStart:
     """What a training run (or `mt prepare`) of the raw config `raw` (YAML + --set, as
     `load_raw_config` reads it) starts from: its config, when fine-tuning with the model and
     tokenizer sections taken from the init checkpoint (or, on --resume, from last.pt), and those
-    checkpoints, each read once."""
-    cfg = config_from_dict(raw)
+    checkpoints, each read once. A pair whose corpus is one file is read from the validation and
+    test sets held out of it in the run (`mt.data.holdout`)."""
+    cfg = resolve_single_files(config_from_dict(raw))
     if resume:
         last = read_checkpoint(_last_pt(cfg)) if _last_pt(cfg).is_file() else None
         source = resumed_source(last)

@@ -233,7 +233,7 @@ class _Loop:
           4. clip the gradient norm, optimizer step (skipped on a non-finite loss)
           5. log: progress bar every update, a train line every log_every
           6. validate (best.pt, periodic, last.pt) every valid_every, or save every save_every
-        At each epoch end: validate and save unless that update just did. At the end: `_finish`.
+        At each epoch end (valid_epoch_end): validate and save unless that update just did. At the end: `_finish`.
         """
         st, t = self.state, self.t
         _log_plan(self.log, t, self.info.world_size, self.updates_per_epoch, self.horizon)
@@ -250,7 +250,7 @@ class _Loop:
             if st.position >= len(batches):  # the epoch is done (also after a final update in it)
                 st.epoch += 1
                 st.position = 0
-                validated = st.last_valid_update != st.update and self._validate_and_save(why="epoch end")
+                validated = t.valid_epoch_end and st.last_valid_update != st.update and self._validate_and_save(why="epoch end")
                 if validated and not reason:  # validated and patience ran out
                     reason = StopReason.EARLY_STOPPING
                 if not reason:

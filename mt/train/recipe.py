@@ -1,0 +1,284 @@
+"""The training recipe for a corpus and a budget: every key a user would otherwise guess, chosen
+from the corpus (`mt.data.survey.CorpusSurvey`) and the machine (`Machine`, measured as
+`train.precision: auto` measures it), each with a one-line reason (`choose`); `recipe_yaml`
+writes the choice as an ordinary config that `mt train CONFIG` reproduces.
+
+The rule, and where each part comes from (L = literature, M = measured here, J = judgement):
+
+- **Vocabulary** (L, M): unigram sentencepiece, joint when both sides are written in one script
+  (three-way tying), separate otherwise. Size grows with the corpus: Gowda & May (2020) find
+  the best BPE vocabulary ~1k-8k at 30k pairs, ~8k at 1M, 32k-64k at 4.5M; Araabi & Monz (2020)
+  ~5k merges at 5k pairs and fewer below. Here: 8k at 29k pairs (M: the demo sweep, where 8k beat
+  5k; docs/sweep.md), √-scaled below (1.5k at 1k pairs, 2.5k at 3k, 4.5k at 10k), 8k up to 1M,
+  then growing to 32k at 4.5M; never over half the corpus's distinct words (sentencepiece
+  cannot fill more pieces than the data holds). Monotone in the corpus size.
+- **Model size** (L, M, J): the smaller of two caps, both monotone. The data cap (L: Araabi &
+  Monz: smaller FFN and fewer heads on small data; scaling laws, Gordon, Duh & Kaplan 2021 and
+  Ghorbani et al. 2021: past some size extra parameters stop paying for a given corpus): rung 0
+  (d 128) under 5k pairs, rung 1 (d 192, the demo) under 50k, rung 2 (d 256, 4+4) under 300k,
+  rung 3 (Transformer base) under 3M, rung 4 (big) above. The compute cap (M): the largest rung
+  that sees at least `TOKENS_PER_PARAM` target tokens per non-embedding parameter in the
+  budget at the machine's measured rate. 0.25 is where the demo sweep's measurements fall: at
+  5 and 20 minutes on 2 cores d 192 beat d 256 and d 384 (which would see 0.1 tokens/param).
+- **Regularisation** (L, M): by the epochs the budget buys (tokens seen / corpus tokens): dropout
+  0.3 from 40 epochs, 0.2 from 15, else 0.1 (L: Araabi & Monz's 0.3 for small data; M: at
+  29k pairs and ~12 epochs in 20 minutes, 0.1 beat 0.2); attention dropout 0.1 from 15
+  epochs. Label smoothing by corpus size: 0.3 under 5k pairs, 0.2 under 20k, else 0.1 (L:
+  Araabi & Monz found 0.4-0.6 best at their smallest sizes; 0.3 is a cautious step there).
+  Layer-drop and target word dropout (also theirs) are not in mt yet.
+- **Batches and schedule** (M, L): 2,000-token batches on a CPU at rungs 0-1 (M: the demo sweep),
+  at most a tenth of an epoch so a small corpus still gets ten updates per epoch; 4,096 at rung 2,
+  8,192 above (L: Vaswani et al.'s ~25k per update at base size, which a GPU reaches with
+  `train.accumulate`). lr decays linearly to 0 over the budget after a 6% warmup (M: +1.8 val
+  BLEU over inverse_sqrt in the demo sweep), peak 2e-3 up to d 256 (M), 1e-3 at base, 5e-4 at
+  big (L: the usual peaks at those widths).
+- **Validation and checkpoints** (J, M): validate every 25% of a run under 30 minutes, every 10%
+  of a longer one, on at most 300 sentences (greedy: each validation of an early model decodes
+  to the length limit, and took a third of a 40-second run), a periodic checkpoint every 3%, the last 5 averaged into averaged.pt when that
+  validates better (M: the demo keeps it only then).
+
+Measured against the demo config with its data swapped (scripts/exp_recipe.py, same budget, one
+thread each on a 2-core AMD EPYC Zen 4 shared with other jobs, test_2016_flickr, beam 5, paired
+bootstrap): en→de +1.23 BLEU at 1k pairs, +1.86 at 3k, +3.67 at 10k (4 minutes), en→fr +3.13 at
+10k (10 minutes; a pair the rule was not fitted on); each p = 0.001. Every model there was badly
+under-trained (a few hundred updates), and the rule chose rung 0 each time (the load lowered the
+measured rate). Not measured: de→en, 29k pairs, longer budgets, GPUs, a sweep of this rule's own
+keys around its choices. The table: docs/guides/own-corpus.md.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import yaml
+
+from mt.data.survey import CorpusSurvey
+from mt.device import bf16_feature, cpu_name
+from mt.train.precision import MIN_MATMUL_SPEEDUP, matmul_speedup
+
+TOKENS_PER_PARAM = 0.25  # target tokens seen per non-embedding parameter, at least (compute cap; measured)
+# Achieved training FLOP/s over the timed fp32 1024^3 product: the demo model's ~4,900 target tok/s in
+# fp32 on a 2-core Zen 4 (docs/performance.md) against ~167 GFLOP/s products, by the estimate below.
+EFFICIENCY = 0.8
+BF16_STEP_GAIN = 1.27  # a bf16 training step over fp32 where auto picks bf16 (Zen 4, docs/performance.md)
+CAP_VOCAB = 8000  # the output layer's size in the compute cap, whatever the corpus's vocabulary
+WORDS_TO_PIECES = 1.3  # subword pieces per word at these vocabulary sizes (Multi30k: ~1.3 at 8k)
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One model size of the ladder the rule climbs."""
+
+    d_model: int
+    heads: int
+    layers: int  # encoder and decoder each
+    d_ff: int
+    max_pairs: int  # the data cap: this rung only for corpora under this many pairs (next rung above)
+
+    def matrix_params(self) -> int:
+        """Non-embedding matrix parameters (encoder: 4d² + 2d·ff a layer; decoder: 8d² + 2d·ff)."""
+        d, f = self.d_model, self.d_ff
+        return self.layers * (4 * d * d + 2 * d * f) + self.layers * (8 * d * d + 2 * d * f)
+
+
+LADDER = (
+    Rung(128, 2, 3, 512, 5_000),
+    Rung(192, 4, 3, 768, 50_000),  # the demo's model (configs/multi30k_en_de.yaml)
+    Rung(256, 4, 4, 1024, 300_000),
+    Rung(512, 8, 6, 2048, 3_000_000),  # Transformer base
+    Rung(1024, 16, 6, 4096, 0),  # Transformer big
+)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What training will run on, measured: the device, its fp32 rate and the precision auto picks."""
+
+    device: str  # "cpu" or "cuda"
+    name: str
+    gflops: float  # fp32 1024^3 matrix products, best of 5 (CPU); a nominal figure for CUDA
+    precision: str  # what train.precision auto would choose: bf16 | fp32
+
+    @property
+    def flops(self) -> float:
+        """Training FLOP/s expected of the model estimate `Rung.matrix_params` (achieved, not peak)."""
+        gain = BF16_STEP_GAIN if self.precision == "bf16" else 1.0
+        return self.gflops * 1e9 * EFFICIENCY * gain
+
+    def describe(self) -> str:
+        return f"{self.name}, {self.gflops:.0f} GFLOP/s fp32 measured, {self.precision}"
+
+
+def _fp32_gflops(n: int = 1024, reps: int = 5) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best / 1e9
+
+
+def measure_machine(threads: int = 0) -> Machine:
+    """Time this machine as `train.precision: auto` does, on `threads` threads as training will
+    (0: torch's default); a CUDA GPU: nominal, not timed."""
+    if torch.cuda.is_available():
+        dev = torch.device("cuda")
+        name = torch.cuda.get_device_name(0)
+        return Machine("cuda", name, 50_000.0, "bf16" if bf16_feature(dev) else "fp32")
+    before = torch.get_num_threads()
+    if threads > 0:
+        torch.set_num_threads(threads)
+    try:
+        feature = bf16_feature(torch.device("cpu"))
+        bf16 = feature is not None and matmul_speedup() >= MIN_MATMUL_SPEEDUP
+        return Machine("cpu", f"{cpu_name()}, {torch.get_num_threads()} thread(s)", _fp32_gflops(),
+                       "bf16" if bf16 else "fp32")
+    finally:
+        torch.set_num_threads(before)
+
+
+@dataclass
+class Recipe:
+    """The chosen config (sections of keys) and a one-line reason per chosen key."""
+
+    config: dict[str, Any]
+    reasons: dict[str, str] = field(default_factory=dict)  # "section.key" -> reason
+    headline: str = ""
+
+    def set(self, section: str, key: str, value: Any, reason: str) -> None:
+        self.config.setdefault(section, {})[key] = value
+        self.reasons[f"{section}.{key}"] = reason
+
+
+def vocab_size(pairs: int, types: int) -> int:
+    """Pieces for a corpus of `pairs` with `types` distinct words (both sides of a joint model)."""
+    if pairs <= 30_000:
+        size = 8000 * math.sqrt(pairs / 30_000)
+    elif pairs <= 1_000_000:
+        size = 8000.0
+    else:
+        size = 8000 * (pairs / 1_000_000) ** 0.92
+    size = min(size, 32_000, types / 2)
+    return max(1000, int(round(size / 500)) * 500)
+
+
+def _rung(s: CorpusSurvey, budget_s: float, machine: Machine, vocab: int) -> tuple[int, int, float]:
+    """(the rung, the data cap's rung, target tokens the budget buys at that rung)."""
+    data_cap = next((i for i, r in enumerate(LADDER) if r.max_pairs and s.pairs < r.max_pairs), len(LADDER) - 1)
+    chosen = 0
+    for i, r in enumerate(LADDER[: data_cap + 1]):  # at a fixed vocabulary: the cap must not fall as the corpus grows
+        if _tokens_seen(r, CAP_VOCAB, budget_s, machine) >= TOKENS_PER_PARAM * r.matrix_params():
+            chosen = i
+    return chosen, data_cap, _tokens_seen(LADDER[chosen], vocab, budget_s, machine)
+
+
+def _tokens_seen(r: Rung, vocab: int, budget_s: float, machine: Machine) -> float:
+    flops_per_tgt_token = 6.0 * (r.matrix_params() + r.d_model * vocab)  # source tokens ride along
+    return budget_s * machine.flops / flops_per_tgt_token
+
+
+def choose(s: CorpusSurvey, budget_s: float, machine: Machine) -> Recipe:
+    """The recipe for the corpus `s` in `budget_s` seconds of training on `machine`."""
+    recipe = Recipe({})
+    n = f"{s.pairs:,} pairs"
+    joint = s.shared_script
+    types = s.src_types + s.tgt_types if joint else min(s.src_types, s.tgt_types)
+    vocab = vocab_size(s.pairs, types)
+    recipe.set("tokenizer", "type", "unigram", "unigram sentencepiece (Kudo 2018), mt's default")
+    recipe.set("tokenizer", "vocab_size", vocab, f"{n}: the vocabulary grows with the corpus (8k at 29k pairs "
+               f"measured; Gowda & May 2020){'' if vocab > 1000 else ', at its floor'}")
+    recipe.set("tokenizer", "joint", joint, f"{s.src_script or '?'} and {s.tgt_script or '?'}: "
+               + ("one script, one shared vocabulary and tied embeddings" if joint else "two scripts, a vocabulary each"))
+    rung_i, cap_i, tgt_tokens = _rung(s, budget_s, machine, vocab)
+    rung = LADDER[rung_i]
+    tgt_per_epoch = max(1.0, s.tgt_words * WORDS_TO_PIECES)
+    epochs = tgt_tokens / tgt_per_epoch
+    why = (f"{n} allow rung {cap_i}; the budget buys ~{tgt_tokens / 1e6:.1f}M target tokens, "
+           f"{tgt_tokens / rung.matrix_params():.2f} per parameter" if rung_i < cap_i
+           else f"{n}: rung {rung_i} of {len(LADDER) - 1} (smaller models for less data, Araabi & Monz 2020)")
+    recipe.set("model", "d_model", rung.d_model, why)
+    recipe.set("model", "heads", rung.heads, f"d_model {rung.d_model}: {rung.d_model // rung.heads} per head; "
+               "fewer heads on small data (Araabi & Monz 2020)")
+    recipe.set("model", "encoder_layers", rung.layers, f"rung {rung_i}")
+    recipe.set("model", "decoder_layers", rung.layers, f"rung {rung_i}")
+    recipe.set("model", "d_ff", rung.d_ff, "4 x d_model; a small FFN for small data (Araabi & Monz 2020)")
+    recipe.set("model", "norm", "pre", "pre-LN trains stably at the high peak lr below")
+    dropout = 0.3 if epochs >= 40 else 0.2 if epochs >= 15 else 0.1
+    recipe.set("model", "dropout", dropout, f"~{epochs:.0f} epochs in the budget: "
+               + ("many passes over little data, dropout 0.3 (Araabi & Monz 2020)" if dropout == 0.3 else
+                  "dropout 0.2" if dropout == 0.2 else "few epochs, dropout 0.1 (measured at 29k pairs)"))
+    recipe.set("model", "attention_dropout", 0.1 if epochs >= 15 else 0.0, f"~{epochs:.0f} epochs")
+    smoothing = 0.3 if s.pairs < 5000 else 0.2 if s.pairs < 20_000 else 0.1
+    recipe.set("train", "label_smoothing", smoothing, f"{n}: more smoothing for less data (Araabi & Monz 2020)")
+    _schedule(recipe, s, rung_i, rung, tgt_per_epoch, budget_s)
+    recipe.headline = (f"{s.describe()}; budget {_duration(budget_s)} on {machine.describe()}: "
+                       f"~{tgt_tokens / 1e6:.1f}M target tokens, ~{epochs:.0f} epochs of rung {rung_i} "
+                       f"(d_model {rung.d_model}, {rung.layers}+{rung.layers} layers)")
+    return recipe
+
+
+def _schedule(recipe: Recipe, s: CorpusSurvey, rung_i: int, rung: Rung, tgt_per_epoch: float,
+              budget_s: float) -> None:
+    """Batch size, learning rate, schedule, validation and checkpoints."""
+    base = 2000 if rung_i <= 1 else 4096 if rung_i == 2 else 8192
+    epoch_tokens = 2 * tgt_per_epoch  # padded source + target tokens
+    max_tokens = int(max(500, min(base, epoch_tokens / 10)) // 100 * 100)
+    recipe.set("train", "max_tokens", max_tokens, f"{base:,}-token batches at this size (measured at rung 1)"
+               + (", cut so an epoch has ~10 updates" if max_tokens < base else ""))
+    lr = 2e-3 if rung.d_model <= 256 else 1e-3 if rung.d_model <= 512 else 5e-4
+    recipe.set("train", "schedule", "linear_decay", "linear decay to 0 over the budget (+1.8 val BLEU, demo sweep)")
+    recipe.set("train", "lr", lr, f"peak for d_model {rung.d_model}" + (" (measured at d_model 192)" if rung.d_model <= 256 else ""))
+    recipe.set("train", "warmup", "6%", "the demo's 400 of ~6,500 updates")
+    recipe.set("train", "time_budget", _duration(budget_s), "--budget")
+    short = budget_s < 1800
+    recipe.set("train", "valid_every", "25%" if short else "10%",
+               "four validations in a short run (each one decodes), ten in a longer one")
+    recipe.set("train", "valid_epoch_end", False, "validate on that cadence only: a small corpus ends an epoch "
+               "every few updates")
+    recipe.set("train", "valid_max_sentences", 300, "greedy BLEU on at most 300 sentences keeps validation cheap")
+    recipe.set("train", "save_every", "3%", "periodic checkpoints for averaging")
+    recipe.set("train", "keep_checkpoints", 5, "the last 5 periodic checkpoints")
+    recipe.set("train", "average_last", 5, "averaged.pt of the last 5, kept only when it validates better")
+    recipe.set("train", "log_every", 25, "a training-loss record every 25 updates (the outlook reads them)")
+    recipe.set("decode", "beam", 5, "beam 5, alpha 0.6 (mt's evaluation default)")
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v) or "0s"
+
+
+def _scalar(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("...").strip()
+
+
+def recipe_yaml(config: dict[str, Any], reasons: dict[str, str], headline: str) -> str:
+    """The config as YAML, each key with its reason as a trailing comment (what `load_config` reads)."""
+    lines = ["# Chosen by `mt train --data` (mt/train/recipe.py): " + headline,
+             "# An ordinary config: `mt train THIS_FILE` trains the same run; edit any key."]
+    for key, value in config.items():
+        if not isinstance(value, dict):
+            lines.append(f"{key}: {_scalar(value)}")
+    for section, keys in config.items():
+        if not isinstance(keys, dict):
+            continue
+        lines.append(f"{section}:")
+        for key, value in keys.items():
+            reason = reasons.get(f"{section}.{key}")
+            lines.append(f"  {key}: {_scalar(value)}" + (f"  # {reason}" if reason else ""))
+    return "\n".join(lines) + "\n"
+
+
+def summary_lines(config: dict[str, Any], reasons: dict[str, str]) -> list[str]:
+    """'section.key = value  (reason)' for every chosen key: what `mt train --data` prints."""
+    return [f"  {section}.{key} = {_scalar(value)}  ({reasons[f'{section}.{key}']})"
+            for section, keys in config.items() if isinstance(keys, dict)
+            for key, value in keys.items() if f"{section}.{key}" in reasons]

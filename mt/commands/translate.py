@@ -13,8 +13,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from mt.commands.decoding import decode_settings, load_for_target, output_path
-from mt.decode.translate import translate_lines, translate_nbest
+from mt.config import Config
+from mt.decode.translate import translate_lines, translate_nbest, translate_texts, translate_texts_nbest
 from mt.errors import MTError
+from mt.text.segment import segmenter_for
 from mt.textio import atomic_write, decode_line, iter_lines, iter_stream
 
 CHUNK_LINES = 10_000  # lines `mt translate` reads, translates and writes at a time (bounded memory)
@@ -42,8 +44,15 @@ def translate_command(
     device: str,
     precision: str | None = None,
     target_lang: str | None = None,
+    segment: bool = True,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
+
+    With `segment` (the default) each line is split into sentences by the source language's
+    segmenter (`mt.text.segment`), sentences too long for the model broken, and the line put back
+    together with its own whitespace; without it each line is one segment, as `mt evaluate` reads
+    test sets. N-best output of a segmented line: the k-th alternative joins every sentence's k-th
+    best, scored by their mean.
 
     A multi-pair model translates into `target_lang` (--target-lang; required when it has several
     target languages): its tag goes in front of every source.
@@ -72,11 +81,19 @@ def translate_command(
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                              precision=precision)
     with_scores = n_best is not None or decode.n_best > 1
+    segmenter = segmenter_for(source_language(cfg, target_lang))
 
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
+        if with_scores and segment:
+            found = translate_texts_nbest(model, tokenizer, lines, decode, device=dev, progress=progress,
+                                          first_id=first, segmenter=segmenter)
+            return _format_nbest(first, found)
         if with_scores:
             found = translate_nbest(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
             return _format_nbest(first, found)
+        if segment:
+            return translate_texts(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
+                                   segmenter=segmenter)
         return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
 
     if src_path is None and out_path is None and sys.stdin.isatty():
@@ -96,6 +113,13 @@ def translate_command(
     with atomic_write(out_path) as f:
         for first, chunk in _chunks(lines, CHUNK_LINES):
             f.write("".join(text + "\n" for text in render(first, chunk, progress)).encode("utf-8"))
+
+
+def source_language(cfg: Config, target_lang: str | None) -> str:
+    """The source language whose sentence rules segment the input: the first pair's into
+    `target_lang` (a multi-pair model's), else the first pair's."""
+    pairs = [pair for pair in cfg.data.pairs if target_lang is None or pair.tgt_lang == target_lang]
+    return (pairs or list(cfg.data.pairs))[0].src_lang
 
 
 def _chunks(lines: Iterator[str], size: int) -> Iterator[tuple[int, list[str]]]:

@@ -9,6 +9,12 @@ exported to CTranslate2 (`mt.deploy.ct2.CT2Translator`). An empty input line giv
 output line without running the model, so outputs always line up with inputs. Nothing here
 prints except a progress bar on request; a source line too long for the model is cut and
 reported as an `MTWarning`.
+
+`translate_lines` takes each line as one segment (what `mt evaluate` and validation translate:
+sentence-aligned sets). `translate_texts` is what a person's text goes through: every text
+split into sentences (`mt.text.segment`), sentences over the model's limit broken (never cut),
+all texts' segments translated together in the same length-sorted batches, and each text
+rendered back with its whitespace where it was.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine, NativeModel, Results, as_engine, rows_per_sentence
 from mt.errors import MTWarning
+from mt.text.segment import Segmented, Segmenter, fit
 
 T = TypeVar("T")
 
@@ -118,3 +125,84 @@ def translate_nbest(
     found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)])
     texts = iter(tokenizer.decode_tgt([tokens for nbest in found for tokens, _ in nbest]))
     return [[(next(texts), s) for _, s in nbest] for nbest in found]
+
+
+def segment_for_model(texts: Sequence[str], tokenizer: Tokenizer, max_positions: int,
+                      segmenter: Segmenter) -> list[Segmented]:
+    """Each text split by `segmenter` and fitted to the model: no segment over `max_positions - 1`
+    source pieces (EOS; a multi-pair model's tag counted), longer sentences broken (`fit`).
+    `broken_warning` words the one warning for what was broken."""
+    def count(segments: list[str]) -> list[int]:
+        return [len(ids) for ids in tokenizer.encode_src(segments)]
+
+    return fit([segmenter.split(text) for text in texts], count, max_positions - 1)
+
+
+def broken_warning(texts: Sequence[Segmented], max_positions: int) -> str | None:
+    """The one line saying how many sentences were too long and translated in pieces, or None."""
+    broken = sum(text.broken for text in texts)
+    if not broken:
+        return None
+    return (f"{broken} sentence{'s' * (broken != 1)} longer than {max_positions - 1} pieces (model.max_positions="
+            f"{max_positions}, EOS included) translated in pieces, broken at clause punctuation or between words")
+
+
+def translate_texts(
+    model: NativeModel | Engine,
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    decode: DecodeConfig,
+    *,
+    device: torch.device | str,
+    segmenter: Segmenter,
+    progress: bool = False,
+    first_id: int = 0,
+) -> list[str]:
+    """Translate texts as people write them -> one translated text each, same shape: every text
+    split into sentences by `segmenter`, long ones broken to fit the model (one `MTWarning` per
+    call when any was), all segments of all texts translated together by `translate_lines`
+    (sampled segment j keyed by `first_id + j`, j counted over the call's segments) and put back
+    between the text's own gaps. A text without words comes back as it was."""
+    engine = as_engine(model, device)
+    split = segment_for_model(texts, tokenizer, engine.max_positions, segmenter)
+    note = broken_warning(split, engine.max_positions)
+    if note:
+        warnings.warn(note, MTWarning, stacklevel=2)
+    flat = [segment for text in split for segment in text.segments]
+    found = iter(translate_lines(engine, tokenizer, flat, decode, device=device, progress=progress,
+                                 first_id=first_id))
+    return [text.render([next(found) for _ in text.segments]) for text in split]
+
+
+def translate_texts_nbest(
+    model: NativeModel | Engine,
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    decode: DecodeConfig,
+    *,
+    device: torch.device | str,
+    segmenter: Segmenter,
+    progress: bool = False,
+    first_id: int = 0,
+) -> list[list[tuple[str, float]]]:
+    """`translate_texts` with `decode.n_best` alternatives per text: the k-th alternative puts
+    every segment's k-th best (its last when it has fewer) between the gaps, scored by the mean of
+    those segments' scores (0.0 for a text without words, which comes back as it was)."""
+    engine = as_engine(model, device)
+    split = segment_for_model(texts, tokenizer, engine.max_positions, segmenter)
+    note = broken_warning(split, engine.max_positions)
+    if note:
+        warnings.warn(note, MTWarning, stacklevel=2)
+    flat = [segment for text in split for segment in text.segments]
+    found = iter(translate_nbest(engine, tokenizer, flat, decode, device=device, progress=progress,
+                                 first_id=first_id))
+    return [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
+
+
+def join_nbest(text: Segmented, per_segment: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """A segmented text's alternatives from its segments' n-best lists (see `translate_texts_nbest`)."""
+    if not per_segment:
+        return [(text.render([]), 0.0)]
+    k = max(len(hyps) for hyps in per_segment)
+    picks = [[hyps[min(i, len(hyps) - 1)] for hyps in per_segment] for i in range(k)]
+    return [(text.render([t for t, _ in pick]), sum(s for _, s in pick) / len(pick)) for pick in picks]

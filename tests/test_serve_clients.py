@@ -15,10 +15,10 @@ import test_serve
 from test_serve import httpx, mt_translate, server
 
 from mt.errors import MTError
-from mt.text.html import VOID, HtmlFragment
 from mt.serve.languages import ServedLanguages
 from mt.serve.requests import ApiError
 from mt.serve.settings import ServeSettings
+from mt.text.html import VOID, HtmlFragment
 
 pytestmark = pytest.mark.requires("httpx", "fastapi", "uvicorn", "libretranslatepy", "py3langid")
 tiny = test_serve.tiny  # the module-scoped tiny random checkpoint (and its synthetic lines)

@@ -49,13 +49,21 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
         split = [whole_lines(text) for text in texts]
     flat = [sentence for text in split for sentence in text.segments]
     keys = [segment_key(model, decode, n_best, tokenizer, sentence) for sentence in flat]
-    answers = model.cache.lookup(keys)
-    todo = [i for i, answer in enumerate(answers) if answer is None]
+    # A sentence repeated in the request is looked up and decoded once (uncached ones, sampled, each time).
+    first = {key: i for i, key in reversed(list(enumerate(keys))) if key is not None}
+    unique = [i for i, key in enumerate(keys) if key is None or first[key] == i]
+    answers: list[Cached | None] = [None] * len(flat)
+    for i, answer in zip(unique, model.cache.lookup([keys[i] for i in unique])):
+        answers[i] = answer
+    todo = [i for i in unique if answers[i] is None]
     if todo:
         job = await _run_job(request, model, settings, [flat[i] for i in todo], decode, n_best, tokenizer)
         for i, hyps, cut in zip(todo, job.future.result(), job.cut):
             answers[i] = Cached(hyps, cut)
             model.cache.store(keys[i], answers[i])
+    for i, key in enumerate(keys):
+        if answers[i] is None:
+            answers[i] = answers[first[cast(tuple, key)]]
     done = cast(list[Cached], answers)  # every sentence answered now
     notes = model.batcher.cut_warning(sum(answer.cut for answer in done), len(flat))
     broken = broken_warning(split, max_positions)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_serve import ENV, REPO, httpx, metric, mt_translate, run_translate, server
+from test_serve import ENV, REPO, httpx, metric, mt_translate, server
 
 from mt.config import DecodeConfig
 from mt.decode.translate import translate_lines, translate_texts
@@ -116,16 +116,19 @@ def test_a_long_sentence_is_translated_in_pieces_with_one_warning(random_ckpt: P
 @pytest.mark.requires("httpx", "fastapi", "uvicorn")
 @pytest.mark.parametrize("lang", ["en", "fr"])
 def test_paragraphs_translate_as_their_sentences_on_every_path(lang: str, random_ckpt: Path, fr_ckpt: Path,
-                                                               mirror_dir: Path) -> None:
+                                                               mirror_dir: Path, one_thread) -> None:
     ckpt, target = (random_ckpt, "de") if lang == "en" else (fr_ckpt, "en")
+    model, tokenizer, cfg = load_for_inference(ckpt, "cpu")
     groups = paragraphs(mirror_dir, lang, 6)
-    sentences = [s for group in groups for s in group]
-    one_by_one = iter(mt_translate(ckpt, sentences, "--no-segment"))
+    one_by_one = iter(translate_lines(model, tokenizer, [s for group in groups for s in group], cfg.decode,
+                                      device="cpu"))
     expected = [" ".join(next(one_by_one) for _ in group) for group in groups]
     texts = [" ".join(group) for group in groups]
     assert [list(Segmenter(lang).split(t).segments) for t in texts] == groups
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MTWarning)  # whole paragraphs: cut at the model's limit
+        assert translate_lines(model, tokenizer, texts, cfg.decode, device="cpu") != expected
     assert mt_translate(ckpt, texts) == expected  # mt translate segments by default
-    assert mt_translate(ckpt, texts, "--no-segment") != expected  # and a paragraph as one segment differs
     html = [f'<p class="x">{t}</p>' for t in texts]
     with server(ckpt) as (url, _):
         post = lambda route, body: httpx.post(url + route, json=body, timeout=60)  # noqa: E731
@@ -140,7 +143,8 @@ def test_paragraphs_translate_as_their_sentences_on_every_path(lang: str, random
         # A long input answered in full: 10,000 characters of paragraphs, a blank line between them.
         long_text = "\n\n".join(texts * 40)[:10_000].rsplit(" ", 1)[0]
         r = post("/translate", {"q": long_text, "source": "en", "target": "de"})
-        assert r.status_code == 200 and r.json()["translatedText"] == "\n".join(mt_translate(ckpt, long_text.split("\n")))
+        [whole] = translate_texts(model, tokenizer, [long_text], cfg.decode, device="cpu", segmenter=Segmenter("en"))
+        assert r.status_code == 200 and r.json()["translatedText"] == whole and whole.count("\n") == long_text.count("\n")
         over = "a" * 10_001
         r = post("/translate", {"q": over, "source": "en", "target": "de"})
         assert r.status_code == 400 and r.json() == {"error": "Invalid request: request (10001) exceeds text limit (10000)"}
@@ -150,28 +154,26 @@ def test_paragraphs_translate_as_their_sentences_on_every_path(lang: str, random
         hits, misses = metric(url, "mt_cache_hits_total"), metric(url, "mt_cache_misses_total")
         r = post("/translate", {"q": "Zebras walk home. Zebras walk home.\nZebras walk home.", "source": "en",
                                 "target": "de"})
-        once = mt_translate(ckpt, ["Zebras walk home."])[0]
+        once = translate_lines(model, tokenizer, ["Zebras walk home."], cfg.decode, device="cpu")[0]
         assert r.json()["translatedText"] == f"{once} {once}\n{once}"
         assert (metric(url, "mt_cache_misses_total") - misses, metric(url, "mt_cache_hits_total") - hits) == (1, 0)
         post("/translate", {"q": "Zebras walk home.", "source": "en", "target": "de"})
         assert metric(url, "mt_cache_hits_total") - hits == 1
 
 
-def test_evaluate_translates_one_sentence_per_line(random_ckpt: Path, tmp_path: Path) -> None:
-    """`mt evaluate` and `--no-segment` take each line whole, as before segmentation existed:
-    a line of two sentences is one segment there (byte-identical to translate_lines)."""
+def test_evaluate_and_no_segment_translate_one_sentence_per_line(random_ckpt: Path, tmp_path: Path) -> None:
+    """`mt evaluate` and `mt translate --no-segment` take each line whole, as before segmentation
+    existed: a line of two sentences is one segment there (byte-identical to translate_lines)."""
     lines = ["A dog runs. A man rides a bike.", "Children play in the water!  The water is red."]
     model, tokenizer, cfg = load_for_inference(random_ckpt, "cpu")
     expected = translate_lines(model, tokenizer, lines, cfg.decode, device="cpu")
-    src, ref = tmp_path / "src.en", tmp_path / "ref.de"
+    segmented = translate_texts(model, tokenizer, lines, cfg.decode, device="cpu", segmenter=Segmenter("en"))
+    assert segmented != expected
+    src, ref, out = tmp_path / "src.en", tmp_path / "ref.de", tmp_path / "eval"
     src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     ref.write_text("ein Hund.\nKinder.\n", encoding="utf-8")
-    out = tmp_path / "eval"
-    run_translate(random_ckpt, [], "-i", str(src), "-o", str(tmp_path / "seg.de"))
-    subprocess_out = run_translate(random_ckpt, lines, "--no-segment").stdout.decode().split("\n")[:-1]
-    assert subprocess_out == expected
     subprocess.run([sys.executable, "-m", "mt", "evaluate", "-c", str(random_ckpt), "--src", str(src), "--ref", str(ref),
                     "--out-dir", str(out)], env=ENV, check=True, capture_output=True, timeout=120)
     [hyp] = out.glob("*.hyp")
     assert hyp.read_text(encoding="utf-8").split("\n")[:-1] == expected
-    assert (tmp_path / "seg.de").read_text(encoding="utf-8").split("\n")[:-1] != expected  # segmenting differs
+    assert mt_translate(random_ckpt, lines, "--no-segment") == expected

@@ -264,7 +264,9 @@ def test_libretranslate_client_and_routes(tiny, main_server: str) -> None:
     ("/v1/translate", {"segments": ["a"], "seed": 3}, 400, "seed: only applies to sampling"),
     ("/v1/translate", {"segments": ["a"], "sampling": True, "beam": 2}, 400, "beam: sampling"),
     ("/v1/translate", {"segments": ["a"], "temperature": -1.0, "sampling": True}, 400, "temperature"),
-    ("/v1/translate", {"segments": ["x" * 20001]}, 413, "20001 characters, the limit is 20000"),
+    ("/v1/translate", {"segments": ["x" * 20001]}, 400, "Invalid request: request (20001) exceeds text limit (20000)"),
+    ("/translate", {"q": ["x" * 10000] * 3, "source": "en", "target": "de", "format": "html"}, 400,
+     "Invalid request: request (30000) exceeds text limit (20000)"),
     ("/v1/translate", {"segments": ["a"] * 257}, 413, "257 segments"),
 ])
 def test_bad_requests(main_server: str, route: str, body: dict, status: int, message: str) -> None:

@@ -88,16 +88,19 @@ def translate_lines(
     device: torch.device | str,
     progress: bool = False,
     first_id: int = 0,
+    sentence_ids: Sequence[int] | None = None,
 ) -> list[str]:
     """Translate raw lines (sampling when decode.sampling, else greedy when decode.beam == 1,
     else beam search) -> one detokenised line each, in input order. The model is put in eval
     mode and restored afterwards, so the trainer may pass its (unwrapped, not DDP) model for
     validation BLEU. Sampling keys line i's draws by `first_id + i`: the same lines and seed
-    give the same output however they are batched (or fed one by one with matching first_id)."""
+    give the same output however they are batched (or fed one by one with matching first_id);
+    `sentence_ids` (one per line) replaces `first_id + i` as line i's key."""
     engine = as_engine(model, device)
+    keys = sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
 
     def search(src_ids: list[list[int]], rows: list[int]) -> list[list[int]]:
-        found = engine.search_ids(src_ids, decode, n_best=None, sentence_ids=[first_id + r for r in rows])
+        found = engine.search_ids(src_ids, decode, n_best=None, sentence_ids=[keys[r] for r in rows])
         return [hyps[0][0] for hyps in found]
 
     tokens = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[])
@@ -113,14 +116,16 @@ def translate_nbest(
     device: torch.device | str,
     progress: bool = False,
     first_id: int = 0,
+    sentence_ids: Sequence[int] | None = None,
 ) -> list[list[tuple[str, float]]]:
     """The `decode.n_best` best translations of each line with their length-normalised scores,
     best first (beam search, also for beam 1), or `decode.n_best` samples when decode.sampling
     (highest score first; keyed as in `translate_lines`). An empty line gives [("", 0.0)]."""
     engine = as_engine(model, device)
+    keys = sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
 
     def search(src_ids: list[list[int]], rows: list[int]) -> list[Results]:
-        return engine.search_ids(src_ids, decode, n_best=decode.n_best, sentence_ids=[first_id + r for r in rows])
+        return engine.search_ids(src_ids, decode, n_best=decode.n_best, sentence_ids=[keys[r] for r in rows])
 
     found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)])
     texts = iter(tokenizer.decode_tgt([tokens for nbest in found for tokens, _ in nbest]))
@@ -160,9 +165,10 @@ def translate_texts(
 ) -> list[str]:
     """Translate texts as people write them -> one translated text each, same shape: every text
     split into sentences by `segmenter`, long ones broken to fit the model (one `MTWarning` per
-    call when any was), all segments of all texts translated together by `translate_lines`
-    (sampled segment j keyed by `first_id + j`, j counted over the call's segments) and put back
-    between the text's own gaps. A text without words comes back as it was."""
+    call when any was), all segments of all texts translated together by `translate_lines` and
+    put back between the text's own gaps. A text without words comes back as it was. Sampling
+    keys segment j of text i by `sampling_keys`: a one-sentence text draws what `translate_lines`
+    draws for it as line `first_id + i`, and any chunking or line-by-line feeding gives the same."""
     engine = as_engine(model, device)
     split = segment_for_model(texts, tokenizer, engine.max_positions, segmenter)
     note = broken_warning(split, engine.max_positions)
@@ -170,7 +176,7 @@ def translate_texts(
         warnings.warn(note, MTWarning, stacklevel=2)
     flat = [segment for text in split for segment in text.segments]
     found = iter(translate_lines(engine, tokenizer, flat, decode, device=device, progress=progress,
-                                 first_id=first_id))
+                                 sentence_ids=sampling_keys(split, first_id)))
     return [text.render([next(found) for _ in text.segments]) for text in split]
 
 
@@ -195,8 +201,17 @@ def translate_texts_nbest(
         warnings.warn(note, MTWarning, stacklevel=2)
     flat = [segment for text in split for segment in text.segments]
     found = iter(translate_nbest(engine, tokenizer, flat, decode, device=device, progress=progress,
-                                 first_id=first_id))
+                                 sentence_ids=sampling_keys(split, first_id)))
     return [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
+
+
+SENTENCE_STRIDE = 1 << 32  # sampling keys: sentence j of line i is line i's id + j x this
+
+
+def sampling_keys(texts: Sequence[Segmented], first_id: int) -> list[int]:
+    """The sampling key of every segment of `texts`, in order: `first_id + i + j * SENTENCE_STRIDE`
+    for segment j of text i (its first sentence keyed as the line itself)."""
+    return [first_id + i + j * SENTENCE_STRIDE for i, text in enumerate(texts) for j in range(len(text.segments))]
 
 
 def join_nbest(text: Segmented, per_segment: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:

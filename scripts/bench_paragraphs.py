@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import html
 import json
 import os
 import random
@@ -80,13 +81,19 @@ def served(ckpt: str) -> Iterator[str]:
         proc.wait()
 
 
-def post_all(url: str, texts: list[str], fmt: str, batch: int = 30) -> list[str]:
-    out = []
-    for i in range(0, len(texts), batch):
-        r = httpx.post(url + "/translate", json={"q": texts[i:i + batch], "source": "en", "target": "de",
-                                                 "format": fmt}, timeout=600)
-        r.raise_for_status()
-        out += r.json()["translatedText"]
+def post_all(url: str, texts: list[str], fmt: str, chars: int = 9000) -> list[str]:
+    """`texts` through /translate, as many per request as fit in `chars` (the server's --char-limit is 10,000)."""
+    out: list[str] = []
+    batch: list[str] = []
+    for text in [*texts, None]:
+        if batch and (text is None or sum(map(len, batch)) + len(text) > chars):
+            r = httpx.post(url + "/translate", json={"q": batch, "source": "en", "target": "de", "format": fmt},
+                           timeout=600)
+            r.raise_for_status()
+            out += r.json()["translatedText"]
+            batch = []
+        if text is not None:
+            batch.append(text)
     return out
 
 
@@ -130,6 +137,7 @@ def main() -> None:
 
     sentences, seconds = cli(ckpt, src, "--no-segment")
     rows = {"sentences one by one, joined": (bleu([" ".join(sentences[a:b]) for a, b in spans]), seconds)}
+    print(json.dumps(rows), flush=True)
     segmented, _ = cli(ckpt, src)  # the sentence file itself, segmenting on (a line may hold two sentences)
     report["sentence_bleu"] = {"no_segment": round(sacrebleu.corpus_bleu(sentences, [ref]).score, 2),
                                "segment": round(sacrebleu.corpus_bleu(segmented, [ref]).score, 2),
@@ -137,12 +145,14 @@ def main() -> None:
     for name, flags in [("mt translate (segmenting)", ()), ("mt translate --no-segment", ("--no-segment",))]:
         hyps, seconds = cli(ckpt, paragraphs, *flags)
         rows[name] = (bleu(hyps), seconds)
+        print(json.dumps({name: rows[name]}), flush=True)
     with served(ckpt) as url:
         for fmt, wrap in [("text", lambda t: t), ("html", lambda t: f"<p>{t}</p>")]:
             started = time.perf_counter()
             hyps = post_all(url, [wrap(p) for p in paragraphs], fmt)
-            hyps = [h.removeprefix("<p>").removesuffix("</p>") for h in hyps]
+            hyps = [html.unescape(h.removeprefix("<p>").removesuffix("</p>")) for h in hyps]
             rows[f"mt serve /translate {fmt}"] = (bleu(hyps), time.perf_counter() - started)
+            print(json.dumps({fmt: rows[f"mt serve /translate {fmt}"]}), flush=True)
     report["rows"] = {name: {"bleu": b, "seconds": round(s, 1)} for name, (b, s) in rows.items()}
     report["segmentation"] = segmentation_share(ckpt, src)
     report["load_after"] = os.getloadavg()

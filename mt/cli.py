@@ -141,7 +141,8 @@ PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only
 @app.command()
 def translate(
     checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
-    input: str = typer.Option("-", "--input", "-i", help="Source text, one sentence per line; '-' = stdin."),
+    input: str = typer.Option("-", "--input", "-i", help="Source text (paragraphs: each line split into sentences); "
+                              "'-' = stdin."),
     output: str = typer.Option("-", "--output", "-o", help="Where to write translations; '-' = stdout."),
     beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the checkpoint config."),
     alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
@@ -167,9 +168,15 @@ def translate(
     format: Optional[str] = typer.Option(
         None, "--format", help="Translate the input as a document: txt (paragraphs), html, srt, vtt, docx, odt; "
                                "default from the input's extension (.txt stays one line per segment)."),
+    segment: bool = typer.Option(
+        True, "--segment/--no-segment",
+        help="Split each line into sentences and translate them one by one (default; whitespace kept); "
+             "--no-segment translates each line as one segment (pre-split corpora, evaluation)."),
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order; or a document.
 
+    Each line is split into sentences (a paragraph per line translates sentence by sentence; the
+    spaces between sentences are kept); --no-segment takes each line as one sentence.
     Beam search (greedy with --beam 1) by default; --sampling draws translations instead.
     Several -c checkpoints translate as one ensemble. An input named .srt, .vtt, .html, .docx or
     .odt (or --format) is translated as that document, its layout kept (docs/guides/documents.md).
@@ -178,7 +185,8 @@ def translate(
 
     translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                       sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                      device=device, precision=precision, target_lang=target_lang, format=format)
+                      device=device, precision=precision, target_lang=target_lang, format=format,
+                      segment=segment)
 
 
 @app.command()

@@ -9,7 +9,9 @@ each level: segments/s, p50/p95/p99 latency, and the batch sizes the server's ba
 (from the /metrics histograms, before/after). Also, in this same run: offline `translate_lines`
 of the same N sentences with the same engine and beam (the ratio the issue asks for), the
 server with batching off (--max-batch-tokens 1) at concurrency 32, and, with --export, the
-CTranslate2 export served side by side. Everything is bounded: N requests per level and a
+CTranslate2 export served side by side. With --paragraphs, only the paragraph mode: the same
+sentences one per request vs grouped into paragraphs (3-6 sentences, one request each, split by
+the server's segmenter), sentences/s of each at --concurrency. Everything is bounded: N requests per level and a
 per-level time cap. The load generator shares the machine with the server; say so with the figures.
 """
 
@@ -23,6 +25,7 @@ import dataclasses
 import gzip
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -205,6 +208,32 @@ def level(url: str, lines: list[str], concurrency: int, beam: int, cap_s: float,
     return row
 
 
+def paragraph_levels(model: str, lines: list[str], concurrency: list[int], beam: int, cap_s: float, threads: int,
+                     client: str, seed: int = 43) -> list[dict[str, object]]:
+    """The same sentences served one per request and as paragraphs (seeded runs of 3-6 consecutive
+    sentences joined by a space, one paragraph per request, segmented by the server), at each
+    concurrency: sentences/s of each and their ratio (issue 43's target: >= 0.9)."""
+    rng, groups, at = random.Random(seed), [], 0
+    while at < len(lines):
+        size = rng.randint(3, 6)
+        groups.append(lines[at:at + size])
+        at += size
+    rows = []
+    with served(model, "--beam", str(beam), "--threads", str(threads)) as (url, _):
+        for c in concurrency:
+            one = asyncio.run(load(url, [{"segments": [line], "beam": beam} for line in lines], c, cap_s, client))
+            para = asyncio.run(load(url, [{"segments": [" ".join(g)], "beam": beam} for g in groups], c, cap_s, client))
+            sentences_done = sum(len(g) for g in groups[:para["requests"]])  # the first ones are taken first
+            row = {"concurrency": c, "beam": beam, "sentences_per_s_one_by_one": one["seg_per_s"],
+                   "sentences_per_s_paragraphs": round(sentences_done / para["requests"] * para["seg_per_s"], 1),
+                   "paragraph_p50_ms": para["p50_ms"], "sentence_p50_ms": one["p50_ms"],
+                   "errors": one["errors"] + para["errors"]}
+            row["ratio"] = round(row["sentences_per_s_paragraphs"] / row["sentences_per_s_one_by_one"], 2)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
 def offline(model: str, lines: list[str], beam: int, threads: int, chunk: int = 0) -> float:
     """Offline translate_lines of all `lines` with the engine `mt serve` would load: sentences/s.
     chunk > 0: one call per `chunk` lines (what a server batch of that size can do), else one call."""
@@ -318,12 +347,21 @@ def main() -> None:
                     help="also load the server for this long with a SIGHUP reload a third of the way in (0: no)")
     ap.add_argument("--operator-only", action="store_true",
                     help="only the two-model and reload runs (not the levels, offline and unbatched runs)")
+    ap.add_argument("--paragraphs", action="store_true",
+                    help="only the paragraph mode: the same sentences one per request vs as paragraphs of 3-6 "
+                         "(at --concurrency, the first of --beams)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     with gzip.open(args.src, "rt", encoding="utf-8") as f:
         lines = [line.rstrip("\n") for _, line in zip(range(args.n), f)]
     report: dict[str, object] = {"n": len(lines), "cpu": _cpu(), "threads": args.threads, "client": args.client,
                                  "load_before": os.getloadavg()}
+    if args.paragraphs:
+        report["paragraphs"] = paragraph_levels(args.checkpoint, lines, args.concurrency, args.beams[0], args.cap_s,
+                                                args.threads, args.client)
+        if args.out:
+            args.out.write_text(json.dumps(report, indent=1), encoding="utf-8")
+        return
     models = [] if args.operator_only else [("native", args.checkpoint)] + ([("ct2", args.export)] if args.export else [])
     operator_runs(args, lines, report)
     for name, model in models:

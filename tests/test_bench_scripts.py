@@ -256,3 +256,17 @@ def test_bench_beam_steps_counts_every_step(tmp_path: Path) -> None:
 def test_bench_documents_runs() -> None:
     out = run("bench_documents.py", "--units", "20")
     assert [line.split()[0] for line in out.splitlines()[:4]] == ["docx", "odt", "srt", "vtt"] and "CPU: " in out
+
+
+def test_bench_serve_paragraph_mode_and_bench_segment_run(tmp_path: Path, mirror_dir: Path) -> None:
+    """bench_serve.py --paragraphs (the same sentences one per request and as paragraphs, nothing
+    failed) and bench_segment.py (its table for every language) on minimal settings."""
+    import json
+
+    ckpt, src = tiny_checkpoint_and_source(tmp_path, 12, 3)
+    run("bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "12", "--paragraphs", "--concurrency", "4",
+        "--beams", "1", "--out", str(tmp_path / "report.json"))
+    [row] = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["paragraphs"]
+    assert row["errors"] == 0 and row["sentences_per_s_paragraphs"] > 0 and row["ratio"] > 0
+    out = run("bench_segment.py", "--mirror", str(mirror_dir), "--paragraphs", "20")
+    assert all(f"| {lang}" in out for lang in ("en", "de", "fr", "zh", "ja", "ar", "ru", "cs")) and "sentencex:" in out

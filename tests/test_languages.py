@@ -123,7 +123,8 @@ def test_japanese_to_english(tmp_path: Path) -> None:
 
 def test_long_lines_train_validate_and_translate(tmp_path: Path) -> None:
     """5,000+ character lines (one 'word', and many words) in every split: dropped from training
-    with a reason, truncated in validation/test/translate with a counted warning, never a crash."""
+    with a reason, truncated in validation/test/`translate --no-segment` with a counted warning
+    (`mt translate` breaks them into pieces, with its warning), never a crash."""
     word = "Supercalifragilistic" * 260  # one 5,200-character "word"
     many = " ".join(["a dog runs in the park"] * 220)  # 5,000+ characters, 1,300 words
     medium = " ".join(["the cat eats"] * 60)  # ~180 words: under max_len, over max_positions
@@ -148,4 +149,7 @@ def test_long_lines_train_validate_and_translate(tmp_path: Path) -> None:
     (tmp_path / "in.en").write_text(f"{word}\nA dog runs.\n{many}\n", encoding="utf-8")
     proc = mt("translate", "-c", str(run / "checkpoints" / "last.pt"), "-i", "in.en", "-o", "out.de", cwd=tmp_path)
     assert len((tmp_path / "out.de").read_text(encoding="utf-8").split("\n")[:-1]) == 3
-    assert "2 of 3 source lines" in proc.stderr
+    assert "2 sentences longer than 127 pieces" in proc.stderr  # segmenting: broken into pieces, never cut
+    proc = mt("translate", "-c", str(run / "checkpoints" / "last.pt"), "-i", "in.en", "-o", "out.de", "--no-segment",
+              cwd=tmp_path)
+    assert "2 of 3 source lines" in proc.stderr  # lines whole: cut at the limit

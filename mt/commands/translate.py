@@ -15,15 +15,16 @@ from pathlib import Path
 import torch
 
 from mt.commands.decoding import decode_settings, load_for_target, output_path
-from mt.config import DecodeConfig
+from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.align import aligner_for
 from mt.decode.engine import Engine
-from mt.decode.translate import translate_lines, translate_nbest
+from mt.decode.translate import translate_lines, translate_nbest, translate_texts, translate_texts_nbest
 from mt.errors import MTError
 from mt.text.documents import document_texts, format_of, translate_document
 from mt.text.html import HtmlFragment, render_fragments
 from mt.text.limits import DocumentLimits
+from mt.text.segment import Segmenter, segmenter_for
 from mt.textio import atomic_write, decode_line, iter_lines, iter_stream
 
 CHUNK_LINES = 10_000  # lines `mt translate` reads, translates and writes at a time (bounded memory)
@@ -52,8 +53,15 @@ def translate_command(
     precision: str | None = None,
     target_lang: str | None = None,
     format: str | None = None,
+    segment: bool = True,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
+
+    With `segment` (the default) each line is split into sentences by the source language's
+    segmenter (`mt.text.segment`), sentences too long for the model broken, and the line put back
+    together with its own whitespace; without it each line is one segment, as `mt evaluate` reads
+    test sets. N-best output of a segmented line: the k-th alternative joins every sentence's k-th
+    best, scored by their mean.
 
     A multi-pair model translates into `target_lang` (--target-lang; required when it has several
     target languages): its tag goes in front of every source.
@@ -95,15 +103,23 @@ def translate_command(
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                              precision=precision)
     with_scores = n_best is not None or decode.n_best > 1
+    segmenter = segmenter_for(source_language(cfg, target_lang))
     if fmt is not None:
-        texts, html = document_translators(model, tokenizer, decode, dev)
+        texts, html = document_translators(model, tokenizer, decode, dev, segmenter if segment else None)
         _write_document(out_path, translate_document(data, fmt, texts, html, DocumentLimits()))
         return
 
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
+        if with_scores and segment:
+            found = translate_texts_nbest(model, tokenizer, lines, decode, device=dev, progress=progress,
+                                          first_id=first, segmenter=segmenter)
+            return _format_nbest(first, found)
         if with_scores:
             found = translate_nbest(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
             return _format_nbest(first, found)
+        if segment:
+            return translate_texts(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
+                                   segmenter=segmenter)
         return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
 
     if src_path is None and out_path is None and sys.stdin.isatty():
@@ -123,6 +139,13 @@ def translate_command(
     with atomic_write(out_path) as f:
         for first, chunk in _chunks(lines, CHUNK_LINES):
             f.write("".join(text + "\n" for text in render(first, chunk, progress)).encode("utf-8"))
+
+
+def source_language(cfg: Config, target_lang: str | None) -> str:
+    """The source language whose sentence rules segment the input: the first pair's into
+    `target_lang` (a multi-pair model's), else the first pair's."""
+    pairs = [pair for pair in cfg.data.pairs if target_lang is None or pair.tgt_lang == target_lang]
+    return (pairs or list(cfg.data.pairs))[0].src_lang
 
 
 def _chunks(lines: Iterator[str], size: int) -> Iterator[tuple[int, list[str]]]:
@@ -154,20 +177,24 @@ def _read_document(path: Path | None, limits: DocumentLimits) -> bytes:
 
 
 def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, device: torch.device | str,
+                         segmenter: Segmenter | None,
                          ) -> tuple[Callable[[list[str]], list[str]], Callable[[list[str]], list[str]]]:
     """The two translate callables a document needs (`mt.text.documents`), over this model: plain
-    texts (each line of each text one segment, lines joined back) and HTML fragments (their
-    blocks through the same, markup kept). The one place the command builds them."""
+    texts (split into sentences by `segmenter`, their whitespace kept; with None each line one
+    segment) and HTML fragments (their blocks through the same, inline markup placed by the
+    model's alignment: mt.decode.align). The one place the command builds them."""
 
-    def translate_texts(texts: list[str]) -> list[str]:
+    def translate_plain(texts: list[str]) -> list[str]:
+        if segmenter is not None:
+            return translate_texts(engine, tokenizer, texts, decode, device=device, segmenter=segmenter)
         lines = [text.split("\n") for text in texts]
         found = iter(translate_lines(engine, tokenizer, [line for group in lines for line in group], decode,
                                      device=device))
         return ["\n".join(next(found) for _ in group) for group in lines]
 
-    def translate_html(fragments: list[str]) -> list[str]:  # inline markup placed by alignment (mt.decode.align)
+    def translate_html(fragments: list[str]) -> list[str]:
         parsed = [HtmlFragment(markup) for markup in fragments]
-        translations = translate_texts([block for fragment in parsed for block in fragment.blocks])
+        translations = translate_plain([block for fragment in parsed for block in fragment.blocks])
         return render_fragments(parsed, translations, aligner_for(engine, tokenizer))
 
-    return translate_texts, translate_html
+    return translate_plain, translate_html

@@ -9,6 +9,12 @@ exported to CTranslate2 (`mt.deploy.ct2.CT2Translator`). An empty input line giv
 output line without running the model, so outputs always line up with inputs. Nothing here
 prints except a progress bar on request; a source line too long for the model is cut and
 reported as an `MTWarning`.
+
+`translate_lines` takes each line as one segment (what `mt evaluate` and validation translate:
+sentence-aligned sets). `translate_texts` is what a person's text goes through: every text
+split into sentences (`mt.text.segment`), sentences over the model's limit broken (never cut),
+all texts' segments translated together in the same length-sorted batches, and each text
+rendered back with its whitespace where it was.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine, NativeModel, Results, as_engine, rows_per_sentence
 from mt.errors import MTWarning
+from mt.text.segment import Segmented, Segmenter, fit
 
 T = TypeVar("T")
 
@@ -81,16 +88,19 @@ def translate_lines(
     device: torch.device | str,
     progress: bool = False,
     first_id: int = 0,
+    sentence_ids: Sequence[int] | None = None,
 ) -> list[str]:
     """Translate raw lines (sampling when decode.sampling, else greedy when decode.beam == 1,
     else beam search) -> one detokenised line each, in input order. The model is put in eval
     mode and restored afterwards, so the trainer may pass its (unwrapped, not DDP) model for
     validation BLEU. Sampling keys line i's draws by `first_id + i`: the same lines and seed
-    give the same output however they are batched (or fed one by one with matching first_id)."""
+    give the same output however they are batched (or fed one by one with matching first_id);
+    `sentence_ids` (one per line) replaces `first_id + i` as line i's key."""
     engine = as_engine(model, device)
+    keys = sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
 
     def search(src_ids: list[list[int]], rows: list[int]) -> list[list[int]]:
-        found = engine.search_ids(src_ids, decode, n_best=None, sentence_ids=[first_id + r for r in rows])
+        found = engine.search_ids(src_ids, decode, n_best=None, sentence_ids=[keys[r] for r in rows])
         return [hyps[0][0] for hyps in found]
 
     tokens = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[])
@@ -106,15 +116,108 @@ def translate_nbest(
     device: torch.device | str,
     progress: bool = False,
     first_id: int = 0,
+    sentence_ids: Sequence[int] | None = None,
 ) -> list[list[tuple[str, float]]]:
     """The `decode.n_best` best translations of each line with their length-normalised scores,
     best first (beam search, also for beam 1), or `decode.n_best` samples when decode.sampling
     (highest score first; keyed as in `translate_lines`). An empty line gives [("", 0.0)]."""
     engine = as_engine(model, device)
+    keys = sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
 
     def search(src_ids: list[list[int]], rows: list[int]) -> list[Results]:
-        return engine.search_ids(src_ids, decode, n_best=decode.n_best, sentence_ids=[first_id + r for r in rows])
+        return engine.search_ids(src_ids, decode, n_best=decode.n_best, sentence_ids=[keys[r] for r in rows])
 
     found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)])
     texts = iter(tokenizer.decode_tgt([tokens for nbest in found for tokens, _ in nbest]))
     return [[(next(texts), s) for _, s in nbest] for nbest in found]
+
+
+def segment_for_model(texts: Sequence[str], tokenizer: Tokenizer, max_positions: int,
+                      segmenter: Segmenter) -> list[Segmented]:
+    """Each text split by `segmenter` and fitted to the model: no segment over `max_positions - 1`
+    source pieces (EOS; a multi-pair model's tag counted), longer sentences broken (`fit`).
+    `broken_warning` words the one warning for what was broken."""
+    def count(segments: list[str]) -> list[int]:
+        return [len(ids) for ids in tokenizer.encode_src(segments)]
+
+    return fit([segmenter.split(text) for text in texts], count, max_positions - 1)
+
+
+def broken_warning(texts: Sequence[Segmented], max_positions: int) -> str | None:
+    """The one line saying how many sentences were too long and translated in pieces, or None."""
+    broken = sum(text.broken for text in texts)
+    if not broken:
+        return None
+    return (f"{broken} sentence{'s' * (broken != 1)} longer than {max_positions - 1} pieces (model.max_positions="
+            f"{max_positions}, EOS included) translated in pieces, broken at clause punctuation or between words")
+
+
+def translate_texts(
+    model: NativeModel | Engine,
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    decode: DecodeConfig,
+    *,
+    device: torch.device | str,
+    segmenter: Segmenter,
+    progress: bool = False,
+    first_id: int = 0,
+) -> list[str]:
+    """Translate texts as people write them -> one translated text each, same shape: every text
+    split into sentences by `segmenter`, long ones broken to fit the model (one `MTWarning` per
+    call when any was), all segments of all texts translated together by `translate_lines` and
+    put back between the text's own gaps. A text without words comes back as it was. Sampling
+    keys segment j of text i by `sampling_keys`: a one-sentence text draws what `translate_lines`
+    draws for it as line `first_id + i`, and any chunking or line-by-line feeding gives the same."""
+    engine = as_engine(model, device)
+    split = segment_for_model(texts, tokenizer, engine.max_positions, segmenter)
+    note = broken_warning(split, engine.max_positions)
+    if note:
+        warnings.warn(note, MTWarning, stacklevel=2)
+    flat = [segment for text in split for segment in text.segments]
+    found = iter(translate_lines(engine, tokenizer, flat, decode, device=device, progress=progress,
+                                 sentence_ids=sampling_keys(split, first_id)))
+    return [text.render([next(found) for _ in text.segments]) for text in split]
+
+
+def translate_texts_nbest(
+    model: NativeModel | Engine,
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    decode: DecodeConfig,
+    *,
+    device: torch.device | str,
+    segmenter: Segmenter,
+    progress: bool = False,
+    first_id: int = 0,
+) -> list[list[tuple[str, float]]]:
+    """`translate_texts` with `decode.n_best` alternatives per text: the k-th alternative puts
+    every segment's k-th best (its last when it has fewer) between the gaps, scored by the mean of
+    those segments' scores (0.0 for a text without words, which comes back as it was)."""
+    engine = as_engine(model, device)
+    split = segment_for_model(texts, tokenizer, engine.max_positions, segmenter)
+    note = broken_warning(split, engine.max_positions)
+    if note:
+        warnings.warn(note, MTWarning, stacklevel=2)
+    flat = [segment for text in split for segment in text.segments]
+    found = iter(translate_nbest(engine, tokenizer, flat, decode, device=device, progress=progress,
+                                 sentence_ids=sampling_keys(split, first_id)))
+    return [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
+
+
+SENTENCE_STRIDE = 1 << 32  # sampling keys: sentence j of line i is line i's id + j x this
+
+
+def sampling_keys(texts: Sequence[Segmented], first_id: int) -> list[int]:
+    """The sampling key of every segment of `texts`, in order: `first_id + i + j * SENTENCE_STRIDE`
+    for segment j of text i (its first sentence keyed as the line itself)."""
+    return [first_id + i + j * SENTENCE_STRIDE for i, text in enumerate(texts) for j in range(len(text.segments))]
+
+
+def join_nbest(text: Segmented, per_segment: list[list[tuple[str, float]]]) -> list[tuple[str, float]]:
+    """A segmented text's alternatives from its segments' n-best lists (see `translate_texts_nbest`)."""
+    if not per_segment:
+        return [(text.render([]), 0.0)]
+    k = max(len(hyps) for hyps in per_segment)
+    picks = [[hyps[min(i, len(hyps) - 1)] for hyps in per_segment] for i in range(k)]
+    return [(text.render([t for t, _ in pick]), sum(s for _, s in pick) / len(pick)) for pick in picks]

@@ -101,8 +101,8 @@ async def require_key(request: Request, fields: Fields, state: StateDep) -> None
     then the key's limits (or, without keys, the client address's): 429 with Retry-After over one.
     The key's name (never the key) is left on the request's scope for the access log and metrics."""
     chars = sum(len(text) for name in ("q", "segments") for text in _texts(fields.get(name)))
-    if chars > state.settings.char_limit:  # refused anyway: now, before it costs the client's buckets
-        raise ApiError(413, f"request: {chars} characters, the limit is {state.settings.char_limit}")
+    if chars > state.settings.char_limit:  # refused anyway (`check_chars`): now, before it costs the client's buckets
+        raise ApiError(400, f"Invalid request: request ({chars}) exceeds text limit ({state.settings.char_limit})")
     admit(request, state, fields.get("api_key"), chars)
 
 

@@ -1,21 +1,25 @@
 """A translate request's job on the batcher: what `/translate` and `/v1/translate` share.
 
-The texts are split into lines and checked against the limits (413); the lines the model's
-translation cache holds are answered from it (`mt.serve.cache`), the others queued on the model's
-`Batcher` (429 when the queue is full) and awaited without blocking the event loop; a client that
-goes away (499) or waits past --timeout (503) has its segments dropped from the queue.
-`translate_html` does the same for HTML fragments: their blocks' text as segments, markup kept.
+The texts are checked against the limits (400 over --char-limit, 413 over --max-segments lines)
+and split into sentences (`mt.text.segment`, the source language's rules; long ones broken to fit
+the model); the sentences the model's translation cache holds are answered from it
+(`mt.serve.cache`), the others queued on the model's `Batcher` as one job (429 when the queue is
+full) and awaited without blocking the event loop; a client that goes away (499) or waits past
+--timeout (503) has its segments dropped from the queue. `translate_html` does the same for HTML
+fragments: the sentences of their blocks' text as segments, markup kept.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import cast
 
 from fastapi import Request
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
+from mt.decode.translate import broken_warning, join_nbest, segment_for_model
 from mt.errors import MTError
 from mt.serve.batcher import Hyps, Job, QueueFull
 from mt.serve.cache import Cached, Key
@@ -23,41 +27,57 @@ from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_size
 from mt.serve.settings import ServeSettings
 from mt.text.html import HtmlFragment, render_fragments
+from mt.text.segment import segmenter_for, whole_lines
+
+log = logging.getLogger(__name__)
 
 
 async def translate_texts(request: Request, model: ServedModel, settings: ServeSettings, texts: list[str],
-                          decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer,
-                          ) -> tuple[list[Hyps], list[str]]:
-    """(each text's outputs, the job's warnings): its lines translated and joined back with '\\n'
-    (k-th outputs line by line, scored by the mean of the lines' scores). Lines in the model's
-    cache (`mt.serve.cache`) are answered from it; only the others go to the batcher."""
-    lines = check_size(texts, settings)
-    flat = [line for text_lines in lines for line in text_lines]
-    keys = [segment_key(model, decode, n_best, tokenizer, line) for line in flat]
-    answers = model.cache.lookup(keys)
-    todo = [i for i, answer in enumerate(answers) if answer is None]
+                          decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer, source: str,
+                          *, segment: bool = True) -> tuple[list[Hyps], list[str]]:
+    """(each text's outputs, the job's warnings). Each text is split into sentences by the source
+    language's segmenter (`mt.text.segment`; with `segment` False, into lines), sentences over the
+    model's limit broken (one warning for the request); the sentences the model's cache holds are
+    answered from it, all others of all texts go to the batcher as ONE job, and each text is put
+    back together with its whitespace. The k-th output of a text joins its sentences' k-th best,
+    scored by their mean (`join_nbest`)."""
+    check_size(texts, settings)  # the limits before any work
+    max_positions = model.batcher.engine.max_positions
+    if segment:
+        split = segment_for_model(texts, tokenizer, max_positions, segmenter_for(source))
+    else:
+        split = [whole_lines(text) for text in texts]
+    flat = [sentence for text in split for sentence in text.segments]
+    keys = [segment_key(model, decode, n_best, tokenizer, sentence) for sentence in flat]
+    # A sentence repeated in the request is looked up and decoded once (uncached ones, sampled, each time).
+    first = {key: i for i, key in reversed(list(enumerate(keys))) if key is not None}
+    unique = [i for i, key in enumerate(keys) if key is None or first[key] == i]
+    answers: list[Cached | None] = [None] * len(flat)
+    for i, answer in zip(unique, model.cache.lookup([keys[i] for i in unique])):
+        answers[i] = answer
+    todo = [i for i in unique if answers[i] is None]
     if todo:
         job = await _run_job(request, model, settings, [flat[i] for i in todo], decode, n_best, tokenizer)
         for i, hyps, cut in zip(todo, job.future.result(), job.cut):
             answers[i] = Cached(hyps, cut)
             model.cache.store(keys[i], answers[i])
-    done = cast(list[Cached], answers)  # every line answered now
-    found = [answer.hyps for answer in done]
+    for i, key in enumerate(keys):
+        if answers[i] is None:
+            answers[i] = answers[first[cast(tuple, key)]]
+    done = cast(list[Cached], answers)  # every sentence answered now
     notes = model.batcher.cut_warning(sum(answer.cut for answer in done), len(flat))
-    out, at = [], 0
-    for text_lines in lines:
-        per_line = found[at:at + len(text_lines)]
-        at += len(text_lines)
-        k = max(len(h) for h in per_line)
-        out.append([("\n".join(h[min(i, len(h) - 1)][0] for h in per_line),
-                     _mean([h[min(i, len(h) - 1)][1] for h in per_line])) for i in range(k)])
-    return out, notes
+    broken = broken_warning(split, max_positions)
+    if broken:
+        log.info("%s", broken)  # once per request, not per sentence
+        notes.append(broken)
+    found = iter(answer.hyps for answer in done)
+    return [join_nbest(text, [next(found) for _ in text.segments]) for text in split], notes
 
 
 def segment_key(model: ServedModel, decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer,
                 line: str) -> Key | None:
-    """The cache key of one line: everything its output depends on. None (not cached) for an empty
-    line (answered without the model anyway) and with sampling (seeded by the line's index in its request)."""
+    """The cache key of one sentence: everything its output depends on. None (not cached) for an empty
+    one (answered without the model anyway) and with sampling (seeded by its index in its request)."""
     if decode.sampling or not line.strip():
         return None
     return (model.identity.id, decode, n_best, tuple(tokenizer.src_prefix), line)
@@ -106,21 +126,17 @@ async def _disconnected(request: Request) -> None:
             return
 
 
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else float("nan")
-
-
 async def translate_html(request: Request, model: ServedModel, settings: ServeSettings, fragments: list[HtmlFragment],
-                         decode: DecodeConfig, tokenizer: Tokenizer) -> list[str]:
-    """Each HTML fragment with its blocks' text translated (one segment per block, all fragments in
-    one job) and its markup kept (`mt.text.html`): a block's inline markup placed on the words the
-    model's cross-attention aligns with the words it marked (one forced pass in the worker for the
-    blocks that have inline markup; by position with an engine that cannot align)."""
-    chars = sum(len(fragment.source) for fragment in fragments)  # the limit counts the markup too, as LibreTranslate's
-    if chars > settings.char_limit:
-        raise ApiError(413, f"request: {chars} characters, the limit is {settings.char_limit}")
+                         decode: DecodeConfig, tokenizer: Tokenizer, source: str) -> list[str]:
+    """Each HTML fragment with its blocks' text translated (each block split into sentences, all
+    fragments' sentences in one job) and its markup kept (`mt.text.html`): a block's inline markup
+    placed on the words the model's cross-attention aligns with the words it marked (one forced
+    pass in the worker for the blocks that have inline markup; by position with an engine that
+    cannot align). The caller has checked --char-limit on the markup (`check_chars`), as
+    LibreTranslate counts it."""
     blocks = [block for fragment in fragments for block in fragment.blocks]
-    found, _ = await translate_texts(request, model, settings, blocks, decode, None, tokenizer) if blocks else ([], [])
+    found, _ = (await translate_texts(request, model, settings, blocks, decode, None, tokenizer, source)
+                if blocks else ([], []))
     translations = [hyps[0][0] for hyps in found]
 
     def align(sources: list[str], targets: list[str]) -> list[list[int]] | None:

@@ -2,8 +2,9 @@
 
 Every problem is an `ApiError(status, one-line message)` that the app renders as
 `{"error": message}`: 400 for missing, empty or ill-typed fields and text that is not valid
-UTF-8 (the message names the byte, as `mt translate` does for a file), 413 for a body or a
-request over the server's limits, 403 for keys.
+UTF-8 (the message names the byte, as `mt translate` does for a file) and for more than
+--char-limit characters (LibreTranslate's status and words), 413 for a body or a request over
+the server's other limits, 403 for keys.
 """
 
 from __future__ import annotations
@@ -156,6 +157,16 @@ def get_segments(fields: dict[str, Any]) -> list[str]:
     return get_texts(fields, "segments")[0]
 
 
+def get_bool(fields: dict[str, Any], name: str, default: bool) -> bool:
+    """A JSON true/false field (400 otherwise), `default` when absent."""
+    value = fields.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ApiError(400, f"{name}: expected true or false, got {value!r}")
+    return value
+
+
 def check_known(fields: dict[str, Any], schema: dict[str, Any], route: str) -> None:
     """A 400 naming the fields `schema` does not have: a misspelt option ("n_bets") must not be
     silently ignored. (LibreTranslate's /translate ignores unknown fields, so only /v1 checks.)"""
@@ -166,21 +177,27 @@ def check_known(fields: dict[str, Any], schema: dict[str, Any], route: str) -> N
 
 
 def check_request(texts: list[str], settings: ServeSettings) -> None:
-    """413 for a request over the character limit or with more texts than --max-segments (every text
-    is one segment at least), before anything parses, detects or queues it: the work a request may
+    """Before anything parses, detects or queues the texts: 413 for more texts than --max-segments
+    (every text is one segment at least), then --char-limit (`check_chars`): the work a request may
     cause is bounded by these limits, not by the body size."""
     if len(texts) > settings.max_segments:
         raise ApiError(413, f"request: {len(texts)} texts, the limit is {settings.max_segments} (--max-segments)")
+    check_chars(texts, settings)
+
+
+def check_chars(texts: list[str], settings: ServeSettings) -> None:
+    """--char-limit, before any work on the texts: a 400 worded as LibreTranslate's (`abort(400,
+    "Invalid request: request (N) exceeds text limit (M)")`, N the code points of all texts, markup
+    included), so its clients show the message they know."""
     chars = sum(len(t) for t in texts)
     if chars > settings.char_limit:
-        raise ApiError(413, f"request: {chars} characters, the limit is {settings.char_limit}")
+        raise ApiError(400, f"Invalid request: request ({chars}) exceeds text limit ({settings.char_limit})")
 
 
 def check_size(texts: list[str], settings: ServeSettings) -> list[list[str]]:
-    """Each text's lines (split on '\\n'), after the character and segment limits (413)."""
-    chars = sum(len(t) for t in texts)
-    if chars > settings.char_limit:
-        raise ApiError(413, f"request: {chars} characters, the limit is {settings.char_limit}")
+    """Each text's lines (split on '\\n'), after the character (400, `check_chars`) and segment
+    (413) limits."""
+    check_chars(texts, settings)
     lines = [t.split("\n") for t in texts]
     count = sum(len(x) for x in lines)
     if count > settings.max_segments:
@@ -262,6 +279,8 @@ V1_SCHEMA = {"type": "object", "required": ["segments"], "properties": {
     "alpha": {"type": "number"}, "n_best": {"type": "integer", "minimum": 1}, "sampling": {"type": "boolean"},
     "seed": {"type": "integer"}, "temperature": {"type": "number"}, "top_k": {"type": "integer"},
     "top_p": {"type": "number"}, "source": {"type": "string"}, "target": {"type": "string"},
+    "segment": {"type": "boolean", "default": True,
+                "description": "split each segment's lines into sentences (false: each line is one sentence)"},
     "api_key": {"type": "string"}},
     "additionalProperties": False}  # check_known: an unknown field is a 400
 

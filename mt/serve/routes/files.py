@@ -68,7 +68,7 @@ async def _read_form(request: Request, settings: ServeSettings) -> tuple[dict[st
     return fields, upload if isinstance(upload, UploadFile) else None
 
 
-def file_translators(request: Request, model: ServedModel, settings: ServeSettings, target: str,
+def file_translators(request: Request, model: ServedModel, settings: ServeSettings, source: str, target: str,
                      loop: asyncio.AbstractEventLoop) -> tuple[Translate, Translate]:
     """The two callables `translate_document` calls (from a worker thread) for one file: plain texts
     through the model's batcher (jobs of at most --max-segments lines; the request's character and
@@ -77,7 +77,7 @@ def file_translators(request: Request, model: ServedModel, settings: ServeSettin
     unlimited = dataclasses.replace(settings, char_limit=1 << 62, max_segments=1 << 62)
 
     def translate_job(texts: list[str]) -> list[str]:
-        coroutine = translate_texts(request, model, unlimited, texts, model.decode, None, tokenizer)
+        coroutine = translate_texts(request, model, unlimited, texts, model.decode, None, tokenizer, source)
         hyps, _ = asyncio.run_coroutine_threadsafe(coroutine, loop).result()
         return [found[0][0] for found in hyps]
 
@@ -134,7 +134,9 @@ async def translate_file(request: Request, state: StateDep, fleet: ReadyFleet) -
             texts = await asyncio.to_thread(document_texts, data, fmt, limits)
             source = fleet.detector.detect("\n".join(texts)[:4096])["language"]
         model, served_target = fleet.for_pair(source, target)
-        texts, html = file_translators(request, model, settings, served_target, asyncio.get_running_loop())
+        served_source = fleet.languages.match(source, "source", fleet.languages.sources)
+        texts, html = file_translators(request, model, settings, served_source, served_target,
+                                       asyncio.get_running_loop())
         translated = await asyncio.to_thread(translate_document, data, fmt, texts, html, limits)
     except DocumentError as e:
         raise ApiError(400, f"{upload.filename}: {e}") from None

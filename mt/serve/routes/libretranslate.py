@@ -1,8 +1,10 @@
 """LibreTranslate's API, as its clients (Mastodon, Weblate, libretranslatepy, browser add-ons,
 LibreTranslate's own front end) call it: POST /translate (JSON or form data; `q` a string or a
-list, `source` a code or "auto", `alternatives`, `format` "text" or "html": `mt.text.html`),
-POST /detect, GET /languages, GET /frontend/settings, and POST /suggest answering 403 as a
-LibreTranslate server with suggestions off does (files: `mt.serve.routes.files`).
+list, `source` a code or "auto", `alternatives`, `format` "text" or "html": `mt.text.html`; every
+text split into sentences by the source language's rules, `mt.text.segment`; more than
+--char-limit characters a 400 in LibreTranslate's words), POST /detect, GET /languages, GET
+/frontend/settings, and POST /suggest answering 403 as a LibreTranslate server with suggestions
+off does (files: `mt.serve.routes.files`).
 
 Codes are read by `ServedLanguages` (any case, aliases); a request goes to the model that serves
 its pair (`mt.serve.fleet`). `source: "auto"` identifies each text's language (`mt.serve.detect`,
@@ -40,34 +42,36 @@ router = APIRouter()
              openapi_extra=body_doc(LT_SCHEMA, form=True), dependencies=[RequireKey])
 async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     texts, as_list = get_texts(fields, "q")
+    check_request(texts, settings)  # the limits hold before any parsing, detection or translation
     source, target = get_str(fields, "source"), get_str(fields, "target")
     fmt = get_str(fields, "format", required=False, default="text").strip().lower() or "text"
     if fmt not in ("text", "html"):
         raise ApiError(400, f"format {fmt!r}: not supported; \"text\" or \"html\"")
-    check_request(texts, settings)  # the limits hold before any parsing or detection
     fragments = await asyncio.to_thread(_parse_html, texts) if fmt == "html" else None
     detected = None
     if source.strip().lower() == "auto":
         plain = [fragment.text() for fragment in fragments] if fragments is not None else texts
         detected = await asyncio.to_thread(lambda: [fleet.detector.detect(text) for text in plain])
         routes = _auto_routes(fleet, detected, target)
+        sources = [found["language"] for found in detected]
     else:
         routes = [fleet.for_pair(source, target)] * len(texts)
+        sources = [fleet.languages.match(source, "source", fleet.languages.sources)] * len(texts)
     alternatives = get_int(fields, "alternatives", low=0) or 0
     if alternatives > settings.max_alternatives:
         raise ApiError(400, f"alternatives: at most {settings.max_alternatives} on this server, got {alternatives}")
-    groups: dict[tuple[int, str], list[int]] = {}  # texts for one model and target go in one job
+    groups: dict[tuple[int, str, str], list[int]] = {}  # texts for one model, target and source: one job
     for i, (model, tgt) in enumerate(routes):
-        groups.setdefault((id(model), tgt), []).append(i)
+        groups.setdefault((id(model), tgt, sources[i]), []).append(i)
     best: list[str] = [""] * len(texts)
     alts: list[list[str]] = [[] for _ in texts]
 
     async def translate_group(indices: list[int]) -> None:
-        model, tgt = routes[indices[0]]
+        (model, tgt), src = routes[indices[0]], sources[indices[0]]
         tokenizer = model.tokenizer_for(tgt, "target")
         if fragments is not None:  # as LibreTranslate: no alternatives for HTML
             found = await translate_html(request, model, settings, [fragments[i] for i in indices], model.decode,
-                                         tokenizer)
+                                         tokenizer, src)
             for i, text in zip(indices, found):
                 best[i] = text
             return
@@ -76,7 +80,7 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
             n_best = alternatives + 1
             decode = dataclasses.replace(decode, n_best=n_best, beam=max(decode.beam, n_best), sampling=False)
         hyps, _ = await translate_texts(request, model, settings, [texts[i] for i in indices], decode, n_best,
-                                        tokenizer)
+                                        tokenizer, src)
         for i, text_hyps in zip(indices, hyps):
             best[i], alts[i] = text_hyps[0][0], [text for text, _ in text_hyps[1:]]
 
@@ -126,7 +130,7 @@ def _auto_routes(fleet: Fleet, detected: list[dict[str, Any]], target: str) -> l
              dependencies=[RequireKey])
 async def lt_detect(fields: Fields, fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     texts, _ = get_texts(fields, "q")  # a list is read as one text, as LibreTranslate averages over it
-    check_request(texts, settings)
+    check_request(texts, settings)  # LibreTranslate has no limit here; mt keeps detection within the limits too
     return JSONResponse(await asyncio.to_thread(LanguageDetector.rank, fleet.detector, "\n".join(texts)))
 
 

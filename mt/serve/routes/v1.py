@@ -1,5 +1,6 @@
 """mt's own API under /v1: POST /v1/translate (segments with decoding options: beam, n_best,
 sampling, the pair's source and target when the server has several models or a multi-pair model;
+each segment split into sentences by the source language's rules unless `segment: false`;
 an unknown field is a 400), GET /v1/settings (the server's limits and language pairs),
 GET /v1/models (each model's id, update, pairs and files), GET /v1/model-card (the web page's model
 panel; `?model=ID` picks one of several) and POST /v1/admin/reload (an admin key: load the
@@ -17,8 +18,18 @@ from fastapi.responses import JSONResponse
 from mt.errors import MTError
 from mt.serve.deps import Fields, ReadyFleet, RequireAdmin, RequireKey, SettingsDep, StateDep
 from mt.serve.jobs import translate_texts
-from mt.serve.model import model_card
-from mt.serve.requests import V1_SCHEMA, ApiError, body_doc, check_known, get_segments, get_str, v1_decode
+from mt.serve.model import ServedModel, model_card
+from mt.serve.requests import (
+    V1_SCHEMA,
+    ApiError,
+    body_doc,
+    check_known,
+    check_request,
+    get_bool,
+    get_segments,
+    get_str,
+    v1_decode,
+)
 from mt.serve.state import ReloadBusy
 
 router = APIRouter(prefix="/v1")
@@ -29,12 +40,14 @@ router = APIRouter(prefix="/v1")
 async def v1_translate(request: Request, fields: Fields, fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     check_known(fields, V1_SCHEMA, "/v1/translate")
     segments = get_segments(fields)
+    check_request(segments, settings)  # before any work
     source = get_str(fields, "source", required=False) or None
     target = get_str(fields, "target", required=False) or None  # required when the model has several
     model = fleet.for_request(source, target)
     decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam, samples=model.samples)
     found, notes = await translate_texts(request, model, settings, segments, decode, n_best,
-                                         model.tokenizer_for(target, "target"))
+                                         model.tokenizer_for(target, "target"), _source(model, source, target),
+                                         segment=get_bool(fields, "segment", True))
     rows = []
     for hyps in found:
         score = hyps[0][1] if n_best is not None else None
@@ -81,6 +94,16 @@ async def v1_reload(state: StateDep) -> JSONResponse:
     except MTError as e:
         raise ApiError(500, str(e)) from None
     return JSONResponse({"status": "reloaded", "models": fleet.summaries()})
+
+
+def _source(model: ServedModel, source: str | None, target: str | None) -> str:
+    """The source language whose sentence rules split the request: `source` as the model serves
+    it, else the source of the model's first pair (into `target`, when given)."""
+    languages = model.languages
+    if source:
+        return languages.match(source, "source", languages.sources)
+    tgt = languages.find(target) if target else None
+    return next((s for s, t in model.pairs if tgt in (None, t)), model.pairs[0][0])
 
 
 def _finite(value: float | None) -> float | None:

@@ -1,0 +1,200 @@
+"""Segmentation: a person's text -> the segments a sentence-level model translates -> the text's
+shape back. The one place every path that takes text from a person goes through (`mt translate`,
+the server's routes and page, the file formats); evaluation on sentence-aligned sets does not.
+
+A text becomes a `Segmented`: its segments and the *gaps* around them, so that
+`gaps[0] + segments[0] + gaps[1] + ... + segments[-1] + gaps[-1] == text` (exactly, always).
+`render(translations)` puts each segment's translation between the same gaps: every space, tab,
+line break, blank line and indentation comes back where it was.
+
+- **Line breaks are hard boundaries.** Each line is split on its own; a sentence never spans a
+  line break, so a file of N lines gives N lines back and a line's break stays where it was.
+  (A hard-wrapped e-mail's sentence is translated in its line pieces: the shape wins.)
+- **Sentences** inside a line come from `sentencex` (Wikimedia's rule-based segmenter, the one
+  MinT serves with; ~300 languages with fallbacks, abbreviation lists per language, Rust; nothing
+  downloaded at run time), chosen by the source language. The comparison with pysbd and MiniSBD
+  that picked it is in docs/guides/paragraphs.md.
+- **Segments without words stay in the gaps** and never reach the model: a run without a letter
+  (numbers, punctuation, emoji), and a lone URL or e-mail address.
+- **Too long for the model**: `fit(texts, count, limit)` breaks a segment of more than `limit`
+  pieces (`count` is the model's source tokenizer) at the best boundary below the limit: after
+  clause punctuation (, ; : and their CJK forms) when that keeps at least half the limit, else
+  between words (a token window), else between characters (text without spaces). The pieces are
+  ordinary segments whose gaps are the whitespace that stood at the break; nothing is cut.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import sentencex
+
+# A lone URL, www. address or e-mail address (also a fediverse @user@host): no words to translate.
+_ADDRESS = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+|@?[^\s@]+@[^\s@]+\.[^\s@]+", re.IGNORECASE)
+CLAUSE_MARKS = frozenset(",;:，；：、")  # a break after one of these keeps a clause whole
+
+
+@dataclass(frozen=True)
+class Segmented:
+    """One text as gaps and segments: text == gaps[0] + segments[0] + ... + segments[-1] + gaps[-1]
+    (len(gaps) == len(segments) + 1). `broken`: sentences `fit` broke into several segments."""
+
+    gaps: tuple[str, ...]
+    segments: tuple[str, ...]
+    broken: int = 0
+
+    @property
+    def text(self) -> str:
+        """The source text, exactly."""
+        return self.render(self.segments)
+
+    def render(self, translations: Sequence[str]) -> str:
+        """The text with segment i replaced by translations[i], every gap kept."""
+        if len(translations) != len(self.segments):
+            raise ValueError(f"{len(translations)} translations for {len(self.segments)} segments")
+        out = [self.gaps[0]]
+        for translation, gap in zip(translations, self.gaps[1:]):
+            out += [translation, gap]
+        return "".join(out)
+
+
+def whole_lines(text: str) -> Segmented:
+    """Today's unsegmented shape, one segment per line with words (for pre-split input): the line
+    stripped as `translate_lines` strips it; a line without words stays in the gaps."""
+    gaps, segments, gap = [], [], ""
+    for i, line in enumerate(text.split("\n")):
+        core = line.strip()
+        if i:
+            gap += "\n"
+        if not core:
+            gap += line
+            continue
+        start = line.index(core)
+        gaps.append(gap + line[:start])
+        segments.append(core)
+        gap = line[start + len(core):]
+    return Segmented((*gaps, gap), tuple(segments))
+
+
+@dataclass(frozen=True)
+class Segmenter:
+    """Sentence boundaries for one source language (an ISO 639 code; sentencex falls back through
+    related languages to its default rules for a code it has no rules for)."""
+
+    lang: str
+
+    def split(self, text: str) -> Segmented:
+        """`text` as gaps and sentences (see the module docstring): lines split on '\\n' first."""
+        gaps, segments, gap = [], [], ""
+        for i, line in enumerate(text.split("\n")):
+            if i:
+                gap += "\n"
+            for sentence in self.sentences(line):
+                core = sentence.strip()
+                if not has_words(core):
+                    gap += sentence
+                    continue
+                start = sentence.index(core)
+                gaps.append(gap + sentence[:start])
+                segments.append(core)
+                gap = sentence[start + len(core):]
+        return Segmented((*gaps, gap), tuple(segments))
+
+    def sentences(self, line: str) -> list[str]:
+        """The sentences of one line (no '\\n' in it), whitespace attached: they join back to `line`."""
+        if not line.strip():
+            return [line]
+        found = list(sentencex.segment(_code(self.lang), line))
+        if "".join(found) != line:  # never seen; the shape guarantee must not rest on a library's habits
+            return [line]
+        return found
+
+
+@lru_cache(maxsize=64)
+def segmenter_for(lang: str) -> Segmenter:
+    """The segmenter of a source language (one per code; they hold no state)."""
+    return Segmenter(lang)
+
+
+def _code(lang: str) -> str:
+    """sentencex's code for a language code: the base language ("pt-BR" -> "pt", "zh_Hant" -> "zh")."""
+    return re.split(r"[-_]", lang.strip().lower(), maxsplit=1)[0] or "en"
+
+
+def has_words(text: str) -> bool:
+    """Whether a segment has anything to translate: a letter, and it is not a lone address."""
+    return any(c.isalpha() for c in text) and _ADDRESS.fullmatch(text) is None
+
+
+def fit(texts: Sequence[Segmented], count: Callable[[list[str]], list[int]], limit: int) -> list[Segmented]:
+    """`texts` with every segment of more than `limit` pieces (`count(segments) -> piece counts`,
+    the model's source tokenizer) broken into pieces of at most `limit` (module docstring).
+    `limit` < 1 is a ValueError. Counts every segment once, in one call; only long ones again."""
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1 piece, got {limit}")
+    flat = [segment for text in texts for segment in text.segments]
+    lengths = iter(count(flat) if flat else [])
+    out = []
+    for text in texts:
+        long = [next(lengths) > limit for _ in text.segments]
+        if not any(long):
+            out.append(text)
+            continue
+        gaps, segments = [text.gaps[0]], []
+        for segment, gap, too_long in zip(text.segments, text.gaps[1:], long):
+            pieces = _break(segment, count, limit) if too_long else [(segment, "")]
+            for piece, inner in pieces[:-1]:
+                segments.append(piece)
+                gaps.append(inner)
+            segments.append(pieces[-1][0])
+            gaps.append(gap)
+        out.append(replace(text, gaps=tuple(gaps), segments=tuple(segments), broken=text.broken + sum(long)))
+    return out
+
+
+def _break(sentence: str, count: Callable[[list[str]], list[int]], limit: int) -> list[tuple[str, str]]:
+    """(piece, the whitespace after it) for one sentence over `limit`: pieces of at most `limit`
+    (a single character over it stays whole), joined with those gaps they give the sentence back."""
+    pieces, rest = [], sentence
+    while count([rest])[0] > limit:
+        cut = _best_cut(rest, count, limit)
+        head = rest[:cut].rstrip()
+        tail = rest[cut:].lstrip()
+        if not tail:  # only trailing space after the cut: nothing left to break off
+            break
+        pieces.append((head, rest[len(head):len(rest) - len(tail)]))
+        rest = tail
+    return [*pieces, (rest, "")]
+
+
+def _best_cut(text: str, count: Callable[[list[str]], list[int]], limit: int) -> int:
+    """Where to end the next piece of `text`: after clause punctuation if such a piece fits and
+    holds at least half the limit, else the last word boundary that fits, else the last character
+    boundary that fits (at least one character, so every call makes progress)."""
+    words = [m.start() for m in re.finditer(r"(?<=\S)\s", text)]  # a piece ends before whitespace
+    clauses = [i for i in words if text[i - 1] in CLAUSE_MARKS]
+    clauses += [i + 1 for i, c in enumerate(text[:-1]) if c in "，；：、" and not text[i + 1].isspace()]
+    fits = lambda i: count([text[:i]])[0] <= limit  # noqa: E731
+    clause = _last_fitting(sorted(clauses), fits)
+    if clause and count([text[:clause]])[0] * 2 >= limit:
+        return clause
+    word = _last_fitting(words, fits)
+    if word:
+        return word
+    return _last_fitting(list(range(1, len(text))), fits) or 1
+
+
+def _last_fitting(candidates: list[int], fits: Callable[[int], bool]) -> int | None:
+    """The largest candidate (ascending) for which `fits` holds, by binary search (a longer prefix
+    never has fewer pieces), or None."""
+    lo, hi, best = 0, len(candidates) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(candidates[mid]):
+            best, lo = candidates[mid], mid + 1
+        else:
+            hi = mid - 1
+    return best

@@ -122,6 +122,12 @@ def translate_command(
                                    segmenter=segmenter)
         return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
 
+    _stream(render, src_path, out_path)
+
+
+def _stream(render: Callable[[int, list[str], bool], list[str]], src_path: Path | None, out_path: Path | None) -> None:
+    """Lines in, `render(first line index, lines, progress)` out: line by line from a terminal,
+    else CHUNK_LINES at a time, to stdout or atomically to `out_path`."""
     if src_path is None and out_path is None and sys.stdin.isatty():
         stream = sys.stdin.buffer
         for number, raw in enumerate(iter(stream.readline, b""), start=1):

@@ -181,7 +181,7 @@ def check_request(texts: list[str], settings: ServeSettings) -> None:
     (every text is one segment at least), then --char-limit (`check_chars`): the work a request may
     cause is bounded by these limits, not by the body size."""
     if len(texts) > settings.max_segments:
-        raise ApiError(413, f"request: {len(texts)} texts, the limit is {settings.max_segments} (--max-segments)")
+        raise ApiError(413, f"request: {len(texts)} segments (texts), the limit is {settings.max_segments} (--max-segments)")
     check_chars(texts, settings)
 
 

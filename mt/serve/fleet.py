@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mt.errors import MTError
-from mt.serve.detect import LanguageDetector
+from mt.serve.detect import detector_for
 from mt.serve.languages import ServedLanguages
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError
@@ -51,7 +51,7 @@ class Fleet:
                 owner[pair] = i
         self._owner = {pair: self.models[i] for pair, i in owner.items()}
         self.languages = ServedLanguages(list(owner))
-        self.detector = LanguageDetector(self.languages.all)  # /detect and source "auto", over every model's
+        self.detector = detector_for(tuple(self.languages.all))  # /detect and source "auto", over every model's
 
     def for_pair(self, source: str, target: str) -> tuple[ServedModel, str]:
         """(the model that translates `source` into `target`, the served target code); a 400 naming

@@ -120,7 +120,7 @@ docs-check: install-docs
 test: install-dev install-docs data browser-deps
 	$(BIN)/ruff check mt tests scripts
 	$(DOCS_CHECK)
-	MT_TESTS_OFFLINE=0 $(BIN)/python -m pytest -q tests; rc=$$?; \
+	MT_TESTS_OFFLINE=0 $(BIN)/python -m pytest -q --durations=25 tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test-offline: install-dev install-docs browser-deps

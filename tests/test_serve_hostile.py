@@ -315,12 +315,12 @@ def test_hostile_clients_do_not_stall_or_grow_the_server(tmp_path: Path, request
     assert failed == [] and p99 < 1.0, figures
     assert abs(rss_after - rss_before) <= 0.10 * rss_before, figures
     assert reloads == {"reloads ok": 1, "reloads failed": 1}, reloads
-    assert set(outcomes["deep over the limit"]) == {413} and set(outcomes["deep within the limit"]) == {400}
+    assert set(outcomes["deep over the limit"]) == {400} and set(outcomes["deep within the limit"]) == {400}
     assert set(outcomes["deep at the bound"]) == {200} and set(outcomes["wide"]) == {413}
     assert set(outcomes["many in one block"]) == {200}
     assert set(outcomes["q list over the body limit"]) == {413} and set(outcomes["q list of 100,000 texts"]) == {413}
     assert set(outcomes["form of 200,000 fields"]) == {413} and set(outcomes["20,000-digit number"]) == {400}
-    assert set(outcomes["JSON 100,000 deep"]) == {400} and set(outcomes["detect over the limit"]) == {413}
+    assert set(outcomes["JSON 100,000 deep"]) == {400} and set(outcomes["detect over the limit"]) == {400}
     assert set(outcomes["many addresses"]) == {200}  # 2 requests each: far under their own limit
     spoofed = outcomes["X-Forwarded-For spoofed"]
     assert spoofed.count(200) == 200 and spoofed.count(429) == 100  # one bucket, whatever the header says

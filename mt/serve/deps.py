@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect
 
 from mt.serve.fleet import Fleet
 from mt.serve.limits import DAY, MINUTE, Limited, client_address, client_key
-from mt.serve.requests import ApiError, check_key, form_fields, parse_fields
+from mt.serve.requests import ApiError, check_key, check_request, form_fields, parse_fields
 from mt.serve.settings import ServeSettings
 from mt.serve.state import ServeState
 
@@ -100,10 +100,9 @@ async def require_key(request: Request, fields: Fields, state: StateDep) -> None
     """403 unless keys are off or the request carries one (X-API-Key header, else the api_key field);
     then the key's limits (or, without keys, the client address's): 429 with Retry-After over one.
     The key's name (never the key) is left on the request's scope for the access log and metrics."""
-    chars = sum(len(text) for name in ("q", "segments") for text in _texts(fields.get(name)))
-    if chars > state.settings.char_limit:  # refused anyway (`check_chars`): now, before it costs the client's buckets
-        raise ApiError(400, f"Invalid request: request ({chars}) exceeds text limit ({state.settings.char_limit})")
-    admit(request, state, fields.get("api_key"), chars)
+    texts = [text for name in ("q", "segments") for text in _texts(fields.get(name))]
+    check_request(texts, state.settings)  # refused anyway: now, before it costs the client's buckets
+    admit(request, state, fields.get("api_key"), sum(len(text) for text in texts))
 
 
 def admit(request: Request, state: ServeState, given: Any, chars: int) -> None:

@@ -480,8 +480,9 @@ def _translate(ckpt: Path, src: Path, out: Path, *, n_best: int | None = None, a
 def test_translate_streams_in_chunks_with_the_same_output(tmp_path: Path, random_ckpt: Path,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import mt.commands.translate
-    from mt.decode.translate import translate_lines
+    from mt.decode.translate import translate_texts
     from mt.model.checkpoint import load_for_inference
+    from mt.text.segment import segmenter_for
 
     sys.path.insert(0, str(REPO / "scripts"))
     try:
@@ -493,23 +494,23 @@ def test_translate_streams_in_chunks_with_the_same_output(tmp_path: Path, random
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     model, tokenizer, cfg = load_for_inference(random_ckpt, "cpu")
-    whole = translate_lines(model, tokenizer, lines, cfg.decode, device="cpu")
+    whole = translate_texts(model, tokenizer, lines, cfg.decode, device="cpu", segmenter=segmenter_for("en"))
 
     seen: list[int] = []
-    real = mt.commands.translate.translate_lines
+    real = mt.commands.translate.translate_texts  # the default path: each line split into sentences
 
     def counting(model: Any, tokenizer: Any, chunk: list[str], *args: Any, **kw: Any) -> list[str]:
         seen.append(len(chunk))
         return real(model, tokenizer, chunk, *args, **kw)
 
     monkeypatch.setattr(mt.commands.translate, "CHUNK_LINES", 5)
-    monkeypatch.setattr(mt.commands.translate, "translate_lines", counting)
+    monkeypatch.setattr(mt.commands.translate, "translate_texts", counting)
     _translate(random_ckpt, src, out)
     assert seen == [5, 5, 5, 5, 3]  # never more than a chunk in memory
     assert out.read_text(encoding="utf-8").split("\n") == [*whole, ""]
 
     # n-best numbering runs on across chunks
-    monkeypatch.setattr(mt.commands.translate, "translate_lines", real)
+    monkeypatch.setattr(mt.commands.translate, "translate_texts", real)
     _translate(random_ckpt, src, out, n_best=1)
     assert [int(line.split(" ||| ")[0]) for line in out.read_text(encoding="utf-8").splitlines()] == list(range(23))
 

@@ -36,6 +36,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_ready(url: str, proc: subprocess.Popen, seconds: float = 90) -> None:
+    """Until `url`/ready answers 200; fails when the server exits first or takes longer than `seconds`."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None, f"mt serve exited early with {proc.returncode}"
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(url + "/ready", timeout=2).status_code == 200:
+                return
+        assert time.monotonic() < deadline, f"mt serve not ready in {seconds:g} s"
+        time.sleep(0.1)
+
+
 @contextlib.contextmanager
 def server(ckpt: Path, *args: str, log: Path | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
     """`mt serve -c ckpt args...` on a free loopback port, ready; always stopped afterwards."""
@@ -45,14 +57,7 @@ def server(ckpt: Path, *args: str, log: Path | None = None) -> Iterator[tuple[st
                             env=ENV, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, f"mt serve exited early with {proc.returncode}"
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                    break
-            assert time.monotonic() < deadline, "mt serve not ready in 90 s"
-            time.sleep(0.2)
+        wait_ready(url, proc)
         yield url, proc
     finally:
         if proc.poll() is None:

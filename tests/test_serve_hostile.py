@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from test_serve import wait_ready
 
 try:
     import httpx
@@ -129,14 +130,7 @@ def _server(ckpt: Path, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
                 time.sleep(delay)
                 assert proc.poll() is None, f"mt serve exited during start-up with {proc.returncode}"
                 proc.send_signal(signal.SIGHUP)
-            deadline = time.monotonic() + 90
-            while True:
-                assert proc.poll() is None, f"mt serve exited early with {proc.returncode}"
-                with contextlib.suppress(httpx.TransportError):
-                    if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                        break
-                assert time.monotonic() < deadline, "mt serve not ready in 90 s"
-                time.sleep(0.1)
+            wait_ready(url, proc)
             yield url, proc
         finally:
             if proc.poll() is None:

@@ -216,19 +216,24 @@ class ModelProcess:
             self._proc.join(5)
             raise MTError(f"the model worker process exited (code {self._proc.exitcode})") from None
 
+    def _send(self, request: tuple[Any, ...]) -> None:
+        """`request` to a live child (under the lock): one that died is restarted first; MTError when
+        a restart was refused or the pipe is gone."""
+        if self.refused is not None:
+            raise MTError(self.refused)
+        if not self._proc.is_alive():
+            self._restart()
+        try:
+            self._conn.send(request)
+        except OSError:
+            raise MTError("the model worker process is gone") from None
+
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
                    sentence_ids: list[int], on_result: Callable[[int, Results], None] | None = None,
                    ) -> list[Results]:
         """`Engine.search_ids`, in the child; `on_result` runs here as each result arrives."""
         with self._lock:
-            if self.refused is not None:
-                raise MTError(self.refused)
-            if not self._proc.is_alive():
-                self._restart()
-            try:
-                self._conn.send((src_ids, decode, n_best, sentence_ids))
-            except OSError:
-                raise MTError("the model worker process is gone") from None
+            self._send((src_ids, decode, n_best, sentence_ids))
             while True:
                 message = self._receive()
                 if message[0] == "result":
@@ -243,14 +248,7 @@ class ModelProcess:
         """`mt.decode.align.align_words` of (source, translation) pairs, the sources after `prefix`
         (a target tag: `Tokenizer.src_prefix`), in the child; None when its engine cannot align (an export)."""
         with self._lock:
-            if self.refused is not None:
-                raise MTError(self.refused)
-            if not self._proc.is_alive():
-                self._restart()
-            try:
-                self._conn.send(("align", prefix, sources, targets))
-            except OSError:
-                raise MTError("the model worker process is gone") from None
+            self._send(("align", prefix, sources, targets))
             kind, payload = self._receive()
             if kind != "done":
                 raise MTError(f"model worker: {payload}")

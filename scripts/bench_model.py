@@ -3,6 +3,7 @@ Hugging Face's MarianMTModel of the same dimensions.
 
     .venv/bin/python scripts/bench_model.py                       # default config, fp32 + bf16
     .venv/bin/python scripts/bench_model.py --steps 5 --warmup 1  # a quick look
+    .venv/bin/python scripts/bench_model.py --no-reference --profile  # where mt's step goes, its MFU ceiling
 
 Batches come from the prepared training split of the config (runs/<name>/data) when it exists,
 otherwise from synthetic Multi30k-like lengths (source ~13 +- 4, target ~15 +- 5 subwords),
@@ -18,7 +19,11 @@ timed passes over the same batches, the models taking turns (so a slow spell of 
 machine falls on all of them alike). MFU = achieved model FLOP/s over the measured matmul peak
 of the same precision, with training FLOPs = 6 x parameters touched per real token (source-side
 parameters once per source token, target-side ones once per target token; attention score
-products are left out) and forward FLOPs = 2 x the same.
+products are left out) and forward FLOPs = 2 x the same. The peak is read before and after the
+models are timed, and the higher reading counts.
+
+--profile adds, per precision, the per-part table of mt's step and the MFU ceiling its own matrix
+products set when each is replayed alone (scripts/step_profile.py; docs/performance.md, issue 46).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from functools import partial
 import numpy as np
 import torch
 import torch.nn.functional as F
+from step_profile import OUTSIDE, matmul_ceiling, print_parts, profile_parts
 from torch import Tensor, nn
 
 from mt.config import ModelConfig, TrainConfig
@@ -257,6 +263,25 @@ def print_rate(name: str, mode: str, seconds: float, refs: list[float], *, prec:
     return rate
 
 
+def report_profile(step: Callable[[Batch], None], batches: list[Batch], prec: str, model_flops: float,
+                   peak: float) -> None:
+    """Print where mt's step goes and the MFU a step made only of its matrix products would reach."""
+    parts, wall = profile_parts(step, batches)
+    print(f"mt {prec} training step, per part (torch.profiler, self time, {len(batches)} steps):")
+    print_parts(parts, wall, len(batches))
+    c = matmul_ceiling(step, batches)
+    mfu = {name: model_flops / seconds / (peak * 1e9) for name, seconds in
+           (("cold", c.cold), ("hot", c.hot), ("inside", c.inside))}
+    print(f"mt {prec} matrix products ({c.count}, {c.flops / 1e9:.1f} GFLOP with attention and padded rows; the "
+          f"model FLOPs are {model_flops / 1e9:.1f}): inside the step {c.inside:.2f} s "
+          f"({c.flops / c.inside / 1e9:.0f} GFLOP/s), alone on operands from memory {c.cold:.2f} s "
+          f"({c.flops / c.cold / 1e9:.0f} GFLOP/s), alone on cached operands {c.hot:.2f} s "
+          f"({c.flops / c.hot / 1e9:.0f} GFLOP/s)")
+    print(f"mt {prec} MFU ceiling, a step made only of its matrix products: {mfu['inside']:.1%} at their speed "
+          f"inside the step, {mfu['cold']:.1%} alone from memory, {mfu['hot']:.1%} alone from cache "
+          f"({OUTSIDE.split(' (')[0]} and every other part taken to zero)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--config", default="configs/multi30k_en_de.yaml")
@@ -268,6 +293,8 @@ def main() -> None:
     ap.add_argument("--precision", nargs="+", default=["fp32", "bf16"], choices=["fp32", "bf16"])
     ap.add_argument("--no-reference", action="store_true", help="skip the nn.Transformer and Marian baselines")
     ap.add_argument("--compile", action="store_true", help="also time torch.compile(mt model) training")
+    ap.add_argument("--profile", action="store_true",
+                    help="where mt's training step goes (per part) and the ceiling its matrix products set")
     ap.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0 = default)")
     ap.add_argument("--force", action="store_true",
                     help="time every --precision even where it has no native support (slow; for tests)")
@@ -312,7 +339,6 @@ def main() -> None:
               f"training FLOPs per target token {flop_per_tgt / 1e6:.1f} M")
         print(f"{'model':<16}{'prec':<6}{'mode':<9}{'tgt tok/s':>10}{'MFU':>7}{cols}")
 
-        report = partial(print_rate, prec=prec, tgt_tokens=tgt_tokens, flop_per_tgt=flop_per_tgt, peak=peaks[prec])
         models: dict[str, nn.Module] = {}
         for name, build in [*peers.items(), ("mt", mt_model)]:
             torch.manual_seed(0)
@@ -326,12 +352,23 @@ def main() -> None:
         train_s = best_times(steps, batches, warmup, args.rounds)
         forward_s = best_times({name: forward_fn(m.eval(), prec) for name, m in models.items()}, batches, warmup,
                                args.rounds)
+        for m in models.values():
+            m.train()
+        # The peak again, after the models: the best of both readings (a slow spell while it was
+        # first read would otherwise inflate every MFU of this precision).
+        again = matmul_peak(torch.bfloat16 if prec == "bf16" else torch.float32)
+        print(f"{prec} matmul peak read again after the models: {again:.0f} GFLOP/s; MFU below is against "
+              f"{max(again, peaks[prec]):.0f}")
+        peaks[prec] = max(peaks[prec], again)
+        report = partial(print_rate, prec=prec, tgt_tokens=tgt_tokens, flop_per_tgt=flop_per_tgt, peak=peaks[prec])
         for mode, seconds in (("train", train_s), ("forward", forward_s)):
             refs = [tgt_tokens / seconds[name] for name in peers]
             for name in seconds:
                 rate = report(name, mode, seconds[name], refs if name.startswith("mt") else [])
                 if name == "mt" and mode == "train":
                     train_rates[prec] = rate
+        if args.profile:
+            report_profile(steps["mt"], batches, prec, tgt_tokens * flop_per_tgt, peaks[prec])
     if len(train_rates) == 2:
         print(f"mt training step bf16 / fp32: {train_rates['bf16'] / train_rates['fp32']:.2f}x")
 

@@ -41,6 +41,20 @@ def test_bench_model_bf16_branch_runs_on_any_cpu() -> None:
     assert "bf16: " in out and "widths padded to a multiple of 4:" in out
 
 
+def test_bench_model_profile_parts_and_ceiling() -> None:
+    """--profile prints the per-part table of mt's step (its shares sum to the whole) and the MFU
+    ceiling its replayed matrix products set."""
+    out = run("bench_model.py", "--config", "configs/tiny.yaml", "--steps", "2", "--warmup", "0", "--threads", "1",
+              "--precision", "fp32", "--no-reference", "--rounds", "1", "--profile")
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if "training step, per part" in line)
+    table = [line for line in lines[start + 2:start + 14] if line.startswith("  ") and line.endswith("%")]
+    assert {"matrix products", "LayerNorm", "outside operators"} <= {line[2:64].split(" (")[0].strip() for line in table}
+    assert sum(float(line.split()[-1].rstrip("%")) for line in table) == pytest.approx(100, abs=0.6)
+    assert any(line.startswith("mt fp32 matrix products (") and "alone on operands from memory" in line for line in lines)
+    assert any(line.startswith("mt fp32 MFU ceiling") for line in lines)
+
+
 @pytest.mark.requires("onednn packed linear")  # without it bench_loss times MKL in both fused rows
 def test_bench_loss_runs_every_route() -> None:
     out = run("bench_loss.py", "--targets", "40", "--vocab", "300", "--d-model", "16", "--rounds", "2",

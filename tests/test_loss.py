@@ -149,10 +149,15 @@ def test_property_equals_plain(B: int, T: int, V: int, eps: float, pad_prob: flo
     torch.testing.assert_close(fused[4], plain[4], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("chunk_bytes", [4 * 500 * 16, 1 << 22])  # 16-row chunks, or one chunk
-def test_bf16_autocast_close_to_plain_autocast(chunk_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+# 16-row chunks in one dL/dW group; 16-row chunks in groups of 32 rows (110 real rows: 32 + 32 + 32
+# + 14, a ragged last group); 16-row chunks, each its own group; one chunk.
+@pytest.mark.parametrize(("chunk_bytes", "group_bytes"), [(4 * 500 * 16, 1 << 24), (4 * 500 * 16, 2 * 500 * 40),
+                                                          (4 * 500 * 16, 0), (1 << 22, 1 << 24)])
+def test_bf16_autocast_close_to_plain_autocast(chunk_bytes: int, group_bytes: int,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
     # Products in bf16 both ways, softmax and loss in float32: the same values up to bf16 rounding.
     monkeypatch.setattr(fused_loss, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(fused_loss, "GROUP_BYTES", group_bytes)
     torch.manual_seed(0)
     h = torch.randn(4, 30, 32, requires_grad=True)
     w = (torch.randn(500, 32) * 0.2).requires_grad_()

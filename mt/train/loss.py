@@ -44,6 +44,11 @@ from torch import Tensor
 from mt.device import prefers_onednn_linear
 
 CHUNK_BYTES = 1 << 22  # float32 logits per chunk: 131 rows at V = 8,000
+# 16-bit products: the logit gradients of this many bytes of rows (1,048 rows at V = 8,000) share one
+# dL/dW product, so the float32 (V, D) gradient is cast and added once per group, not once per
+# chunk (that was 12 ms of a 180 ms bf16 step of the demo model), and the product's inner dimension
+# is the group's rows instead of a chunk's 131 (docs/performance.md, issue 46).
+GROUP_BYTES = 1 << 24
 
 
 class _Products:
@@ -155,6 +160,12 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
         rows = chunk_rows(vocab)
         gold_step = torch.full((min(rows, h.size(0)), 1), epsilon - 1.0, dtype=acc)  # gradient at the target class
         products = _Products(w, b, rows) if h.size(0) else None
+        # 16-bit products, float32 dL/dW: the chunks' gradients g are kept (16-bit) for GROUP_BYTES
+        # worth of rows and multiplied once per group, so dL/dW is cast and added once a group.
+        grouped = grad_w.dtype != dtype
+        group_rows = min(h.size(0), max(rows, GROUP_BYTES // (2 * vocab) // rows * rows)) if grouped else 0
+        g_group = torch.empty(group_rows, vocab, dtype=dtype) if grouped else None
+        group_start = 0
         for start in range(0, h.size(0), rows):
             end = min(start + rows, h.size(0))
             h_c, t_c = h[start:end], target[start:end, None]  # (r, D), (r, 1)
@@ -169,14 +180,19 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
             g.scatter_add_(1, t_c, gold_step[:end - start])
             if grad_b is not None:
                 grad_b += g.sum(0)
-            g = g.to(dtype)
+            if grouped:
+                g = g_group[start - group_start:end - group_start].copy_(g)  # cast into the group's buffer
+            else:
+                g = g.to(dtype)
             products.grad_hidden(g, grad_h[start:end])
-            if grad_w.dtype != dtype:  # bf16 products, float32 parameter gradient
-                chunk_w = g.t() @ h_c
-                if start == 0:
-                    grad_w.copy_(chunk_w)
-                else:
-                    grad_w.add_(chunk_w)
+            if grouped:
+                if end - group_start == group_rows or end == h.size(0):  # the group is full, or the last
+                    group_w = g_group[:end - group_start].t() @ h[group_start:end]  # (V, D) in 16 bits
+                    if group_start == 0:
+                        grad_w.copy_(group_w)
+                    else:
+                        grad_w.add_(group_w)
+                    group_start = end
             elif start == 0:  # the first chunk writes dL/dW (no zero fill first), the others add
                 torch.mm(g.t(), h_c, out=grad_w)
             else:

@@ -2,10 +2,11 @@
 (used by scripts/bench_model.py --profile).
 
 `profile_parts` runs the step over the batches under torch.profiler and sums each operator's
-self time into the parts of a step: matrix products, dtype casts, softmax / log-softmax,
-LayerNorm, dropout and residual sums, activation, embedding, the optimizer and clipping,
-allocation, other elementwise ops. What the operators do not account for (Python, the autograd
-engine, the dispatcher, the profiler's own bookkeeping) is the wall time minus their sum.
+self time into the parts of a step: matrix products, fused attention (SDPA, fp32), dtype casts,
+softmax / log-softmax, LayerNorm, dropout and residual sums, activation, embedding, the
+optimizer and clipping, allocation, other elementwise ops. What the operators do not account
+for (Python, the autograd engine, the dispatcher, the profiler's own bookkeeping) is the wall
+time minus their sum.
 
 `matmul_ceiling` is the measured ceiling of the step's MFU: it records every matrix product of
 one pass (operator, shapes, strides, dtypes) and times each one alone, once on operands just
@@ -31,7 +32,11 @@ MATMULS = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbm
 # Operator (self time) -> part of the step. Operators not named here count as "other elementwise".
 PARTS: dict[str, str] = {
     **dict.fromkeys(MATMULS, "matrix products"),
-    **dict.fromkeys(("aten::copy_", "aten::_to_copy"), "dtype casts and copies"),
+    **dict.fromkeys(("aten::_scaled_dot_product_flash_attention_for_cpu",
+                     "aten::_scaled_dot_product_flash_attention_for_cpu_backward"),
+                    "attention, fused (SDPA: its products and softmax)"),
+    **dict.fromkeys(("aten::copy_", "aten::_to_copy", "mkldnn::_reorder_linear_weight"),
+                    "dtype casts, copies, weight packing"),
     **dict.fromkeys(("aten::_softmax", "aten::_log_softmax", "aten::_softmax_backward_data", "aten::exp_",
                      "aten::_log_softmax_backward_data", "aten::masked_fill_", "aten::nan_to_num"),
                     "softmax, log-softmax, masks"),
@@ -151,7 +156,9 @@ def _product(name: str, tensors: list) -> Callable[[], object]:
     if name == "mkldnn::_linear_pointwise":  # the weight (N, K) packed once, as the loss packs it per update
         packed = torch.ops.mkldnn._reorder_linear_weight(tensors[1].contiguous(), tensors[0].size(0))
         return lambda: torch.ops.mkldnn._linear_pointwise(tensors[0], packed, None, "none", [], "")
-    fn = torch.baddbmm if name == "aten::baddbmm" else torch.addmm  # addmm_ replayed out of place
+    if name == "aten::addmm_":  # in place, as the loss accumulates dL/dW (a new output would be allocated)
+        return lambda: tensors[0].addmm_(tensors[1], tensors[2])
+    fn = torch.baddbmm if name == "aten::baddbmm" else torch.addmm
     return lambda: fn(tensors[0], tensors[1], tensors[2])
 
 
@@ -169,7 +176,7 @@ def matmul_ceiling(step: Callable[[object], None], batches: list) -> Ceiling:
             key = (event.name, _frozen(event.input_shapes), _frozen(event.structured_input_strides),
                    tuple(event.input_dtypes))
             distinct[key] += 1
-            inside += event.self_cpu_time_total / 1e6
+            inside += event.cpu_time_total / 1e6  # with any copy or allocation the product made
     flush = torch.empty(64 << 20, dtype=torch.uint8)
     cold = hot = 0.0
     count = flops = 0

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_evaluate import run_cli
 
 from mt.cli import main
 from mt.config import Config, DecodeConfig, ModelConfig, TokenizerConfig
@@ -47,17 +48,6 @@ def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path.parent.mkdir(parents=True)
     save_checkpoint(path, inference_state(cfg, tok, model, update=7, epoch=1))
     return path
-
-
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: object) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import pytest
 import torch
 from langdata import pairs as lang_pairs
 from langdata import write_text_corpus
+from test_evaluate import run_cli
 
 from mt.cli import main
 from mt.config import PairConfig, TokenizerConfig
@@ -31,18 +32,6 @@ from mt.model.checkpoint import load_checkpoint
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: object) -> tuple[int, str, str]:
-    """Run the real entry point `mt.cli.main` in-process -> (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _corpus(root: Path, lang: str, n_train: int) -> Path:

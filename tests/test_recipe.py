@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
+from test_evaluate import run_cli
 
-from mt.cli import main
 from mt.config_load import config_from_dict, load_config
 from mt.data.clean_rules import normalise
 from mt.data.holdout import resolve_single_files, split_pairs
@@ -21,17 +20,6 @@ from mt.errors import MTError
 from mt.train.recipe import Machine, choose
 
 CPU = Machine("cpu", "test CPU", 100.0, "fp32")
-
-
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: object) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = int(e.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def corpus_of(pairs: int) -> CorpusSurvey:
@@ -168,6 +156,8 @@ def test_evaluate_compares_systems_with_paired_bootstrap(tmp_path, monkeypatch, 
     base, better, same = report["systems"]
     assert base["p_value"] is None and better["p_value"] < 0.05 and same["p_value"] == 1.0
     assert better["bleu"] > base["bleu"] and better["ci"] > 0 and "bs:1000" in report["bleu_signature"]
+    monkeypatch.chdir(tmp_path / "eval")  # the default --out-dir, eval/, is relative to here
     code, _, err = run_cli(monkeypatch, capsys, "evaluate", "--hyp", files["bad"], "--hyp", tmp_path / "nope",
                            "--ref", files["ref"])
-    assert code == 2 and "Traceback" not in err
+    assert code == 2 and "Traceback" not in err and "nope: file not found" in err
+    assert not (tmp_path / "eval" / "eval").exists()  # nothing scored before the missing file was found

@@ -77,15 +77,15 @@ def _score_hyps(hyps: Sequence[Path], ref: Path | None, out_dir: Path | None, to
     if ref is None:
         raise MTError("--hyp needs --ref: the reference translations to score against")
     bleu_tokenize = bleu_tokenizer_for(_suffix_language(ref), tokenize or "")
+    # Every file is read before any report is written: a missing or unreadable one fails alone.
+    texts, refs = [read_lines(h) for h in hyps], read_lines(ref)
     for hyp in hyps:
         result = score_files(hyp, ref, out_dir, bleu_tokenize=bleu_tokenize)
         print(f"{hyp} ({result.sentences} sentences) against {ref}")
         _print_scores(result.scores)
         print(f"  report: {result.report_path}")
     if len(hyps) > 1:
-        names = [str(h) for h in hyps]
-        _compare([(n, read_lines(h)) for n, h in zip(names, hyps)], read_lines(ref), bleu_tokenize,
-                 (out_dir or Path("eval")) / "comparison.json")
+        _compare(list(zip(map(str, hyps), texts)), refs, bleu_tokenize, (out_dir or Path("eval")) / "comparison.json")
 
 
 def evaluate_command(

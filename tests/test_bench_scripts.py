@@ -284,3 +284,32 @@ def test_bench_serve_paragraph_mode_and_bench_segment_run(tmp_path: Path, mirror
     assert row["errors"] == 0 and row["sentences_per_s_paragraphs"] > 0 and row["ratio"] > 0
     out = run("bench_segment.py", "--mirror", str(mirror_dir), "--paragraphs", "20")
     assert all(f"| {lang}" in out for lang in ("en", "de", "fr", "zh", "ja", "ar", "ru", "cs")) and "sentencex:" in out
+
+
+def test_recipe_grid_trials_and_table(tmp_path: Path) -> None:
+    """exp_recipe_grid.py: every combination of the axes once, the update count of each model
+    size, vocabularies as multiples of the recipe's (rounded to 500), and a table per corpus,
+    best test BLEU first (no training: the trials' plan and the results file only)."""
+    import argparse
+    import json
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import exp_recipe_grid as grid
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    a = argparse.Namespace(models=[128, 192], dropout=[0.1, 0.3], smoothing=[0.1], vocab_scale=[1.0, 2.0],
+                           updates={128: 1500, 192: 840})
+    trials = grid.trials(a, 2500)
+    assert len(trials) == len({t["name"] for t in trials}) == 8
+    assert {(t["d_model"], t["updates"]) for t in trials} == {(128, 1500), (192, 840)}
+    assert {t["vocab"] for t in trials} == {2500, 5000}
+    one = next(t for t in trials if t["name"] == "d192_do0.3_ls0.1_v5000")
+    assert {"model.heads=4", "model.d_ff=768", "train.max_updates=840", "tokenizer.vocab_size=5000"} <= set(one["set"])
+    rows = [{**{k: v for k, v in t.items() if k != "set"}, "corpus": c, "test_bleu": b, "best_valid_bleu": b,
+             "checkpoint": "best.pt"} for c, t, b in (("ende_10000", trials[0], 20.0), ("ende_3000", trials[1], 12.5),
+                                                      ("ende_3000", trials[2], 14.0))]
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    grid.write_table(tmp_path / "results.jsonl", tmp_path / "results.md")
+    table = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert table.index("ende_3000") < table.index("ende_10000") and table.index("14.00") < table.index("12.50")

@@ -180,12 +180,12 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for key in sorted({(r["direction"], r["budget"]) for r in rows}):
+    for i, key in enumerate(sorted({(r["direction"], r["budget"]) for r in rows})):
         part = sorted((r for r in rows if (r["direction"], r["budget"]) == key), key=lambda r: r["pairs"])
-        for system, style in (("recipe", "o-"), ("demo", "s--")):
+        for system, style in (("recipe", "o-"), ("demo", "s--")):  # one colour per direction and budget
             ax.errorbar([r["pairs"] for r in part], [r[system]["bleu"] for r in part],
                         yerr=[r["comparison"]["systems"][system == "recipe"]["ci"] for r in part], fmt=style,
-                        capsize=3, label=f"{system} {key[0]} {key[1]}")
+                        color=f"C{i}", capsize=3, label=f"{system} {key[0]} {key[1]}")
     ax.set_xscale("log")
     ax.set_xlabel("training pairs (Multi30k sample)")
     ax.set_ylabel("test_2016_flickr BLEU (beam 5)")

@@ -44,12 +44,12 @@ The rule, and where each part comes from (L = literature, M = measured here, J =
   validates better (M: the demo keeps it only then).
 
 Measured against the demo config with its data swapped (scripts/exp_recipe.py, same budget, one
-thread each on a 2-core AMD EPYC Zen 4 shared with other jobs, test_2016_flickr, beam 5, paired
-bootstrap): en→de +1.23 BLEU at 1k pairs, +1.86 at 3k, +3.67 at 10k (4 minutes), en→fr +3.13 at
-10k (10 minutes; a pair the rule was not fitted on); each p = 0.001. Every model there was badly
-under-trained (a few hundred updates), and the rule chose rung 0 each time (the load lowered the
-measured rate). Not measured: de→en, 29k pairs, longer budgets, GPUs, a sweep of this rule's own
-keys around its choices. The table: docs/guides/own-corpus.md.
+thread each, two trainings side by side on a quiet 2-core AMD EPYC Zen 4, test_2016_flickr, beam
+5, paired bootstrap; the rule refitted on the en→de grid above, en→fr and de→en held out): at 4
+minutes, 1k pairs +6.60 en→fr, +3.45 de→en, +3.55 en→de; 3k +5.07, +3.45, +2.58; 10k +9.95,
++4.25, +4.07 (each p = 0.001); at 29k pairs and 20 minutes (en→de) +0.99 (p = 0.022). Not
+measured: budgets over 20 minutes, the 4.5M-pair corpus, GPUs' own budgets, CPUs other than the
+Zen 4, repeated seeds. The tables: docs/guides/own-corpus.md.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ time budget buys at that model size, scored on test_2016_flickr (beam 5, the ave
 when it validated better) and on the run's best validation (greedy, <= 300 sentences).
 
     python scripts/exp_recipe_grid.py --mirror ../shared/data/multi30k --out exp/grid \\
-        --sizes 3000 10000 --directions en-de --updates 128=1500 192=700 --jobs 12
+        --sizes 1000 3000 10000 --updates 128=1500 192=840 --jobs 15 --set train.threads=1
 
 Why updates and not minutes: the question is which keys are best for a 4-minute CPU budget, and
 a budget of minutes buys a model size a number of updates (measured on the CPU, `--updates`:
@@ -25,7 +25,6 @@ import argparse
 import itertools
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -35,19 +34,11 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from exp_recipe import REPO, TEST, best_checkpoint, make_corpus  # noqa: E402
+from exp_recipe import evaluate, make_corpus, mt  # noqa: E402
 
-MODELS = {128: (2, 512), 192: (4, 768), 256: (4, 1024)}  # d_model -> (heads, d_ff), the recipe's rungs
+from mt.train.recipe import LADDER  # noqa: E402
 
-
-def run_mt(args: list[str], log: Path) -> int:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1")  # many trainings share the machine's cores
-    with open(log, "a", encoding="utf-8") as f:
-        f.write(f"\n$ python -m mt {' '.join(args)}\n")
-        f.flush()
-        return subprocess.run([sys.executable, "-m", "mt", *args], stdout=f, stderr=subprocess.STDOUT, cwd=REPO,
-                              env=env).returncode
+MODELS = {r.d_model: (r.heads, r.d_ff) for r in LADDER}  # d_model -> (heads, d_ff), the recipe's rungs
 
 
 def base_config(a: argparse.Namespace, key: str, data: Path, src: str, tgt: str) -> Path:
@@ -55,8 +46,8 @@ def base_config(a: argparse.Namespace, key: str, data: Path, src: str, tgt: str)
     path = a.out / "runs" / f"base_{key}" / "recipe.yaml"
     if not path.is_file():
         sets = ["--set", f"name=base_{key}", "--set", f"run_root={a.out / 'runs'}"]
-        if run_mt(["train", "--data", str(data), "--src-lang", src, "--tgt-lang", tgt, "--budget", a.budget,
-                   "--dry-run", *sets], a.out / "logs" / f"base_{key}.log"):
+        if mt(["train", "--data", str(data), "--src-lang", src, "--tgt-lang", tgt, "--budget", a.budget,
+               "--dry-run", *sets], a.out / "logs" / f"base_{key}.log").returncode:
             raise SystemExit(f"base_{key}: the dry run failed; see {a.out / 'logs'}")
     return path
 
@@ -83,20 +74,20 @@ def train_and_score(a: argparse.Namespace, key: str, base: Path, data: Path, t: 
     sets = [f"name={name}", f"run_root={a.out / 'runs'}", f"data.path={data}", *t["set"], *a.set]
     t0 = time.time()
     if not (run / "done").is_file():
-        if run_mt(["train", str(base), *[x for s in sets for x in ("--set", s)]], log):
+        if mt(["train", str(base), *[x for s in sets for x in ("--set", s)]], log).returncode:
             print(f"{name}: training failed; see {log}", flush=True)
             return None
         (run / "done").write_text("")
-    ckpt = best_checkpoint(run)
-    if run_mt(["evaluate", "-c", str(ckpt), "--split", TEST, "--beam", "5"], log):
-        print(f"{name}: evaluation failed; see {log}", flush=True)
+    try:
+        scored = evaluate(a, name)  # the averaged checkpoint when it validated better, beam 5
+    except SystemExit as e:
+        print(e, flush=True)
         return None
-    report = json.loads(next((run / "eval").glob(f"{TEST}.{ckpt.stem}.beam5.json")).read_text(encoding="utf-8"))
     records = [json.loads(x) for x in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
     valid = [r["bleu"] for r in records if r.get("kind") in ("valid", "averaged") and "bleu" in r]
-    return {**{k: v for k, v in t.items() if k != "set"}, "corpus": key, "test_bleu": report["scores"]["bleu"]
-            if "scores" in report else report["bleu"], "best_valid_bleu": round(max(valid), 2) if valid else None,
-            "checkpoint": ckpt.name, "seconds": round(time.time() - t0)}
+    return {**{k: v for k, v in t.items() if k != "set"}, "corpus": key, "test_bleu": scored["bleu"],
+            "best_valid_bleu": round(max(valid), 2) if valid else None, "checkpoint": scored["checkpoint"],
+            "seconds": round(time.time() - t0)}
 
 
 def main() -> None:
@@ -116,6 +107,7 @@ def main() -> None:
     p.add_argument("--set", action="append", default=[], help="extra override for every trial")
     a = p.parse_args()
     a.out = a.out.resolve()
+    os.environ["OMP_NUM_THREADS"] = "1"  # the trainings (child processes) share the machine's cores
     a.updates = {int(k): int(v) for k, v in (x.split("=") for x in a.updates)}
     if missing := [d for d in a.models if d not in a.updates or d not in MODELS]:
         raise SystemExit(f"--updates has no count (or the script no shape) for d_model {missing}")

@@ -26,6 +26,10 @@ NAME  = $(basename $(notdir $(CONFIG)))
 RUN   = runs/$(NAME)
 # The checkpoint evaluated by `make evaluate` / `make demo`: the averaged one when training wrote it.
 CKPT  = $(if $(wildcard $(RUN)/checkpoints/averaged.pt),$(RUN)/checkpoints/averaged.pt,$(RUN)/checkpoints/best.pt)
+# `make test` runs the suite in one worker process per core (pytest-xdist), each torch on one thread
+# (OMP_NUM_THREADS=1: two workers' OpenMP pools on two cores contend, and tiny models gain nothing
+# from a second thread); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= auto
 TEST_SPLITS := --split test_2016_flickr --split test_2017_flickr --split test_2017_mscoco
 
 .PHONY: install install-dev install-docs browser-deps data prepare train translate evaluate plot demo test test-offline docs docs-check bench clean
@@ -120,13 +124,13 @@ docs-check: install-docs
 test: install-dev install-docs data browser-deps
 	$(BIN)/ruff check mt tests scripts
 	$(DOCS_CHECK)
-	MT_TESTS_OFFLINE=0 $(BIN)/python -m pytest -q --durations=25 tests; rc=$$?; \
+	MT_TESTS_OFFLINE=0 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=25 tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 test-offline: install-dev install-docs browser-deps
 	$(BIN)/ruff check mt tests scripts
 	$(DOCS_CHECK)
-	MT_TESTS_OFFLINE=1 $(BIN)/python -m pytest -q tests; rc=$$?; \
+	MT_TESTS_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 bench: data

@@ -131,7 +131,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mirror", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--sizes", type=int, nargs="+", default=[1000, 3000, 10000])
+    p.add_argument("--sizes", type=int, nargs="*", default=[1000, 3000, 10000],
+                   help="corpus sizes to train (none, with --merge: only the table and plot of earlier runs)")
     p.add_argument("--directions", nargs="+", default=["en-de"])
     p.add_argument("--budget", default="4m")
     p.add_argument("--jobs", type=int, default=2)
@@ -141,6 +142,7 @@ def main() -> None:
                    help="results.json of earlier runs of this script to put in the same table and plot")
     a = p.parse_args()
     a.out = a.out.resolve()
+    a.out.mkdir(parents=True, exist_ok=True)
     merged = [r for m in a.merge for r in json.loads(m.read_text(encoding="utf-8"))]
     rows = list(merged)
     for direction in a.directions:

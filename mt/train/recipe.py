@@ -6,12 +6,17 @@ writes the choice as an ordinary config that `mt train CONFIG` reproduces.
 The rule, and where each part comes from (L = literature, M = measured here, J = judgement):
 
 - **Vocabulary** (L, M): unigram sentencepiece, joint when both sides are written in one script
-  (three-way tying), separate otherwise. Size grows with the corpus: Gowda & May (2020) find
-  the best BPE vocabulary ~1k-8k at 30k pairs, ~8k at 1M, 32k-64k at 4.5M; Araabi & Monz (2020)
-  ~5k merges at 5k pairs and fewer below. Here: 8k at 29k pairs (M: the demo sweep, where 8k beat
-  5k; docs/sweep.md), √-scaled below (1.5k at 1k pairs, 2.5k at 3k, 4.5k at 10k), 8k up to 1M,
-  then growing to 32k at 4.5M; never over half the corpus's distinct words (sentencepiece
-  cannot fill more pieces than the data holds). Monotone in the corpus size.
+  (three-way tying), separate otherwise. Half as many pieces as the corpus has distinct words
+  (both sides of a joint model), at most 8k up to 1M pairs, then growing to 32k at 4.5M (L: Gowda
+  & May 2020: ~8k at 1M pairs, 32k-64k at 4.5M), and at most what keeps the output layer within
+  half the rung's matrix parameters (`output_cap`: 5k at d 128, 8k at d 192, 14k at d 256): past
+  that the softmax eats the budget. M: in the key grid (en→de, d 128, 1,500 updates, Zen 4), at
+  3k pairs (10,366 distinct words) 5k pieces beat 2.5k by 1.3 test BLEU (21.77 vs 20.50) and 1k
+  by 5.2, and sentencepiece refused 7.5k; at 1k pairs 3k beat 1.5k by 0.6, at 10k 9k beat 4.5k by
+  0.5 (both within the noise; validation preferred the smaller) but took 22% longer, and in
+  4 minutes 8k pieces at 10k pairs scored 24.17 against 4.5k's 25.14 (exp_recipe, two sessions
+  apart); at 29k pairs 5k and 8k were level in the demo sweep (docs/sweep.md). Monotone in the
+  corpus size as long as its distinct words grow with it.
 - **Model size** (L, M, J): the smaller of two caps, both monotone. The data cap (L: Araabi &
   Monz: smaller FFN and fewer heads on small data; scaling laws, Gordon, Duh & Kaplan 2021 and
   Ghorbani et al. 2021: past some size extra parameters stop paying for a given corpus): rung 0
@@ -45,16 +50,17 @@ The rule, and where each part comes from (L = literature, M = measured here, J =
 
 Measured against the demo config with its data swapped (scripts/exp_recipe.py, same budget, one
 thread each, two trainings side by side on a quiet 2-core AMD EPYC Zen 4, test_2016_flickr, beam
-5, paired bootstrap; the rule refitted on the en→de grid above, en→fr and de→en held out): at 4
-minutes, 1k pairs +6.60 en→fr, +3.45 de→en, +3.55 en→de; 3k +5.07, +3.45, +2.58; 10k +9.95,
-+4.25, +4.07 (each p = 0.001); at 29k pairs and 20 minutes (en→de) +0.99 (p = 0.022). Not
-measured: budgets over 20 minutes, the 4.5M-pair corpus, GPUs' own budgets, CPUs other than the
-Zen 4, repeated seeds. The tables: docs/guides/own-corpus.md.
+5, paired bootstrap; the rule fitted on the en→de grid above, en→fr and de→en held out): at 4
+minutes, 1k pairs +7.52 en→fr, +3.33 de→en, +3.84 en→de; 3k +5.83, +3.18, +3.77; 10k +8.46, +4.87,
++3.84 (each p = 0.001); en→de 3k with further seeds: +2.41 with seed 2 (18.30 → 20.71) and +2.95
+with seed 3 (17.34 → 20.28), each p = 0.001: a mean of +3.04 over three seeds, the 3-BLEU target
+met by one of them; at 29k pairs and 20 minutes (en→de) −0.27 (p = 0.20; the rule chose the demo's
+model). Not measured: budgets over 20 minutes, the 4.5M-pair corpus, GPUs' own budgets, CPUs other
+than the Zen 4. The tables: docs/guides/own-corpus.md.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +77,7 @@ TOKENS_PER_PARAM = 1.0  # target tokens seen per non-embedding parameter, at lea
 # fp32 on a 2-core Zen 4 (docs/performance.md) against ~167 GFLOP/s products, by the estimate below.
 EFFICIENCY = 0.8
 BF16_STEP_GAIN = 1.27  # a bf16 training step over fp32 where auto picks bf16 (Zen 4, docs/performance.md)
+OUTPUT_SHARE = 0.5  # the output layer's parameters (d_model x vocabulary) over the rung's matrix parameters, at most
 CAP_VOCAB = 8000  # the output layer's size in the compute cap, whatever the corpus's vocabulary
 WORDS_TO_PIECES = 1.3  # subword pieces per word at these vocabulary sizes (Multi30k: ~1.3 at 8k)
 
@@ -162,26 +169,33 @@ class Recipe:
         self.reasons[f"{section}.{key}"] = reason
 
 
-def vocab_size(pairs: int, types: int) -> int:
-    """Pieces for a corpus of `pairs` with `types` distinct words (both sides of a joint model)."""
-    if pairs <= 30_000:
-        size = 8000 * math.sqrt(pairs / 30_000)
-    elif pairs <= 1_000_000:
-        size = 8000.0
-    else:
-        size = 8000 * (pairs / 1_000_000) ** 0.92
-    size = min(size, 32_000, types / 2)
-    return max(1000, int(round(size / 500)) * 500)
+def corpus_vocab(pairs: int, types: int) -> int:
+    """Pieces the corpus asks for, `pairs` with `types` distinct words (both sides of a joint
+    model): half the distinct words, at most 8k up to 1M pairs and growing to 32k at 4.5M, in
+    steps of 500, at least 1,000."""
+    size = 8000.0 if pairs <= 1_000_000 else 8000 * (pairs / 1_000_000) ** 0.92
+    return max(1000, int(round(min(size, 32_000, types / 2) / 500)) * 500)
 
 
-def _rung(s: CorpusSurvey, budget_s: float, machine: Machine, vocab: int) -> tuple[int, int, float]:
-    """(the rung, the data cap's rung, target tokens the budget buys at that rung)."""
+def vocab_size(pairs: int, types: int, rung: Rung) -> int:
+    """Pieces for the corpus (`corpus_vocab`) trained at `rung`: no more than `output_cap(rung)`."""
+    return max(1000, min(corpus_vocab(pairs, types), output_cap(rung)))
+
+
+def output_cap(rung: Rung) -> int:
+    """The most pieces whose output layer (d_model x pieces) is within `OUTPUT_SHARE` of the
+    rung's matrix parameters, in steps of 500: 5,000 at d 128, 8,000 at d 192."""
+    return int(OUTPUT_SHARE * rung.matrix_params() / rung.d_model) // 500 * 500
+
+
+def _rung(s: CorpusSurvey, budget_s: float, machine: Machine) -> tuple[int, int]:
+    """(the rung, the data cap's rung)."""
     data_cap = next((i for i, r in enumerate(LADDER) if r.max_pairs and s.pairs < r.max_pairs), len(LADDER) - 1)
     chosen = 0
     for i, r in enumerate(LADDER[: data_cap + 1]):  # at a fixed vocabulary: the cap must not fall as the corpus grows
         if _tokens_seen(r, CAP_VOCAB, budget_s, machine) >= TOKENS_PER_PARAM * r.matrix_params():
             chosen = i
-    return chosen, data_cap, _tokens_seen(LADDER[chosen], vocab, budget_s, machine)
+    return chosen, data_cap
 
 
 def _tokens_seen(r: Rung, vocab: int, budget_s: float, machine: Machine) -> float:
@@ -195,14 +209,17 @@ def choose(s: CorpusSurvey, budget_s: float, machine: Machine) -> Recipe:
     n = f"{s.pairs:,} pairs"
     joint = s.shared_script
     types = s.src_types + s.tgt_types if joint else min(s.src_types, s.tgt_types)
-    vocab = vocab_size(s.pairs, types)
+    rung_i, cap_i = _rung(s, budget_s, machine)
+    rung = LADDER[rung_i]
+    vocab = vocab_size(s.pairs, types, rung)
+    tgt_tokens = _tokens_seen(rung, vocab, budget_s, machine)
     recipe.set("tokenizer", "type", "unigram", "unigram sentencepiece (Kudo 2018), mt's default")
-    recipe.set("tokenizer", "vocab_size", vocab, f"{n}: the vocabulary grows with the corpus (8k at 29k pairs "
-               f"measured; Gowda & May 2020){'' if vocab > 1000 else ', at its floor'}")
+    capped = f"; at most {vocab:,} at d_model {rung.d_model}, whose output layer it keeps within half the " \
+             "matrix parameters" if vocab < corpus_vocab(s.pairs, types) else ""
+    recipe.set("tokenizer", "vocab_size", vocab, f"{n}, {types:,} distinct words: half as many pieces, at most "
+               f"8k up to 1M pairs (measured; Gowda & May 2020){capped}{'' if vocab > 1000 else ', at its floor'}")
     recipe.set("tokenizer", "joint", joint, f"{s.src_script or '?'} and {s.tgt_script or '?'}: "
                + ("one script, one shared vocabulary and tied embeddings" if joint else "two scripts, a vocabulary each"))
-    rung_i, cap_i, tgt_tokens = _rung(s, budget_s, machine, vocab)
-    rung = LADDER[rung_i]
     tgt_per_epoch = max(1.0, s.tgt_words * WORDS_TO_PIECES)
     epochs = tgt_tokens / tgt_per_epoch
     why = (f"{n} allow rung {cap_i}; the budget buys ~{tgt_tokens / 1e6:.1f}M target tokens, "

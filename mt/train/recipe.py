@@ -14,8 +14,8 @@ The rule, and where each part comes from (L = literature, M = measured here, J =
   3k pairs (10,366 distinct words) 5k pieces beat 2.5k by 1.3 test BLEU (21.77 vs 20.50) and 1k
   by 5.2, and sentencepiece refused 7.5k; at 1k pairs 3k beat 1.5k by 0.6, at 10k 9k beat 4.5k by
   0.5 (both within the noise; validation preferred the smaller) but took 22% longer, and in
-  4 minutes 8k pieces at 10k pairs scored 24.17 against 4.5k's 25.14 (exp_recipe, two sessions
-  apart); at 29k pairs 5k and 8k were level in the demo sweep (docs/sweep.md). Monotone in the
+  4 minutes at 10k pairs 8k pieces scored 24.17, 4.5k 25.14 (the session before) and 5k 26.42
+  (exp_recipe, each beside its own demo-config run: +2.75, +4.07, +3.84); at 29k pairs 5k and 8k were level in the demo sweep (docs/sweep.md). Monotone in the
   corpus size as long as its distinct words grow with it.
 - **Model size** (L, M, J): the smaller of two caps, both monotone. The data cap (L: Araabi &
   Monz: smaller FFN and fewer heads on small data; scaling laws, Gordon, Duh & Kaplan 2021 and

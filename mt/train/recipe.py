@@ -179,7 +179,7 @@ def corpus_vocab(pairs: int, types: int) -> int:
 
 def vocab_size(pairs: int, types: int, rung: Rung) -> int:
     """Pieces for the corpus (`corpus_vocab`) trained at `rung`: no more than `output_cap(rung)`."""
-    return max(1000, min(corpus_vocab(pairs, types), output_cap(rung)))
+    return min(corpus_vocab(pairs, types), output_cap(rung))
 
 
 def output_cap(rung: Rung) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from mt.config_checks import parse_share
 from mt.config_load import config_from_dict, load_config
 from mt.errors import MTError
 from mt.model.checkpoint import load_checkpoint
-from mt.train.horizon import SPEED_UPDATES, RunHorizon
+from mt.train.horizon import REPLAN_TOLERANCE, SPEED_UPDATES, RunHorizon
 
 TINY_YAML = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
 
@@ -107,14 +108,70 @@ def test_updates_that_cannot_fit_the_budget_warn_once_with_the_estimate() -> Non
     assert fixed.observe(0, 0, 0.0)[0].startswith("warning: train.warmup=400 updates is longer than the ~100 updates")
 
 
-def test_resolved_values_survive_a_resume_and_a_slower_session() -> None:
-    t = TrainConfig(time_budget="200s", warmup="10%")
+def _run_budget(h: RunHorizon, seconds_at: Callable[[float], float], start: tuple[int, float] = (0, 0.0)
+                ) -> tuple[int, list[str]]:
+    """Drive `h` until its budget is spent, an update taking `seconds_at(elapsed)` seconds; from
+    update and elapsed `start` (a resumed session). Returns (updates made by then, lines logged)."""
+    lines, (update, elapsed), session = [], start, 0
+    while elapsed < h.budget:
+        lines += h.observe(update, session, elapsed)
+        elapsed += seconds_at(elapsed)
+        update, session = update + 1, session + 1
+    return update, lines
+
+
+def test_resolved_values_survive_a_resume_then_follow_the_new_session_speed() -> None:
+    """A resumed session keeps the plan it was given, until it has measured its own speed: 4.5x
+    slower after the resume at 100 s, the plan moves down within a twentieth of the budget, says so."""
+    t = TrainConfig(time_budget="200s", warmup="10%", valid_every="25%")
     h = RunHorizon(t, budget=200.0, epoch_updates=0, saved={})
     _run(h, 2.0, SPEED_UPDATES + 1)
     resumed = RunHorizon(t, budget=200.0, epoch_updates=0, saved=h.saved())
-    assert resumed.resolved and resumed.values == h.values and resumed.estimate == h.estimate
-    assert _run(resumed, 9.0, SPEED_UPDATES + 1) == []  # not measured again
+    assert resumed.resolved and resumed.values == h.values and resumed.estimate == h.estimate == 100
     assert resumed.warmup(50, 100.0) == 10
+    made, lines = _run_budget(resumed, lambda _: 9.0, start=(50, 100.0))
+    assert made == 50 + math.ceil(100 / 9) == 62
+    assert lines and all(line.startswith("plan moved: ~100 -> ~") for line in lines[:1])
+    assert abs(resumed.estimate - made) <= 0.1 * made, (resumed.estimate, made, lines)
+    assert resumed.values["warmup"] == 10  # finished before the resume: no second ramp
+    assert resumed.values["valid_every"] == round(0.25 * resumed.estimate)
+
+
+def test_the_plan_follows_a_machine_that_slows_down() -> None:
+    """Issue 54's case: a 200 s budget, the machine 3x slower from 70 s on (two busy processes
+    started). The first estimate believes updates 2-20 (~400 updates); the plan then moves, each
+    move logged with its size, and ends within 10% of the updates really made."""
+    h = RunHorizon(TrainConfig(time_budget="200s", warmup="6%", valid_every="25%"), budget=200.0,
+                   epoch_updates=0, saved={})
+    made, lines = _run_budget(h, lambda elapsed: 0.5 if elapsed < 70 else 1.5)
+    assert lines[0].startswith("run length: ~400 updates")
+    moves = [line for line in lines if line.startswith("plan moved:")]
+    assert moves and all("%; " in line and "s/update over updates" in line for line in moves)
+    assert made == 140 + math.ceil(130 / 1.5) == 227
+    assert abs(h.estimate - made) <= 0.1 * made, (h.estimate, made, moves)
+    assert h.values["warmup"] == 24  # 6% of the first plan: reached at update 24, before the slow-down
+
+
+def test_the_plan_follows_a_slow_start() -> None:
+    """Issue 53's GPU case: the first 100 updates 7x slower than the rest (kernels, compile). The
+    first estimate is far too low; re-planning brings it to within 10%, and a share of warmup not
+    yet reached moves with the plan."""
+    h = RunHorizon(TrainConfig(time_budget="150s", warmup="50%"), budget=150.0, epoch_updates=0, saved={})
+    updates = iter(range(10**6))
+    made, lines = _run_budget(h, lambda _: 0.35 if next(updates) < 100 else 0.05)
+    first = int(lines[0].split("~")[1].split(" ")[0].replace(",", ""))
+    assert first < 0.25 * made
+    assert abs(h.estimate - made) <= 0.1 * made, (h.estimate, made, lines)
+    assert h.values["warmup"] > first // 2  # the ramp grew with the plan while it was under way
+
+
+def test_a_steady_machine_keeps_its_plan() -> None:
+    """Within REPLAN_TOLERANCE the plan holds still: no line, no change of interval."""
+    h = RunHorizon(TrainConfig(time_budget="300s", warmup="5%", valid_every="10%"), budget=300.0, epoch_updates=0, saved={})
+    jitter = iter([1.0, 1.04, 0.97, 1.02] * 1000)
+    made, lines = _run_budget(h, lambda _: next(jitter))
+    assert len(lines) == 1 and lines[0].startswith("run length:")
+    assert abs(h.estimate - made) <= REPLAN_TOLERANCE * made
 
 
 def test_config_accepts_shares_and_names_bad_ones(tmp_path: Path) -> None:

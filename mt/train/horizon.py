@@ -8,6 +8,17 @@ first update of the session (which carries one-time costs: allocation, kernel ch
 probe); time spent validating in between counts, as it does against the budget. The resolved
 values and the estimate are logged, and kept in last.pt so that a resumed run keeps them.
 
+The plan follows the run: every `REPLAN_EVERY` of the budget the speed is measured again over the
+last `REPLAN_WINDOW` of it (this session's updates only), and when the budget then allows more
+than `REPLAN_TOLERANCE` more or fewer updates than planned, the plan moves and a log line says
+by how much and why. A first estimate taken while kernels were cold (a GPU's first hundred
+updates, a compile), a machine that slows when other work starts, or a resumed session on
+another machine: each is corrected within a twentieth of the budget. What moves: the estimate,
+valid_every and save_every as shares of it, and a share of warmup that has not yet been
+reached (a finished warmup stays finished). The learning rate's end needs no re-plan: the
+schedule anneals by the share of the budget spent (mt/train/optim.py), so it reaches its floor
+when the budget ends, whatever the speed.
+
 Before the estimate: a share of warmup ramps with a provisional length of at least
 `SPEED_UPDATES` updates (never a faster ramp than that), and shares of valid_every / save_every
 do not fire yet. A value in updates that cannot fit the run (a warmup longer than it, an
@@ -18,12 +29,17 @@ must say so on a slow one rather than silently never reach its peak learning rat
 from __future__ import annotations
 
 import math
+from collections import deque
 from typing import Any
 
 from mt.config import TrainConfig
 from mt.config_checks import SHARE_KEYS, parse_share
 
 SPEED_UPDATES = 20  # a session's speed is measured over its updates 2..SPEED_UPDATES
+REPLAN_EVERY = 0.05  # of the budget: how often the speed is measured again
+REPLAN_WINDOW = 0.25  # of the budget: the recent stretch whose speed a re-plan believes (about one validation in it)
+REPLAN_TOLERANCE = 0.05  # the plan moves when the budget allows this much more or fewer updates
+REPLAN_MIN_UPDATES = 5  # a window with fewer updates than this is too short to measure
 
 # What a value in updates that does not fit the run means, and what to write instead.
 _TOO_LONG = {
@@ -52,6 +68,8 @@ class RunHorizon:
         self.values: dict[str, int] = {}
         self.estimate = 0
         self.first: tuple[int, float] | None = None  # (update, elapsed) after the session's first update
+        self.marks: deque[tuple[int, float]] = deque()  # (update, elapsed) of this session, the last window's
+        self.next_replan = 0.0  # elapsed seconds of the next re-measurement (0: none planned yet)
         self.pending_lines: list[str] = []
         if saved.get("values"):
             self.values, self.estimate = {k: int(v) for k, v in saved["values"].items()}, int(saved["estimate"])
@@ -70,8 +88,12 @@ class RunHorizon:
         """Note the clock before update `update + 1`; `session_updates` of them were made in this
         session. Returns the log lines of the resolution, once."""
         lines, self.pending_lines = self.pending_lines, []
-        if self.resolved or not self.budget:
+        if not self.budget:
             return lines
+        if session_updates >= 1:
+            self._mark(update, elapsed)
+        if self.resolved:
+            return lines + self._replan(update, elapsed)
         if session_updates == 1:
             self.first = (update, elapsed)
         elif session_updates >= SPEED_UPDATES and self.first is not None:
@@ -82,7 +104,36 @@ class RunHorizon:
             if self.known and self.known <= estimate:
                 estimate, why = self.known, self.why_known
             lines += self._resolve(round(estimate), why)
+            self.next_replan = elapsed + REPLAN_EVERY * self.budget
         return lines
+
+    def _mark(self, update: int, elapsed: float) -> None:
+        """Remember the clock before `update + 1`, forgetting what lies before the re-plan window."""
+        self.marks.append((update, elapsed))
+        while len(self.marks) > 2 and self.marks[1][1] <= elapsed - REPLAN_WINDOW * self.budget:
+            self.marks.popleft()
+
+    def _replan(self, update: int, elapsed: float) -> list[str]:
+        """Every REPLAN_EVERY of the budget: the estimate from the recent speed; the log lines when
+        the plan moved (and the values moved with it), else []."""
+        if not self.next_replan:  # resolved in an earlier session: measure this one's speed first
+            self.next_replan = elapsed + REPLAN_EVERY * self.budget
+        if elapsed < self.next_replan or elapsed >= self.budget:
+            return []
+        self.next_replan = elapsed + REPLAN_EVERY * self.budget
+        first_update, first_elapsed = self.marks[0]
+        if update - first_update < REPLAN_MIN_UPDATES or elapsed <= first_elapsed:
+            return []
+        seconds = (elapsed - first_elapsed) / (update - first_update)
+        estimate = round(update + (self.budget - elapsed) / seconds)
+        why = f"{seconds:.3g} s/update over updates {first_update + 1}-{update}"
+        if self.known and self.known <= estimate:
+            estimate, why = self.known, self.why_known
+        if abs(estimate - self.estimate) <= REPLAN_TOLERANCE * self.estimate:
+            return []
+        # a warmup already finished stays finished (no second ramp); one under way follows the plan
+        frozen = {"warmup": self.values["warmup"]} if update >= self.values["warmup"] else {}
+        return self._resolve(estimate, why, moved_from=self.estimate, frozen=frozen)
 
     def warmup(self, update: int, elapsed: float) -> int:
         """The warmup length (updates) for the next update; provisional until resolved."""
@@ -112,8 +163,12 @@ class RunHorizon:
         share = self.shares[key]
         return f"{self.given[key]} updates" if share is None else f"{share * 100:.4g}% of the run"
 
-    def _resolve(self, estimate: int, why: str) -> list[str]:
-        """Fix every key in updates for a run of `estimate` updates; the log lines that say so."""
+    def _resolve(self, estimate: int, why: str, moved_from: int = 0, frozen: dict[str, int] | None = None) -> list[str]:
+        """Fix every key in updates for a run of `estimate` updates; the log lines that say so
+        (`moved_from`: the estimate this one replaces, 0 for the first; `frozen`: keys kept as they are)."""
+        frozen = frozen or {}
+        warned = set() if not moved_from else {key for key in SHARE_KEYS if self.shares[key] is None
+                                                 and self.estimate and int(self.given[key]) > self.estimate}
         self.estimate = estimate
         lines, parts = [], []
         for key in SHARE_KEYS:
@@ -121,16 +176,23 @@ class RunHorizon:
             if share is None:
                 value = int(self.given[key])
                 reason, instead = _TOO_LONG[key]
-                if estimate and value > estimate:
+                if estimate and value > estimate and key not in warned:
                     lines.append(f"warning: train.{key}={value} updates is longer than the ~{estimate:,} updates of "
                                  f"this run ({why}): {reason}; a share fits any machine, e.g. {instead}")
+            elif key in frozen:
+                value = frozen[key]
+                parts.append(f"{key} {value:,} updates (done)")
             else:
                 value = round(share * estimate)
                 if key != "warmup" and share > 0:
                     value = max(value, 1)  # "every 0.01%" of a short run is every update, not never
                 parts.append(f"{key} {share * 100:.4g}% = {value:,} updates")
             self.values[key] = value
-        if parts or self.budget:
+        if moved_from:
+            change = (estimate - moved_from) / moved_from * 100
+            lines.insert(0, f"plan moved: ~{moved_from:,} -> ~{estimate:,} updates ({change:+.0f}%; {why})"
+                         + (f"; {', '.join(parts)}" if parts else ""))
+        elif parts or self.budget:
             lines.insert(0, f"run length: ~{estimate:,} updates ({why})" + (f"; {', '.join(parts)}" if parts else ""))
         return lines
 

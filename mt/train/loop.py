@@ -379,6 +379,9 @@ class _Loop:
                 self._validate_and_save(why="end")
             self.log.info(f"training finished ({reason.value}) at update {st.update}, epoch {st.epoch}; best "
                           f"{_metric_name(self.t.valid_bleu)} {abs(st.best_metric):.2f} at update {st.best_update}")
+            if self.budget and self.horizon.estimate:
+                off = (st.update - self.horizon.estimate) / self.horizon.estimate * 100
+                self.log.info(f"plan: ~{self.horizon.estimate:,} updates, made {st.update:,} ({off:+.1f}%)")
             if self.t.average_last > 0 and self.info.is_main:
                 best = self._average(best)
         seconds = self.elapsed() - self.session_elapsed0

@@ -163,6 +163,7 @@ class TrainConfig:
     valid_bleu: bool = True  # decode the validation set and compute BLEU/chrF at validation
     valid_beam: int = 1  # 1 = greedy
     valid_max_sentences: int = 0  # decode only the first N validation sentences for BLEU (0 = all)
+    fit_alpha: bool = False  # after training: choose decode.alpha by beam BLEU on val and store it in the checkpoint (mt/train/decode_fit.py)
     patience: int = 0  # early stopping: validations without a BLEU gain (0 = off)
     keep_checkpoints: int = 5  # periodic checkpoints kept (besides last and best)
     save_every: int | str = 0  # periodic checkpoint every N updates, or every "10%" of the run (0 = at validations only)

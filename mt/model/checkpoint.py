@@ -394,6 +394,15 @@ class CheckpointFiles:
         self.averaged.unlink(missing_ok=True)  # a stale one would be picked by `make evaluate`
 
 
+def store_decode_fit(path: Path, alpha: float, record: dict[str, Any]) -> None:
+    """Rewrite the checkpoint at `path` (atomically) with decode.alpha = `alpha` in its config and
+    `record` (how it was chosen) under "decode_fit": what translate, evaluate and serve then use."""
+    state = load_checkpoint(path)
+    state["config"]["decode"]["alpha"] = float(alpha)
+    state["decode_fit"] = record
+    save_checkpoint(path, state)
+
+
 def ensemble_of(paths: Sequence[Path], models: Sequence[Transformer], tokenizers: Sequence[Tokenizer],
                 configs: Sequence[Config]) -> Transformer | Ensemble:
     """One model as it is; several as an `Ensemble` (in eval mode), refused when their tokenizers

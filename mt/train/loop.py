@@ -58,10 +58,11 @@ from mt.data.splits import load_split
 from mt.data.tokenizer import Tokenizer
 from mt.device import resolve_device
 from mt.errors import MTError
-from mt.model.checkpoint import AVERAGE_CANDIDATE, Checkpoint, CheckpointFiles
+from mt.model.checkpoint import AVERAGE_CANDIDATE, Checkpoint, CheckpointFiles, read_checkpoint
 from mt.model.transformer import Transformer
 from mt.textio import remove_stale_temp_files
 from mt.train import distributed
+from mt.train.decode_fit import fit_and_store
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
 from mt.train.epochs import TrainingData
@@ -80,9 +81,11 @@ from mt.train.state import (
     StopReason,
     StopSignal,
     TrainState,
+    limit_reached,
     restore,
     rng_state,
     seed_everything,
+    skip_bad_update,
     training_state,
 )
 from mt.train.step import UpdateStep, autocast
@@ -201,6 +204,7 @@ class _Loop:
                  files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None) -> None:
         self.t, self.info, self.device, self.model, self.step, self.validator = \
             cfg.train, info, device, model, step, validator
+        self.cfg_decode = cfg.decode
         self.ema = ema
         self.data, self.state, self.files, self.log, self.stop = data, state, files, log, stop
         self.optimizer, self.scaler, self.timer = step.optimizer, step.scaler, step.timer
@@ -237,7 +241,7 @@ class _Loop:
         """
         st, t = self.state, self.t
         _log_plan(self.log, t, self.info.world_size, self.updates_per_epoch, self.horizon)
-        reason = _limit_reached(st, t)
+        reason = limit_reached(st, t)
         self.window = Window()
         while not reason:
             epoch = self.data.epoch(st.epoch)
@@ -254,7 +258,7 @@ class _Loop:
                 if validated and not reason:  # validated and patience ran out
                     reason = StopReason.EARLY_STOPPING
                 if not reason:
-                    reason = _limit_reached(self.state, self.t)
+                    reason = limit_reached(self.state, self.t)
         return self._finish(reason)
 
     def _one_update(self, chunk: list[np.ndarray], local_tgt: float, local_src: float, end: int) -> StopReason | None:
@@ -283,7 +287,7 @@ class _Loop:
         loss, nll, gnorm, ok = self.step(chunk, scale=info.world_size / global_tgt)
         st.position = end
         if not ok:
-            _skip_bad_update(st, t, self.log, self.files.last, loss=loss, gnorm=gnorm)
+            skip_bad_update(st, t, self.log, self.files.last, loss=loss, gnorm=gnorm)
             return None
         st.update += 1
         if self.ema is not None:
@@ -307,7 +311,7 @@ class _Loop:
             self._save_last()
         if early:
             return StopReason.EARLY_STOPPING
-        return _limit_reached(self.state, self.t)
+        return limit_reached(self.state, self.t)
 
     def _validate_and_save(self, *, why: str) -> bool:
         """Validate on rank 0, write best/periodic/last checkpoints; True when patience ran out."""
@@ -372,6 +376,8 @@ class _Loop:
         elif st.update == self.session_update0 and best.is_file():
             # A resumed run whose limits were already reached: nothing changed, so nothing is redone.
             best = files.averaged if files.averaged.is_file() else best
+            if self.t.fit_alpha and self.info.is_main and "decode_fit" not in read_checkpoint(best).state:
+                fit_and_store(best, self.validator, self.cfg_decode, self.device, self.log.info)  # killed while fitting
             self.log.info(f"training already finished ({reason.value}) at update {st.update}; nothing to do: {best}")
             return best
         else:
@@ -384,6 +390,8 @@ class _Loop:
                 self.log.info(f"plan: ~{self.horizon.estimate:,} updates, made {st.update:,} ({off:+.1f}%)")
             if self.t.average_last > 0 and self.info.is_main:
                 best = self._average(best)
+            if self.t.fit_alpha and self.info.is_main:
+                fit_and_store(best, self.validator, self.cfg_decode, self.device, self.log.info)
         seconds = self.elapsed() - self.session_elapsed0
         busy = max(seconds - self.timer.seconds.get("validation", 0.0), 1e-9)
         self.log.info(f"session: {seconds:.0f}s, {self.total_tokens / busy:,.0f} target tokens/s while training "
@@ -413,27 +421,6 @@ class _Loop:
         self.log.info(f"averaged checkpoints validate worse ({name} {abs(metric):.2f}, best.pt "
                       f"{best_metric:.2f}): not written; use best.pt")
         return best
-
-
-def _limit_reached(st: TrainState, t: TrainConfig) -> StopReason | None:
-    """The update or epoch limit that training has reached, if any."""
-    if t.max_updates and st.update >= t.max_updates:
-        return StopReason.MAX_UPDATES
-    if t.max_epochs and st.epoch > t.max_epochs:
-        return StopReason.MAX_EPOCHS
-    return None
-
-
-def _skip_bad_update(st: TrainState, t: TrainConfig, log: TrainLog, last: Path, *, loss: float,
-                     gnorm: float) -> None:
-    """Count a non-finite loss or gradient (the update was not applied); too many stop training."""
-    st.bad_losses += 1
-    if st.bad_losses > t.max_bad_losses:  # no checkpoint now: last.pt keeps the last good state
-        raise MTError(f"train: {st.bad_losses} non-finite losses (train.max_bad_losses={t.max_bad_losses}); "
-                      f"stopped at update {st.update}, the last good state is in {last}; "
-                      f"try a lower train.lr or fp32")
-    log.info(f"warning: non-finite loss/gradient at update {st.update + 1} (loss {loss}, grad norm "
-             f"{gnorm}); update skipped ({st.bad_losses}/{t.max_bad_losses})")
 
 
 def _log_plan(log: TrainLog, t: TrainConfig, world_size: int, updates_per_epoch: int, horizon: RunHorizon) -> None:

@@ -19,16 +19,18 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from mt.config import Config
+from mt.config import Config, TrainConfig
 from mt.data.tokenizer import Tokenizer
 from mt.errors import Interrupted, MTError
 from mt.model.checkpoint import Checkpoint, inference_state, same_model
 from mt.train.ema import WeightEMA
+from mt.train.log import TrainLog
 
 
 @dataclass
@@ -165,3 +167,24 @@ def restore(last: Checkpoint, cfg: Config, tokenizer: Tokenizer, model: torch.nn
         raise MTError(f"train --resume: '{path}': training state is not readable ({type(e).__name__}: {first})") from None
     log(f"resumed from {path} at update {state.update}, epoch {state.epoch}, batch {state.position}")
     return state
+
+
+def limit_reached(st: TrainState, t: TrainConfig) -> StopReason | None:
+    """The update or epoch limit that training has reached, if any."""
+    if t.max_updates and st.update >= t.max_updates:
+        return StopReason.MAX_UPDATES
+    if t.max_epochs and st.epoch > t.max_epochs:
+        return StopReason.MAX_EPOCHS
+    return None
+
+
+def skip_bad_update(st: TrainState, t: TrainConfig, log: TrainLog, last: Path, *, loss: float,
+                     gnorm: float) -> None:
+    """Count a non-finite loss or gradient (the update was not applied); too many stop training."""
+    st.bad_losses += 1
+    if st.bad_losses > t.max_bad_losses:  # no checkpoint now: last.pt keeps the last good state
+        raise MTError(f"train: {st.bad_losses} non-finite losses (train.max_bad_losses={t.max_bad_losses}); "
+                      f"stopped at update {st.update}, the last good state is in {last}; "
+                      f"try a lower train.lr or fp32")
+    log.info(f"warning: non-finite loss/gradient at update {st.update + 1} (loss {loss}, grad norm "
+             f"{gnorm}); update skipped ({st.bad_losses}/{t.max_bad_losses})")

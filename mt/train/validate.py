@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from mt.config import Config, PairConfig
+from mt.config import Config, DecodeConfig, PairConfig
 from mt.data.batching import Batch, TokenBatchSampler, collate
 from mt.data.corpus import read_split
 from mt.data.splits import EncodedSplit, load_split
@@ -85,6 +85,14 @@ class _PairValidation:
         return record
 
 
+    def bleu(self, model: torch.nn.Module, decode: DecodeConfig) -> float:
+        """Val BLEU of `model` decoded with `decode` (the same lines and BLEU tokenizer as validation)."""
+        src, ref = self.lines()
+        hyps = translate_lines(model, self.tokenizer, src, decode, device=self.device)
+        return score(hyps, ref, tokenize=self.bleu_tokenize or bleu_tokenizer_for(
+            self.pair.tgt_lang, self.cfg.decode.bleu_tokenize)).bleu
+
+
 class Validator:
     """Scores a model on the val split of each of its language pairs (prepared by mt.data.prepare)."""
 
@@ -112,6 +120,13 @@ class Validator:
         if len(records) > 1:  # one pair's own record is the record itself
             record["pairs"] = per_pair
         return record
+
+
+    @torch.no_grad()
+    def bleu(self, model: torch.nn.Module, decode: DecodeConfig) -> float:
+        """Mean val BLEU over the pairs of `model` (eval mode, unwrapped) decoded with `decode`."""
+        model.eval()
+        return sum(pair.bleu(model, decode) for pair in self.pairs.values()) / len(self.pairs)
 
 
 def selection_metric(record: dict[str, Any]) -> float:

@@ -1,0 +1,72 @@
+"""Decoding fitted on validation after training (mt/train/decode_fit.py): the search over alpha on
+made-up BLEU curves, and a tiny run whose final checkpoint carries the alpha it chose."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_train import copy_run
+
+import mt.train.loop
+from mt.commands.decoding import decode_settings
+from mt.config import Config, DecodeConfig
+from mt.model.checkpoint import load_checkpoint, read_checkpoint
+from mt.train.decode_fit import MIN_GAIN, fit_alpha
+from mt.train.validate import Validator
+
+
+def _curve(peak: float, height: float = 3.0) -> tuple[list[float], object]:
+    """BLEU that rises to `height` above 30 at alpha `peak` and falls away; records each call."""
+    calls: list[float] = []
+
+    def bleu_at(alpha: float) -> float:
+        calls.append(alpha)
+        return 30.0 + height - abs(alpha - peak) * 2.0
+
+    return calls, bleu_at
+
+
+@pytest.mark.parametrize("peak", [1.4, 1.2, 0.2, 0.0, 2.2])
+def test_fit_alpha_finds_the_peak_of_a_unimodal_curve_in_few_decodes(peak: float) -> None:
+    calls, bleu_at = _curve(peak)
+    best, tried = fit_alpha(bleu_at, 0.6)
+    assert best == pytest.approx(peak)
+    assert len(calls) == len(set(calls)) <= 8  # each alpha decoded once; never the whole 0-2.4 grid in 0.2 steps
+    assert tried[round(best, 2)] == max(tried.values())
+
+
+def test_fit_alpha_keeps_the_configured_alpha_without_a_real_gain() -> None:
+    _, flat = _curve(0.6, height=0.0)
+    assert fit_alpha(lambda a: 30.0, 0.6)[0] == 0.6  # flat: no change
+    assert fit_alpha(flat, 0.6)[0] == 0.6  # the start is the peak
+    small = fit_alpha(lambda a: 30.0 + (MIN_GAIN / 2 if a == 1.0 else 0.0), 0.6)
+    assert small[0] == 0.6 and small[1][1.0] > small[1][0.6]  # better, but by less than MIN_GAIN
+
+
+def test_a_run_with_fit_alpha_stores_the_chosen_alpha_in_its_final_checkpoint(
+        tmp_path: Path, tiny_run: Config, one_thread: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 40-update tiny model scores ~0 BLEU whatever alpha: its val BLEU (really decoded, with the
+    alpha asked for) gets a made-up curve peaking at 1.4 added, which the fit must find and store."""
+    real_bleu, seen = Validator.bleu, []
+
+    def bleu_with_a_peak(self: Validator, model: object, decode: DecodeConfig) -> float:
+        seen.append(decode.alpha)
+        return real_bleu(self, model, decode) + 3.0 - 2.0 * abs(decode.alpha - 1.4)
+
+    monkeypatch.setattr(Validator, "bleu", bleu_with_a_peak)
+    cfg = copy_run(tiny_run, tmp_path, max_updates=40, valid_every=0, fit_alpha=True, threads=1)
+    final = mt.train.loop.train(cfg)
+    state = load_checkpoint(final)
+    fit = state["decode_fit"]
+    assert fit["was"] == tiny_run.decode.alpha and fit["beam"] == tiny_run.decode.beam
+    assert fit["alpha"] == pytest.approx(1.4) and state["config"]["decode"]["alpha"] == fit["alpha"]
+    assert sorted(float(a) for a in fit["valid_bleu"]) == sorted(seen)
+    # what translate, evaluate and serve start from: the checkpoint's decode section
+    stored = read_checkpoint(final).config.decode
+    assert decode_settings(stored, beam=None, alpha=None, n_best=None, max_tokens=None).alpha == fit["alpha"]
+    log = (cfg.run_dir / "train.log").read_text()
+    assert "decoding fitted on val (beam 2" in log and f"stored in {final.name}" in log
+    # a finished run resumed: the fit is there, nothing is done twice
+    mt.train.loop.train(cfg, resume=True)
+    assert (cfg.run_dir / "train.log").read_text().count("decoding fitted on val") == 1

@@ -4,6 +4,12 @@ A config file has the sections `data`, `tokenizer`, `model`, `train`, `decode` a
 top-level `name` (the run directory is `<run_root>/<name>`). This module is the schema only:
 `mt.config_load` reads YAML and `--set` overrides into it, `mt.config_checks` says which values
 each key accepts.
+
+One shape for every model: after loading, `DataConfig.pairs` is never empty. A bilingual config is
+one untagged pair made of the `data` section's own keys (`DataConfig.__post_init__`, also after
+`dataclasses.replace`); a config that lists `data.pairs` has `data.target_tags` and every source
+starts with its target's tag `<2lang>`. `config_to_dict` writes an untagged model's pair as
+`pairs: []`, so older checkpoints still load (tests/test_old_files.py).
 """
 
 from __future__ import annotations

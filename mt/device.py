@@ -2,6 +2,10 @@
 
 Used by training (`train.device`, `train.precision: auto`), translation (`--device`,
 `--precision bf16`), the export's int8 check and the benchmarks, so the answer is the same everywhere.
+`bf16_feature` is the ONE native-bf16 check ("AMX", "AVX-512 BF16", "CUDA bf16", or None where bf16
+is emulated); `prefers_onednn_linear` is the ONE routing rule between MKL and oneDNN (float32 on a
+non-Intel CPU, where MKL picks slow kernels at mt's shapes), asked by the training loss and the
+decoder's output projection; `cpu_name` / `cpu_isa` name the CPU beside published figures.
 """
 
 from __future__ import annotations

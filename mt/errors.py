@@ -6,6 +6,8 @@ problem. The CLI prints it to stderr and exits with code 2; it never shows a tra
 Library code that goes on despite a problem (e.g. a source line cut to the model's maximum
 length) issues `warnings.warn(message, MTWarning)`; the CLI prints each one as
 `mt: warning: <message>` on stderr.
+`Interrupted(signum)` is a second SIGINT/SIGTERM during training: a BaseException, so no
+`except Exception` swallows it; the CLI exits 128 + signum.
 """
 
 

@@ -1,6 +1,6 @@
 """Time every beam-search decoder step by how many sentences are still searching: where a
 batched round's time goes (its full steps against its tail), and what one step costs per
-sentence at each batch size (docs/performance.md, "Serving").
+sentence at each batch size (docs/performance.md, "Decoding").
 
     .venv/bin/python scripts/bench_beam_steps.py -c runs/multi30k_en_de/checkpoints/best.pt --chunks 1 32
 

@@ -21,7 +21,7 @@ validations and of the averaged checkpoint (validation set only; test sets are n
 Results are appended to `<out>.jsonl` as each trial ends, so a killed sweep continues where it
 stopped, and `<out>.md` is rewritten after every trial: one row per trial, best first.
 
-    .venv/bin/python scripts/sweep.py configs/sweep_multi30k_en_de.yaml --out docs/sweep_multi30k_en_de
+    .venv/bin/python scripts/sweep.py configs/sweep_multi30k_en_de.yaml --out docs/data/sweep_multi30k_en_de
 """
 
 from __future__ import annotations

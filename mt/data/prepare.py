@@ -8,8 +8,8 @@ encoded with `tokenizer.for_target(pair.tgt_lang)`, which puts the pair's tag id
 source when the model has tags: the tag costs one source position and is never split or
 confused with text.
 
-Layout in `cfg.run_dir` (see ARCHITECTURE.md): `config.yaml`, `spm.model` (or `spm.src.model` +
-`spm.tgt.model`), and in `data/`:
+Layout in `cfg.run_dir` (ARCHITECTURE.md maps the rest of a run directory): `config.yaml`,
+`spm.model` (or `spm.src.model` + `spm.tgt.model`), and in `data/`:
 
 - `<data.train_split>.{src,tgt}.{ids,offsets}`: every pair's cleaned training data, concatenated in
   the order of `data.pairs` (int32 ids, little-endian, no BOS/EOS; int64 offsets, N+1);

@@ -1,4 +1,12 @@
-"""Prometheus metrics of one server (one registry per app, so tests can run several apps)."""
+"""Prometheus metrics of one server (one registry per app, so tests can run several apps).
+
+`Metrics` counts requests and latency by route (and requests by API-key name, from
+`mt.serve.access`), translate requests open (what the batcher asks), batches (segments, tokens,
+seconds), segments translated, failed batches, batcher and worker restarts, reloads, the
+translation cache's hits and misses and its entries by model, the queue depth summed over the
+batchers (`depth_reporter`), the worker processes' resident memory (read at each scrape), the
+load time and one `mt_model_info` gauge per model.
+"""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ a batch decoded slowed that batch by as much as the overlap won (greedy, 32 clie
 between batches fell from 43 to 5 ms and each batch's time rose from 168 to 201-229 ms). In a
 process of its own the model shares no GIL with the event loop: on the 2-core development machine
 (AMD EPYC Zen 4, greedy, 32 clients, `--threads 1`) served throughput rose from 149.8 to 180.9
-segments/s (medians of four alternating runs; docs/performance.md "Serving: the model in its own
-process").
+segments/s (medians of four alternating runs; docs/performance.md, "Serving").
 
 `ModelProcess` is an `mt.decode.engine.Engine`: `search_ids` sends the batch down a pipe and
 returns what the child's engine (`load_model`: a `.pt`, an ensemble or an `mt export` directory)

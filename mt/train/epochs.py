@@ -1,5 +1,9 @@
 """What each epoch trains on: the training split (resegmented per epoch with subword
-regularisation, `mt.data.resegment`) and this rank's batches of it, with their token counts."""
+regularisation, `mt.data.resegment`) and this rank's batches of it, with their token counts.
+
+`TrainingData(...).epoch(epoch)` is a pure function of (config, epoch), pair sizes and the
+synthetic mix read from the manifest: a resumed run trains on exactly the batches the interrupted
+one would have (`--resume` skips the first k of them)."""
 
 from __future__ import annotations
 

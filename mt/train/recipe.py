@@ -56,7 +56,8 @@ minutes, 1k pairs +7.52 en→fr, +3.33 de→en, +3.84 en→de; 3k +5.83, +3.18, 
 with seed 3 (17.34 → 20.28), each p = 0.001: a mean of +3.04 over three seeds, the 3-BLEU target
 met by one of them; at 29k pairs and 20 minutes (en→de) −0.27 (p = 0.20; the rule chose the demo's
 model). Not measured: budgets over 20 minutes, the 4.5M-pair corpus, GPUs' own budgets, CPUs other
-than the Zen 4. The tables: docs/guides/own-corpus.md.
+than the Zen 4. The tables: docs/guides/own-corpus.md; per-run data: docs/data/recipe_grid.json
+(exp_recipe.py) and docs/data/recipe_key_grid.jsonl (the key grid).
 """
 
 from __future__ import annotations

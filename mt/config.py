@@ -1,9 +1,10 @@
 """Typed experiment configuration: nested frozen dataclasses loaded from YAML.
 
 A config file has the sections `data`, `tokenizer`, `model`, `train`, `decode` and `clean`, plus a
-top-level `name` (the run directory is `<run_root>/<name>`). This module is the schema only:
-`mt.config_load` reads YAML and `--set` overrides into it, `mt.config_checks` says which values
-each key accepts.
+top-level `name` (the run directory is `<run_root>/<name>`). This module is the schema, with the
+few answers every stage reads off it (`DataConfig.pair_into`: the pair a command translates into a
+target language; `split_label`): `mt.config_load` reads YAML and `--set` overrides into it,
+`mt.config_checks` says which values each key accepts.
 
 One shape for every model: after loading, `DataConfig.pairs` is never empty. A bilingual config is
 one untagged pair made of the `data` section's own keys (`DataConfig.__post_init__`, also after
@@ -98,6 +99,17 @@ class DataConfig:
     def target_langs(self) -> tuple[str, ...]:
         """The languages the model translates into, in the order of `pairs` (one tag each with target_tags)."""
         return tuple(dict.fromkeys(p.tgt_lang for p in self.pairs))
+
+    def pairs_into(self, target_lang: str | None) -> tuple[PairConfig, ...]:
+        """The pairs that translate into `target_lang` (every pair when None), in the order of
+        `pairs`; () when none does (the caller's error: the tokenizer's `for_target` names the
+        languages the model knows)."""
+        return tuple(p for p in self.pairs if target_lang is None or p.tgt_lang == target_lang)
+
+    def pair_into(self, target_lang: str | None) -> PairConfig:
+        """The first pair into `target_lang`, else (None, or a language no pair translates into)
+        the first pair: the one whose source language a command reads."""
+        return next(iter(self.pairs_into(target_lang)), self.pairs[0])
 
     def split_label(self, pair: PairConfig, split: str, sep: str = ".") -> str:
         """How prepared files (`sep` '.') and reports (`sep` '/') name `split` of `pair`: by the split

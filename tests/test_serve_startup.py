@@ -102,3 +102,15 @@ def test_a_reload_serving_the_same_languages_keeps_the_language_detector() -> No
 
     first = detector_for(("en", "de"))
     assert detector_for(("en", "de")) is first and detector_for(("en", "fr")) is not first
+
+
+def test_the_detector_reads_language_codes_as_the_cleaning_stage_does() -> None:
+    """One owner of py3langid's codes (mt.data.langid.langid_code, issue 52): a served `pt-BR` is
+    langid's `pt` and `nb` its `no` (py3langid has no `nb`), as clean.rules' langid reads them."""
+    from mt.data.langid import langid_code
+    from mt.serve.detect import LanguageDetector
+
+    detector = LanguageDetector(["en", "pt-BR", "nb", "tlh"])
+    assert detector.languages == ["en", "pt-BR", "nb"]  # tlh: not a language py3langid knows
+    assert detector.served == {langid_code(code): code for code in detector.languages} == {"en": "en", "pt": "pt-BR", "no": "nb"}
+    assert detector.detect("Jeg heter Ola og bor i en liten by ved fjorden.")["language"] == "nb"

@@ -59,7 +59,7 @@ def backtranslate_command(models: Sequence[Path], mono: Path, out: Path, *, beam
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
     if sampling and top_k is None and top_p is None and temperature is None:
         decode = dataclasses.replace(decode, top_k=0, top_p=1.0, temperature=1.0)  # unrestricted (Edunov et al.)
-    pair = next((p for p in cfg.data.pairs if target_lang is None or p.tgt_lang == target_lang), cfg.data.pairs[0])
+    pair = cfg.data.pair_into(target_lang)
     synthetic_lang, text_lang = pair.tgt_lang, mono_lang or pair.src_lang
     settings = {k: v for k, v in dataclasses.asdict(decode).items() if k not in ("max_tokens", "bleu_tokenize")}
     if not sampling:

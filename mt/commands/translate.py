@@ -150,8 +150,7 @@ def _stream(render: Callable[[int, list[str], bool], list[str]], src_path: Path 
 def source_language(cfg: Config, target_lang: str | None) -> str:
     """The source language whose sentence rules segment the input: the first pair's into
     `target_lang` (a multi-pair model's), else the first pair's."""
-    pairs = [pair for pair in cfg.data.pairs if target_lang is None or pair.tgt_lang == target_lang]
-    return (pairs or list(cfg.data.pairs))[0].src_lang
+    return cfg.data.pair_into(target_lang).src_lang
 
 
 def _chunks(lines: Iterator[str], size: int) -> Iterator[tuple[int, list[str]]]:

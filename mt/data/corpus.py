@@ -18,6 +18,9 @@ A corpus can also be what a user has in one piece (`single_file`): `path` naming
 file, one of two plain-text files `corpus.en` / `corpus.de` (or their common stem `corpus`). Such
 a corpus is one split, the training split; `mt.data.holdout` holds validation and test sets out
 of it for `mt train` and `mt prepare`, and `mt data clean` reads it whole.
+
+This module owns the parsing of the text formats: `iter_tsv` and `iter_jsonl` read one file, for
+other readers of such files too (`mt.data.synthetic`'s monolingual side of a parallel file).
 """
 
 from __future__ import annotations
@@ -250,7 +253,8 @@ def _iter_text(src: Path, tgt: Path) -> Iterator[tuple[str, str]]:
         raise MTError(f"line counts differ: {src} has {n} lines, {tgt} has {n + rest}")
 
 
-def _iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
+def iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
+    """The (source, target) pairs of one TSV file (plain or .gz); MTError naming the file and line."""
     for number, line in enumerate(iter_lines(path), start=1):
         fields = line.split("\t")
         if len(fields) != 2:
@@ -283,7 +287,9 @@ def _pair_from_row(row: Any, data: Corpus, where: str) -> tuple[str, str]:
     raise MTError(f"{where}: expected keys 'src' and 'tgt' or 'translation', got {sorted(row)}")
 
 
-def _iter_jsonl(path: Path, data: Corpus) -> Iterator[tuple[str, str]]:
+def iter_jsonl(path: Path, data: Corpus) -> Iterator[tuple[str, str]]:
+    """The (source, target) pairs of one JSONL file (plain or .gz) in `data`'s languages; MTError
+    naming the file and line."""
     for number, line in enumerate(iter_lines(path), start=1):
         if not line.strip():  # blank lines (e.g. a trailing one) are not records
             continue
@@ -366,8 +372,8 @@ def iter_split(data: Corpus, split: str) -> Iterator[tuple[str, str]]:
     if fmt == "text":
         return _iter_text(files[0], files[1])
     if fmt == "tsv":
-        return _iter_tsv(files[0])
-    return _iter_jsonl(files[0], data)
+        return iter_tsv(files[0])
+    return iter_jsonl(files[0], data)
 
 
 def read_split(data: Corpus, split: str) -> tuple[list[str], list[str]]:

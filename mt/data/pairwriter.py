@@ -13,6 +13,9 @@ same bytes as an uninterrupted run. A line break inside a line (a JSONL or hub s
 record keeps the lines written, and a resume refuses files whose line counts differ from it
 (written by an older mt, or edited). Another identity is a one-line error (a different model or
 setting must not be appended to a half-written corpus); a finished folder is left as it is.
+
+This module owns the folder's layout: `SPLIT` names its pair files, and `mt.data.synthetic`
+reads such a folder by it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from mt.errors import MTError
 from mt.textio import atomic_write, count_lines, one_line, remove_stale_temp_files
 
 PROGRESS, MANIFEST = "progress.json", "manifest.json"
-SPLIT = "train"
+SPLIT = "train"  # the split name of a synthetic corpus folder (mt.data.synthetic reads it)
 
 
 def _write_json(path: Path, obj: Any) -> None:

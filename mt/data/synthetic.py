@@ -32,12 +32,12 @@ from typing import Any
 from mt.config import Config, PairConfig
 from mt.data import corpus
 from mt.data.encode import encode_split, worker_pool
+from mt.data.pairwriter import SPLIT
 from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
 from mt.textio import iter_lines
 
 SYNTHETIC_TAG = "<BT>"  # the control piece that marks synthetic sources
-SPLIT = "train"  # the split name of a synthetic corpus folder
 
 
 def control_symbols(cfg: Config) -> list[str]:
@@ -79,10 +79,10 @@ def mono_lines(path: Path, lang: str) -> Iterator[str]:
     {"translation": {..., lang: ...}}), as mt's corpus formats read them."""
     name = path.name[:-3] if path.name.endswith(".gz") else path.name
     if name.endswith(".tsv"):
-        return (tgt for _, tgt in corpus._iter_tsv(path))  # the corpus readers' own parsers
+        return (tgt for _, tgt in corpus.iter_tsv(path))  # the corpus readers' own parsers
     if name.endswith(".jsonl"):
         pair = PairConfig(path=str(path.parent), src_lang=lang, tgt_lang=lang, format="jsonl")
-        return (tgt for _, tgt in corpus._iter_jsonl(path, pair))
+        return (tgt for _, tgt in corpus.iter_jsonl(path, pair))
     return iter_lines(path)
 
 

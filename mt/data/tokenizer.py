@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 import sentencepiece as spm
 
 from mt.config import TokenizerConfig
-from mt.data.vocab import VocabView, read_vocab
+from mt.data.vocab import TARGET_TAG, VocabView, read_vocab
 from mt.errors import MTError
 from mt.textio import atomic_write
 
@@ -49,7 +49,6 @@ SHARED_VOCAB = "spm.vocab"  # with SRC_MODEL and TGT_MODEL: the shared vocabular
 # Sentencepiece's trained model depends on its thread count (work is split per thread), so it is
 # fixed rather than taken from the machine: same sample + config -> byte-identical model anywhere.
 TRAIN_THREADS = 4
-_TAG = re.compile(r"<2(.+)>")
 _MAX_SENTENCE_BYTES = 4192  # sentencepiece's default: longer sentences are left out of training (still encoded)
 
 T = TypeVar("T")
@@ -189,7 +188,7 @@ class Tokenizer:
         if self._tags is None:
             found = {}
             for i in range(self._src.get_piece_size()):
-                m = _TAG.fullmatch(self._src.id_to_piece(i)) if self._src.is_control(i) else None
+                m = TARGET_TAG.fullmatch(self._src.id_to_piece(i)) if self._src.is_control(i) else None
                 if m:
                     found[m.group(1)] = i
             self._tags = found

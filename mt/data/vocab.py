@@ -10,7 +10,8 @@ tokenizer with source and target models over one vocabulary. A model mt trains m
 
 The vocabulary is a list of pieces in id order and must start with mt's four specials
 (`SPECIALS`: <pad>, <unk>, <s>, </s> at ids 0..3). Pieces `<2lang>` are target tags (control
-pieces: never produced by encoding text, dropped by decoding), as in mt's own source models.
+pieces: never produced by encoding text, dropped by decoding), as in mt's own source models;
+`TARGET_TAG` is the one pattern that recognises them, here and in `mt.data.tokenizer`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from mt.errors import MTError
 
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")  # ids 0..3: PAD, UNK, BOS, EOS (mt.data.tokenizer)
 _UNK = 1
-_TAG = re.compile(r"<2.+>")
+TARGET_TAG = re.compile(r"<2(.+)>")  # a target tag piece, its language the group (mt.data.tokenizer.target_tag writes it)
 
 
 def vocab_bytes(pieces: Sequence[str]) -> bytes:
@@ -56,7 +57,7 @@ class VocabView:
         self.index: dict[str, int] = {}
         for i, piece in enumerate(self.pieces):
             self.index.setdefault(piece, i)
-        self.control = {i for i, p in enumerate(self.pieces) if i < len(SPECIALS) or _TAG.fullmatch(p)}
+        self.control = {i for i, p in enumerate(self.pieces) if i < len(SPECIALS) or TARGET_TAG.fullmatch(p)}
 
     def get_piece_size(self) -> int:
         return len(self.pieces)

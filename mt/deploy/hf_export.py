@@ -43,13 +43,12 @@ from typing import Any
 from mt.config import Config
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 from mt.deploy.card import eval_scores, model_card, model_card_markdown, parameter_count, run_dir_of
-from mt.deploy.marian_map import mt_to_marian, residual_order
+from mt.deploy.marian_map import ACTIVATIONS, mt_to_marian, residual_order
 from mt.errors import MTError
 from mt.model.checkpoint import Checkpoint, read_checkpoint
 from mt.textio import install_dir
 
 _NEEDS_HF = "mt export --format hf: needs the transformers package: pip install -e \".[hf]\""
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish"}
 
 
 def exportable(cfg: Config, tokenizer: Tokenizer) -> None:

@@ -36,14 +36,13 @@ from mt.config import Config, DataConfig, ModelConfig, PairConfig, TokenizerConf
 from mt.config_checks import NAME
 from mt.data.tokenizer import Tokenizer
 from mt.data.vocab import SPECIALS, vocab_bytes
-from mt.deploy.marian_map import marian_to_mt, vocab_order
+from mt.deploy.marian_map import ACTIVATIONS, marian_to_mt, vocab_order
 from mt.errors import MTError
 from mt.model.checkpoint import inference_state, save_checkpoint
 from mt.model.transformer import Transformer
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
-ACTIVATIONS = {"swish": "swish", "silu": "swish", "gelu": "gelu", "relu": "relu"}
 # config.json fields that change the computation, and the one value mt can express
 _FIXED = {"share_encoder_decoder_embeddings": True, "normalize_before": False, "add_final_layer_norm": False,
           "normalize_embedding": False, "static_position_embeddings": True, "add_bias_logits": False}

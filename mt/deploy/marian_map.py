@@ -33,6 +33,10 @@ Two re-indexings connect them:
   rows and biases of every Linear writing it, and LayerNorm weights and biases. LayerNorm, attention
   and the logits h·E^T are unchanged by one permutation applied to all of them, so the outputs are
   equal.
+
+It also owns the activation names (`ACTIVATIONS`): config.json's `activation_function` -> mt's
+`model.activation`, which `mt import hf` reads and `mt export --format hf` writes (mt's names are
+Marian's own).
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ import torch
 from torch import Tensor
 
 DEAD_LOGIT = -1.0e4  # exp(-1e4) == 0 in float32: a row that can never be predicted
+# Marian's activation_function -> mt's model.activation (silu is swish's other name); each of mt's
+# names maps to itself, so export writes ACTIVATIONS[model.activation].
+ACTIVATIONS = {"swish": "swish", "silu": "swish", "gelu": "gelu", "relu": "relu"}
 
 # (mt name, Marian name, how the residual stream enters: "in" columns read it, "out" rows write it, "norm")
 _ENC = (("attn.out", "self_attn.out_proj", "out"), ("norm_attn", "self_attn_layer_norm", "norm"),

@@ -268,7 +268,7 @@ def eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: l
     def bleu_for(lang: str) -> str:
         return bleu_tokenizer_for(lang, cfg.decode.bleu_tokenize if tokenize is None else tokenize)
 
-    pairs = [p for p in cfg.data.pairs if target_lang is None or p.tgt_lang == target_lang]
+    pairs = cfg.data.pairs_into(target_lang)
     if not pairs:
         tokenizer.for_target(target_lang, flag="--target-lang")  # the error naming the languages the model knows
     out = []

@@ -2,13 +2,16 @@
 langid.py: a naive Bayes model over byte n-grams, 142 languages, its model inside its 4.6 MB wheel,
 nothing downloaded at run time; numpy only), restricted to the languages the server serves.
 
-`LanguageDetector(languages)` loads the model once (about 0.7 s; the server does it in its start-up
-thread, after the model) and keeps only the served languages it knows (a served `pt-BR` is langid's
-`pt`, `zh-Hant` its `zh`; a code it does not know cannot be detected). `rank(text)` is LibreTranslate's
-/detect answer: [{"confidence": percent, "language": served code}, ...], best first, confidence
-rounded to a whole percent as LibreTranslate's detector does. Text without evidence (no letters, or
-every language equally likely) is the first served language at confidence 0, as
-LibreTranslate answers "en" at 0 when it cannot tell.
+The model and the language codes are `mt.data.langid`'s (`load_identifier`, `langid_code`); this
+module owns the restriction to the served languages and the /detect answer.
+
+`LanguageDetector(languages)` loads a model of its own (about 0.7 s; the server does it in its
+start-up thread, after the model) and keeps only the served languages it knows (a served `pt-BR`
+is langid's `pt`, `zh-Hant` its `zh`, `nb` its `no`; a code it does not know cannot be detected).
+`rank(text)` is LibreTranslate's /detect answer: [{"confidence": percent, "language": served
+code}, ...], best first, confidence rounded to a whole percent as LibreTranslate's detector does.
+Text without evidence (no letters, or every language equally likely) is the first served language
+at confidence 0, as LibreTranslate answers "en" at 0 when it cannot tell.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from mt.serve.languages import normal
+from mt.data.langid import langid_code, load_identifier
 
 TOP = 3  # candidates /detect lists, as LibreTranslate's detector
 
@@ -26,13 +29,11 @@ class LanguageDetector:
     """py3langid over the served `languages` (module docstring)."""
 
     def __init__(self, languages: Sequence[str]) -> None:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-        identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+        identifier = load_identifier()  # its own: set_languages below narrows it
         known = set(identifier.nb_classes)
         self.served: dict[str, str] = {}  # langid's code -> the served code (the first of its variants)
         for code in languages:
-            self.served.setdefault(normal(code).split("-")[0], code)
+            self.served.setdefault(langid_code(code), code)
         self.served = {label: code for label, code in self.served.items() if label in known}
         self.fallback = languages[0]
         self.identifier = identifier

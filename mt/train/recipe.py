@@ -27,7 +27,14 @@ The rule, and where each part comes from (L = literature, M = measured here, J =
   (scripts/exp_recipe_grid.py, en→de, the updates a 4-minute budget buys one thread of a 2-core
   Zen 4) d 128 beat d 192 by 4.7 test BLEU at 10k pairs (26.96 vs 22.29; ~1.3 vs ~0.4 tokens per
   parameter by this estimate), and at 29k pairs and 20 minutes d 192 (~2-3 per parameter) beat
-  d 256 and d 384 (~0.4-1) in the demo sweep.
+  d 256 and d 384 (~0.4-1) in the demo sweep. The machine's rate is the training step itself,
+  timed (`_step_gflops`: the demo-size model's forward, fused loss, backward and AdamW step in the
+  precision auto picks, the median of 5 after 2 warm-up steps), not a matrix product scaled by an
+  assumed efficiency; and a rung is climbed only when the budget clears the cap by `RUNG_MARGIN`
+  (15%), so timing noise near the boundary keeps the smaller model (J, issue 54: a Zen 3 read 83
+  and 101 GFLOP/s a minute apart and chose d 128, then d 192). The reason line names the rung
+  it nearly chose and the figure it measured. Not yet measured: what d 128 against d 192 scores
+  in 20 minutes on such a machine.
 - **Regularisation** (M, L): dropout by the epochs the budget buys (tokens seen / corpus
   tokens, by this module's estimate): 0.3 from 80 epochs, 0.2 from 25, else 0.1. The key grid's
   best at 1k pairs (~125-175 estimated epochs) was 0.3, at 3k (~50) 0.2, at 10k (~12) 0.1, and
@@ -69,11 +76,20 @@ from typing import Any
 import torch
 import yaml
 
+from mt.config import ModelConfig
+from mt.data.batching import collate
 from mt.data.survey import CorpusSurvey
+from mt.data.tokenizer import PAD_ID
 from mt.device import bf16_feature, cpu_name
+from mt.model.transformer import Transformer
 from mt.train.precision import MIN_MATMUL_SPEEDUP, matmul_speedup
+from mt.train.step import autocast, batch_loss
 
 TOKENS_PER_PARAM = 1.0  # target tokens seen per non-embedding parameter, at least (compute cap; measured)
+# A rung is climbed only when the budget clears TOKENS_PER_PARAM by this much: near the boundary the
+# smaller (safer) model is kept, so that a few percent of timing noise does not change the model
+# (issue 54: on a Zen 3, 83 and 101 GFLOP/s a minute apart chose d_model 128 and 192).
+RUNG_MARGIN = 0.15
 # Achieved training FLOP/s over the timed fp32 1024^3 product: the demo model's ~4,900 target tok/s in
 # fp32 on a 2-core Zen 4 (docs/performance.md) against ~167 GFLOP/s products, by the estimate below.
 EFFICIENCY = 0.8
@@ -114,28 +130,70 @@ class Machine:
 
     device: str  # "cpu" or "cuda"
     name: str
-    gflops: float  # fp32 1024^3 matrix products, best of 5 (CPU); a nominal figure for CUDA
+    gflops: float  # fp32 1024^3 matrix products, median of readings (CPU); a nominal figure for CUDA
     precision: str  # what train.precision auto would choose: bf16 | fp32
+    step_gflops: float = 0.0  # the training step measured (`_step_gflops`, the recipe's FLOP count); 0 = not measured
 
     @property
     def flops(self) -> float:
-        """Training FLOP/s expected of the model estimate `Rung.matrix_params` (achieved, not peak)."""
+        """Training FLOP/s of the model estimate `Rung.matrix_params` (achieved, not peak): the
+        measured step's when there is one, else estimated from the matrix products."""
+        if self.step_gflops:
+            return self.step_gflops * 1e9
         gain = BF16_STEP_GAIN if self.precision == "bf16" else 1.0
         return self.gflops * 1e9 * EFFICIENCY * gain
 
     def describe(self) -> str:
-        return f"{self.name}, {self.gflops:.0f} GFLOP/s fp32 measured, {self.precision}"
+        step = f"training step {self.step_gflops:.0f} GFLOP/s, " if self.step_gflops else ""
+        return f"{self.name}, {step}{self.gflops:.0f} GFLOP/s fp32 products, {self.precision}"
 
 
-def _fp32_gflops(n: int = 1024, reps: int = 5) -> float:
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+def _fp32_gflops(n: int = 1024, readings: int = 5, reps: int = 3) -> float:
+    """fp32 n^3 products: the median over `readings` of the best of `reps` (one-sided noise per
+    reading, a slow spell ignored by the median)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     torch.mm(a, b)
-    best = float("inf")
-    for _ in range(reps):
+    seconds = []
+    for _ in range(readings):
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            torch.mm(a, b)
+            best = min(best, time.perf_counter() - t0)
+        seconds.append(best)
+    return 2 * n**3 / _median(seconds) / 1e9
+
+
+def _step_gflops(precision: str, readings: int = 5, rung: int = 1, vocab: int = CAP_VOCAB) -> float:
+    """The training step that will really run, timed: forward, the fused loss and backward of
+    the rung's model on a Multi30k-shaped batch (64 pairs of 14 / 16 pieces) in `precision`, plus an
+    AdamW step; the median of `readings` after two warm-up steps, in the recipe's FLOP count
+    (6 x (matrix parameters + output layer) per target token, `_tokens_seen`)."""
+    r = LADDER[rung]
+    cfg = ModelConfig(d_model=r.d_model, heads=r.heads, encoder_layers=r.layers, decoder_layers=r.layers,
+                      d_ff=r.d_ff, norm="pre")
+    model = Transformer(cfg, vocab, vocab, joint_vocab=True).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    gen = torch.Generator().manual_seed(0)
+    batch = collate(torch.randint(4, vocab, (64, 14), generator=gen).tolist(),
+                    torch.randint(4, vocab, (64, 16), generator=gen).tolist(), list(range(64)))
+    tgt_tokens = float((batch.tgt_out != PAD_ID).sum())
+    seconds = []
+    for i in range(readings + 2):
         t0 = time.perf_counter()
-        torch.mm(a, b)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n**3 / best / 1e9
+        with autocast(precision, torch.device("cpu")):
+            loss, _, _ = batch_loss(model, model, batch, 0.1)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if i >= 2:
+            seconds.append(time.perf_counter() - t0)
+    return 6.0 * (r.matrix_params() + r.d_model * vocab) * tgt_tokens / _median(seconds) / 1e9
 
 
 def measure_machine(threads: int = 0) -> Machine:
@@ -150,9 +208,9 @@ def measure_machine(threads: int = 0) -> Machine:
         torch.set_num_threads(threads)
     try:
         feature = bf16_feature(torch.device("cpu"))
-        bf16 = feature is not None and matmul_speedup() >= MIN_MATMUL_SPEEDUP
-        return Machine("cpu", f"{cpu_name()}, {torch.get_num_threads()} thread(s)", _fp32_gflops(),
-                       "bf16" if bf16 else "fp32")
+        precision = "bf16" if feature is not None and matmul_speedup() >= MIN_MATMUL_SPEEDUP else "fp32"
+        return Machine("cpu", f"{cpu_name()}, {torch.get_num_threads()} thread(s)", _fp32_gflops(), precision,
+                       step_gflops=_step_gflops(precision))
     finally:
         torch.set_num_threads(before)
 
@@ -193,10 +251,15 @@ def _rung(s: CorpusSurvey, budget_s: float, machine: Machine) -> tuple[int, int]
     """(the rung, the data cap's rung)."""
     data_cap = next((i for i, r in enumerate(LADDER) if r.max_pairs and s.pairs < r.max_pairs), len(LADDER) - 1)
     chosen = 0
-    for i, r in enumerate(LADDER[: data_cap + 1]):  # at a fixed vocabulary: the cap must not fall as the corpus grows
-        if _tokens_seen(r, CAP_VOCAB, budget_s, machine) >= TOKENS_PER_PARAM * r.matrix_params():
+    for i in range(data_cap + 1):  # at a fixed vocabulary: the cap must not fall as the corpus grows
+        if _per_param(i, budget_s, machine) >= TOKENS_PER_PARAM * (1 + RUNG_MARGIN):
             chosen = i
     return chosen, data_cap
+
+
+def _per_param(rung: int, budget_s: float, machine: Machine) -> float:
+    """Target tokens the budget buys per non-embedding parameter of `rung` (at the cap's vocabulary)."""
+    return _tokens_seen(LADDER[rung], CAP_VOCAB, budget_s, machine) / LADDER[rung].matrix_params()
 
 
 def _tokens_seen(r: Rung, vocab: int, budget_s: float, machine: Machine) -> float:
@@ -223,8 +286,12 @@ def choose(s: CorpusSurvey, budget_s: float, machine: Machine) -> Recipe:
                + ("one script, one shared vocabulary and tied embeddings" if joint else "two scripts, a vocabulary each"))
     tgt_per_epoch = max(1.0, s.tgt_words * WORDS_TO_PIECES)
     epochs = tgt_tokens / tgt_per_epoch
+    up = rung_i + 1  # the rung it did not choose: how near it came
+    near = (f"; rung {up} (d_model {LADDER[up].d_model}) would see {_per_param(up, budget_s, machine):.2f} per parameter "
+            f"at {machine.flops / 1e9:.0f} GFLOP/s, under the {TOKENS_PER_PARAM * (1 + RUNG_MARGIN):.2f} it needs"
+            if up <= cap_i else "")
     why = (f"{n} allow rung {cap_i}; the budget buys ~{tgt_tokens / 1e6:.1f}M target tokens, "
-           f"{tgt_tokens / rung.matrix_params():.2f} per parameter" if rung_i < cap_i
+           f"{tgt_tokens / rung.matrix_params():.2f} per parameter{near}" if rung_i < cap_i
            else f"{n}: rung {rung_i} of {len(LADDER) - 1} (smaller models for less data, Araabi & Monz 2020)")
     recipe.set("model", "d_model", rung.d_model, why)
     recipe.set("model", "heads", rung.heads, f"d_model {rung.d_model}: {rung.d_model // rung.heads} per head; "

@@ -330,7 +330,7 @@ def test_every_yaml_block_is_a_valid_config(tmp_path):
 # --------------------------------------------------------------------------- configuration reference
 
 def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -342,7 +342,7 @@ config_reference = _load_script("config_reference")
 def test_config_reference_is_current():
     page = config_reference.PAGE.read_text(encoding="utf-8")
     assert config_reference.fill(page) == page, (
-        "docs/reference/configuration.md is stale: run python scripts/config_reference.py --write")
+        "docs/reference/configuration.md is stale: run python scripts/tools/config_reference.py --write")
 
 
 def test_config_reference_names_every_key():
@@ -362,7 +362,7 @@ def test_the_site_build_regenerates_the_config_reference():
 
 
 def test_config_reference_script_prints_the_tables():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts/config_reference.py")],
+    out = subprocess.run([sys.executable, str(ROOT / "scripts/tools/config_reference.py")],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == config_reference.reference()
 

@@ -25,7 +25,6 @@ import argparse
 import itertools
 import json
 import os
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,10 +32,12 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from exp_recipe import evaluate, make_corpus, mt  # noqa: E402
+from mt.train.recipe import LADDER
 
-from mt.train.recipe import LADDER  # noqa: E402
+if __package__:  # imported as scripts.experiments.exp_recipe_grid (tests/test_bench_scripts.py)
+    from .exp_recipe import evaluate, make_corpus, mt
+else:  # run as a script: this folder is on sys.path
+    from exp_recipe import evaluate, make_corpus, mt
 
 MODELS = {r.d_model: (r.heads, r.d_ff) for r in LADDER}  # d_model -> (heads, d_ff), the recipe's rungs
 

@@ -28,56 +28,27 @@ import os
 import random
 import re
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import numpy as np
+import serving
 
-REPO = Path(__file__).resolve().parents[1]
+from mt.device import cpu_name
+
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SRC = REPO / "data" / "multi30k" / "test_2016_flickr.en.gz"  # make fetch
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
 def served(model: str, *args: str) -> Iterator[tuple[str, int]]:
-    """`mt serve -c model` on a free port until the block ends (always stopped): (its URL, its pid). The translation
-    cache is off: every level sends the same lines, and the benchmark measures the model, not the cache."""
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-c", model, "--port", str(port),
-                             "--queue-size", "100000", "--max-segments", "10000", "--timeout", "600", "--cache-size", "0",
-                             *args],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"mt serve -c {model} exited with {proc.returncode}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise SystemExit("server not ready in 180 s")
-            time.sleep(0.3)
+    """`mt serve -c model` on a free port until the block ends: (its URL, its pid). The translation cache is off:
+    every level sends the same lines, and the benchmark measures the model, not the cache."""
+    with serving.served("-c", model, "--queue-size", "100000", "--max-segments", "10000", "--timeout", "600",
+                        "--cache-size", "0", *args) as (url, proc):
         yield url, proc.pid
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def histogram(text: str, name: str) -> dict[str, float]:
@@ -237,7 +208,6 @@ def paragraph_levels(model: str, lines: list[str], concurrency: list[int], beam:
 def offline(model: str, lines: list[str], beam: int, threads: int, chunk: int = 0) -> float:
     """Offline translate_lines of all `lines` with the engine `mt serve` would load: sentences/s.
     chunk > 0: one call per `chunk` lines (what a server batch of that size can do), else one call."""
-    sys.path.insert(0, str(REPO))
     import torch
 
     from mt.decode.translate import translate_lines
@@ -317,7 +287,6 @@ def reload_under_load(model: str, lines: list[str], concurrency: int, beam: int,
 
 
 def _pair(model: str) -> tuple[str, str]:
-    sys.path.insert(0, str(REPO))
     from mt.deploy.loading import load_model
 
     cfg = load_model([Path(model)], "cpu").config
@@ -354,7 +323,7 @@ def main() -> None:
     args = ap.parse_args()
     with gzip.open(args.src, "rt", encoding="utf-8") as f:
         lines = [line.rstrip("\n") for _, line in zip(range(args.n), f)]
-    report: dict[str, object] = {"n": len(lines), "cpu": _cpu(), "threads": args.threads, "client": args.client,
+    report: dict[str, object] = {"n": len(lines), "cpu": cpu_name(), "threads": args.threads, "client": args.client,
                                  "load_before": os.getloadavg()}
     if args.paragraphs:
         report["paragraphs"] = paragraph_levels(args.checkpoint, lines, args.concurrency, args.beams[0], args.cap_s,
@@ -401,14 +370,6 @@ def operator_runs(args: argparse.Namespace, lines: list[str], report: dict[str, 
     if args.reload_seconds > 0:
         report["reload"] = reload_under_load(args.checkpoint, lines, concurrency, beam, args.reload_seconds,
                                              args.threads, args.client)
-
-
-def _cpu() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} x{os.cpu_count()}"
-    return "unknown"
 
 
 def _table(report: dict, names: list[str]) -> None:

@@ -15,16 +15,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import re
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from mt.decode.align import align_words  # noqa: E402
-from mt.decode.translate import translate_lines  # noqa: E402
-from mt.deploy.loading import load_model  # noqa: E402
-from mt.text.html import HtmlFragment  # noqa: E402
-from mt.textio import read_lines  # noqa: E402
+from mt.decode.align import align_words
+from mt.decode.translate import translate_lines
+from mt.deploy.loading import load_model
+from mt.text.html import HtmlFragment
+from mt.textio import read_lines
 
 # English word -> German stems its translation starts with (case-insensitive); hand-made from
 # Multi30k's frequent, unambiguous words.

@@ -19,8 +19,11 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # this checkout's mt, also when mkdocs loads this file as a hook
+ROOT = Path(__file__).resolve().parents[2]
+# mkdocs loads this file as a hook (mkdocs.yml) by its path, with no package around it: the one
+# script that still puts the repository on sys.path, so the site is built from this checkout's mt
+# (not another one installed in the environment).
+if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from mt.config import Config  # noqa: E402

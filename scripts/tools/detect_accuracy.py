@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from mt.device import cpu_name  # noqa: E402
-from mt.serve.detect import LanguageDetector  # noqa: E402
+from mt.device import cpu_name
+from mt.serve.detect import LanguageDetector
 
 
 def read_lines(data: Path, split: str, lang: str, limit: int) -> list[str]:

@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _read_gz_or_text(folder: Path, name: str) -> list[bytes]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import platform
 import time
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from mt.config_load import load_config
 from mt.data.corpus import read_split
 from mt.data.tokenizer import EOS_ID, train_sentencepiece
 from mt.decode.translate import translate_lines
+from mt.device import cpu_name
 from mt.model.transformer import Transformer
 
 
@@ -42,16 +42,6 @@ def _time(fn, repeat: int) -> float:
         fn()
         best = min(best, time.process_time() - start)
     return best
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(
@@ -95,7 +85,7 @@ def main(
         rows.append(row)
     base = rows[0]
     keys = [k for k in base if k.endswith("_sent_s")]
-    print(f"sentences per CPU-second; CPU: {_cpu_name()}, torch {torch.__version__}, {threads} thread(s); "
+    print(f"sentences per CPU-second; CPU: {cpu_name()}, torch {torch.__version__}, {threads} thread(s); "
           f"{len(src)} sentences of {split}, {out_len} output tokens each, random weights")
     print("| config | shape | params | " + " | ".join(k.replace("_sent_s", " sent/s") for k in keys) + " |")
     print("|---|---|---|" + "---|" * len(keys))

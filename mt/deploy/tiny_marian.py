@@ -1,7 +1,7 @@
 """A tiny randomly initialised `transformers` Marian directory in OPUS-MT's layout, for trying
 `mt import hf` where no OPUS-MT model can be downloaded (the tests build theirs with it too).
 
-    python scripts/tiny_marian.py runs/opus-mt-tiny --src data/multi30k/train.en.gz --tgt data/multi30k/train.de.gz
+    python -m mt.deploy.tiny_marian runs/opus-mt-tiny --src data/multi30k/train.en.gz --tgt data/multi30k/train.de.gz
 
 It trains `source.spm` and `target.spm` on the two files (unigram, --vocab pieces each), numbers
 their pieces in one `vocab.json` as OPUS-MT does (</s> 0, <unk> 1, target-language codes

@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import argparse
 import io
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from mt.device import cpu_name  # noqa: E402
-from mt.text.documents import translate_document  # noqa: E402
-from mt.text.limits import DocumentLimits  # noqa: E402
+from mt.device import cpu_name
+from mt.text.documents import translate_document
+from mt.text.limits import DocumentLimits
 
 SENTENCE = "A man in a blue shirt is standing on a ladder cleaning windows"
 

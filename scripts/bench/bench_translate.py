@@ -57,7 +57,6 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Optional
 
 import numpy as np
 import torch
@@ -238,7 +237,7 @@ def main(
         [], "--checkpoint", "-c",
         help="A trained checkpoint (else random weights); repeat to also time their ensemble against the first."),
     ensemble: int = typer.Option(0, help="Random-model mode: also time an ensemble of this many random models."),
-    data: Optional[str] = typer.Option(None, help="Override data.path (e.g. the Multi30k mirror folder)."),
+    data: str | None = typer.Option(None, help="Override data.path (e.g. the Multi30k mirror folder)."),
     split: str = typer.Option("test_2016_flickr", help="Split whose source side is translated."),
     limit: int = typer.Option(0, help="Translate only the first N sentences (0 = all)."),
     beam: int = typer.Option(5, help="Beam size of the beam-search runs."),
@@ -250,7 +249,7 @@ def main(
     ct2_batch_tokens: int = typer.Option(
         4096, "--ct2-batch-tokens", help="CTranslate2's own batching row: max_batch_size in source tokens "
                                          "(batch_type='tokens'), over the whole input in one call."),
-    bf16: Optional[bool] = typer.Option(None, help="Also time mt in bf16 (default: where bf16 is native)."),
+    bf16: bool | None = typer.Option(None, help="Also time mt in bf16 (default: where bf16 is native)."),
     peak_gflops: float = typer.Option(190.0, "--peak-gflops", help="fp32 peak of the machine, for MFU."),
     e2e_rounds: int = typer.Option(
         3, "--e2e-rounds", help="Alternating rounds of translate_lines and the search alone (0 = skip the e2e row)."),
@@ -304,7 +303,7 @@ def main(
           f"{'time s':>7} {'BLEU':>6}")
 
     def report(label: str, impl: str, seconds: float, outputs: list[list[int]], rows: int,
-               models: Optional[list[Transformer]] = None, *, bleu: bool = True) -> float:
+               models: list[Transformer] | None = None, *, bleu: bool = True) -> float:
         tokens = sum(len(o) + 1 for o in outputs)
         flops = sum(decode_flops(m, len(s) + 1, len(o) + 1, rows) for m in models or [model]
                     for s, o in zip(ids, outputs))

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 NAMES = ("teacher", "student_ref", "student_distilled")
 
 

@@ -26,7 +26,6 @@ of clean pairs dropped.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import random
 import shutil
@@ -34,16 +33,27 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from mt.textio import read_lines
+
 KINDS = {"copy": 0.08, "misaligned": 0.08, "wrong_lang": 0.07, "duplicate": 0.07, "fragment": 0.05}
 SPLITS = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
 
 
-def _read(mirror: Path, name: str) -> list[str]:
+def read_mirror(mirror: Path, name: str) -> list[str]:
+    """The lines of the mirror's NAME (or NAME.gz)."""
     for path in (mirror / name, mirror / f"{name}.gz"):
         if path.is_file():
-            raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-            return raw.decode("utf-8").split("\n")[:-1] if raw.endswith(b"\n") else raw.decode("utf-8").split("\n")
+            return read_lines(path)
     sys.exit(f"make_noise: {mirror / name}(.gz) not found")
+
+
+def copy_splits(mirror: Path, dest: Path) -> None:
+    """Copy the mirror's en and de validation and test splits into `dest` (beside a train split)."""
+    for split in SPLITS:
+        for lang in ("en", "de"):
+            found = mirror / f"{split}.{lang}.gz"
+            if found.is_file():
+                shutil.copyfile(found, dest / found.name)
 
 
 def _near(text: str, rng: random.Random) -> str:
@@ -97,17 +107,13 @@ def corrupt(en: list[str], de: list[str], fr: list[str], shares: dict[str, float
 
 def make(mirror: Path, out: Path, seed: int, scale: float, limit: int = 0) -> dict[str, object]:
     """Write the noisy corpus into `out` (module docstring) from the first `limit` pairs (0 = all)."""
-    en, de, fr = (_read(mirror, f"train.{lang}")[:limit or None] for lang in ("en", "de", "fr"))
+    en, de, fr = (read_mirror(mirror, f"train.{lang}")[:limit or None] for lang in ("en", "de", "fr"))
     shares = {kind: share * scale for kind, share in KINDS.items()}
     src, tgt, labels = corrupt(en, de, fr, shares, seed)
     out.mkdir(parents=True, exist_ok=True)
     for name, lines in (("train.en", src), ("train.de", tgt), ("train.labels", labels)):
         (out / name).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    for split in SPLITS:
-        for lang in ("en", "de"):
-            found = mirror / f"{split}.{lang}.gz"
-            if found.is_file():
-                shutil.copyfile(found, out / found.name)
+    copy_splits(mirror, out)
     counts = Counter(labels)
     summary = {"seed": seed, "pairs": len(labels), "shares": shares, "counts": dict(counts),
                "noisy_share": round(1 - counts["clean"] / len(labels), 4)}

@@ -1,7 +1,10 @@
 """A tiny random-weight mt checkpoint, built in seconds with no corpus: for fuzzing and memory
-benchmarks of `mt translate`, where what matters is the plumbing, not translation quality.
+benchmarks of `mt translate` and `mt serve` (the tests' `random_ckpt`, scripts/bench/ and
+scripts/stress/), where what matters is the plumbing, not translation quality; and to try `mt serve`
+without training anything:
 
-    python scripts/tiny_checkpoint.py out.pt
+    python -m mt.deploy.tiny out.pt
+    mt serve -c out.pt
 
 The tokenizer is a joint sentencepiece model trained on seeded synthetic sentences in several
 scripts (Latin with diacritics, Greek, Cyrillic, a little CJK); anything else a user types maps
@@ -66,5 +69,5 @@ def write_random_checkpoint(path: Path, *, seed: int = 0, src_lang: str = "en", 
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python scripts/tiny_checkpoint.py OUT.pt")
+        sys.exit("usage: python -m mt.deploy.tiny OUT.pt")
     print(write_random_checkpoint(Path(sys.argv[1])))

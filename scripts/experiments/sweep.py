@@ -39,7 +39,7 @@ import yaml
 
 from mt.config_checks import NAME
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA_KEYS = ("data.", "tokenizer.", "model.max_positions", "train.seed")
 
 

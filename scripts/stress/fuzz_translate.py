@@ -28,10 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tiny_checkpoint import write_random_checkpoint
+from mt.deploy.tiny import write_random_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _SEPARATORS = ["\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 _SCRIPTS = ["hello world", "Grüße aus Köln", "Ελληνικά", "русский текст", "中文字符", "日本語のテキスト",
             "한국어", "עברית", "العربية", "हिन्दी", "🙂👍🏽", "e\u0301\u0301\u0301", "\ue000\uf8ff", "\U000e0001"]

@@ -26,10 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from tiny_checkpoint import synthetic_sentences, write_random_checkpoint
+from mt.deploy.tiny import synthetic_sentences, write_random_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_input(path: Path, lines: int, seed: int) -> None:

@@ -23,9 +23,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-from make_noise import _read  # noqa: E402
+from mt.device import cpu_name
+from mt.textio import read_lines
+
+REPO = Path(__file__).resolve().parents[2]
 
 SETTINGS = {
     "rules": ["--set", "clean.rules=[no_text,length,copy,script,numbers,duplicate,near_duplicate]"],
@@ -35,7 +36,7 @@ SETTINGS = {
 
 def build(mirror: Path, out: Path, pairs: int) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    en, de = _read(mirror, "train.en"), _read(mirror, "train.de")
+    en, de = read_lines(mirror / "train.en.gz"), read_lines(mirror / "train.de.gz")
     with (out / "train.en").open("w", encoding="utf-8") as fe, (out / "train.de").open("w", encoding="utf-8") as fd:
         for i in range(pairs):
             k, j = divmod(i, len(en))
@@ -71,7 +72,7 @@ def main() -> None:
     corpus = a.work / f"corpus{a.pairs}"
     if not (corpus / "train.de").is_file():
         build(a.mirror, corpus, a.pairs)
-    results: dict[str, object] = {"pairs": a.pairs, "cpu": _cpu_name()}
+    results: dict[str, object] = {"pairs": a.pairs, "cpu": cpu_name()}
     for name, extra in SETTINGS.items():
         if a.only and name != a.only:
             continue
@@ -93,16 +94,6 @@ def main() -> None:
     if a.json:
         a.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(results))
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return f"{line.split(':', 1)[1].strip()} ({os.cpu_count()} cores)"
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":

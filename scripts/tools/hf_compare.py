@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import platform
 import tempfile
 import time
 from pathlib import Path
@@ -28,15 +27,9 @@ import torch
 from mt.decode.search import max_output_lengths
 from mt.decode.translate import translate_lines
 from mt.deploy.hf_export import export_hf
+from mt.device import cpu_name
 from mt.model.checkpoint import load_for_inference
 from mt.textio import read_lines
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 def hf_translate(hf, tok, lines: list[str], limits: list[int], *, beam: int, batch: int) -> list[str]:  # noqa: ANN001

@@ -16,8 +16,6 @@ segmenter and the piece counting vs the whole call). Everything with the checkpo
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gzip
 import html
 import json
 import os
@@ -25,22 +23,14 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import sacrebleu
+from serving import ENV, REPO, served
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-
-from mt.device import cpu_name  # noqa: E402
-
-
-def read(mirror: Path, lang: str) -> list[str]:
-    with gzip.open(mirror / f"test_2016_flickr.{lang}.gz", "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+from mt.device import cpu_name
+from mt.textio import read_lines
 
 
 def group(n: int, seed: int) -> list[tuple[int, int]]:
@@ -58,27 +48,6 @@ def cli(ckpt: str, lines: list[str], *flags: str) -> tuple[list[str], float]:
     done = subprocess.run([sys.executable, "-m", "mt", "translate", "-c", ckpt, *flags],
                           input="".join(line + "\n" for line in lines).encode(), env=ENV, capture_output=True, check=True)
     return done.stdout.decode().split("\n")[:-1], time.perf_counter() - started
-
-
-@contextlib.contextmanager
-def served(ckpt: str) -> Iterator[str]:
-    sys.path.insert(0, str(REPO / "tests"))
-    from test_serve import free_port
-
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "mt", "serve", "-c", ckpt, "--port", str(port), "--cache-size", "0",
-                             "--timeout", "600"], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(900):
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(url + "/ready", timeout=2).status_code == 200:
-                    break
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def post_all(url: str, texts: list[str], fmt: str, chars: int = 9000) -> list[str]:
@@ -125,7 +94,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     mirror, ckpt = Path(args.mirror), args.checkpoint
-    src, ref = read(mirror, "en"), read(mirror, "de")
+    src, ref = (read_lines(mirror / f"test_2016_flickr.{lang}.gz") for lang in ("en", "de"))
     spans = group(len(src), args.seed)
     paragraphs = [" ".join(src[a:b]) for a, b in spans]
     refs = [" ".join(ref[a:b]) for a, b in spans]
@@ -160,7 +129,7 @@ def main() -> None:
     if args.quick:
         print(json.dumps({**report, "rows": rows}, indent=1))
         return
-    with served(ckpt) as url:
+    with served("-c", ckpt, "--cache-size", "0", "--timeout", "600") as (url, _):
         for fmt, wrap in [("text", lambda t: t), ("html", lambda t: f"<p>{t}</p>")]:
             started = time.perf_counter()
             hyps = post_all(url, [wrap(p) for p in paragraphs], fmt)

@@ -16,7 +16,6 @@ after a timeout the same command continues. results.json / results.md in --out.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import random
 import re
@@ -26,13 +25,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from mt.textio import read_lines
+
+REPO = Path(__file__).resolve().parents[2]
 TEST = "test_2016_flickr"
-
-
-def read_gz(mirror: Path, name: str) -> list[str]:
-    with gzip.open(mirror / f"{name}.gz", "rt", encoding="utf-8") as f:
-        return f.read().split("\n")[:-1]
 
 
 def make_corpus(mirror: Path, dest: Path, src: str, tgt: str, size: int, seed: int) -> Path:
@@ -40,12 +36,12 @@ def make_corpus(mirror: Path, dest: Path, src: str, tgt: str, size: int, seed: i
     if (dest / "done").is_file():
         return dest
     dest.mkdir(parents=True, exist_ok=True)
-    train = list(zip(read_gz(mirror, f"train.{src}"), read_gz(mirror, f"train.{tgt}")))
+    train = list(zip(read_lines(mirror / f"train.{src}.gz"), read_lines(mirror / f"train.{tgt}.gz")))
     picked = sorted(random.Random(seed).sample(range(len(train)), min(size, len(train))))
     for lang, i in ((src, 0), (tgt, 1)):
         (dest / f"train.{lang}").write_text("".join(train[j][i] + "\n" for j in picked), encoding="utf-8")
         for split in ("val", TEST):
-            (dest / f"{split}.{lang}").write_text("\n".join(read_gz(mirror, f"{split}.{lang}")) + "\n", encoding="utf-8")
+            (dest / f"{split}.{lang}").write_text("\n".join(read_lines(mirror / f"{split}.{lang}.gz")) + "\n", encoding="utf-8")
     (dest / "done").write_text("")
     return dest
 

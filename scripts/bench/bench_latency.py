@@ -103,7 +103,7 @@ def main(
     if data:
         cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data))
     lines = read_split(cfg.data, split)[0][: skip + limit]
-    here = Path(__file__).resolve().parent.parent
+    here = Path(__file__).resolve().parents[2]
     workers = [Worker("this tree", here, checkpoint, None)]
     if torch_threads:
         workers.append(Worker("this tree, torch threads", here, checkpoint, 0))

@@ -9,7 +9,6 @@ back): after a timeout, run the same command again."""
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -19,9 +18,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # the scripts import mt (checkpoint sizes, compact copies) without an install
-    sys.path.insert(0, str(REPO))
+from mt.textio import read_lines
+
+REPO = Path(__file__).resolve().parents[2]
 TEST = "test_2016_flickr"
 SPLITS = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
 PART_BYTES = 15 * 1024 * 1024  # compact checkpoints are cut into parts below 16 MiB
@@ -126,8 +125,8 @@ def bleus(a: argparse.Namespace, out: Path, names: list[str]) -> dict[str, float
 
 
 def read_gz(mirror: Path, name: str) -> list[str]:
-    with gzip.open(mirror / f"{name}.gz", "rt", encoding="utf-8", newline="\n") as f:
-        return f.read().split("\n")[:-1]
+    """The lines of the mirror's NAME.gz."""
+    return read_lines(mirror / f"{name}.gz")
 
 
 def write_lines(path: Path, lines: list[str]) -> None:

@@ -17,7 +17,6 @@ mt downloads nothing at run time).
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import random
 import sys
@@ -25,10 +24,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from mt.device import cpu_name  # noqa: E402
-from mt.text.segment import Segmenter  # noqa: E402
+from mt.device import cpu_name
+from mt.text.segment import Segmenter
+from mt.textio import read_lines
 
 HAND_MADE: dict[str, list[list[str]]] = {
     "zh": [["我今天很忙。", "你呢？", "他说：“我明天再来！”", "然后就走了。"],
@@ -47,8 +45,7 @@ HAND_MADE: dict[str, list[list[str]]] = {
 
 
 def read(mirror: Path, split: str, lang: str) -> list[str]:
-    with gzip.open(mirror / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
-        return [line.strip() for line in f]
+    return [line.strip() for line in read_lines(mirror / f"{split}.{lang}.gz")]
 
 
 def paragraphs(sentences: list[str], count: int, seed: int) -> list[list[str]]:

@@ -1,16 +1,13 @@
 """Tiny `transformers` Marian directories for tests, built here (no hub access): OPUS-MT's layout
 (config.json, model.safetensors, source.spm, target.spm, vocab.json) with random weights, by
-scripts/tiny_marian.py, from the synthetic English-German pairs of `langdata`."""
+mt/deploy/tiny_marian.py, from the synthetic English-German pairs of `langdata`."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from langdata import pairs
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from tiny_marian import train_spm, write_tiny_marian  # noqa: E402
+from mt.deploy.tiny_marian import train_spm, write_tiny_marian
+from tests.support.langdata import pairs
 
 LINES = pairs("de", 600, seed=3)
 __all__ = ["LINES", "marian_dir", "train_spm"]

@@ -31,28 +31,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-from exp_common import checkpoint, parallel, run  # noqa: E402
-from exp_common import env as child_env  # noqa: E402
-from make_noise import SPLITS, _read, make, score  # noqa: E402
+from exp_common import checkpoint, parallel, run
+from exp_common import env as child_env
+from make_noise import copy_splits, make, read_mirror, score
+
+REPO = Path(__file__).resolve().parents[2]
 
 TEST = "test_2016_flickr"
-
-
-def _with_splits(mirror: Path, dest: Path) -> None:
-    """Copy the validation and test splits of the mirror beside a cleaned train split."""
-    for split in SPLITS:
-        for lang in ("en", "de"):
-            found = mirror / f"{split}.{lang}.gz"
-            if found.is_file():
-                shutil.copyfile(found, dest / found.name)
 
 
 def build_data(a: argparse.Namespace, out: Path) -> dict[str, object]:
@@ -62,9 +52,9 @@ def build_data(a: argparse.Namespace, out: Path) -> dict[str, object]:
     clean = data / "clean"
     clean.mkdir(parents=True, exist_ok=True)
     for lang in ("en", "de"):
-        lines = _read(a.mirror, f"train.{lang}")[:a.limit or None]
+        lines = read_mirror(a.mirror, f"train.{lang}")[:a.limit or None]
         (clean / f"train.{lang}").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    _with_splits(a.mirror, clean)
+    copy_splits(a.mirror, clean)
     return noise
 
 
@@ -138,7 +128,7 @@ def main() -> None:
     data = out / "data"
     seconds = {"rules_clean": run("clean_rules", ["data", "clean", str(data / "noisy"), "-o", str(data / "rules"),
                                                   "--dropped-file", *workers], out, a.pythonpath)}
-    _with_splits(a.mirror, data / "rules")
+    copy_splits(a.mirror, data / "rules")
     seconds.update(parallel([("clean", train_args(a, out, "clean", data / "clean")),
                              ("noisy", train_args(a, out, "noisy", data / "noisy")),
                              ("rules", train_args(a, out, "rules", data / "rules")),
@@ -148,7 +138,7 @@ def main() -> None:
         "data", "clean", str(data / "noisy"), "-o", str(data / "scored"), "--dropped-file", "--device", a.device,
         "--forward", str(checkpoint(out, "noisy")), "--backward", str(checkpoint(out, "noisy_bwd")),
         "--keep", str(a.keep), *workers], out, a.pythonpath)
-    _with_splits(a.mirror, data / "scored")
+    copy_splits(a.mirror, data / "scored")
     seconds["scored"] = run("scored", train_args(a, out, "scored", data / "scored"), out, a.pythonpath)
     results: dict[str, object] = {
         "updates": a.updates, "device": a.device, "config": str(a.config), "limit": a.limit, "keep": a.keep,

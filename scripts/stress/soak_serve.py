@@ -34,15 +34,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "scripts"))
+import httpx
 
-import httpx  # noqa: E402
-from tiny_checkpoint import synthetic_sentences, write_random_checkpoint  # noqa: E402
+from mt.deploy.tiny import synthetic_sentences, write_random_checkpoint
+from mt.text.html import HtmlFragment
 
-from mt.text.html import HtmlFragment  # noqa: E402
-
+REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
 KEYS = "keys:\n  - name: soak\n    key: k-soak\n  - name: limited\n    key: k-limited\n    requests_per_minute: 30\n"
 CHAR_LIMIT = 2000

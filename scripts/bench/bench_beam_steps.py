@@ -2,7 +2,7 @@
 batched round's time goes (its full steps against its tail), and what one step costs per
 sentence at each batch size (docs/performance.md, "Serving").
 
-    .venv/bin/python scripts/bench_beam_steps.py -c runs/multi30k_en_de/checkpoints/best.pt --chunks 1 32
+    .venv/bin/python scripts/bench/bench_beam_steps.py -c runs/multi30k_en_de/checkpoints/best.pt --chunks 1 32
 
 `translate_lines` runs over the first -n source lines in calls of each --chunks size (twice:
 the first pass warms up); each `BeamState.decode` (the cache reorder and one decoder step) is

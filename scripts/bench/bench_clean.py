@@ -1,7 +1,7 @@
 """Benchmark the cleaning stage (`mt data clean`) on the scale test's corpus size (issue 37).
 
 The corpus is Multi30k train replicated to --pairs (default 4.5M, the size of WMT14 en-de and of
-scripts/bench_prepare.py's corpus), each replica k > 0 with " k" appended to both sides, so that
+scripts/bench/bench_prepare.py's corpus), each replica k > 0 with " k" appended to both sides, so that
 every pair is distinct: the duplicate tables grow to their full size and every pair reaches
 language identification (plain replicas would be dropped as duplicates before it). Each setting
 runs `python -m mt data clean` in a fresh process; reported: wall seconds, pairs/s, CPU seconds
@@ -9,8 +9,8 @@ and the peak RSS of that process (os.wait4). With --forward/--backward (any en->
 checkpoints: speed does not depend on the weights) the dual cross-entropy pass is timed
 separately on the first --score-pairs pairs of Multi30k.
 
-    python scripts/bench_clean.py --mirror /work/shared/data/multi30k --pairs 300000   # quick
-    python scripts/bench_clean.py --mirror /work/shared/data/multi30k                  # 4.5M
+    python scripts/bench/bench_clean.py --mirror /work/shared/data/multi30k --pairs 300000   # quick
+    python scripts/bench/bench_clean.py --mirror /work/shared/data/multi30k                  # 4.5M
 """
 
 from __future__ import annotations

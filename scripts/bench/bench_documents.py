@@ -3,7 +3,7 @@ files of N paragraphs (.docx with a table, .odt) and N cues (.srt, .vtt), transl
 stand-in that returns its input, so the time is the format layer's alone (parse, pieces to HTML
 and back, rebuild), per 1,000 paragraphs or cues.
 
-    .venv/bin/python scripts/bench_documents.py --units 2000
+    .venv/bin/python scripts/bench/bench_documents.py --units 2000
 
 Prints one line per format (bytes in, seconds, ms per 1,000 units) and the CPU it ran on. The
 model's own time on the same texts is `mt translate`'s (docs/benchmarks.md); compare the two.

@@ -1,8 +1,8 @@
 """Batch-1 latency: one sentence at a time through `translate_lines` (what `mt serve` does at
 concurrency 1), greedy and beam search, p50/p95 per sentence, in one run.
 
-    .venv/bin/python scripts/bench_latency.py -c runs/multi30k_en_de/checkpoints/best.pt --data data/multi30k
-    .venv/bin/python scripts/bench_latency.py -c best.pt --baseline ../mt-main --torch-threads
+    .venv/bin/python scripts/bench/bench_latency.py -c runs/multi30k_en_de/checkpoints/best.pt --data data/multi30k
+    .venv/bin/python scripts/bench/bench_latency.py -c best.pt --baseline ../mt-main --torch-threads
 
 Each variant runs in its own worker process (this script with `--worker`) that loads the model
 once; the main process hands the workers the same sentence in turn, so the variants are

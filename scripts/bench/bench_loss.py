@@ -2,8 +2,8 @@
 route of its float32 products: MKL (plain `torch.mm`, what Intel CPUs get) against oneDNN on a
 weight packed once per update (what other CPUs get; `mt.train.loss._Products`).
 
-    .venv/bin/python scripts/bench_loss.py                   # demo shapes: 1,200 targets, D 192, V 8,000
-    .venv/bin/python scripts/bench_loss.py --rounds 40 --threads 2
+    .venv/bin/python scripts/bench/bench_loss.py                   # demo shapes: 1,200 targets, D 192, V 8,000
+    .venv/bin/python scripts/bench/bench_loss.py --rounds 40 --threads 2
 
 Each round runs every route once on the same inputs, routes taking turns, so a slow spell of a
 shared machine falls on all of them; the script prints min and median milliseconds per call and

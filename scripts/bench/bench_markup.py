@@ -7,7 +7,7 @@ wrapped in <b>; the sentence is translated once; when the translation has exactl
 starting with the German stem, the case counts, and placement is right when the bold span holds
 that word ("exact": holds nothing else, punctuation aside).
 
-    python scripts/bench_markup.py -c runs/multi30k_en_de/checkpoints/best.pt --split test_2016_flickr
+    python scripts/bench/bench_markup.py -c runs/multi30k_en_de/checkpoints/best.pt --split test_2016_flickr
 """
 
 from __future__ import annotations

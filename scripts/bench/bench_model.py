@@ -1,9 +1,9 @@
 """Benchmark mt.model.transformer.Transformer training and forward throughput against torch.nn.Transformer and
 Hugging Face's MarianMTModel of the same dimensions.
 
-    .venv/bin/python scripts/bench_model.py                       # default config, fp32 + bf16
-    .venv/bin/python scripts/bench_model.py --steps 5 --warmup 1  # a quick look
-    .venv/bin/python scripts/bench_model.py --no-reference --profile  # where mt's step goes, its MFU ceiling
+    .venv/bin/python scripts/bench/bench_model.py                       # default config, fp32 + bf16
+    .venv/bin/python scripts/bench/bench_model.py --steps 5 --warmup 1  # a quick look
+    .venv/bin/python scripts/bench/bench_model.py --no-reference --profile  # where mt's step goes, its MFU ceiling
 
 Batches come from the prepared training split of the config (runs/<name>/data) when it exists,
 otherwise from synthetic Multi30k-like lengths (source ~13 +- 4, target ~15 +- 5 subwords),
@@ -23,7 +23,7 @@ products are left out) and forward FLOPs = 2 x the same. The peak is read before
 models are timed, and the higher reading counts.
 
 --profile adds, per precision, the per-part table of mt's step and the MFU ceiling its own matrix
-products set when each is replayed alone (scripts/step_profile.py; docs/performance.md, issue 46).
+products set when each is replayed alone (scripts/bench/step_profile.py; docs/performance.md, issue 46).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Paragraphs vs sentences: corpus BLEU of test sentences grouped into paragraphs, per path.
 
-    MT_DATA_MIRROR=../shared/data/multi30k python scripts/bench_paragraphs.py -c runs/multi30k_en_de/checkpoints/best.pt
+    MT_DATA_MIRROR=../shared/data/multi30k python scripts/bench/bench_paragraphs.py -c runs/multi30k_en_de/checkpoints/best.pt
 
 The 1,000 sentences of test_2016_flickr (source and reference) are grouped into seeded paragraphs
 of 3-6 consecutive sentences, joined with one space. The baseline translates the sentences one per

@@ -9,8 +9,8 @@ every 0.2 s) over the whole stage and over the encoding phase alone: the sentenc
 bounded by --sample-size, and encoding memory must not grow with --pairs. Last, the time from
 launching `mt train` on the prepared corpus to its first update (goal: under 30 s).
 
-    .venv/bin/python scripts/bench_prepare.py --pairs 300000          # a quick check
-    .venv/bin/python scripts/bench_prepare.py                         # the full 4.5M pairs, workers 1 and 2
+    .venv/bin/python scripts/bench/bench_prepare.py --pairs 300000          # a quick check
+    .venv/bin/python scripts/bench/bench_prepare.py                         # the full 4.5M pairs, workers 1 and 2
 """
 
 from __future__ import annotations

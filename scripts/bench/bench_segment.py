@@ -1,6 +1,6 @@
 """Sentence segmenters compared: boundary recovery per language and speed (docs/guides/paragraphs.md).
 
-    MT_DATA_MIRROR=../shared/data/multi30k python scripts/bench_segment.py [--paragraphs 2000]
+    MT_DATA_MIRROR=../shared/data/multi30k python scripts/bench/bench_segment.py [--paragraphs 2000]
 
 Accuracy on en/de/fr: Multi30k test_2016_flickr + test_2017_flickr sentences that end in . ! or ?
 are joined into seeded paragraphs of 3-6 consecutive sentences with one space; a paragraph counts

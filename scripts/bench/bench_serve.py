@@ -1,6 +1,6 @@
 """Load-test `mt serve` on loopback and compare it with offline `translate_lines` in the same run.
 
-    python scripts/bench_serve.py -c /work/models/demo_en_de.pt [--export DIR] [-n 300] [--out bench.json]
+    python scripts/bench/bench_serve.py -c /work/models/demo_en_de.pt [--export DIR] [-n 300] [--out bench.json]
 
 Single-sentence POST /v1/translate requests (the first N English lines of test_2016_flickr) at
 concurrency 1, 8, 32 and 128, beam 5 and greedy, from a bounded asyncio generator (raw HTTP/1.1 keep-alive connections, or

@@ -1,6 +1,6 @@
 """Decoding speed of model shapes before training them: which student decodes fast on this CPU.
 
-    .venv/bin/python scripts/bench_student.py configs/multi30k_en_de.yaml configs/multi30k_en_de_student.yaml \
+    .venv/bin/python scripts/bench/bench_student.py configs/multi30k_en_de.yaml configs/multi30k_en_de_student.yaml \
         --data data/multi30k --limit 200 --threads 1
 
 Each config's model is built with random weights whose EOS logit is zeroed, so every shape

@@ -2,9 +2,9 @@
 model exported to CTranslate2 (fp32 and int8), and HF transformers' `generate` on a MarianMTModel
 of the same dimensions, in one run.
 
-    .venv/bin/python scripts/bench_translate.py --limit 100
-    .venv/bin/python scripts/bench_translate.py --checkpoint runs/multi30k_en_de/checkpoints/best.pt
-    .venv/bin/python scripts/bench_translate.py -c runs/x/checkpoints/best.pt -c runs/x/checkpoints/averaged.pt
+    .venv/bin/python scripts/bench/bench_translate.py --limit 100
+    .venv/bin/python scripts/bench/bench_translate.py --checkpoint runs/multi30k_en_de/checkpoints/best.pt
+    .venv/bin/python scripts/bench/bench_translate.py -c runs/x/checkpoints/best.pt -c runs/x/checkpoints/averaged.pt
 
 Input: the source side of `--split` (default test_2016_flickr) of the config's corpus
 (`--data` overrides data.path). Model: the checkpoint's when `--checkpoint` is given (natural

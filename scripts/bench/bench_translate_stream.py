@@ -1,11 +1,11 @@
 """Peak memory of `mt translate` against input size: streaming keeps it flat (not a unit test).
 
-    .venv/bin/python scripts/bench_translate_stream.py                       # 10k, 100k, 1M lines
-    .venv/bin/python scripts/bench_translate_stream.py --lines 1000 20000    # a quick look
+    .venv/bin/python scripts/bench/bench_translate_stream.py                       # 10k, 100k, 1M lines
+    .venv/bin/python scripts/bench/bench_translate_stream.py --lines 1000 20000    # a quick look
 
 For each input size a file of synthetic sentences (seeded, several scripts, 1-12 words) is
 translated by the real CLI (`python -m mt translate -i FILE -o OUT --device cpu`, one thread)
-with a tiny random-weight model (scripts/tiny_checkpoint.py: greedy, outputs of at most
+with a tiny random-weight model (mt/deploy/tiny.py: greedy, outputs of at most
 0.5 x |source| + 5 pieces), so the run measures the plumbing — reading, encoding, batching,
 writing — not a real model. Reported per size: the child's peak RSS (getrusage ru_maxrss of the
 finished process), wall time, lines/s, and whether the output has one line per input line.

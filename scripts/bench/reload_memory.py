@@ -1,7 +1,7 @@
 """The server process's memory over reloads: `mt serve` with the tiny test model, idle, SIGHUPed N
 times (each waited for through `mt_reloads_total`), its resident memory printed after each.
 
-    python scripts/reload_memory.py --reloads 10
+    python scripts/bench/reload_memory.py --reloads 10
 
 Prints one line per reload: the reload's number and the server process's RSS in MB (its model
 worker is not counted: a reload replaces it).

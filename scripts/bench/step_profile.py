@@ -1,5 +1,5 @@
 """Where a training step's time goes, and what its matrix products alone would allow
-(used by scripts/bench_model.py --profile).
+(used by scripts/bench/bench_model.py --profile).
 
 `profile_parts` runs the step over the batches under torch.profiler and sums each operator's
 self time into the parts of a step: matrix products, fused attention (SDPA, fp32), dtype casts,

@@ -20,10 +20,10 @@ configs/multi30k_en_de.yaml otherwise (its time budget off). Writes `results.jso
 the JSON) into --out, results.json into --bring too.
 
     # here, a CPU proof on a subset (minutes):
-    python scripts/exp_backtranslate.py --mirror /work/shared/data/multi30k --out out/exp_bt_cpu \\
+    python scripts/experiments/exp_backtranslate.py --mirror /work/shared/data/multi30k --out out/exp_bt_cpu \\
         --limit 1500 --parallel 500 --updates 30 --jobs 2 --device cpu --eval-beam 1 --set tokenizer.vocab_size=1000
     # the GPU run:
-    python scripts/exp_backtranslate.py --mirror /work/shared/data/multi30k --out out/exp_bt \\
+    python scripts/experiments/exp_backtranslate.py --mirror /work/shared/data/multi30k --out out/exp_bt \\
         --updates 3000 --jobs 7 --device cuda
 """
 

@@ -2,7 +2,7 @@
 
 Driven through the real CLI (`python -m mt ...`), end to end from the Multi30k mirror:
 
-1. data: Multi30k en-de train, and a noisy copy (scripts/make_noise.py: 35% of the pairs copies,
+1. data: Multi30k en-de train, and a noisy copy (scripts/experiments/make_noise.py: 35% of the pairs copies,
    misaligned, French targets, duplicates, fragments, labelled); `mt data clean` by rules +
    language ID (precision and recall of each rule against the labels);
 2. phase 1, in parallel (`--jobs`): en->de on clean, on noisy, on noisy cleaned by rules + LID, and
@@ -19,10 +19,10 @@ py3langid must be importable by the child processes: `--pythonpath DIR` puts DIR
 the installed py3langid package's parent folder) in front of their PYTHONPATH.
 
     # here, a CPU proof on a subset (minutes):
-    python scripts/exp_clean.py --mirror /work/shared/data/multi30k --out out/exp_clean_cpu \\
+    python scripts/experiments/exp_clean.py --mirror /work/shared/data/multi30k --out out/exp_clean_cpu \\
         --limit 3000 --updates 30 --jobs 2 --device cpu --eval-beam 1
     # the GPU run (py3langid copied into exp_deps/ where the machine lacks it):
-    python scripts/exp_clean.py --mirror data/multi30k --out /tmp/exp_clean \\
+    python scripts/experiments/exp_clean.py --mirror data/multi30k --out /tmp/exp_clean \\
         --updates 1200 --jobs 4 --device cuda --pythonpath exp_deps
 """
 

@@ -1,4 +1,4 @@
-"""What the synthetic-data experiments (scripts/exp_backtranslate.py, scripts/exp_distill.py) share:
+"""What the experiments (exp_backtranslate.py, exp_distill.py, and exp_clean.py in part) share:
 running the real CLI (`python -m mt ...`, logged per step), several at once, the `mt train`
 arguments of one update budget, the checkpoint a run yields, its test BLEU, Multi30k subsets
 written as text corpora, and compact copies of checkpoints that fit a transfer limit. Each step

@@ -16,13 +16,13 @@ Every training has the same update budget (`--updates`) and seed (time budgets o
 `--bring` (default OUT/bring) results.json with compact copies of the three final checkpoints
 (fp32 weights-only inference checkpoints, cut into parts under 16 MiB: `cat NAME.pt.part* >
 NAME.pt`; their sha256s are in results.json; 5 files with the shipped configs) for speed
-measurements elsewhere (scripts/exp_distill_speed.py).
+measurements elsewhere (scripts/experiments/exp_distill_speed.py).
 
     # here, a CPU proof on a subset (minutes):
-    python scripts/exp_distill.py --mirror /work/shared/data/multi30k --out out/exp_distill_cpu \\
+    python scripts/experiments/exp_distill.py --mirror /work/shared/data/multi30k --out out/exp_distill_cpu \\
         --limit 1000 --updates 30 --jobs 2 --device cpu --eval-beam 1 --set tokenizer.vocab_size=1000
     # the GPU run:
-    python scripts/exp_distill.py --mirror /work/shared/data/multi30k --out out/exp_distill \\
+    python scripts/experiments/exp_distill.py --mirror /work/shared/data/multi30k --out out/exp_distill \\
         --updates 3000 --jobs 2 --device cuda --bring $OUT/distill
 """
 

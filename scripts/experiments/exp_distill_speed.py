@@ -2,12 +2,12 @@
 student, each native and exported to CTranslate2 int8, offline (`mt translate`'s `translate_lines`)
 and served through `mt serve` at concurrency 1 and 32, greedy and beam 5.
 
-    python scripts/exp_distill_speed.py --bring out/exp_distill/bring --src data/multi30k/test_2016_flickr.en.gz \\
+    python scripts/experiments/exp_distill_speed.py --bring out/exp_distill/bring --src data/multi30k/test_2016_flickr.en.gz \\
         --out out/exp_distill_speed -n 300
 
-`--bring` is the folder scripts/exp_distill.py filled (compact checkpoints cut into parts,
+`--bring` is the folder scripts/experiments/exp_distill.py filled (compact checkpoints cut into parts,
 results.json): the checkpoints are put together and checked against their sha256, each is exported (`mt export --format ctranslate2 --quantization int8`) and measured by
-scripts/bench_serve.py (one process per model, `--threads` model threads; the load generator
+scripts/bench/bench_serve.py (one process per model, `--threads` model threads; the load generator
 shares the machine: say so with the figures). Writes `speed.json` and `speed.md` (with each
 model's test BLEU from results.json and its speed relative to the teacher) into --out.
 """

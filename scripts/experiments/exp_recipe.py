@@ -2,7 +2,7 @@
 swapped (`configs/multi30k_en_de.yaml`), at several corpus sizes, same time budget each, scored
 on test_2016_flickr and compared with sacreBLEU's paired bootstrap (`mt evaluate --hyp A --hyp B`).
 
-    python scripts/exp_recipe.py --mirror ../shared/data/multi30k --out exp/recipe \\
+    python scripts/experiments/exp_recipe.py --mirror ../shared/data/multi30k --out exp/recipe \\
         --sizes 1000 3000 10000 --directions en-de --budget 4m --jobs 2 --set train.threads=1
 
 Corpora: `sizes` pairs sampled (seeded) from Multi30k's train split, with its val and

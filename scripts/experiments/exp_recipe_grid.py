@@ -3,7 +3,7 @@ model size, dropout, label smoothing and vocabulary size, each trained for the u
 time budget buys at that model size, scored on test_2016_flickr (beam 5, the averaged checkpoint
 when it validated better) and on the run's best validation (greedy, <= 300 sentences).
 
-    python scripts/exp_recipe_grid.py --mirror ../shared/data/multi30k --out exp/grid \\
+    python scripts/experiments/exp_recipe_grid.py --mirror ../shared/data/multi30k --out exp/grid \\
         --sizes 1000 3000 10000 --updates 128=1500 192=840 --jobs 15 --set train.threads=1
 
 Why updates and not minutes: the question is which keys are best for a 4-minute CPU budget, and
@@ -14,7 +14,7 @@ from the recipe's own config for its corpus (`mt train --data FOLDER --dry-run`)
 grid's keys, `train.max_updates` and no time budget, so warmup, validation and checkpoint cadence
 scale with the run as the recipe's percentages say.
 
-Corpora as scripts/exp_recipe.py makes them (seeded Multi30k samples with val and the test set).
+Corpora as scripts/experiments/exp_recipe.py makes them (seeded Multi30k samples with val and the test set).
 Each finished trial is a line of results.jsonl; a trial already there is skipped, so after a
 timeout the same command continues. results.md: one table per corpus, best test BLEU first.
 """

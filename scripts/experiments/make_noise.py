@@ -2,9 +2,9 @@
 corpora are noisy (Khayrallah & Koehn 2018), with a label per pair, and score a cleaning run's
 drops against those labels.
 
-    python scripts/make_noise.py make --mirror /work/shared/data/multi30k --out data/noisy
+    python scripts/experiments/make_noise.py make --mirror /work/shared/data/multi30k --out data/noisy
     mt data clean data/noisy --src-lang en --tgt-lang de -o data/noisy.clean --dropped-file
-    python scripts/make_noise.py score data/noisy/train.labels data/noisy.clean/clean_dropped.jsonl
+    python scripts/experiments/make_noise.py score data/noisy/train.labels data/noisy.clean/clean_dropped.jsonl
 
 `make` writes `train.en`, `train.de` (the 29,000 pairs, a share of them corrupted in place) and
 `train.labels` (one label per line: clean or the kind of noise), copies the validation and test

@@ -21,7 +21,7 @@ validations and of the averaged checkpoint (validation set only; test sets are n
 Results are appended to `<out>.jsonl` as each trial ends, so a killed sweep continues where it
 stopped, and `<out>.md` is rewritten after every trial: one row per trial, best first.
 
-    .venv/bin/python scripts/sweep.py configs/sweep_multi30k_en_de.yaml --out docs/sweep_multi30k_en_de
+    .venv/bin/python scripts/experiments/sweep.py configs/sweep_multi30k_en_de.yaml --out docs/sweep_multi30k_en_de
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def run_trial(spec: dict[str, Any], trial: dict[str, Any], *, prefix: str, prepa
 def write_table(spec: dict[str, Any], results: list[dict[str, Any]], path: Path) -> None:
     rows = sorted(results, key=lambda r: -r["selected_bleu"])
     common = ", ".join(f"`{k}={v}`" for k, v in (spec.get("common") or {}).items()) or "none"
-    lines = [f"Sweep of `{spec['config']}`, {spec['budget']} of training per trial (`scripts/sweep.py`); "
+    lines = [f"Sweep of `{spec['config']}`, {spec['budget']} of training per trial (`scripts/experiments/sweep.py`); "
              f"shared overrides: {common}. Val BLEU is greedy on the validation split; *selected* is "
              f"what `make demo` keeps (the better of best.pt and averaged.pt).", "",
              "| trial | overrides | selected val BLEU | best val BLEU (update) | averaged | val NLL | updates "

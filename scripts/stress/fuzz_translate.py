@@ -1,7 +1,7 @@
 """Feed fuzzed lines through the real `mt translate` and check the line contract (not a unit test).
 
-    .venv/bin/python scripts/fuzz_translate.py                  # 10,000 lines, tiny random model
-    .venv/bin/python scripts/fuzz_translate.py --lines 500 --checkpoint runs/x/checkpoints/best.pt
+    .venv/bin/python scripts/stress/fuzz_translate.py                  # 10,000 lines, tiny random model
+    .venv/bin/python scripts/stress/fuzz_translate.py --lines 500 --checkpoint runs/x/checkpoints/best.pt
 
 The lines (seeded) mix: empty and whitespace-only lines, ASCII control characters and NUL,
 Unicode separators (U+2028, U+0085, form feed, CR), mixed scripts, combining marks, emoji,
@@ -11,7 +11,7 @@ line may contain a line break). A second run appends one line holding a lone sur
 as bytes (invalid UTF-8): it must fail with one line on stderr naming the input line, exit 2,
 and leave the output file it was given untouched.
 
-Without --checkpoint a tiny random-weight model is built (scripts/tiny_checkpoint.py), so the
+Without --checkpoint a tiny random-weight model is built (mt/deploy/tiny.py), so the
 time reported is the plumbing's (tokenise, batch, greedy search, detokenise, write), not a
 real model's. Exit code 1 if any check fails.
 """

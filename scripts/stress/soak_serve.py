@@ -1,9 +1,9 @@
 """Soak `mt serve`: two models under a mixed load for a long time, every answer checked.
 
-    python scripts/soak_serve.py                 # 30 minutes
-    python scripts/soak_serve.py --minutes 5 --out soak.json
+    python scripts/stress/soak_serve.py                 # 30 minutes
+    python scripts/stress/soak_serve.py --minutes 5 --out soak.json
 
-Two tiny seeded models (en->de and en->fr, `tiny_checkpoint.py`) in one server with API keys
+Two tiny seeded models (en->de and en->fr, `mt.deploy.tiny`) in one server with API keys
 (one unlimited, one of 30 requests a minute), --char-limit 2000 and a cache of 200 segments (the
 pool is 2,000 lines: most segments go to the models). Client threads loop over: text
 /translate (one line or a list, either model), format html (each block's text checked), /detect,

@@ -2,7 +2,7 @@
 
 docs/reference/configuration.md holds the tables between the CONFIG-REFERENCE markers.
 
-- `python scripts/config_reference.py` prints them; `--write` rewrites them in that page
+- `python scripts/tools/config_reference.py` prints them; `--write` rewrites them in that page
   (tests/test_docs.py fails while the committed page is stale, naming this command).
 - `mkdocs build` loads this file as a hook (mkdocs.yml, `hooks:`): the site's page is generated
   from the dataclasses as they are at build time, so the site is never stale.

@@ -2,7 +2,7 @@
 `mt.serve.detect.LanguageDetector` over the languages a server serves, on the first N test
 sentences of each language of a parallel test set.
 
-    .venv/bin/python scripts/detect_accuracy.py --data /work/shared/data/multi30k --langs en de fr
+    .venv/bin/python scripts/tools/detect_accuracy.py --data /work/shared/data/multi30k --langs en de fr
 
 Reads `<split>.<lang>[.gz]` (default test_2016_flickr, Multi30k's test set) and prints, per
 language, how many of its first `--limit` sentences (default 200) were identified as that

@@ -1,7 +1,7 @@
 """An mt checkpoint against its `mt export --format hf` directory in transformers: equal outputs
 and speed on the same lines (greedy and beam), in one run.
 
-    python scripts/hf_compare.py -c runs/demo_post/checkpoints/best.pt --src data/multi30k/test_2016_flickr.en.gz
+    python scripts/tools/hf_compare.py -c runs/demo_post/checkpoints/best.pt --src data/multi30k/test_2016_flickr.en.gz
 
 mt translates with `mt.decode.translate.translate_lines` (its own token-budget batches, decoder
 cache); transformers with `MarianMTModel.generate` over batches of `--batch` length-sorted

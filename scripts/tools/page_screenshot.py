@@ -1,7 +1,7 @@
 """A screenshot of the web page of a running `mt serve`, in Debian's headless Chromium (as tests/test_page.py).
 
     mt serve -c model.pt --port 8000 --max-alternatives 2 &
-    python scripts/page_screenshot.py http://127.0.0.1:8000 docs/images/serve_page.png [--width 1280]
+    python scripts/tools/page_screenshot.py http://127.0.0.1:8000 docs/images/serve_page.png [--width 1280]
 
 Types two lines into the source box, waits for their translation, asks for alternatives, opens the
 model card and saves the page. This is how docs/images/serve_page.png was made.

@@ -42,8 +42,8 @@ from exp_common import (
     checkpoint,
     corpus,
     parallel,
-    read_gz,
     train_job,
+    train_pairs,
     write_lines,
 )
 
@@ -75,9 +75,7 @@ def main() -> None:
     out, a.mirror = a.out.resolve(), a.mirror.resolve()
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    en, de = read_gz(a.mirror, "train.en"), read_gz(a.mirror, "train.de")
-    if a.limit:
-        en, de = en[:a.limit], de[:a.limit]
+    en, de = train_pairs(a.mirror, a.limit)
     data = out / "data"
     corpus(a.mirror, data / "par", en[:a.parallel], de[:a.parallel])
     corpus(a.mirror, data / "all", en, de)

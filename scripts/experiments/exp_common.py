@@ -129,6 +129,12 @@ def read_gz(mirror: Path, name: str) -> list[str]:
     return read_lines(mirror / f"{name}.gz")
 
 
+def train_pairs(mirror: Path, limit: int = 0) -> tuple[list[str], list[str]]:
+    """The mirror's en and de training lines: the first `limit` pairs (0 = all 29,000)."""
+    en, de = read_gz(mirror, "train.en"), read_gz(mirror, "train.de")
+    return en[:limit or None], de[:limit or None]
+
+
 def write_lines(path: Path, lines: list[str]) -> None:
     """Write `lines`, leaving a file that already holds them untouched (its mtime is in cache keys)."""
     data = "".join(line + "\n" for line in lines).encode("utf-8")

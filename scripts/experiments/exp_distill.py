@@ -42,9 +42,9 @@ from exp_common import (
     compact_copy,
     corpus,
     parallel,
-    read_gz,
     run,
     train_job,
+    train_pairs,
     train_sets,
 )
 
@@ -84,9 +84,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     bring.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    en, de = read_gz(a.mirror, "train.en"), read_gz(a.mirror, "train.de")
-    if a.limit:
-        en, de = en[:a.limit], de[:a.limit]
+    en, de = train_pairs(a.mirror, a.limit)
     data = corpus(a.mirror, out / "data" / "all", en, de)
     jobs = [train_job(a, out, "student_ref", a.student_config, data)]
     if a.teacher is None:

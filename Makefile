@@ -104,7 +104,7 @@ browser-deps:
 	  || { echo "browser-deps: chromium/chromedriver still missing after apt-get" >&2; exit 1; }
 
 # The documentation site (mkdocs.yml; pages in docs/, the configuration reference generated from
-# mt/config.py by the hook scripts/config_reference.py). --strict: a broken link or anchor, a page
+# mt/config.py by the hook scripts/tools/config_reference.py). --strict: a broken link or anchor, a page
 # missing from the nav or a missing include fails the build. It needs nothing from the internet.
 # NO_MKDOCS_2_WARNING silences mkdocs-material's banner about MkDocs 2.0 on every build.
 MKDOCS = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
@@ -135,10 +135,10 @@ test-offline: install-dev install-docs browser-deps
 
 bench: data
 	$(BIN)/pip install --quiet -e ".[bench]"
-	$(BIN)/python scripts/bench_model.py
-	$(BIN)/python scripts/bench_loss.py
-	$(BIN)/python scripts/bench_translate.py
-	$(BIN)/python scripts/bench_prepare.py
+	$(BIN)/python scripts/bench/bench_model.py
+	$(BIN)/python scripts/bench/bench_loss.py
+	$(BIN)/python scripts/bench/bench_translate.py
+	$(BIN)/python scripts/bench/bench_prepare.py
 
 clean:
 	rm -rf runs .pytest_cache site

@@ -10,7 +10,6 @@ import importlib
 import logging
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -26,12 +25,8 @@ TINY_YAML = REPO / "configs" / "tiny.yaml"
 
 @pytest.fixture(scope="module")
 def random_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random-weight checkpoint (scripts/tiny_checkpoint.py): no corpus needed."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import write_random_checkpoint
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    """A tiny random-weight checkpoint (mt/deploy/tiny.py): no corpus needed."""
+    from mt.deploy.tiny import write_random_checkpoint
     return write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt")
 
 

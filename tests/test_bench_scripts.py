@@ -22,7 +22,7 @@ def run(script: str, *args: str) -> str:
 
 
 def test_bench_model_runs() -> None:
-    out = run("bench_model.py", "--config", "configs/tiny.yaml", "--steps", "1", "--warmup", "0", "--threads", "1",
+    out = run("bench/bench_model.py", "--config", "configs/tiny.yaml", "--steps", "1", "--warmup", "0", "--threads", "1",
               "--precision", "fp32")
     assert "tgt tok/s" in out and "mt" in out and "widths padded to a multiple of 1:" in out
 
@@ -30,7 +30,7 @@ def test_bench_model_runs() -> None:
 def test_bench_model_bf16_branch_runs_on_any_cpu() -> None:
     """--force times bf16 whether or not this CPU has native bf16, so the branch that AMX machines
     take by themselves is exercised on AVX2-only machines too (nn.Transformer and Marian included)."""
-    out = run("bench_model.py", "--config", "configs/tiny.yaml", "--steps", "1", "--warmup", "0", "--threads", "1",
+    out = run("bench/bench_model.py", "--config", "configs/tiny.yaml", "--steps", "1", "--warmup", "0", "--threads", "1",
               "--precision", "fp32", "bf16", "--force")
     rows = [line.split() for line in out.splitlines()]
     models = ("nn.Transformer", "mt") + (("Marian",) if importlib.util.find_spec("transformers") else ())
@@ -44,7 +44,7 @@ def test_bench_model_bf16_branch_runs_on_any_cpu() -> None:
 def test_bench_model_profile_parts_and_ceiling() -> None:
     """--profile prints the per-part table of mt's step (its shares sum to the whole) and the MFU
     ceiling its replayed matrix products set."""
-    out = run("bench_model.py", "--config", "configs/tiny.yaml", "--steps", "2", "--warmup", "0", "--threads", "1",
+    out = run("bench/bench_model.py", "--config", "configs/tiny.yaml", "--steps", "2", "--warmup", "0", "--threads", "1",
               "--precision", "fp32", "--no-reference", "--rounds", "1", "--profile")
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if "training step, per part" in line)
@@ -57,7 +57,7 @@ def test_bench_model_profile_parts_and_ceiling() -> None:
 
 @pytest.mark.requires("onednn packed linear")  # without it bench_loss times MKL in both fused rows
 def test_bench_loss_runs_every_route() -> None:
-    out = run("bench_loss.py", "--targets", "40", "--vocab", "300", "--d-model", "16", "--rounds", "2",
+    out = run("bench/bench_loss.py", "--targets", "40", "--vocab", "300", "--d-model", "16", "--rounds", "2",
               "--warmup", "0", "--threads", "1")
     rows = [line.split(" | ")[0].lstrip("| ") for line in out.splitlines() if line.startswith("| ") and "ms" not in line]
     assert rows == ["fused, MKL products", "fused, oneDNN packed", "unfused (autograd)"]
@@ -66,7 +66,7 @@ def test_bench_loss_runs_every_route() -> None:
 
 @pytest.mark.requires("ctranslate2")
 def test_bench_translate_runs(multi30k_dir: Path) -> None:
-    out = run("bench_translate.py", "--config", "configs/tiny.yaml", "--data", str(multi30k_dir), "--limit", "4",
+    out = run("bench/bench_translate.py", "--config", "configs/tiny.yaml", "--data", str(multi30k_dir), "--limit", "4",
               "--no-hf", "--out-len", "3", "--threads", "1", "--ensemble", "2")
     assert "cache speed-up" in out and "(identical output)" in out
     assert out.count("translate_lines / search alone x") == 2 and "same text)" in out and "TEXT DIFFERS" not in out
@@ -94,7 +94,7 @@ def test_bench_translate_checkpoint_mode_reports_bleu(multi30k_dir: Path, tmp_pa
     model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, joint_vocab=tok.joint).eval()
     ckpt = tmp_path / "ckpt.pt"
     save_checkpoint(ckpt, inference_state(cfg, tok, model, update=1, epoch=0))
-    out = run("bench_translate.py", "--checkpoint", str(ckpt), "--data", str(multi30k_dir), "--limit", "3",
+    out = run("bench/bench_translate.py", "--checkpoint", str(ckpt), "--data", str(multi30k_dir), "--limit", "3",
               "--no-uncached", "--no-bf16", "--threads", "1")
     rows = {(r[0], " ".join(r[1:-6])): r[-1] for r in (line.split() for line in out.splitlines()) if len(r) >= 8}
     for search in ("greedy", "beam"):
@@ -123,7 +123,7 @@ def test_bench_latency_runs_interleaved_variants(multi30k_dir: Path, tmp_path: P
     model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, joint_vocab=tok.joint).eval()
     ckpt = tmp_path / "ckpt.pt"
     save_checkpoint(ckpt, inference_state(cfg, tok, model, update=1, epoch=0))
-    out = run("bench_latency.py", "-c", str(ckpt), "--data", str(multi30k_dir), "--limit", "2", "--skip", "1",
+    out = run("bench/bench_latency.py", "-c", str(ckpt), "--data", str(multi30k_dir), "--limit", "2", "--skip", "1",
               "--beams", "1,2", "--torch-threads", "--baseline", str(ROOT))
     rows = [line.split() for line in out.splitlines() if line.startswith(("greedy", "beam 2"))]
     assert len(rows) == 6 and all(float(r[-3 if "same" in r else -1]) > 0 for r in rows)
@@ -131,18 +131,18 @@ def test_bench_latency_runs_interleaved_variants(multi30k_dir: Path, tmp_path: P
 
 
 def test_bench_prepare_runs(multi30k_dir: Path, tmp_path: Path) -> None:
-    out = run("bench_prepare.py", "--pairs", "3000", "--workers", "1", "--sample-size", "3000", "--vocab-size", "500",
+    out = run("bench/bench_prepare.py", "--pairs", "3000", "--workers", "1", "--sample-size", "3000", "--vocab-size", "500",
               "--data", str(multi30k_dir), "--workdir", str(tmp_path))
     assert "pairs/s" in out and "first update after" in out
 
 
 def test_fuzz_translate_runs() -> None:
-    out = run("fuzz_translate.py", "--lines", "30")
+    out = run("stress/fuzz_translate.py", "--lines", "30")
     assert "lines in 30, lines out 30: OK" in out and "invalid UTF-8 at line 31" in out
 
 
 def test_bench_translate_stream_runs() -> None:
-    out = run("bench_translate_stream.py", "--lines", "50", "200")
+    out = run("bench/bench_translate_stream.py", "--lines", "50", "200")
     assert "200 OK" in out and "peak RSS MiB" in out
 
 
@@ -162,10 +162,10 @@ def test_sweep_runs_trials_shares_prepared_data_and_continues_after_a_stop(multi
             "trials": [{"name": "base"}, {"name": "lr1e-3", "set": {"train.lr": 1e-3}}]}
     trials.write_text(yaml.safe_dump(spec))
     out = tmp_path / "sweep"
-    run("sweep.py", str(trials), "--out", str(out), "--only", "base")
+    run("experiments/sweep.py", str(trials), "--out", str(out), "--only", "base")
     first = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
     assert [r["name"] for r in first] == ["base"] and first[0]["updates"] == 30
-    log = run("sweep.py", str(trials), "--out", str(out))  # continues: only lr1e-3 runs now
+    log = run("experiments/sweep.py", str(trials), "--out", str(out))  # continues: only lr1e-3 runs now
     assert "trial base" not in log and f"{tmp_path / 'runs' / 'sweep_lr1e-3'} is up to date" in log
     results = [json.loads(line) for line in out.with_suffix(".jsonl").read_text().splitlines()]
     assert [r["name"] for r in results] == ["base", "lr1e-3"] and results[0] == first[0]
@@ -184,11 +184,11 @@ def test_sweep_runs_trials_shares_prepared_data_and_continues_after_a_stop(multi
 def test_sweep_refuses_a_malformed_trials_file(tmp_path: Path) -> None:
     trials = tmp_path / "trials.yaml"
     trials.write_text("config: configs/tiny.yaml\ntrials:\n  - name: a\n  - name: a\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), str(trials), "--out",
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "experiments" / "sweep.py"), str(trials), "--out",
                            str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode != 0 and "unique `name`" in proc.stderr and "Traceback" not in proc.stderr
     trials.write_text("config: configs/tiny.yaml\ntrials:\n  - name: a+b\n")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "sweep.py"), str(trials), "--out",
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "experiments" / "sweep.py"), str(trials), "--out",
                            str(tmp_path / "s")], cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode != 0 and "letters, digits" in proc.stderr
 
@@ -197,11 +197,7 @@ def tiny_checkpoint_and_source(tmp_path: Path, lines: int, words: int) -> tuple[
     """A random tiny checkpoint and `lines` synthetic source lines of ~`words` words (gzipped)."""
     import gzip
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from tiny_checkpoint import synthetic_sentences, write_random_checkpoint
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    from mt.deploy.tiny import synthetic_sentences, write_random_checkpoint
     ckpt = write_random_checkpoint(tmp_path / "tiny.pt")
     src = tmp_path / "src.en.gz"
     with gzip.open(src, "wt", encoding="utf-8") as f:
@@ -216,7 +212,7 @@ def test_bench_serve_runs(tmp_path: Path, client: str) -> None:
     import json
 
     ckpt, src = tiny_checkpoint_and_source(tmp_path, 6, 3)
-    out = run("bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "6", "--concurrency", "1", "4",
+    out = run("bench/bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "6", "--concurrency", "1", "4",
               "--beams", "1", "--cap-s", "120", "--client", client, "--offline-chunks", "1", "4",
               "--out", str(tmp_path / "report.json"))
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
@@ -233,14 +229,10 @@ def test_bench_serve_two_models_and_a_reload(tmp_path: Path) -> None:
     server, each answering its own pair's requests; then a reload under load with no failed request."""
     import json
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        from tiny_checkpoint import write_random_checkpoint
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    from mt.deploy.tiny import write_random_checkpoint
     ckpt, src = tiny_checkpoint_and_source(tmp_path, 8, 4)
     reverse = write_random_checkpoint(tmp_path / "de-en.pt", seed=2, src_lang="de", tgt_lang="en")
-    out = run("bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "8", "--concurrency", "4", "--beams", "1",
+    out = run("bench/bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "8", "--concurrency", "4", "--beams", "1",
               "--operator-only", "--second", str(reverse), "--second-src", str(src), "--reload-seconds", "4",
               "--out", str(tmp_path / "report.json"))
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
@@ -256,7 +248,7 @@ def test_bench_beam_steps_counts_every_step(tmp_path: Path) -> None:
     """bench_beam_steps.py on a random tiny checkpoint: a table per call size; calls of one line
     have every step at one live sentence, calls of 4 show their full steps and their tail."""
     ckpt, src = tiny_checkpoint_and_source(tmp_path, 8, 5)
-    out = run("bench_beam_steps.py", "-c", str(ckpt), "--src", str(src), "-n", "8", "--beam", "3",
+    out = run("bench/bench_beam_steps.py", "-c", str(ckpt), "--src", str(src), "-n", "8", "--beam", "3",
               "--chunks", "1", "4", "--bin", "2")
     ones, fours = out.split("calls of 1:")[1].split("calls of 4:")
     assert [line.split(" | ")[0] for line in ones.splitlines() if line.startswith("| ") and "---" not in line] == [
@@ -268,7 +260,7 @@ def test_bench_beam_steps_counts_every_step(tmp_path: Path) -> None:
 
 @pytest.mark.requires("lxml", "srt", "webvtt", "docx", "odf")
 def test_bench_documents_runs() -> None:
-    out = run("bench_documents.py", "--units", "20")
+    out = run("bench/bench_documents.py", "--units", "20")
     assert [line.split()[0] for line in out.splitlines()[:4]] == ["docx", "odt", "srt", "vtt"] and "CPU: " in out
 
 
@@ -278,11 +270,11 @@ def test_bench_serve_paragraph_mode_and_bench_segment_run(tmp_path: Path, mirror
     import json
 
     ckpt, src = tiny_checkpoint_and_source(tmp_path, 12, 3)
-    run("bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "12", "--paragraphs", "--concurrency", "4",
+    run("bench/bench_serve.py", "-c", str(ckpt), "--src", str(src), "-n", "12", "--paragraphs", "--concurrency", "4",
         "--beams", "1", "--out", str(tmp_path / "report.json"))
     [row] = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))["paragraphs"]
     assert row["errors"] == 0 and row["sentences_per_s_paragraphs"] > 0 and row["ratio"] > 0
-    out = run("bench_segment.py", "--mirror", str(mirror_dir), "--paragraphs", "20")
+    out = run("bench/bench_segment.py", "--mirror", str(mirror_dir), "--paragraphs", "20")
     assert all(f"| {lang}" in out for lang in ("en", "de", "fr", "zh", "ja", "ar", "ru", "cs")) and "sentencex:" in out
 
 
@@ -293,11 +285,7 @@ def test_recipe_grid_trials_and_table(tmp_path: Path) -> None:
     import argparse
     import json
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import exp_recipe_grid as grid
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    from scripts.experiments import exp_recipe_grid as grid
     a = argparse.Namespace(models=[128, 192], dropout=[0.1, 0.3], smoothing=[0.1], vocab_scale=[1.0, 2.0],
                            updates={128: 1500, 192: 840})
     trials = grid.trials(a, 2500)

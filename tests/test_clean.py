@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from langdata import LANGS, pairs
 
 from mt.config import CleanConfig
 from mt.data import clean_rules
@@ -21,6 +20,7 @@ from mt.data.clean import Cleaner, CleanStats, HashSet64, check_share, clean_pai
 from mt.data.clean_corpus import clean_corpus
 from mt.data.corpus import iter_split
 from mt.errors import MTError
+from tests.support.langdata import LANGS, pairs
 
 pytestmark = pytest.mark.requires("py3langid")
 ON = CleanConfig(enabled=True)
@@ -192,15 +192,10 @@ def test_mt_data_clean_cli(tmp_path: Path) -> None:
 
 
 def test_noise_generator_labels_what_it_did_and_scoring_counts_it(tmp_path: Path) -> None:
-    """scripts/make_noise.py: each kind in its share, on disjoint pairs, labelled; `score` turns a
+    """scripts/experiments/make_noise.py: each kind in its share, on disjoint pairs, labelled; `score` turns a
     dropped file into per-rule precision and per-kind recall."""
-    import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    try:
-        from make_noise import KINDS, corrupt, score
-    finally:
-        sys.path.pop(0)
+    from scripts.experiments.make_noise import KINDS, corrupt, score
     en = [f"English caption number {i} about a dog." for i in range(400)]
     de = [f"Deutsche Bildunterschrift {i} über einen Hund." for i in range(400)]
     fr = [f"Légende française {i} sur un chien." for i in range(400)]

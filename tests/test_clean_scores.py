@@ -5,7 +5,6 @@ models find likely rank first, and the command keeps the best share, naming the 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,11 +24,7 @@ TGT = ["def abc", "δεζ αβγ", "不了 的", "жз абв", "zyx uvw", "éß
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import write_random_checkpoint
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    from mt.deploy.tiny import write_random_checkpoint
     root = tmp_path_factory.mktemp("dualxent")
     return {"fwd": write_random_checkpoint(root / "fwd.pt", seed=0),
             "bwd": write_random_checkpoint(root / "bwd.pt", seed=1, src_lang="de", tgt_lang="en")}

@@ -84,12 +84,12 @@ def test_bad_input_is_one_line(tiny_base, multi30k_dir, tmp_path, monkeypatch, c
 
 
 def test_bench_student_runs(multi30k_dir, tmp_path):
-    """scripts/bench_student.py on two tiny shapes (figures not checked: speed is measured, not unit-tested)."""
+    """scripts/bench/bench_student.py on two tiny shapes (figures not checked: speed is measured, not unit-tested)."""
     import subprocess
     import sys
 
     out = tmp_path / "rows.json"
-    proc = subprocess.run([sys.executable, str(TINY.parents[1] / "scripts" / "bench_student.py"), str(TINY), str(TINY),
+    proc = subprocess.run([sys.executable, str(TINY.parents[1] / "scripts" / "bench" / "bench_student.py"), str(TINY), str(TINY),
                            "--data", str(multi30k_dir), "--limit", "3", "--repeat", "1", "--out-len", "3", "--train-pairs", "2000",
                            "--out", str(out)],
                           capture_output=True, text=True, timeout=300, check=False)

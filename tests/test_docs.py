@@ -34,7 +34,7 @@ from mt.config_load import config_from_dict, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
-DOCUMENTS = [ROOT / "README.md", *PAGES]
+DOCUMENTS = [ROOT / "README.md", *PAGES, *sorted((ROOT / "scripts").rglob("README.md"))]
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
 CLI = typer.main.get_command(app)
 CHOICE = "\u00a6"  # stands for the | of a synopsis' alternatives (`--precision fp32|bf16`) while reading shell text
@@ -79,7 +79,7 @@ def _inline_commands(path: Path) -> list[tuple[str, str]]:
     out = []
     for number, line in enumerate(prose.splitlines(), start=1):
         for span in re.findall(r"`([^`]+)`", line):
-            if re.match(r"(mt \w|python scripts/)", span):
+            if re.match(r"(mt \w|python scripts/|python -m mt\.)", span):
                 out.append((f"{path.relative_to(ROOT)}:{number}", span))
     return out
 
@@ -246,6 +246,8 @@ def _check_command(words: list[str], where: str, synopsis: bool = False) -> bool
             _check_mt(words[words.index("-m") + 2:], where, synopsis)
         elif head.startswith("python") and len(words) > 1 and words[1].startswith("scripts/"):
             _check_script(words[1:], where)
+        elif head.startswith("python") and words[1:2] == ["-m"] and words[2:3] and words[2].startswith("mt."):
+            _check_script([words[2].replace(".", "/") + ".py", *words[3:]], where)  # python -m mt.deploy.tiny OUT.pt
         else:
             return False
     elif head == "make":
@@ -308,6 +310,10 @@ def test_a_wrong_option_or_config_key_in_a_command_fails():
         _check_command(["mt", "train", "configs/tiny.yaml", "--set", "train.time_budgt=5m"], "here")
     with pytest.raises(AssertionError, match="no target"):
         _check_command(["make", "dmeo"], "here")
+    with pytest.raises(AssertionError, match="takes no option --sorce"):
+        _check_command(["python", "-m", "mt.deploy.tiny_marian", "out", "--sorce", "a.en"], "here")
+    with pytest.raises(AssertionError, match="scripts/bench_model.py does not exist"):
+        _check_command(["python", "scripts/bench_model.py"], "here")
 
 
 def test_every_yaml_block_is_a_valid_config(tmp_path):
@@ -330,7 +336,7 @@ def test_every_yaml_block_is_a_valid_config(tmp_path):
 # --------------------------------------------------------------------------- configuration reference
 
 def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -342,7 +348,7 @@ config_reference = _load_script("config_reference")
 def test_config_reference_is_current():
     page = config_reference.PAGE.read_text(encoding="utf-8")
     assert config_reference.fill(page) == page, (
-        "docs/reference/configuration.md is stale: run python scripts/config_reference.py --write")
+        "docs/reference/configuration.md is stale: run python scripts/tools/config_reference.py --write")
 
 
 def test_config_reference_names_every_key():
@@ -362,7 +368,7 @@ def test_the_site_build_regenerates_the_config_reference():
 
 
 def test_config_reference_script_prints_the_tables():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts/config_reference.py")],
+    out = subprocess.run([sys.executable, str(ROOT / "scripts/tools/config_reference.py")],
                          capture_output=True, text=True, check=True).stdout
     assert out.strip() == config_reference.reference()
 

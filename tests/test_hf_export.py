@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hfdirs import LINES, marian_dir
 from test_evaluate import run_cli
 
 from conftest import require
@@ -25,6 +24,7 @@ from mt.deploy.hf_import import import_marian
 from mt.errors import MTError
 from mt.model.checkpoint import inference_state, load_for_inference, read_checkpoint, save_checkpoint
 from mt.model.transformer import Transformer
+from tests.support.hfdirs import LINES, marian_dir
 
 pytestmark = pytest.mark.requires("transformers", "safetensors")
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
-from hfdirs import marian_dir
 from test_evaluate import run_cli
 from test_serve import server
 
 from mt.decode.translate import translate_lines
 from mt.deploy.hf_import import import_marian
 from mt.model.checkpoint import load_for_inference, read_checkpoint
+from tests.support.hfdirs import marian_dir
 
 pytestmark = pytest.mark.requires("transformers", "safetensors", "httpx", "fastapi", "uvicorn")
 

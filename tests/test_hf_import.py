@@ -1,4 +1,4 @@
-"""`mt import hf`: tiny random MarianMTModel directories (built by tests/hfdirs.py, nothing downloaded)
+"""`mt import hf`: tiny random MarianMTModel directories (built by tests/support/hfdirs.py, nothing downloaded)
 become mt checkpoints that score, search and tokenize exactly as transformers does."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hfdirs import LINES, marian_dir
 from test_evaluate import run_cli
 
 from conftest import require
@@ -21,6 +20,7 @@ from mt.deploy.hf_import import import_marian
 from mt.deploy.marian_map import vocab_order
 from mt.errors import MTError
 from mt.model.checkpoint import load_for_inference
+from tests.support.hfdirs import LINES, marian_dir
 
 pytestmark = pytest.mark.requires("transformers", "safetensors")
 
@@ -101,7 +101,7 @@ def test_greedy_and_beam_equal_generate(imported: list[tuple]) -> None:
 
 
 def test_tokenization_of_1000_lines_equals_marian_tokenizer(imported: list[tuple]) -> None:
-    from langdata import RARE, pairs
+    from tests.support.langdata import RARE, pairs
 
     extra = list(RARE.values()) + ["", "  two  spaces ", "ÄÖÜ ß 123"]
     lines = [s for s, _ in pairs("de", 1000 - len(extra), seed=11)] + extra

@@ -1,5 +1,5 @@
 """Other languages and dirty corpora, through the real CLI: English->Chinese, Japanese->English,
-and a corpus with 5,000-character lines. The corpora are generated here (tests/langdata.py).
+and a corpus with 5,000-character lines. The corpora are generated here (tests/support/langdata.py).
 
 Each runs prepare -> train (a few seconds, a tiny model) -> translate -> evaluate as separate
 `python -m mt` processes and checks what issue 11 promises: target text survives the tokenizer
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from langdata import RARE, pairs, write_text_corpus
 
 from mt.eval.bleu import is_available
+from tests.support.langdata import RARE, pairs, write_text_corpus
 
 pytestmark = pytest.mark.slow  # ~15-50 s each: four CLI processes and a few seconds of training
 

@@ -215,3 +215,52 @@ def test_only_the_checkpoint_module_calls_torch_load() -> None:
     found = [f"{p.relative_to(PACKAGE.parent)}:{line}" for p in sorted(PACKAGE.rglob("*.py")) if p != CHECKPOINT_MODULE
              for line in torch_loads(p)]
     assert not found, f"torch.load outside mt/model/checkpoint.py: {found}"
+
+
+# ---------------------------------------------------------------------------- tests leave sys.path alone
+
+TESTS = Path(__file__).resolve().parent
+SYS_PATH_METHODS = {"insert", "append", "extend", "remove", "pop", "clear", "__setitem__", "__delitem__"}
+
+
+def _is_sys_path(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "path" and isinstance(node.value, ast.Name)
+            and node.value.id == "sys")
+
+
+def sys_path_edits(source: str) -> list[int]:
+    """Line numbers where `source` changes sys.path: a call of one of its list methods (insert,
+    append, remove, ...), an assignment to it or to an item or slice of it (`=`, `+=`, `del`),
+    `from sys import path`, or pytest's `monkeypatch.syspath_prepend`."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                (node.func.attr in SYS_PATH_METHODS and _is_sys_path(node.func.value))
+                or node.func.attr == "syspath_prepend"):
+            lines.append(node.lineno)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            if any(_is_sys_path(t) or (isinstance(t, ast.Subscript) and _is_sys_path(t.value)) for t in targets):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.ImportFrom) and node.module == "sys" and any(a.name == "path" for a in node.names):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_the_sys_path_check_catches_each_way_of_editing_it() -> None:
+    edits = ["sys.path.insert(0, 'scripts')", "sys.path.append('scripts')", "sys.path.remove('scripts')",
+             "sys.path.pop(0)", "sys.path[0] = 'scripts'", "sys.path[:0] = ['scripts']", "sys.path += ['scripts']",
+             "sys.path = ['scripts']", "del sys.path[0]", "from sys import path",
+             "monkeypatch.syspath_prepend('scripts')"]
+    for edit in edits:
+        assert sys_path_edits(f"import sys\n\n\ndef f(monkeypatch):\n    {edit}\n") == [5], edit
+    assert sys_path_edits("import sys\n\nprint(sys.path[0], 'sys.path.insert(0, x)')\nfound = list(sys.path)\n") == []
+
+
+@pytest.mark.parametrize("path", sorted(TESTS.rglob("*.py")), ids=lambda p: str(p.relative_to(TESTS)))
+def test_no_test_file_edits_sys_path(path: Path) -> None:
+    """Tests import what they share from tests/support/ and scripts as scripts.<folder>.<name>
+    (pyproject.toml's pytest `pythonpath` puts the repository root on the path), and mt as installed:
+    a test that edits sys.path changes what every later test in its process imports."""
+    lines = sys_path_edits(path.read_text(encoding="utf-8"))
+    assert not lines, f"{path.relative_to(TESTS.parent)} edits sys.path at line(s) {lines}; import from tests.support"

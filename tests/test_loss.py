@@ -196,7 +196,7 @@ def test_model_states_and_output_layer_give_the_logits(tie: bool) -> None:
 
 @pytest.mark.requires("c++ compiler")  # torch.compile on CPU builds C++ kernels: missing, the test fails
 def test_compiled_model_loss_equals_eager(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The compile path (`scripts/bench_model.py --compile`): torch.compile of the model gives the
+    """The compile path (`scripts/bench/bench_model.py --compile`): torch.compile of the model gives the
     eager loss and gradients on a fixed batch (dropout off, so both passes are deterministic).
     Its own inductor cache: a shared one can hold kernels built for another CPU capability."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from hfdirs import LINES, train_spm
 
 from mt.config import ModelConfig
 from mt.data.tokenizer import Tokenizer
 from mt.data.vocab import SPECIALS, read_vocab, vocab_bytes
 from mt.errors import MTError
 from mt.model.transformer import FeedForward, Transformer, sinusoidal_positions
+from tests.support.hfdirs import LINES, train_spm
 
 
 def test_halves_layout_by_hand() -> None:

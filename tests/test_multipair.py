@@ -2,7 +2,7 @@
 (a bilingual config is one untagged pair), target tags, the temperature sampler, per-pair
 validation, `--target-lang` through the real CLI and CTranslate2 parity with tags.
 
-The corpora are the synthetic en-de and en-ru pairs of tests/langdata.py (no network, seconds).
+The corpora are the synthetic en-de and en-ru pairs of tests/support/langdata.py (no network, seconds).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from langdata import pairs as lang_pairs
-from langdata import write_text_corpus
 from test_evaluate import run_cli
 
 from mt.cli import main
@@ -28,6 +26,8 @@ from mt.data.splits import load_split
 from mt.data.tokenizer import EOS_ID, Tokenizer, train_sentencepiece
 from mt.errors import MTError
 from mt.model.checkpoint import load_checkpoint
+from tests.support.langdata import pairs as lang_pairs
+from tests.support.langdata import write_text_corpus
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,12 +18,9 @@ from mt.data.splits import load_split, prepared_pairs
 from mt.decode.translate import translate_lines
 from mt.errors import MTError
 from mt.model.checkpoint import load_checkpoint, load_for_inference
+from tests.data.pairs_v2.make_fixtures import LINES, corpus, raw_config
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "pairs_v2"
-sys.path.insert(0, str(FIXTURES))
-from make_fixtures import LINES, corpus, raw_config  # noqa: E402
-
-sys.path.remove(str(FIXTURES))
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))["translations"]
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -100,14 +100,7 @@ def text_of(driver, element_id: str) -> str:  # noqa: ANN001
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    import sys
-
-    repo = Path(__file__).resolve().parents[1]
-    sys.path.insert(0, str(repo / "scripts"))
-    try:
-        from tiny_checkpoint import synthetic_sentences, write_random_checkpoint
-    finally:
-        sys.path.remove(str(repo / "scripts"))
+    from mt.deploy.tiny import synthetic_sentences, write_random_checkpoint
     return write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt"), synthetic_sentences(16, 5)
 
 
@@ -232,16 +225,10 @@ def test_page_keys_wrong_key_shows_403_right_key_translates_a_file(tiny, tmp_pat
 def test_page_with_two_models_picks_the_pair_and_its_card(tiny, tmp_path: Path) -> None:
     """A server with an en->de and a de->en model: the page offers the two pairs, translates with
     the one chosen (equal to `mt translate` with that model) and shows that model's card."""
-    import sys
-
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.select import Select
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    try:
-        from tiny_checkpoint import write_random_checkpoint
-    finally:
-        sys.path.pop(0)
+    from mt.deploy.tiny import write_random_checkpoint
     ckpt, lines = tiny
     reverse = write_random_checkpoint(tmp_path / "de-en.pt", seed=2, src_lang="de", tgt_lang="en")
     text = "\n".join(lines[:2])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_serve import ENV, REPO, httpx, metric, mt_translate, server
+from test_serve import ENV, httpx, metric, mt_translate, server
 
 from mt.config import DecodeConfig
 from mt.decode.translate import translate_lines, translate_texts
@@ -78,11 +78,7 @@ def test_a_sentence_over_the_limit_is_broken_at_clauses_then_words_and_nothing_i
 
 @pytest.fixture(scope="module")
 def fr_ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import write_random_checkpoint
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    from mt.deploy.tiny import write_random_checkpoint
     return write_random_checkpoint(tmp_path_factory.mktemp("fr") / "fr.pt", seed=1, src_lang="fr", tgt_lang="en")
 
 

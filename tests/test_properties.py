@@ -211,14 +211,9 @@ LINE = st.one_of(
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object, object, object]:
-    """(checkpoint, model, tokenizer, decode settings) of a random-weight model (scripts/tiny_checkpoint.py)."""
+    """(checkpoint, model, tokenizer, decode settings) of a random-weight model (mt/deploy/tiny.py)."""
+    from mt.deploy.tiny import write_random_checkpoint
     from mt.model.checkpoint import load_for_inference
-
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import write_random_checkpoint
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
     path = write_random_checkpoint(tmp_path_factory.mktemp("tiny") / "tiny.pt")
     model, tokenizer, cfg = load_for_inference(path, "cpu")
     return path, model, tokenizer, cfg.decode

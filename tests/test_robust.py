@@ -342,11 +342,7 @@ def test_a_second_signal_aborts_with_128_plus_its_number(tmp_path: Path, random_
     one line, no traceback; whatever was saved before stays readable."""
     data = tmp_path / "data"
     data.mkdir()
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import synthetic_sentences
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    from mt.deploy.tiny import synthetic_sentences
     for split, n in (("train", 3000), ("val", 20)):
         for lang, seed in (("en", 1), ("de", 2)):
             (data / f"{split}.{lang}").write_text("\n".join(synthetic_sentences(n, seed)) + "\n", encoding="utf-8")
@@ -481,14 +477,9 @@ def test_translate_streams_in_chunks_with_the_same_output(tmp_path: Path, random
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import mt.commands.translate
     from mt.decode.translate import translate_texts
+    from mt.deploy.tiny import synthetic_sentences
     from mt.model.checkpoint import load_for_inference
     from mt.text.segment import segmenter_for
-
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import synthetic_sentences
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
     lines = synthetic_sentences(23, seed=5)
     lines[4] = lines[11] = ""
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"

@@ -125,11 +125,7 @@ def read_until_closed(sock: socket.socket, seconds: float = 30) -> bytes:
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import synthetic_sentences, write_random_checkpoint
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    from mt.deploy.tiny import synthetic_sentences, write_random_checkpoint
     # Seed 1: its greedy outputs vary with the input (seed 0's are one repeated piece, told apart by
     # length alone), so 1000 seeded lines have enough different outputs for 64 clients x 3 segments.
     return (write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt", seed=1),

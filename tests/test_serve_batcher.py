@@ -12,7 +12,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import math
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -93,11 +92,7 @@ class FakeClock:
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory):
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import synthetic_sentences, write_random_checkpoint
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    from mt.deploy.tiny import synthetic_sentences, write_random_checkpoint
     path = write_random_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt")
     loaded = load_model([path], "cpu")
     return loaded.engine, loaded.tokenizer, loaded.config, synthetic_sentences(40, 7)

@@ -6,7 +6,6 @@ commit in the test). One module-scoped server (the tiny random en->de checkpoint
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
 
@@ -236,11 +235,7 @@ def test_detect_and_source_auto(tiny, lt_server: str) -> None:
 
 
 def test_detect_accuracy_script_on_multi30k(multi30k_dir, capsys) -> None:
-    sys.path.insert(0, str(test_serve.REPO / "scripts"))
-    try:
-        from detect_accuracy import main
-    finally:
-        sys.path.remove(str(test_serve.REPO / "scripts"))
+    from scripts.tools.detect_accuracy import main
     accuracy = main(["--data", str(multi30k_dir), "--langs", "en", "de", "fr", "--limit", "50"])
     assert set(accuracy) == {"en", "de", "fr"} and min(accuracy.values()) >= 0.9
     assert "CPU: " in capsys.readouterr().out

@@ -257,11 +257,7 @@ def _reloads(url: str, proc: subprocess.Popen) -> dict[str, float]:
 
 
 def test_hostile_clients_do_not_stall_or_grow_the_server(tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import write_random_checkpoint
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    from mt.deploy.tiny import write_random_checkpoint
     ckpt = write_random_checkpoint(tmp_path / "tiny.pt", seed=1)
     log = tmp_path / "serve.log"
     started = time.monotonic()

@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 from test_serve import (
     ENV,
-    REPO,
     _model_worker_pid,
     free_port,
     httpx,
@@ -46,11 +45,7 @@ FR = ["Le chat dort sur le canapé chaud.", "Deux enfants jouent dans le jardin.
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Tiny random checkpoints by name: en-de, de-en, fr-de, and en-de2 (another en->de model)."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        from tiny_checkpoint import write_random_checkpoint
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
+    from mt.deploy.tiny import write_random_checkpoint
     root = tmp_path_factory.mktemp("models")
     made = {}
     for name, seed, langs in (("en-de", 1, ("en", "de")), ("de-en", 2, ("de", "en")), ("fr-de", 3, ("fr", "de")),

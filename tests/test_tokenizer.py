@@ -135,7 +135,7 @@ def test_nul_bytes_do_not_crash_training_or_encoding(train_sample: tuple[list[st
 
 def _lang_tokenizer(lang: str, **cfg: object) -> tuple[Tokenizer, list[str]]:
     """A joint en+`lang` tokenizer trained on 300 synthetic pairs (vocab 360); returns it and 200 held-out target lines."""
-    from langdata import pairs
+    from tests.support.langdata import pairs
 
     train = pairs(lang, 300)
     tok = train_sentencepiece([s for s, _ in train], [t for _, t in train], TokenizerConfig(vocab_size=360, **cfg))
@@ -146,7 +146,7 @@ def _lang_tokenizer(lang: str, **cfg: object) -> tuple[Tokenizer, list[str]]:
 def test_target_text_survives_the_default_tokenizer(lang: str) -> None:
     """decode(encode(line)) == line on held-out lines with the language's own punctuation
     (，？！：（）… in Chinese and Japanese, «» „“ ، ؟ ...) and on characters the tokenizer never saw."""
-    from langdata import RARE
+    from tests.support.langdata import RARE
 
     tok, held_out = _lang_tokenizer(lang)
     lines = [*held_out, RARE[lang], "（全角）：，？！…「」『』、。１２３"]
@@ -175,7 +175,7 @@ def test_runs_of_spaces_survive_identity_only() -> None:
 
 
 def test_vocab_too_small_for_byte_fallback_is_a_friendly_error() -> None:
-    from langdata import pairs
+    from tests.support.langdata import pairs
 
     train = pairs("zh", 50)
     with pytest.raises(MTError, match=r"tokenizer.vocab_size: 100 is too small .* use at least \d+ .*byte_fallback=false"):

@@ -3,7 +3,7 @@
 This is the only place padding masks are built. Polarity: True = a real token (attend to it),
 False = padding, the polarity of `scaled_dot_product_attention` boolean masks. Everything else
 derives from these: the model's key-padding masks, search's source lengths (`max_output_lengths`),
-the loss's PAD targets; `nn.Transformer` (scripts/bench_model.py's peer) wants the opposite (`~mask`).
+the loss's PAD targets; `nn.Transformer` (scripts/bench/bench_model.py's peer) wants the opposite (`~mask`).
 
 Layout of a batch (sequences arrive as token ids without BOS/EOS):
     src     = x + EOS, then PAD        (B, S)   S = max |x| + 1

@@ -14,7 +14,7 @@ piece before it), or the row where piece t is the decoder's *input* (row t + 1: 
 et al. 2020, which found it aligns better in vanilla post-LN Transformers). On mt's demo model
 (pre-LN, 3 decoder layers; 1,181 updates) the predicting row, averaged over heads and layers,
 put a bold word on its translation in 93.5% of 840 test_2016_flickr cases (66.0% by position; the
-shifted row 26.8%): `ALIGN_LAYER_FROM_TOP` and `SHIFT` hold that choice (scripts/bench_markup.py;
+shifted row 26.8%): `ALIGN_LAYER_FROM_TOP` and `SHIFT` hold that choice (scripts/bench/bench_markup.py;
 the table is in docs/guides/documents.md). Without alignment training (Marian's / Bergamot's guided alignment
 head) this is a heuristic: good enough to put a link on the word that translates it in most
 sentences, not a word aligner to evaluate against AER.

@@ -91,7 +91,7 @@ class BeamState:
         copies projected, attended and moved at every reorder. The state then keeps a zero-width
         memory (the cache holds all the decoder reads of it), so `select` moves no memory rows."""
         start_cache = getattr(model, "start_cache", None)
-        if start_cache is None:  # e.g. a wrapper without an incremental cache (scripts/bench_translate.py)
+        if start_cache is None:  # e.g. a wrapper without an incremental cache (scripts/bench/bench_translate.py)
             return cls.start(memory, src_mask, max_lens, k=k, alpha=alpha, kind=kind)
         state = cls.start(memory[:, :, :0], src_mask, max_lens, k=k, alpha=alpha, kind=kind)
         state.cache = start_cache(memory, src_mask, group=k)  # nothing decoded: the first reorder is of 0 positions

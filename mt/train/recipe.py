@@ -24,7 +24,7 @@ The rule, and where each part comes from (L = literature, M = measured here, J =
   rung 3 (Transformer base) under 3M, rung 4 (big) above. The compute cap (M): the largest rung
   that sees at least `TOKENS_PER_PARAM` (1.0) target tokens per non-embedding parameter in the
   budget at the machine's estimated rate. Measured on both sides of it: in the key grid
-  (scripts/exp_recipe_grid.py, en→de, the updates a 4-minute budget buys one thread of a 2-core
+  (scripts/experiments/exp_recipe_grid.py, en→de, the updates a 4-minute budget buys one thread of a 2-core
   Zen 4) d 128 beat d 192 by 4.7 test BLEU at 10k pairs (26.96 vs 22.29; ~1.3 vs ~0.4 tokens per
   parameter by this estimate), and at 29k pairs and 20 minutes d 192 (~2-3 per parameter) beat
   d 256 and d 384 (~0.4-1) in the demo sweep. The machine's rate is the training step itself,
@@ -55,7 +55,7 @@ The rule, and where each part comes from (L = literature, M = measured here, J =
   to the length limit, and took a third of a 40-second run), a periodic checkpoint every 3%, the last 5 averaged into averaged.pt when that
   validates better (M: the demo keeps it only then).
 
-Measured against the demo config with its data swapped (scripts/exp_recipe.py, same budget, one
+Measured against the demo config with its data swapped (scripts/experiments/exp_recipe.py, same budget, one
 thread each, two trainings side by side on a quiet 2-core AMD EPYC Zen 4, test_2016_flickr, beam
 5, paired bootstrap; the rule fitted on the en→de grid above, en→fr and de→en held out): at 4
 minutes, 1k pairs +7.52 en→fr, +3.33 de→en, +3.84 en→de; 3k +5.83, +3.18, +3.77; 10k +8.46, +4.87,

@@ -4,7 +4,8 @@ model), before a bilingual config became one untagged pair (issue 33). tests/tes
 checks that today's code rebuilds such caches byte for byte and loads such checkpoints.
 
 They cannot be rebuilt by today's code (that is their point): to remake them, check out 47f86fc
-and run `PYTHONPATH=<that checkout> python tests/data/pairs_v2/make_fixtures.py` from this repo.
+and run `PYTHONPATH=<that checkout>:. python tests/data/pairs_v2/make_fixtures.py` from this repo
+(that checkout's mt, this one's tests.support.langdata).
 The corpora are not stored: `corpus(root, lang)` writes them again, byte for byte.
 """
 
@@ -12,15 +13,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))  # tests/, for langdata
+from tests.support.langdata import pairs as lang_pairs
+from tests.support.langdata import write_text_corpus
 
-from langdata import pairs as lang_pairs  # noqa: E402
-from langdata import write_text_corpus  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 SIZES = {"de": 120, "ru": 60}  # training pairs; 20 val and 20 test pairs each
 MODEL = {"d_model": 16, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "d_ff": 32, "dropout": 0.0,

@@ -1,0 +1,3 @@
+"""What several tests share that is not a fixture: synthetic language data (`langdata`), tiny
+transformers Marian directories built from it (`hfdirs`). Imported as `tests.support.x` (pytest's
+`pythonpath = ["."]` in pyproject.toml puts the repository root on the path; no test edits sys.path)."""

@@ -148,11 +148,25 @@ def test_buckets_are_bounded_in_memory_and_in_the_cost_of_a_request() -> None:
         limiter.take(f"address 10.{i >> 16}.{(i >> 8) & 255}.{i & 255}", per_day)
         clock.now += 0.001
     assert len(limiter) == 20_000  # the bound holds: the least recently used went first
-    started = time.perf_counter()
+
+    def takes_beside(buckets: int) -> None:
+        """2,000 new clients' takes, on a limiter full at `buckets` buckets."""
+        full = Limiter(clock, max_buckets=buckets)
+        for i in range(buckets):
+            full.take(f"address 10.{i >> 16}.{(i >> 8) & 255}.{i & 255}", per_day)
+        before = time.thread_time()
+        for i in range(2_000):
+            full.take(f"address 192.168.{i >> 8}.{i & 255}", per_day)
+        took.setdefault(buckets, []).append(time.thread_time() - before)
+
+    took: dict[int, list[float]] = {}
+    for _ in range(3):  # in turn, the fastest of each: a take costs the same beside 2,500 or 20,000 buckets
+        takes_beside(2_500)
+        takes_beside(20_000)
+    ratio = min(took[20_000]) / min(took[2_500])
+    assert ratio < 3, f"a take beside 20,000 buckets costs x{ratio:.1f} one beside 2,500"  # scanning them: x8
     for i in range(2_000):
         limiter.take(f"address 192.168.{i >> 8}.{i & 255}", per_day)
-    per_request = (time.perf_counter() - started) / 2_000
-    assert per_request < 100e-6, f"{per_request * 1e6:.0f} us a request"  # was ~1.5 ms at 30,000, rising
     with pytest.raises(Limited):  # a recent client's bucket is still there
         limiter.take("address 192.168.7.207", [("characters_per_day", 100_000, DAY, 99_990)])
 

@@ -136,6 +136,7 @@ def train(config: Optional[Path] = typer.Argument(
 
 PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "
                  "(AVX512-BF16/AMX CPUs, bf16 GPUs), opt-in: check BLEU against fp32.")
+GlossaryOpt = typer.Option(None, "--glossary", help="Terms to keep: TSV lines 'source<TAB>target' or 'source'.")
 
 
 @app.command()
@@ -172,6 +173,7 @@ def translate(
         True, "--segment/--no-segment",
         help="Split each line into sentences and translate them one by one (default; whitespace kept); "
              "--no-segment translates each line as one segment (pre-split corpora, evaluation)."),
+    glossary: Optional[Path] = GlossaryOpt,
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order; or a document.
 
@@ -186,7 +188,7 @@ def translate(
     translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                       sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                       device=device, precision=precision, target_lang=target_lang, format=format,
-                      segment=segment)
+                      segment=segment, glossary=glossary)
 
 
 @app.command()
@@ -255,13 +257,14 @@ def evaluate(
     target_lang: Optional[str] = typer.Option(
         None, "--target-lang", help="A model of several pairs: score only the pairs into this language "
         "(required with --src/--ref when it has several target languages)."),
+    glossary: Optional[Path] = GlossaryOpt,
 ) -> None:
-    """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report."""
+    """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report; --glossary adds term success."""
     from mt.commands.evaluate import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
                      beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize,
-                     precision=precision, target_lang=target_lang, compare=compare)
+                     precision=precision, target_lang=target_lang, compare=compare, glossary=glossary)
 
 
 @app.command()

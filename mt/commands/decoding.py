@@ -1,6 +1,6 @@
 """What `mt translate`, `mt evaluate` and `mt score` share: the checkpoint's decode settings with
 the command line's overrides, checked (one-line MTErrors naming the flag); the `-o` path; the
-model `-c` names with the tokenizer for `--target-lang`."""
+model `-c` names with the tokenizer for `--target-lang`; the `--glossary` checked against it."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from typing import TypeVar
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
+from mt.decode.terms import TermConstraints, term_constraints
 from mt.deploy.loading import LoadedModel, load_model
 from mt.errors import MTError
+from mt.text.glossary import Glossary, read_glossary, suffixes_for
 
 T = TypeVar("T")
 
@@ -86,3 +88,21 @@ def load_for_target(checkpoints: Sequence[Path], device: str, target_lang: str |
     """The model `-c` names and its tokenizer for `--target-lang` (a tagged model's tag in front)."""
     loaded = load_model(checkpoints, device)
     return loaded, loaded.tokenizer.for_target(target_lang, flag="--target-lang")
+
+
+def read_glossary_flag(path: Path | None) -> Glossary | None:
+    """--glossary read and checked as a file (one-line MTErrors naming file:line), before any model
+    loads; None without the flag."""
+    return None if path is None else read_glossary(path)
+
+
+def glossary_for_model(glossary: Glossary | None, loaded: LoadedModel, tokenizer: Tokenizer,
+                       pair: tuple[str, str], decode: DecodeConfig) -> TermConstraints | None:
+    """The --glossary checked against the model (`term_constraints`) translating `pair` (source,
+    target language), its terms found with the source's inflectional suffixes; None without one."""
+    if glossary is None:
+        return None
+    if decode.sampling:
+        raise MTError("--glossary: terms are kept by beam search; --sampling draws translations freely")
+    return term_constraints(dataclasses.replace(glossary, suffixes=suffixes_for(pair[0])), tokenizer,
+                            loaded.engine, target_lang=pair[1])

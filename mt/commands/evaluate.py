@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from mt.commands.decoding import decode_settings
+from mt.commands.decoding import decode_settings, glossary_for_model, read_glossary_flag
 from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.eval.bleu import bleu_tokenizer_for
@@ -23,6 +23,7 @@ from mt.eval.evaluate import (
     score_files,
     write_report,
 )
+from mt.text.glossary import Glossary
 from mt.textio import read_lines
 
 # --------------------------------------------------------------------------- mt evaluate
@@ -104,6 +105,7 @@ def evaluate_command(
     precision: str | None = None,
     target_lang: str | None = None,
     compare: Sequence[str] = (),
+    glossary: Path | None = None,
 ) -> None:
     """`mt evaluate`: translate splits of the checkpoint's corpus (--split, repeatable) or a
     --src file, score against the references, print scores with signatures (a table when there
@@ -116,7 +118,9 @@ def evaluate_command(
     else chosen for its `data.tgt_lang`; with --hyp/--ref the language is the reference file's
     suffix (`test.ja` -> ja). A multi-pair model scores each --split in every pair that has it (only
     the pairs into `target_lang` when given), labelled `en-fr/test_2016_flickr`, each with its tag
-    and its target language's BLEU tokenizer; --src/--ref need --target-lang when it has several targets."""
+    and its target language's BLEU tokenizer; --src/--ref need --target-lang when it has several targets.
+    With `glossary` (--glossary terms.tsv) sentences holding a term are translated keeping it, and
+    each set's term success (mt.eval.terms) is printed beside BLEU and written to its report."""
     if samples < 0:
         raise MTError(f"--samples: must be at least 0, got {samples}")
     if hyp:
@@ -134,13 +138,14 @@ def evaluate_command(
 
     # User files are read (and checked) before the slower model load.
     files = [read_file_set(src, ref)] if src is not None and ref is not None else []
+    terms_file = read_glossary_flag(glossary)
     systems = [list(checkpoints)] + [[Path(p) for p in c.split(",") if p] for c in compare]
     outputs: list[dict[str, tuple[list[str], EvalSet, str]]] = []
     for i, system in enumerate(systems):
         where = out_dir / f"system{i + 1}" if out_dir is not None and compare else out_dir
         outputs.append(_evaluate_system(system, splits, files, where, beam=beam, alpha=alpha, samples=samples,
                                         device=device, tokenize=tokenize, precision=precision,
-                                        target_lang=target_lang))
+                                        target_lang=target_lang, glossary=terms_file))
     if compare:
         names = ["+".join(str(p) for p in system) for system in systems]
         for label, (_, test, bleu_tokenize) in outputs[0].items():
@@ -155,7 +160,8 @@ def evaluate_command(
 
 def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: list[EvalSet], out_dir: Path | None,
                      *, beam: int | None, alpha: float | None, samples: int, device: str, tokenize: str | None,
-                     precision: str | None, target_lang: str | None) -> dict[str, tuple[list[str], EvalSet, str]]:
+                     precision: str | None, target_lang: str | None,
+                     glossary: Glossary | None = None) -> dict[str, tuple[list[str], EvalSet, str]]:
     """Translate and score every set with one model (an ensemble of `checkpoints`); prints as it goes
     and returns each set's (hypotheses, set, BLEU tokenizer) by label."""
     started = time.perf_counter()
@@ -165,6 +171,8 @@ def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: 
     tests = eval_sets(cfg, tokenizer, splits, files, target_lang, tokenize)
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=1, max_tokens=None,  # scores the 1-best
                              precision=precision)
+    pair = next((p for p in cfg.data.pairs if target_lang in (None, p.tgt_lang)), cfg.data.pairs[0])
+    terms = glossary_for_model(glossary, loaded, tokenizer, (pair.src_lang, pair.tgt_lang), decode)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
     shas, inits = list(loaded.provenance.sha256s), list(loaded.provenance.init_from)
     for path, init in zip(checkpoints, inits):
@@ -180,10 +188,12 @@ def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: 
     for test, tokenizer, bleu_tokenize in tests:
         result = evaluate_set(model, tokenizer, test, decode, device=dev, checkpoints=checkpoints,
                               checkpoint_sha256s=shas, load_s=load_s, out_dir=out_dir, progress=sys.stderr.isatty(),
-                              bleu_tokenize=bleu_tokenize, init_from=inits)
+                              bleu_tokenize=bleu_tokenize, init_from=inits, glossary=terms)
         n, seconds = len(result.hyps), result.translate_s
         print(f"{test.label}: {n} sentences in {seconds:.1f} s ({n / max(seconds, 1e-9):.1f} sent/s), {how}")
         _print_scores(result.scores)
+        if result.terms is not None:
+            print(f"  terms {result.terms.line()}")
         print(f"  hypotheses: {result.hyp_path}  report: {result.report_path}")
         if samples:
             _print_samples(test, result.hyps, samples)

@@ -14,11 +14,18 @@ from pathlib import Path
 
 import torch
 
-from mt.commands.decoding import decode_settings, load_for_target, output_path
+from mt.commands.decoding import (
+    decode_settings,
+    glossary_for_model,
+    load_for_target,
+    output_path,
+    read_glossary_flag,
+)
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.align import aligner_for
 from mt.decode.engine import Engine
+from mt.decode.terms import TermConstraints
 from mt.decode.translate import translate_lines, translate_nbest, translate_texts, translate_texts_nbest
 from mt.errors import MTError
 from mt.text.documents import document_texts, format_of, translate_document
@@ -54,6 +61,7 @@ def translate_command(
     target_lang: str | None = None,
     format: str | None = None,
     segment: bool = True,
+    glossary: Path | None = None,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
@@ -82,6 +90,10 @@ def translate_command(
     .txt file stays a stream of lines unless --format txt) is read whole (within
     `DocumentLimits`), translated by `mt.text.documents.translate_document` with the callables of
     `document_translators`, and written atomically: a damaged file is an MTError, no output.
+
+    `glossary` (--glossary terms.tsv, mt.text.glossary): read and checked before the model loads,
+    then against it; every sentence holding a term is translated by the constrained beam search
+    (mt.decode.constrained), the others as without it. An engine that cannot keep terms refuses it.
     """
     src_path = None if input == "-" else Path(input)
     if src_path is not None and src_path.is_dir():  # a pipe, /dev/stdin or <(zcat f.gz) is input too
@@ -97,6 +109,7 @@ def translate_command(
     data = _read_document(src_path, DocumentLimits()) if fmt is not None else b""
     if fmt is not None:  # a damaged file fails here, before the model loads
         document_texts(data, fmt, DocumentLimits())
+    terms_file = read_glossary_flag(glossary)
     loaded, tokenizer = load_for_target(checkpoints, device, target_lang)
     model, cfg, dev = loaded.engine, loaded.config, loaded.device
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
@@ -104,25 +117,40 @@ def translate_command(
                              precision=precision)
     with_scores = n_best is not None or decode.n_best > 1
     segmenter = segmenter_for(source_language(cfg, target_lang))
+    pair = (source_language(cfg, target_lang), target_lang or cfg.data.target_langs[0])
+    terms = glossary_for_model(terms_file, loaded, tokenizer, pair, decode)
     if fmt is not None:
-        texts, html = document_translators(model, tokenizer, decode, dev, segmenter if segment else None)
+        texts, html = document_translators(model, tokenizer, decode, dev, segmenter if segment else None, terms)
         _write_document(out_path, translate_document(data, fmt, texts, html, DocumentLimits()))
         return
 
+    render = _line_renderer(model, tokenizer, decode, dev, with_scores=with_scores,
+                            segmenter=segmenter if segment else None, terms=terms)
+    _stream(render, src_path, out_path)
+
+
+def _line_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, dev: torch.device | str, *,
+                   with_scores: bool, segmenter: Segmenter | None, terms: TermConstraints | None,
+                   ) -> Callable[[int, list[str], bool], list[str]]:
+    """`_stream`'s render(first line index, lines, progress): translations, or n-best lines with
+    scores; texts split by `segmenter` (None: each line one segment), keeping `terms`."""
+
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
-        if with_scores and segment:
+        if with_scores and segmenter is not None:
             found = translate_texts_nbest(model, tokenizer, lines, decode, device=dev, progress=progress,
-                                          first_id=first, segmenter=segmenter)
+                                          first_id=first, segmenter=segmenter, glossary=terms)
             return _format_nbest(first, found)
         if with_scores:
-            found = translate_nbest(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
+            found = translate_nbest(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
+                                    glossary=terms)
             return _format_nbest(first, found)
-        if segment:
+        if segmenter is not None:
             return translate_texts(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
-                                   segmenter=segmenter)
-        return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first)
+                                   segmenter=segmenter, glossary=terms)
+        return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
+                               glossary=terms)
 
-    _stream(render, src_path, out_path)
+    return render
 
 
 def _stream(render: Callable[[int, list[str], bool], list[str]], src_path: Path | None, out_path: Path | None) -> None:
@@ -182,19 +210,19 @@ def _read_document(path: Path | None, limits: DocumentLimits) -> bytes:
 
 
 def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, device: torch.device | str,
-                         segmenter: Segmenter | None,
+                         segmenter: Segmenter | None, terms: TermConstraints | None = None,
                          ) -> tuple[Callable[[list[str]], list[str]], Callable[[list[str]], list[str]]]:
     """The two translate callables a document needs (`mt.text.documents`), over this model: plain
     texts (split into sentences by `segmenter`, their whitespace kept; with None each line one
     segment) and HTML fragments (their blocks through the same, inline markup placed by the
-    model's alignment: mt.decode.align). The one place the command builds them."""
+    model's alignment: mt.decode.align), keeping `terms` (a glossary's). The one place the command builds them."""
 
     def translate_plain(texts: list[str]) -> list[str]:
         if segmenter is not None:
-            return translate_texts(engine, tokenizer, texts, decode, device=device, segmenter=segmenter)
+            return translate_texts(engine, tokenizer, texts, decode, device=device, segmenter=segmenter, glossary=terms)
         lines = [text.split("\n") for text in texts]
         found = iter(translate_lines(engine, tokenizer, [line for group in lines for line in group], decode,
-                                     device=device))
+                                     device=device, glossary=terms))
         return ["\n".join(next(found) for _ in group) for group in lines]
 
     def translate_html(fragments: list[str]) -> list[str]:

@@ -9,7 +9,7 @@ exported to CTranslate2). `mt.deploy.loading.load_model` picks one from what `-c
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol, overload
 
@@ -18,6 +18,7 @@ import torch
 from mt.config import DecodeConfig
 from mt.data.batching import collate_source
 from mt.decode.beam import beam_search
+from mt.decode.constrained import constrained_beam_search
 from mt.decode.sampling import sample_search
 from mt.decode.search import Hypothesis, greedy_search
 from mt.device import bf16_feature
@@ -32,6 +33,9 @@ from mt.model.transformer import Transformer
 # batch-1 sentences 6-7x faster (docs/performance.md). Larger batches keep torch's count: there
 # a second thread has real work to share on a machine that is not oversubscribed.
 SINGLE_THREAD_ROWS = 8
+# The smallest beam a constrained search runs with (greedy decoding with a glossary too): its places
+# are shared among banks of hypotheses by constraint tokens met, and a beam of 1 has one bank.
+CONSTRAINED_BEAM = 4
 
 
 @contextmanager
@@ -49,8 +53,11 @@ def intra_op_threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def rows_per_sentence(decode: DecodeConfig) -> int:
-    """Decoder rows one sentence takes: its samples when sampling, else the beam."""
+def rows_per_sentence(decode: DecodeConfig, *, constrained: bool = False) -> int:
+    """Decoder rows one sentence takes: its samples when sampling, else the beam (at least
+    `CONSTRAINED_BEAM` for a sentence with constraints)."""
+    if constrained and not decode.sampling:
+        return max(decode.beam, CONSTRAINED_BEAM)
     return decode.n_best if decode.sampling else decode.beam
 
 
@@ -60,14 +67,18 @@ NativeModel = Transformer | Ensemble  # mt's own model (a NativeEngine runs it)
 @overload
 def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
                  n_best: None = None, sentence_ids: list[int] | None = None,
-                 on_done: Callable[[int, list[int]], None] | None = None) -> list[list[int]]: ...
+                 on_done: Callable[[int, list[int]], None] | None = None,
+                 constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = ()) -> list[list[int]]: ...
 @overload
 def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
                  n_best: int, sentence_ids: list[int] | None = None,
-                 on_done: Callable[[int, list[Hypothesis]], None] | None = None) -> list[list[Hypothesis]]: ...
+                 on_done: Callable[[int, list[Hypothesis]], None] | None = None,
+                 constraints: list[list[list[int]]] | None = None,
+                 glue: Sequence[int] = ()) -> list[list[Hypothesis]]: ...
 def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
                  n_best: int | None = None, sentence_ids: list[int] | None = None,
                  on_done: Callable[[int, list[int]], None] | Callable[[int, list[Hypothesis]], None] | None = None,
+                 constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
                  ) -> list[list[int]] | list[list[Hypothesis]]:
     """The search `decode` asks for over one batch. src, src_mask: (B, S) on the model's device.
 
@@ -79,9 +90,21 @@ def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, 
     below the model's max_positions. The caller chooses train/eval mode and gradient tracking.
     `on_done(b, result)`, where given, gets sentence b's result (what the returned list will hold
     for it) as soon as the search has it (greedy: its EOS; beam: it stops; sampling: its last sample ends).
+    `constraints` (B lists of target token-id sequences, e.g. glossary terms): a constrained beam
+    search (mt.decode.constrained) of beam `rows_per_sentence(decode, constrained=True)`; `glue`:
+    tokens barred right after a constraint (they would continue its last word).
     """
     limit = max_positions(model) - 1
     report = _best_tokens(on_done) if on_done is not None and n_best is None else on_done
+    if constraints is not None:
+        if decode.sampling:
+            raise MTError("--sampling draws translations freely and cannot keep a glossary's terms; search instead")
+        found = constrained_beam_search(
+            model, src, src_mask, constraints, beam=rows_per_sentence(decode, constrained=True), alpha=decode.alpha,
+            length_penalty=decode.length_penalty, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
+            n_best=1 if n_best is None else n_best, forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=report,
+            glue=glue)
+        return [hyps[0].tokens for hyps in found] if n_best is None else found
     if decode.sampling:
         samples = sample_search(model, src, src_mask, n_samples=1 if n_best is None else n_best,
                                 temperature=decode.temperature, top_k=decode.top_k, top_p=decode.top_p,
@@ -118,13 +141,17 @@ class Engine(Protocol):
 
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
                    sentence_ids: list[int], on_result: Callable[[int, Results], None] | None = None,
+                   constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
                    ) -> list[Results]:
         """For each source (ids without EOS): with `n_best` None, the one output `decode` asks for
         (its score may be NaN); else its `n_best` hypotheses (or samples) with their
         length-normalised scores, best first. `sentence_ids` key sampling's random draws.
         `on_result(i, results)`: called with source i's results as soon as the engine has them,
         before the batch's longer sentences are done, where it can tell (an engine may not call
-        it at all); the returned list holds every result either way."""
+        it at all); the returned list holds every result either way. `constraints`: token-id
+        sequences each output must contain (glossary terms), one list per source; an engine that
+        can keep them says `constrains = True`, one that cannot raises MTError (never drops them);
+        `glue`: token ids that may not directly follow a constraint (mt.decode.constrained)."""
         ...
 
 
@@ -139,6 +166,8 @@ class NativeEngine:
     alone. The thread count can change the last bits of the scores, as the batch's composition
     already can (an exact tie could then break the other way); the benchmarks' texts never changed.
     """
+
+    constrains = True  # keeps glossary terms (mt.decode.constrained)
 
     def __init__(self, model: NativeModel, device: torch.device | str, *, small_rows: int = SINGLE_THREAD_ROWS) -> None:
         self.model, self.device = model, device
@@ -158,17 +187,20 @@ class NativeEngine:
 
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
                    sentence_ids: list[int], on_result: Callable[[int, Results], None] | None = None,
+                   constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
                    ) -> list[Results]:
         """`Engine.search_ids`; `on_result` follows the search's sentences as they end."""
         model = self._model_for(decode)
         src, src_mask = collate_source(src_ids)
-        small = torch.device(self.device).type == "cpu" and len(src_ids) * rows_per_sentence(decode) <= self.small_rows
+        rows = len(src_ids) * rows_per_sentence(decode, constrained=constraints is not None)
+        small = torch.device(self.device).type == "cpu" and rows <= self.small_rows
         was_training = model.training
         model.eval()
         try:
             with torch.inference_mode(), intra_op_threads(1 if small else None):
                 found = search_batch(model, src.to(self.device), src_mask.to(self.device), decode, n_best=n_best,
-                                     sentence_ids=sentence_ids, on_done=self._reporter(n_best, on_result))
+                                     sentence_ids=sentence_ids, on_done=self._reporter(n_best, on_result),
+                                     constraints=constraints, glue=glue)
         finally:
             model.train(was_training)
         if n_best is None:

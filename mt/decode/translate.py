@@ -15,6 +15,10 @@ sentence-aligned sets). `translate_texts` is what a person's text goes through: 
 split into sentences (`mt.text.segment`), sentences over the model's limit broken (never cut),
 all texts' segments translated together in the same length-sorted batches, and each text
 rendered back with its whitespace where it was.
+
+With a glossary (`mt.decode.terms.TermConstraints`), a sentence in which a term is found is
+translated by the constrained beam search, batched only with other such sentences; every other
+sentence goes through the same batches and search as without a glossary (byte-identical output).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -32,6 +36,7 @@ from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine, NativeModel, Results, as_engine, rows_per_sentence
+from mt.decode.terms import TermConstraints
 from mt.errors import MTWarning
 from mt.text.segment import Segmented, Segmenter, fit
 
@@ -45,11 +50,13 @@ def _map_sentences(
     decode: DecodeConfig,
     *,
     progress: bool,
-    search: Callable[[list[list[int]], list[int]], list[T]],
+    search: Callable[[list[list[int]], list[int], list[list[list[int]]] | None], list[T]],
     empty: T,
+    constraints: Sequence[list[list[int]]] | None = None,
 ) -> list[T]:
-    """Run `search(B source id lists, their line indices) -> B results` over length-sorted batches
-    of the encoded lines; results come back in input order, `empty` for lines without any token."""
+    """Run `search(B source id lists, their line indices, their constraints or None) -> B results`
+    over length-sorted batches of the encoded lines; results come back in input order, `empty`
+    for lines without any token. Lines with `constraints` are batched apart from the others."""
     # Stripped as prepare strips the corpus: a whitespace-only line is empty, not a run of spaces.
     # One sentencepiece call for all lines (its C++ threads), lengths and filters in numpy: no
     # Python loop per sentence beyond building the lists themselves.
@@ -66,17 +73,28 @@ def _map_sentences(
     tagged = len(getattr(tokenizer, "src_prefix", ()))  # a stand-in tokenizer without tags has none
     todo = np.flatnonzero(all_lengths > tagged)
     results: list[T] = [empty] * len(ids)
-    lengths = all_lengths[todo]
-    # decode.max_tokens bounds source tokens times the beam (or samples): search runs B * beam rows.
-    budget = max(1, decode.max_tokens // rows_per_sentence(decode))
+    groups: list[tuple[np.ndarray, bool]] = [(todo, False)]
+    if constraints is not None:  # sentences without a term keep the batches they have without a glossary
+        has = np.fromiter(map(bool, constraints), dtype=bool, count=len(ids))[todo]
+        groups = [(todo[~has], False), (todo[has], True)]
     with tqdm(total=len(ids), disable=not progress, file=sys.stderr, unit="sent", desc="translate") as bar:
         bar.update(len(ids) - len(todo))
-        for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
-            rows = todo[batch].tolist()
-            for row, result in zip(rows, search([ids[i] for i in rows], rows)):
-                results[row] = result
-            bar.update(len(rows))
+        for group, constrained in groups:
+            # decode.max_tokens bounds source tokens times the beam (or samples): search runs B * beam rows.
+            budget = max(1, decode.max_tokens // rows_per_sentence(decode, constrained=constrained))
+            for batch in decode_batches(all_lengths[group], max_tokens=budget, max_sentences=budget):
+                rows = group[batch].tolist()
+                found = search([ids[i] for i in rows], rows, [constraints[i] for i in rows] if constrained else None)
+                for row, result in zip(rows, found):
+                    results[row] = result
+                bar.update(len(rows))
     return results
+
+
+def _terms(cons: list[list[list[int]]] | None, glossary: TermConstraints | None) -> dict[str, Any]:
+    """`search_ids`' keywords for a batch's constraints: none for a batch without (an engine that
+    knows nothing of glossaries still translates it)."""
+    return {} if cons is None or glossary is None else {"constraints": cons, "glue": glossary.glue}
 
 
 def translate_lines(
@@ -89,21 +107,25 @@ def translate_lines(
     progress: bool = False,
     first_id: int = 0,
     sentence_ids: Sequence[int] | None = None,
+    glossary: TermConstraints | None = None,
 ) -> list[str]:
     """Translate raw lines (sampling when decode.sampling, else greedy when decode.beam == 1,
     else beam search) -> one detokenised line each, in input order. The model is put in eval
     mode and restored afterwards, so the trainer may pass its (unwrapped, not DDP) model for
     validation BLEU. Sampling keys line i's draws by `first_id + i`: the same lines and seed
     give the same output however they are batched (or fed one by one with matching first_id);
-    `sentence_ids` (one per line) replaces `first_id + i` as line i's key."""
+    `sentence_ids` (one per line) replaces `first_id + i` as line i's key. With `glossary`, a
+    line holding its terms is translated by the constrained beam search (module docstring)."""
     engine = as_engine(model, device)
     keys = sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
 
-    def search(src_ids: list[list[int]], rows: list[int]) -> list[list[int]]:
-        found = engine.search_ids(src_ids, decode, n_best=None, sentence_ids=[keys[r] for r in rows])
+    def search(src_ids: list[list[int]], rows: list[int], cons: list[list[list[int]]] | None) -> list[list[int]]:
+        found = engine.search_ids(src_ids, decode, n_best=None, sentence_ids=[keys[r] for r in rows],
+                                  **_terms(cons, glossary))
         return [hyps[0][0] for hyps in found]
 
-    tokens = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[])
+    tokens = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[],
+                            constraints=None if glossary is None else glossary.for_lines(lines))
     return tokenizer.decode_tgt(tokens)
 
 
@@ -117,17 +139,21 @@ def translate_nbest(
     progress: bool = False,
     first_id: int = 0,
     sentence_ids: Sequence[int] | None = None,
+    glossary: TermConstraints | None = None,
 ) -> list[list[tuple[str, float]]]:
     """The `decode.n_best` best translations of each line with their length-normalised scores,
     best first (beam search, also for beam 1), or `decode.n_best` samples when decode.sampling
-    (highest score first; keyed as in `translate_lines`). An empty line gives [("", 0.0)]."""
+    (highest score first; keyed as in `translate_lines`). An empty line gives [("", 0.0)].
+    `glossary` as in `translate_lines` (hypotheses meeting more of the terms first)."""
     engine = as_engine(model, device)
     keys = sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
 
-    def search(src_ids: list[list[int]], rows: list[int]) -> list[Results]:
-        return engine.search_ids(src_ids, decode, n_best=decode.n_best, sentence_ids=[keys[r] for r in rows])
+    def search(src_ids: list[list[int]], rows: list[int], cons: list[list[list[int]]] | None) -> list[Results]:
+        return engine.search_ids(src_ids, decode, n_best=decode.n_best, sentence_ids=[keys[r] for r in rows],
+                                 **_terms(cons, glossary))
 
-    found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)])
+    found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)],
+                           constraints=None if glossary is None else glossary.for_lines(lines))
     texts = iter(tokenizer.decode_tgt([tokens for nbest in found for tokens, _ in nbest]))
     return [[(next(texts), s) for _, s in nbest] for nbest in found]
 
@@ -162,13 +188,15 @@ def translate_texts(
     segmenter: Segmenter,
     progress: bool = False,
     first_id: int = 0,
+    glossary: TermConstraints | None = None,
 ) -> list[str]:
     """Translate texts as people write them -> one translated text each, same shape: every text
     split into sentences by `segmenter`, long ones broken to fit the model (one `MTWarning` per
     call when any was), all segments of all texts translated together by `translate_lines` and
     put back between the text's own gaps. A text without words comes back as it was. Sampling
     keys segment j of text i by `sampling_keys`: a one-sentence text draws what `translate_lines`
-    draws for it as line `first_id + i`, and any chunking or line-by-line feeding gives the same."""
+    draws for it as line `first_id + i`, and any chunking or line-by-line feeding gives the same.
+    `glossary`: terms are found in each sentence and kept there (`translate_lines`)."""
     engine = as_engine(model, device)
     split = segment_for_model(texts, tokenizer, engine.max_positions, segmenter)
     note = broken_warning(split, engine.max_positions)
@@ -176,7 +204,7 @@ def translate_texts(
         warnings.warn(note, MTWarning, stacklevel=2)
     flat = [segment for text in split for segment in text.segments]
     found = iter(translate_lines(engine, tokenizer, flat, decode, device=device, progress=progress,
-                                 sentence_ids=sampling_keys(split, first_id)))
+                                 sentence_ids=sampling_keys(split, first_id), glossary=glossary))
     return [text.render([next(found) for _ in text.segments]) for text in split]
 
 
@@ -190,6 +218,7 @@ def translate_texts_nbest(
     segmenter: Segmenter,
     progress: bool = False,
     first_id: int = 0,
+    glossary: TermConstraints | None = None,
 ) -> list[list[tuple[str, float]]]:
     """`translate_texts` with `decode.n_best` alternatives per text: the k-th alternative puts
     every segment's k-th best (its last when it has fewer) between the gaps, scored by the mean of
@@ -201,7 +230,7 @@ def translate_texts_nbest(
         warnings.warn(note, MTWarning, stacklevel=2)
     flat = [segment for text in split for segment in text.segments]
     found = iter(translate_nbest(engine, tokenizer, flat, decode, device=device, progress=progress,
-                                 sentence_ids=sampling_keys(split, first_id)))
+                                 sentence_ids=sampling_keys(split, first_id), glossary=glossary))
     return [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
 
 

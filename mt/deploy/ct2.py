@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -219,10 +219,14 @@ class CT2Translator:
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
                    sentence_ids: list[int] | None = None,
                    on_result: Callable[[int, Results], None] | None = None,
+                   constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
                    ) -> list[Results]:
         """`mt.decode.engine.Engine`'s search: the 1-best of `decode`'s search (greedy for beam 1), or
         its `n_best` beam hypotheses re-scored with the model's own log-probs (`exact_scores`).
-        CTranslate2 returns a batch whole, so `on_result` is not called: every result comes back at once."""
+        CTranslate2 returns a batch whole, so `on_result` is not called: every result comes back at once.
+        `constraints` (a glossary's terms) are refused (`refusal`): its search cannot keep them."""
+        if constraints is not None:
+            raise MTError(self.refusal)
         if decode.sampling:
             raise MTError("--sampling: runs with .pt checkpoints only; an exported model searches (greedy/beam)")
         if decode.precision != "fp32":
@@ -232,6 +236,14 @@ class CT2Translator:
                                    max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=n_best or 1,
                                    forbid_unk=decode.forbid_unk, exact_scores=n_best is not None)
         return found
+
+    constrains = False  # CTranslate2 has no lexically constrained search (mt.decode.constrained)
+
+    @property
+    def refusal(self) -> str:
+        """The one line saying this engine cannot keep a glossary's terms."""
+        return (f"--glossary: '{self.model_dir}' is a CTranslate2 export, whose search cannot be constrained to a "
+                "glossary's terms; translate with the .pt checkpoint it was exported from")
 
     def describe(self) -> dict[str, Any]:
         """What `mt translate/evaluate -c DIR` may print: the export's settings and source checkpoint."""

@@ -30,10 +30,12 @@ from mt.config import Config, DecodeConfig, PairConfig
 from mt.data.corpus import read_split, split_available
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine
+from mt.decode.terms import TermConstraints
 from mt.decode.translate import translate_lines
 from mt.errors import MTError
 from mt.eval.bleu import DEFAULT as DEFAULT_TOKENIZER
 from mt.eval.bleu import bleu_tokenizer_for
+from mt.eval.terms import TermSuccess, term_success
 from mt.model.ensemble import Ensemble
 from mt.model.transformer import Transformer
 from mt.textio import check_same_length, read_lines, write_lines_atomic
@@ -214,6 +216,7 @@ class SetResult:
     translate_s: float
     hyp_path: Path
     report_path: Path
+    terms: TermSuccess | None = None  # with a glossary: the share of its terms kept
 
 
 def evaluate_set(
@@ -230,15 +233,17 @@ def evaluate_set(
     progress: bool,
     bleu_tokenize: str,
     init_from: Sequence[dict[str, Any] | None] = (),
+    glossary: TermConstraints | None = None,
 ) -> SetResult:
     """Translate a test set, score it against its references (stripped at the end; BLEU tokenised
     with `bleu_tokenize`) and write `<out_dir>/<label>.<checkpoint stem>.beam<K>.hyp` and the
     `.json` report beside it (stems joined by '+' for an ensemble; `sample<seed>` instead of
-    `beam<K>` when decode.sampling)."""
+    `beam<K>` when decode.sampling). With `glossary`, sentences holding its terms are translated
+    keeping them, and the report adds `term_success` (mt.eval.terms)."""
     if not test.src:
         raise MTError(f"{test.label}: no sentences to translate")
     t0 = time.perf_counter()
-    hyps = translate_lines(model, tokenizer, test.src, decode, device=device, progress=progress)
+    hyps = translate_lines(model, tokenizer, test.src, decode, device=device, progress=progress, glossary=glossary)
     translate_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     scores = score(hyps, [r.rstrip() for r in test.ref], tokenize=bleu_tokenize)
@@ -250,9 +255,12 @@ def evaluate_set(
     write_lines_atomic(hyp_path, hyps)
     made = Provenance(test.label, test.source, checkpoints, checkpoint_sha256s, decode, str(device),
                       torch.get_num_threads(), load_s, translate_s, init_from)
-    write_report(report_path, build_report(hyp_path, test.reference, scores, sentences=len(hyps),
-                                           score_s=score_s, made=made))
-    return SetResult(hyps, scores, translate_s, hyp_path, report_path)
+    report = build_report(hyp_path, test.reference, scores, sentences=len(hyps), score_s=score_s, made=made)
+    terms = None if glossary is None else term_success(test.src, hyps, glossary.glossary)
+    if terms is not None:
+        report.update(glossary=glossary.glossary.name, term_success=terms.to_dict())
+    write_report(report_path, report)
+    return SetResult(hyps, scores, translate_s, hyp_path, report_path, terms)
 
 
 def eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: list[EvalSet],

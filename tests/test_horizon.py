@@ -13,6 +13,7 @@ from test_train import copy_run
 
 import mt.train.loop
 import mt.train.step
+import mt.train.validate
 from mt.config import Config, TrainConfig
 from mt.config_checks import parse_share
 from mt.config_load import config_from_dict, load_config
@@ -234,3 +235,36 @@ def test_trainer_resolves_shares_of_a_time_budget_with_a_fake_clock(
     assert "run length: ~100 updates (the 8m20s budget at 5 s/update, measured over updates 2-20); warmup 10% = " \
            "10 updates, valid_every 25% = 25 updates, save_every 10% = 10 updates" in log
     assert "schedule inverse_sqrt (warmup 10% of the run" in log
+
+
+def test_validation_is_bounded_to_its_share_of_the_session(
+        tmp_path: Path, tiny_run: Config, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 53: validation took a quarter of a GPU run. With train.valid_max_share 0.2, 1 s per
+    update and 10 s per validation asked every 5 updates (2/3 of the time if all ran), validations
+    are skipped while they hold 20% of the session: the share ends near the bound, the closing one
+    still runs, and the log says so once, with the count at the end."""
+    clock = FakeClock(1.0)
+    monkeypatch.setattr(mt.train.loop, "CLOCK", clock)
+    real_step, real_validate = mt.train.step.UpdateStep.__call__, mt.train.validate.Validator.__call__
+
+    def timed_step(self: mt.train.step.UpdateStep, chunk: list, *, scale: float) -> tuple:
+        clock.now += clock.step
+        return real_step(self, chunk, scale=scale)
+
+    def slow_validation(self: mt.train.validate.Validator, model: object) -> dict:
+        clock.now += 10.0
+        return real_validate(self, model)
+
+    monkeypatch.setattr(mt.train.step.UpdateStep, "__call__", timed_step)
+    monkeypatch.setattr(mt.train.validate.Validator, "__call__", slow_validation)
+    cfg = copy_run(tiny_run, tmp_path, max_updates=100, valid_every=5, valid_max_share=0.2, valid_bleu=False,
+                   valid_epoch_end=False, threads=1)
+    mt.train.loop.train(cfg)
+    records = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    valid = [r["update"] for r in records if r["kind"] == "valid"]
+    assert valid[0] == 5 and valid[-1] == 100  # the first, and the closing one
+    assert 4 <= len(valid) <= 7, valid  # 20% of ~100 + 10n s: 10n <= 0.2 (100 + 10n) -> n <= 2.5, plus the closing one
+    log = (cfg.run_dir / "train.log").read_text()
+    assert log.count("validation skipped from update") == 1 and "(train.valid_max_share 20.0%)" in log
+    skipped = int(log.split(" validation(s) skipped to keep validation under 20.0%")[0].rsplit(" ", 1)[1])
+    assert skipped + len(valid) in (20, 21)  # 20 asked; the closing one runs when update 100's was skipped

@@ -197,6 +197,21 @@ class RunHorizon:
         return lines
 
 
+def plan_lines(t: TrainConfig, world_size: int, updates_per_epoch: int, horizon: RunHorizon) -> list[str]:
+    """The opening lines of a session: batch size, epoch length, schedule."""
+    lines = []
+    if t.average_last > t.keep_checkpoints:
+        lines.append(f"note: average_last={t.average_last} > keep_checkpoints={t.keep_checkpoints}: "
+                     f"averaging at most {t.keep_checkpoints}")
+    global_batch = t.max_tokens * t.accumulate * world_size
+    lines.append(f"training: global batch ≤ {t.max_tokens} max_tokens × {t.accumulate} accumulate × "
+                 f"{world_size} rank(s) = {global_batch} padded tokens per update; "
+                 f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {horizon.describe('warmup')}"
+                 + (")" if t.schedule == "linear_decay" else f", cooldown over the last {t.cooldown:.0%})")
+                 + (f"; batch widths padded to a multiple of {t.pad_multiple}" if t.pad_multiple > 1 else ""))
+    return lines
+
+
 def _duration(seconds: float) -> str:
     """1200.0 -> '20m', 90.0 -> '1m30s'."""
     minutes, secs = divmod(round(seconds), 60)

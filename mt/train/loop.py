@@ -50,7 +50,7 @@ import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from mt.config import Config, TrainConfig
+from mt.config import Config
 from mt.config_checks import parse_duration
 from mt.config_load import save_config
 from mt.data.prepare import prepare
@@ -66,7 +66,7 @@ from mt.train.decode_fit import fit_and_store
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
 from mt.train.epochs import TrainingData
-from mt.train.horizon import RunHorizon
+from mt.train.horizon import RunHorizon, plan_lines
 from mt.train.init_from import RunStart, load_init_weights, run_sources
 from mt.train.log import PhaseTimer, TrainLog, Window
 from mt.train.optim import Schedule, build_optimizer, set_lr, training_progress
@@ -222,6 +222,8 @@ class _Loop:
         self.session_start = CLOCK()
         self.session_elapsed0 = state.elapsed
         self.session_update0 = state.update
+        self.valid_seconds = self.valid_share = 0.0  # validating in this session (rank 0's clock), its share
+        self.skipped_validations = 0
 
     def elapsed(self) -> float:
         """Training seconds over all sessions."""
@@ -240,7 +242,8 @@ class _Loop:
         At each epoch end (valid_epoch_end): validate and save unless that update just did. At the end: `_finish`.
         """
         st, t = self.state, self.t
-        _log_plan(self.log, t, self.info.world_size, self.updates_per_epoch, self.horizon)
+        for line in plan_lines(t, self.info.world_size, self.updates_per_epoch, self.horizon):
+            self.log.info(line)
         reason = limit_reached(st, t)
         self.window = Window()
         while not reason:
@@ -254,7 +257,8 @@ class _Loop:
             if st.position >= len(batches):  # the epoch is done (also after a final update in it)
                 st.epoch += 1
                 st.position = 0
-                validated = t.valid_epoch_end and st.last_valid_update != st.update and self._validate_and_save(why="epoch end")
+                validated = (t.valid_epoch_end and st.last_valid_update != st.update and self._validation_fits()
+                             and self._validate_and_save(why="epoch end"))
                 if validated and not reason:  # validated and patience ran out
                     reason = StopReason.EARLY_STOPPING
                 if not reason:
@@ -268,8 +272,9 @@ class _Loop:
         # 1. rank 0's clock, plus the time the closing validation(s) will take, so they fit the budget too
         now = self.elapsed() if info.is_main else 0.0  # (other ranks add 0: rank 0's clock is the one)
         sync = torch.tensor([local_tgt, local_src, float(self.stop.signum != 0), now + st.final_reserve * info.is_main,
-                             now], dtype=torch.float64, device=self.device)
-        global_tgt, global_src, any_stop, elapsed, now = distributed.all_reduce_sum(sync, info).tolist()
+                             now, self.valid_seconds * info.is_main], dtype=torch.float64, device=self.device)
+        global_tgt, global_src, any_stop, elapsed, now, valid_s = distributed.all_reduce_sum(sync, info).tolist()
+        self.valid_share = valid_s / max(now - self.session_elapsed0, 1e-9)  # the same on every rank
         if any_stop:
             return StopReason.SIGNAL
         if self.budget and elapsed >= self.budget:
@@ -304,7 +309,7 @@ class _Loop:
         # 6. validate and/or save
         early = False
         valid_every, save_every = self.horizon.every("valid_every"), self.horizon.every("save_every")
-        if valid_every and st.update % valid_every == 0:
+        if valid_every and st.update % valid_every == 0 and self._validation_fits():
             early = self._validate_and_save(why="valid_every")
         elif save_every and st.update % save_every == 0:
             self._save_periodic()
@@ -313,10 +318,22 @@ class _Loop:
             return StopReason.EARLY_STOPPING
         return limit_reached(self.state, self.t)
 
+    def _validation_fits(self) -> bool:
+        """False while validations have taken train.valid_max_share of this session (the share as of
+        the last update, agreed by every rank): that validation is skipped, and said once."""
+        if not self.t.valid_max_share or self.valid_share < self.t.valid_max_share:
+            return True
+        if not self.skipped_validations:
+            self.log.info(f"validation skipped from update {self.state.update}: validations took "
+                          f"{self.valid_share:.1%} of this session (train.valid_max_share {self.t.valid_max_share:.1%})")
+        self.skipped_validations += 1
+        return False
+
     def _validate_and_save(self, *, why: str) -> bool:
         """Validate on rank 0, write best/periodic/last checkpoints; True when patience ran out."""
         st, t = self.state, self.t
         self.timer.mark()
+        started = CLOCK()
         early = False
         if self.info.is_main:
             with self.smoothed():
@@ -343,6 +360,7 @@ class _Loop:
             self._save_periodic()
         self._save_last()
         self.timer.lap("validation")
+        self.valid_seconds += CLOCK() - started
         return early
 
     def smoothed(self) -> contextlib.AbstractContextManager:
@@ -394,6 +412,9 @@ class _Loop:
                 fit_and_store(best, self.validator, self.cfg_decode, self.device, self.log.info)
         seconds = self.elapsed() - self.session_elapsed0
         busy = max(seconds - self.timer.seconds.get("validation", 0.0), 1e-9)
+        if self.skipped_validations:
+            self.log.info(f"{self.skipped_validations} validation(s) skipped to keep validation under "
+                          f"{self.t.valid_max_share:.1%} of the session")
         self.log.info(f"session: {seconds:.0f}s, {self.total_tokens / busy:,.0f} target tokens/s while training "
                       f"({self.total_tokens / max(seconds, 1e-9):,.0f} overall); time per phase: {self.timer.summary()}")
         return best
@@ -421,19 +442,6 @@ class _Loop:
         self.log.info(f"averaged checkpoints validate worse ({name} {abs(metric):.2f}, best.pt "
                       f"{best_metric:.2f}): not written; use best.pt")
         return best
-
-
-def _log_plan(log: TrainLog, t: TrainConfig, world_size: int, updates_per_epoch: int, horizon: RunHorizon) -> None:
-    """The opening lines of a session: batch size, epoch length, schedule."""
-    if t.average_last > t.keep_checkpoints:
-        log.info(f"note: average_last={t.average_last} > keep_checkpoints={t.keep_checkpoints}: "
-                 f"averaging at most {t.keep_checkpoints}")
-    global_batch = t.max_tokens * t.accumulate * world_size
-    log.info(f"training: global batch ≤ {t.max_tokens} max_tokens × {t.accumulate} accumulate × "
-             f"{world_size} rank(s) = {global_batch} padded tokens per update; "
-             f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {horizon.describe('warmup')}"
-             + (")" if t.schedule == "linear_decay" else f", cooldown over the last {t.cooldown:.0%})")
-             + (f"; batch widths padded to a multiple of {t.pad_multiple}" if t.pad_multiple > 1 else ""))
 
 
 def _metric_name(valid_bleu: bool) -> str:

@@ -301,3 +301,29 @@ def test_recipe_grid_trials_and_table(tmp_path: Path) -> None:
     grid.write_table(tmp_path / "results.jsonl", tmp_path / "results.md")
     table = (tmp_path / "results.md").read_text(encoding="utf-8")
     assert table.index("ende_3000") < table.index("ende_10000") and table.index("14.00") < table.index("12.50")
+
+
+def test_exp_glossary_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
+    """exp_glossary.py end to end on a handful of sentences: terms are found, the unconstrained
+    outputs lack them (0% by construction), the sentences without one come out byte-identical."""
+    import gzip
+    import json
+
+    from mt.deploy.tiny import synthetic_sentences, write_random_checkpoint
+    ckpt = write_random_checkpoint(tmp_path / "tiny.pt", seed=1)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    latin = [" ".join(w for w in line.split() if w.isascii()) or "house" for line in synthetic_sentences(40, 3)]
+    for lang, lines in (("en", latin[:6]), ("de", [f"{line} gartenhaus" for line in latin[6:12]])):
+        with gzip.open(mirror / f"tiny_test.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+    run("experiments/exp_glossary.py", "-c", str(ckpt), "--mirror", str(mirror), "--split", "tiny_test",
+        "--beam", "2", "--threads", "1", "--out", str(tmp_path / "out"))
+    report = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert report["sentences"] == 6 and report["term_sentences"] >= 1
+    assert report["term_success"]["unconstrained"] == 0.0
+    assert report["term_success"]["constrained"] >= 50.0
+    assert report["without_terms"]["identical"] == report["without_terms"]["sentences"]
+    assert "| term success (%) | 0.00 |" in (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
+    terms = (tmp_path / "out" / "terms.tsv").read_text(encoding="utf-8").splitlines()
+    assert len(terms) == report["term_sentences"] and all(len(row.split("\t")) == 3 for row in terms)

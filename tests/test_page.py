@@ -249,3 +249,31 @@ def test_page_with_two_models_picks_the_pair_and_its_card(tiny, tmp_path: Path) 
         card = httpx.get(url + "/v1/model-card", params={"model": models[1]["id"]}).json()
         assert card["languages"] == {"source": "de", "target": "en"}
         wait_for(lambda: "de → en" in driver.find_element(By.ID, "card-body").text, what="the de->en model's card")
+
+
+def test_page_glossary_row_is_sent_and_its_term_kept(tiny, tmp_path: Path) -> None:
+    """A do-not-translate term typed into the glossary table goes with /v1/translate: the
+    translation keeps it, as `mt translate --glossary` does; removing the row translates without it."""
+    from selenium.webdriver.common.by import By
+
+    from mt.text.glossary import occurs
+    ckpt, _ = tiny
+    line, term = "we saw zebrafish near the river.", "zebrafish"
+    (tmp_path / "terms.tsv").write_text(term + "\n", encoding="utf-8")
+    plain = mt_translate(ckpt, [line])[0]
+    kept = mt_translate(ckpt, [line], "--glossary", str(tmp_path / "terms.tsv"))[0]
+    assert occurs(term, kept) and not occurs(term, plain)
+    with server(ckpt) as (url, _), browser(1280, 900) as driver:
+        driver.get(url + "/")
+        wait_for(lambda: "/" in text_of(driver, "count"), what="settings loaded")
+        type_into(driver, line)
+        wait_for(lambda: value(driver, "result") == plain, what="the translation without a glossary")
+        assert driver.find_element(By.ID, "glossary-box").is_displayed()
+        driver.find_element(By.CSS_SELECTOR, "#glossary-box summary").click()
+        driver.find_element(By.ID, "term-add").click()
+        driver.find_element(By.CSS_SELECTOR, "#glossary .term-source").send_keys(term)
+        wait_for(lambda: value(driver, "result") == kept, what=f"the term kept: {kept!r}, got "
+                 f"{value(driver, 'result')!r}, message {text_of(driver, 'message')!r}")
+        driver.find_element(By.CSS_SELECTOR, "#glossary .term-remove").click()
+        wait_for(lambda: value(driver, "result") == plain, what="the translation without the removed term")
+        assert driver.find_elements(By.CSS_SELECTOR, "#glossary tbody tr") == []

@@ -510,3 +510,39 @@ def test_traffic_on_another_model_does_not_hold_a_lone_request(tiny) -> None:
         assert (metrics.open_translations, metrics.routed, on_a.now(), on_b.now()) == (0, 0, 0, 0)
     finally:
         batcher.stop()
+
+
+def test_glossary_segments_decode_apart_each_with_its_own_terms(tiny) -> None:
+    """Two jobs queued together, one with a term in its first line: that line alone takes the
+    constrained search with its own constraints (equal to `translate_lines` with the glossary); every
+    other line, the other job's copy of it included, decodes as without a glossary."""
+    from mt.decode.terms import term_constraints
+    from mt.text.glossary import Glossary, Term
+
+    engine, tokenizer, cfg, lines = tiny
+    line = "we saw zebrafish near the river."
+    terms = term_constraints(Glossary("t", (Term("zebrafish", "zebrafish", 1),)), tokenizer, engine, target_lang="de")
+    calls: list[tuple[int, bool]] = []
+
+    class Recording:
+        max_positions = engine.max_positions
+        constrains = True
+
+        def search_ids(self, src_ids, decode, **kwargs):  # noqa: ANN001, ANN003, ANN201
+            calls.append((len(src_ids), kwargs.get("constraints") is not None))
+            return engine.search_ids(src_ids, decode, **kwargs)
+
+    batcher = Batcher(Recording(), tokenizer, max_wait_ms=100, queue_size=100)  # real time: only results are checked
+    try:
+        kept = terms.for_lines([line, lines[0]])
+        a = batcher.submit([line, lines[0]], cfg.decode, n_best=None, constraints=kept, glue=terms.glue)
+        b = batcher.submit([line, lines[0]], cfg.decode, n_best=None)
+        got_a, got_b = (job.future.result(timeout=60) for job in (a, b))
+    finally:
+        batcher.stop()
+    plain = translate_lines(engine, tokenizer, [line, lines[0]], cfg.decode, device="cpu")
+    with_terms = translate_lines(engine, tokenizer, [line], cfg.decode, device="cpu", glossary=terms)
+    assert [hyps[0][0] for hyps in got_b] == plain and got_a[1][0][0] == plain[1]
+    assert got_a[0][0][0] == with_terms[0] and "zebrafish" in with_terms[0]
+    assert sum(n for n, constrained in calls if constrained) == 1  # a's first line alone, however rounds fell
+    assert sum(n for n, constrained in calls if not constrained) == 3

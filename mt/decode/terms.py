@@ -15,7 +15,7 @@ would continue it (a letter or digit without '▁'), which the search bars right
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mt.data.tokenizer import UNK_ID, Tokenizer
@@ -61,25 +61,29 @@ def glue_pieces(tokenizer: Tokenizer, target_lang: str) -> tuple[int, ...]:
 
 
 def term_constraints(glossary: Glossary, tokenizer: Tokenizer, engine: Engine, *,
-                     target_lang: str = "") -> TermConstraints:
+                     target_lang: str = "", glue: tuple[int, ...] | None = None,
+                     where: Callable[[Term], str] | None = None) -> TermConstraints:
     """`glossary` checked against the model behind `engine`, which translates into `target_lang`
-    (see the module docstring)."""
+    (see the module docstring). `glue`: `glue_pieces` of that tokenizer and language when the
+    caller has them already (a server computes them once per model); `where(term)`: how an error
+    names a term (default `glossary FILE:LINE`)."""
     refuse_unless_constrains(engine)
+    where = where or (lambda term: f"glossary {glossary.name}:{term.line}")
     limit = engine.max_positions - 1  # a source gets an EOS, an output a BOS
     terms = glossary.terms
     targets = tokenizer.encode_tgt([t.target for t in terms])
     sources = tokenizer.encode_src([t.source for t in terms])
     prefix = len(tokenizer.src_prefix) if hasattr(tokenizer, "src_prefix") else 0  # a multi-pair model's tag
     for term, target, source in zip(terms, targets, sources):
-        where = f"glossary {glossary.name}:{term.line}"
+        at = where(term)
         if len(source) - prefix > limit:
-            raise MTError(f"{where}: source term '{term.source}' is {len(source) - prefix} pieces; the model reads "
+            raise MTError(f"{at}: source term '{term.source}' is {len(source) - prefix} pieces; the model reads "
                           f"at most {limit} (model.max_positions={limit + 1})")
         if len(target) > limit:
-            raise MTError(f"{where}: target term '{term.target}' is {len(target)} pieces; the model writes at most "
+            raise MTError(f"{at}: target term '{term.target}' is {len(target)} pieces; the model writes at most "
                           f"{limit} (model.max_positions={limit + 1})")
         if UNK_ID in target:
-            raise MTError(f"{where}: target term '{term.target}' has characters the model's vocabulary lacks "
+            raise MTError(f"{at}: target term '{term.target}' has characters the model's vocabulary lacks "
                           "(they would be <unk>)")
     return TermConstraints(glossary, {t.target: ids for t, ids in zip(terms, targets)},
-                           glue_pieces(tokenizer, target_lang) if terms else ())
+                           (glue_pieces(tokenizer, target_lang) if glue is None else glue) if terms else ())

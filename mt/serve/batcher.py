@@ -14,7 +14,9 @@ latest `GATHER_CAP` x `max_wait_ms` after that start. It then takes every queued
 shares the oldest segment's options, and decodes them in the same token-budgeted,
 length-sorted batches `mt translate` uses (`mt.data.batching.decode_batches`, budget
 decode.max_tokens // rows per sentence) through the engine's own `search_ids`; the search itself
-is `mt.decode`'s. Requests with other options wait for the next round.
+is `mt.decode`'s. Requests with other options wait for the next round. A segment holding glossary
+terms carries its own (`Job.constraints`): such segments, of any requests, form rounds of their own
+decoded by the constrained search, each with its terms; the others decode as without a glossary.
 
 A request is answered as soon as its last segment's sentence ends: mt's searches hand
 each sentence over when it stops (`on_result`), so short sentences' clients get their reply, and
@@ -26,8 +28,7 @@ alongside. Cancelling a job (client gone, timeout) removes its queued segments a
 its segments still in the current round, so no queue slot leaks. The worker never dies on a
 failing batch: the jobs in it get the exception.
 
-Every time the batcher reads or waits on goes through its `Clock` (real time unless a test gives
-a fake one, so the waiting rules can be tested step by step, whatever the machine's speed).
+Every time the batcher reads or waits on goes through its `Clock` (`mt.serve.batchparts`).
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
@@ -50,6 +50,7 @@ from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine, Results, rows_per_sentence
 from mt.errors import MTError
+from mt.serve.batchparts import BatchStats, Clock, QueueFull, RealClock
 
 log = logging.getLogger(__name__)
 
@@ -65,32 +66,6 @@ GATHER_CAP = 10
 RATE_BATCHES = 16
 
 
-class Clock(Protocol):
-    """What the batcher reads the time from and waits with."""
-
-    def now(self) -> float:
-        """Seconds, monotonic."""
-
-    def wait(self, cond: threading.Condition, timeout: float | None) -> object:
-        """`cond.wait(timeout)`: called with `cond` held; returns when notified or `timeout` has passed."""
-
-
-class RealClock:
-    """Real time: exactly `time.monotonic` and `threading.Condition.wait` (no wrapper in between)."""
-
-    now = staticmethod(time.monotonic)
-    wait = staticmethod(threading.Condition.wait)
-
-
-class QueueFull(Exception):
-    """The queue has no room for a request's segments, or cannot finish them in time (answer 429,
-    `Retry-After: retry_after` seconds)."""
-
-    def __init__(self, message: str, retry_after: int = 1) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
 @dataclass
 class Job:
     """One request's segments. `future` -> list of Hyps, one per line, in order."""
@@ -104,15 +79,8 @@ class Job:
     left: int = 0
     cancelled: bool = False
     cut: list[bool] = field(default_factory=list)  # per line: cut to the model's limit (`warnings` counts them)
-
-
-@dataclass(frozen=True)
-class BatchStats:
-    """One decoded batch, for metrics: segments, source tokens (unpadded), seconds."""
-
-    segments: int
-    tokens: int
-    seconds: float
+    constraints: list[list[list[int]]] | None = None  # per line: the target pieces of its glossary terms
+    glue: tuple[int, ...] = ()  # target pieces barred right after a term (`mt.decode.terms.TermConstraints.glue`)
 
 
 @dataclass
@@ -120,6 +88,19 @@ class _Item:
     job: Job
     index: int  # the line's index inside its request: its sentence id for sampling
     queued_at: float
+
+    @property
+    def constrained(self) -> bool:
+        """The segment holds glossary terms: the constrained beam search decodes it."""
+        return _constrained(self.job, self.index)
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        """What the segments of one round share: options, and whether they keep terms (and then
+        whether any piece is barred after a term: a model has one non-empty `glue`, its spaced
+        target languages', so segments of several requests and targets share a batch safely)."""
+        constrained = self.constrained
+        return self.job.decode, self.job.n_best, constrained, constrained and bool(self.job.glue)
 
 
 class Batcher:
@@ -189,14 +170,20 @@ class Batcher:
                 f"(model.max_positions={limit + 1}, EOS included)"]
 
     def submit(self, lines: Sequence[str], decode: DecodeConfig, *, n_best: int | None,
-               tokenizer: Tokenizer | None = None) -> Job:
+               tokenizer: Tokenizer | None = None, constraints: list[list[list[int]]] | None = None,
+               glue: tuple[int, ...] = ()) -> Job:
         """Queue `lines` for decoding with `decode` (n_best None: the one output `decode` asks
         for, score NaN; else that many hypotheses/samples). Raises QueueFull when they do not fit.
         `tokenizer`: the one encoding the sources, when not the batcher's own (a multi-pair
-        model's, with a target tag in front: `Tokenizer.for_target`)."""
+        model's, with a target tag in front: `Tokenizer.for_target`). `constraints`: each line's
+        glossary terms as target pieces (its own: lines with none decode as without a glossary), `glue`
+        the pieces barred after a term."""
         tokenizer = self.tokenizer if tokenizer is None else tokenizer
         ids, cut = self._encode(lines, tokenizer)
-        job = Job(ids, decode, n_best, self.cut_warning(sum(cut), len(ids)), cut=cut)
+        if constraints is not None and len(constraints) != len(ids):
+            raise ValueError(f"{len(constraints)} constraint lists for {len(ids)} lines")
+        job = Job(ids, decode, n_best, self.cut_warning(sum(cut), len(ids)), cut=cut, constraints=constraints,
+                  glue=glue)
         job.tokens = [None] * len(ids)
         tagged = len(tokenizer.src_prefix)  # a line with no piece but the target tag is empty
         todo = [i for i, seq in enumerate(ids) if len(seq) > tagged]
@@ -265,7 +252,7 @@ class Batcher:
             # batch instead of trickling into many small ones. Otherwise (one client) from arrival.
             since = max(first.queued_at, self._free_at) if self._last_jobs > 1 else first.queued_at
             cap = since + GATHER_CAP * self.max_wait_s
-            budget = self._budget(first.job)
+            budget = self._budget(first)
             while (not self._stopping and self._queue and self._queued_tokens() < budget
                    and not (self._last_jobs > 1 and self._queued_jobs() >= self._last_jobs)
                    and not (self._last_jobs <= 1 and self._nobody_else_coming())):
@@ -277,9 +264,9 @@ class Batcher:
                 self._wait(self._cond, remaining)
             if self._stopping or not self._queue:
                 return None if self._stopping else []
-            key = (self._queue[0].job.decode, self._queue[0].job.n_best)
-            taken = [item for item in self._queue if (item.job.decode, item.job.n_best) == key]
-            self._queue = [item for item in self._queue if (item.job.decode, item.job.n_best) != key]
+            key = self._queue[0].key
+            taken = [item for item in self._queue if item.key == key]
+            self._queue = [item for item in self._queue if item.key != key]
             self._round = taken  # off the queue: failed with the thread if it fails from here on
             self._on_depth(len(self._queue))
             return taken
@@ -311,9 +298,9 @@ class Batcher:
         return sum(len(item.job.ids[item.index]) for item in self._queue)
 
     @staticmethod
-    def _budget(job: Job) -> int:
-        """Sentences (= source tokens, one per sentence at least) per batch for the job's options."""
-        return max(1, job.decode.max_tokens // rows_per_sentence(job.decode))
+    def _budget(item: _Item) -> int:
+        """Sentences (= source tokens, one per sentence at least) per batch for the item's options."""
+        return max(1, item.job.decode.max_tokens // rows_per_sentence(item.job.decode, constrained=item.constrained))
 
     def _supervise(self) -> None:
         """Run the worker loop until `stop`; restart it after a failure (see `__init__`)."""
@@ -347,7 +334,7 @@ class Batcher:
             round_jobs = len({id(item.job) for item in taken})
             with self._cond:
                 self._running_work = sum(_work(item.job, item.index) for item in taken)
-            budget = self._budget(taken[0].job)
+            budget = self._budget(taken[0])
             lengths = np.array([len(item.job.ids[item.index]) for item in taken], dtype=np.int64)
             answered, late = self._answered, 0
             self._first_answer = None
@@ -383,13 +370,16 @@ class Batcher:
         next round meanwhile. Returns the number of requests answered only after the search returned."""
         job0 = items[0].job
         src = [item.job.ids[item.index] for item in items]
+        terms: dict[str, object] = {}  # a round's segments all keep terms, or none does (`_Item.key`)
+        if items[0].constrained:
+            terms = {"constraints": [item.job.constraints[item.index] for item in items], "glue": job0.glue}
         started, began = time.perf_counter(), self._now()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # lines were cut (and the warning noted) in `encode`
                 found = self.engine.search_ids(src, job0.decode, n_best=job0.n_best,
                                                sentence_ids=[item.index for item in items],
-                                               on_result=lambda i, hyps: self._record(items[i], hyps))
+                                               on_result=lambda i, hyps: self._record(items[i], hyps), **terms)
         except Exception as e:  # noqa: BLE001 - a failing batch fails its jobs, never the worker
             if isinstance(e, MTError):  # a known cause (the worker is gone, or refused): one line
                 log.error("serve: decoding a batch of %d segments failed: %s", len(items), e)
@@ -436,7 +426,11 @@ class Batcher:
 def _work(job: Job, index: int) -> int:
     """What decoding segment `index` of `job` costs, in the unit of the measured rate: its source
     tokens times the decoder rows it takes (beam, or samples)."""
-    return len(job.ids[index]) * rows_per_sentence(job.decode)
+    return len(job.ids[index]) * rows_per_sentence(job.decode, constrained=_constrained(job, index))
+
+
+def _constrained(job: Job, index: int) -> bool:
+    return job.constraints is not None and bool(job.constraints[index])
 
 
 def _fail(job: Job, error: BaseException) -> None:

@@ -4,7 +4,8 @@ Each `-c` names one model: a `.pt` checkpoint, an ensemble of checkpoints joined
 (`-c a.pt,b.pt`), or a directory written by `mt export`. Each model runs in its own worker process
 with its own batcher and cache (`mt.serve.model`). A request is routed by its language pair: the
 model that serves (source, target); `/languages` lists the union of every model's pairs. Two
-models that claim the same pair are refused at start-up, naming both.
+models that claim the same pair are refused at start-up, naming both; so is a `--glossary` the
+model of its pair cannot keep (`mt.serve.glossary`). `terms` holds each pair's default glossary.
 
 A `Fleet` is immutable once built: a reload (`mt.serve.state`) builds a new one beside it and swaps
 it in. The routes take the fleet for the whole request (`mt.serve.deps.ready_fleet` counts its
@@ -19,25 +20,40 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from mt.decode.terms import TermConstraints
 from mt.errors import MTError
 from mt.serve.detect import detector_for
+from mt.serve.glossary import default_terms
 from mt.serve.languages import ServedLanguages
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError
 from mt.serve.specs import Spec, spec_name
+from mt.text.glossary import Glossary
 
 log = logging.getLogger(__name__)
 
-class PairConflict(MTError):
-    """Two models claim one language pair: a start-up error (a reload that meets it keeps the old models)."""
+
+class StartupRefused(MTError):
+    """The models loaded, but the server may not serve them as asked: a start-up error that stops the
+    server (a reload that meets it keeps the old models)."""
+
+
+class PairConflict(StartupRefused):
+    """Two models claim one language pair."""
+
+
+class GlossaryRefused(StartupRefused):
+    """A `--glossary` no model can keep: a pair not served, a CTranslate2 model, a term it cannot write."""
 
 
 class Fleet:
     """The served models (in `-c` order), routed by language pair; the language detector over all
     of their languages; and how many requests use this fleet now (`users`: event-loop thread only)."""
 
-    def __init__(self, models: Sequence[ServedModel], specs: Sequence[Spec]) -> None:
-        """Blocking (loads the language detector, ~0.7 s): a start-up or reload thread builds it."""
+    def __init__(self, models: Sequence[ServedModel], specs: Sequence[Spec],
+                 glossaries: Sequence[tuple[str, Glossary]] = ()) -> None:
+        """Blocking (loads the language detector, ~0.7 s): a start-up or reload thread builds it.
+        `glossaries`: `mt serve --glossary`'s (pair, glossary), checked against the models here."""
         self.models = tuple(models)
         self.specs = tuple(specs)
         self.users = 0
@@ -51,6 +67,10 @@ class Fleet:
                 owner[pair] = i
         self._owner = {pair: self.models[i] for pair, i in owner.items()}
         self.languages = ServedLanguages(list(owner))
+        try:  # the default glossary of each pair that has one (`mt.serve.glossary`)
+            self.terms: dict[tuple[str, str], TermConstraints] = default_terms(self.models, glossaries)
+        except MTError as e:
+            raise GlossaryRefused(str(e)) from None
         self.detector = detector_for(tuple(self.languages.all))  # /detect and source "auto", over every model's
 
     def for_pair(self, source: str, target: str) -> tuple[ServedModel, str]:

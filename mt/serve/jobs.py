@@ -6,7 +6,8 @@ the model); the sentences the model's translation cache holds are answered from 
 (`mt.serve.cache`), the others queued on the model's `Batcher` as one job (429 when the queue is
 full) and awaited without blocking the event loop; a client that goes away (499) or waits past
 --timeout (503) has its segments dropped from the queue. `translate_html` does the same for HTML
-fragments: the sentences of their blocks' text as segments, markup kept.
+fragments: the sentences of their blocks' text as segments, markup kept. With a glossary
+(`mt.serve.glossary`), each sentence goes with the target pieces of the terms found in it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fastapi import Request
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
+from mt.decode.terms import TermConstraints
 from mt.decode.translate import broken_warning, join_nbest, segment_for_model
 from mt.errors import MTError
 from mt.serve.batcher import Hyps, Job, QueueFull
@@ -31,16 +33,20 @@ from mt.text.segment import segmenter_for, whole_lines
 
 log = logging.getLogger(__name__)
 
+Terms = tuple[list[list[list[int]]], tuple[int, ...]]  # a job's lines' constraints, and the glue
+
 
 async def translate_texts(request: Request, model: ServedModel, settings: ServeSettings, texts: list[str],
                           decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer, source: str,
-                          *, segment: bool = True) -> tuple[list[Hyps], list[str]]:
+                          *, segment: bool = True, terms: TermConstraints | None = None) -> tuple[list[Hyps], list[str]]:
     """(each text's outputs, the job's warnings). Each text is split into sentences by the source
     language's segmenter (`mt.text.segment`; with `segment` False, into lines), sentences over the
     model's limit broken (one warning for the request); the sentences the model's cache holds are
     answered from it, all others of all texts go to the batcher as ONE job, and each text is put
     back together with its whitespace. The k-th output of a text joins its sentences' k-th best,
-    scored by their mean (`join_nbest`)."""
+    scored by their mean (`join_nbest`). With `terms` (a glossary, `mt.serve.glossary`), each sentence
+    keeps the terms found in it (its own constraints travel with it to the worker); a sentence
+    without one is translated, and cached, exactly as without a glossary."""
     check_size(texts, settings)  # the limits before any work
     max_positions = model.batcher.engine.max_positions
     if segment:
@@ -48,7 +54,8 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
     else:
         split = [whole_lines(text) for text in texts]
     flat = [sentence for text in split for sentence in text.segments]
-    keys = [segment_key(model, decode, n_best, tokenizer, sentence) for sentence in flat]
+    cons = terms.for_lines(flat) if terms is not None else [[] for _ in flat]
+    keys = [segment_key(model, decode, n_best, tokenizer, sentence, kept) for sentence, kept in zip(flat, cons)]
     # A sentence repeated in the request is looked up and decoded once (uncached ones, sampled, each time).
     first = {key: i for i, key in reversed(list(enumerate(keys))) if key is not None}
     unique = [i for i, key in enumerate(keys) if key is None or first[key] == i]
@@ -57,7 +64,9 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
         answers[i] = answer
     todo = [i for i in unique if answers[i] is None]
     if todo:
-        job = await _run_job(request, model, settings, [flat[i] for i in todo], decode, n_best, tokenizer)
+        glue = terms.glue if terms is not None else ()
+        job = await _run_job(request, model, settings, [flat[i] for i in todo], decode, n_best, tokenizer,
+                             ([cons[i] for i in todo], glue) if terms is not None else None)
         for i, hyps, cut in zip(todo, job.future.result(), job.cut):
             answers[i] = Cached(hyps, cut)
             model.cache.store(keys[i], answers[i])
@@ -75,26 +84,31 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
 
 
 def segment_key(model: ServedModel, decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer,
-                line: str) -> Key | None:
-    """The cache key of one sentence: everything its output depends on. None (not cached) for an empty
-    one (answered without the model anyway) and with sampling (seeded by its index in its request)."""
+                line: str, terms: list[list[int]] | None = None) -> Key | None:
+    """The cache key of one sentence: everything its output depends on (with the target pieces of the
+    glossary terms it keeps, if any). None (not cached) for an empty one (answered without the model
+    anyway) and with sampling (seeded by its index in its request)."""
     if decode.sampling or not line.strip():
         return None
-    return (model.identity.id, decode, n_best, tuple(tokenizer.src_prefix), line)
+    key = (model.identity.id, decode, n_best, tuple(tokenizer.src_prefix), line)
+    return key + (tuple(map(tuple, terms)),) if terms else key
 
 
 async def _run_job(request: Request, model: ServedModel, settings: ServeSettings, lines: list[str],
-                   decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer) -> Job:
-    """`lines` through the batcher: the job once answered (429 when the queue is full; 499 when the
-    client goes away, 503 after --timeout: its segments dropped from the queue)."""
+                   decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer, terms: Terms | None) -> Job:
+    """`lines` through the batcher (with `terms`: each line's constraints and the glue): the job once
+    answered (429 when the queue is full; 499 when the client goes away, 503 after --timeout: its
+    segments dropped from the queue)."""
     with model.open.held(request.scope):  # this model's batcher counts it until it is answered
-        return await _wait_job(request, model, settings, lines, decode, n_best, tokenizer)
+        return await _wait_job(request, model, settings, lines, decode, n_best, tokenizer, terms)
 
 
 async def _wait_job(request: Request, model: ServedModel, settings: ServeSettings, lines: list[str],
-                    decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer) -> Job:
+                    decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer, terms: Terms | None) -> Job:
+    constraints, glue = terms if terms is not None else (None, ())
     try:
-        job = model.batcher.submit(lines, decode, n_best=n_best, tokenizer=tokenizer)
+        job = model.batcher.submit(lines, decode, n_best=n_best, tokenizer=tokenizer, constraints=constraints,
+                                   glue=glue)
     except QueueFull as e:
         raise ApiError(429, f"queue full ({e}); retry later", {"Retry-After": str(e.retry_after)}) from None
     waiter = asyncio.ensure_future(asyncio.wrap_future(job.future))
@@ -127,15 +141,16 @@ async def _disconnected(request: Request) -> None:
 
 
 async def translate_html(request: Request, model: ServedModel, settings: ServeSettings, fragments: list[HtmlFragment],
-                         decode: DecodeConfig, tokenizer: Tokenizer, source: str) -> list[str]:
+                         decode: DecodeConfig, tokenizer: Tokenizer, source: str,
+                         terms: TermConstraints | None = None) -> list[str]:
     """Each HTML fragment with its blocks' text translated (each block split into sentences, all
     fragments' sentences in one job) and its markup kept (`mt.text.html`): a block's inline markup
     placed on the words the model's cross-attention aligns with the words it marked (one forced
     pass in the worker for the blocks that have inline markup; by position with an engine that
     cannot align). The caller has checked --char-limit on the markup (`check_chars`), as
-    LibreTranslate counts it."""
+    LibreTranslate counts it. `terms`: a glossary, as in `translate_texts`."""
     blocks = [block for fragment in fragments for block in fragment.blocks]
-    found, _ = (await translate_texts(request, model, settings, blocks, decode, None, tokenizer, source)
+    found, _ = (await translate_texts(request, model, settings, blocks, decode, None, tokenizer, source, terms=terms)
                 if blocks else ([], []))
     translations = [hyps[0][0] for hyps in found]
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import Tokenizer
+from mt.decode.terms import UNSPACED, glue_pieces
 from mt.deploy.loading import ModelProvenance
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
@@ -89,6 +90,20 @@ class ServedModel:
     samples: bool  # /v1's sampling works (mt's own models; an exported CTranslate2 one only searches)
     cache: TranslationCache  # segments already translated (--cache-size; `mt.serve.jobs` reads and fills it)
     open: OpenRequests  # requests this model's batcher should expect (`mt.serve.jobs` holds one per job)
+
+    @property
+    def constrains(self) -> bool:
+        """The model keeps glossary terms (mt's own; an `mt export` cannot: `mt.serve.glossary` refuses them)."""
+        return self.engine.constrains
+
+    @cached_property
+    def _spaced_glue(self) -> tuple[int, ...]:
+        return glue_pieces(self.tokenizer, "")
+
+    def glue_for(self, target: str) -> tuple[int, ...]:
+        """`mt.decode.terms.glue_pieces` into `target`, computed once per model (one walk over the vocabulary):
+        the pieces barred after a term, the same for every target written with spaces."""
+        return glue_pieces(self.tokenizer, target) if target.split("-")[0].lower() in UNSPACED else self._spaced_glue
 
     @cached_property
     def languages(self) -> ServedLanguages:

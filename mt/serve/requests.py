@@ -281,6 +281,10 @@ V1_SCHEMA = {"type": "object", "required": ["segments"], "properties": {
     "top_p": {"type": "number"}, "source": {"type": "string"}, "target": {"type": "string"},
     "segment": {"type": "boolean", "default": True,
                 "description": "split each segment's lines into sentences (false: each line is one sentence)"},
+    "glossary": {"type": "array", "description": "terms to keep, replacing the server's glossary for the pair "
+                                                 "([]: none); target left out = keep the source term as it is",
+                 "items": {"type": "object", "required": ["source"], "additionalProperties": False,
+                           "properties": {"source": {"type": "string"}, "target": {"type": "string"}}}},
     "api_key": {"type": "string"}},
     "additionalProperties": False}  # check_known: an unknown field is a 400
 

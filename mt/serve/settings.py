@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from mt.errors import MTError
 from mt.serve.limits import KeyRing, check_proxy, read_keys_file
+from mt.text.glossary import Glossary, read_glossary
 
 
 def _flag(default: Any, flag: str, help: str, *, shown: bool = True, **option: Any) -> Any:
@@ -93,16 +94,24 @@ class ServeSettings:
     device: str = _flag("auto", "--device", "auto | cpu | cuda | cuda:N.")
     threads: int = _flag(0, "--threads", "CPU threads for the model (0 = torch's default; 1 is best on a busy, "
                                          "shared CPU).")
+    glossaries: tuple[tuple[str, Glossary], ...] = _flag(
+        (), "--glossary", "A glossary every request of a language pair keeps (mt translate's TSV): PAIR=FILE "
+                          "(en-de=terms.tsv, repeatable), or FILE for a one-pair model; a /v1 request's own "
+                          "glossary replaces it.", shown=False, option_type=list[str], option_default=[])
+    max_glossary_terms: int = _flag(1000, "--max-glossary-terms", "Terms in a /v1 request's glossary at most "
+                                                                  "(else 413).")
     max_body_bytes: int = 1 << 20
     keys_file: Path | None = None  # what --api-keys named: SIGHUP re-reads it
 
     @classmethod
     def from_flags(cls, *, api_keys: Path | None, cors_origins: Sequence[str], trusted_proxies: Sequence[str] = (),
-                   **flags: Any) -> ServeSettings:
+                   glossaries: Sequence[str] = (), **flags: Any) -> ServeSettings:
         """The settings `mt serve` runs with from its flags' values: --api-keys names a file of keys
-        (read here), --cors-origin and --trusted-proxy are repeatable, and the body limit follows --char-limit."""
+        and --glossary glossary files (read here), --cors-origin and --trusted-proxy are repeatable,
+        and the body limit follows --char-limit."""
         keys = read_keys_file(api_keys) if api_keys is not None else KeyRing()
         return cls(**flags, api_keys=keys, keys_file=api_keys, cors_origins=tuple(cors_origins),
+                   glossaries=parse_glossary_flags(glossaries),
                    trusted_proxies=tuple(trusted_proxies),
                    max_body_bytes=max(1 << 20, 8 * flags.get("char_limit", cls.char_limit)))
 
@@ -110,7 +119,8 @@ class ServeSettings:
         positive = (("--port", self.port), ("--char-limit", self.char_limit), ("--max-segments", self.max_segments),
                     ("--max-file-bytes", self.max_file_bytes),
                     ("--max-connections", self.max_connections),
-                    ("--queue-size", self.queue_size), ("max_body_bytes", self.max_body_bytes))
+                    ("--queue-size", self.queue_size), ("max_body_bytes", self.max_body_bytes),
+                    ("--max-glossary-terms", self.max_glossary_terms))
         for flag, value in positive:
             if value < 1:
                 raise MTError(f"{flag}: must be at least 1, got {value}")
@@ -162,3 +172,21 @@ def check_origin(origin: str) -> None:
             or any(c.isspace() for c in origin) or not origin.startswith(f"{parts.scheme}://")):
         raise MTError(f"--cors-origin {origin!r}: expected an origin such as https://example.org or "
                       "moz-extension://UUID (scheme://host, no path), or *")
+
+
+def parse_glossary_flags(values: Sequence[str]) -> tuple[tuple[str, Glossary], ...]:
+    """`mt serve --glossary` values, each file read and checked (one-line MTError): (pair, glossary)
+    with the pair as given, lower case ("en-de"), or "" for a bare FILE (the server's one pair). A
+    value with '=' is PAIR=FILE unless it names an existing file itself."""
+    found: list[tuple[str, Glossary]] = []
+    for value in values:
+        pair, sep, path = value.partition("=")
+        if not sep or Path(value).exists():
+            pair, path = "", value
+        elif "-" not in pair.strip("-") or "/" in pair or not path:
+            raise MTError(f"--glossary {value}: expected PAIR=FILE (PAIR as source-target: en-de=terms.tsv) or FILE")
+        pair = pair.strip().lower()
+        if any(seen == pair for seen, _ in found):
+            raise MTError(f"--glossary: two glossaries for {pair or 'the served pair'}; one per language pair")
+        found.append((pair, read_glossary(Path(path))))
+    return tuple(found)

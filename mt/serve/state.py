@@ -3,10 +3,10 @@ through `mt.serve.deps`).
 
 The models load in a background thread at start-up (`load`), so the server answers /health at
 once; until they are ready, `not_ready` says why (loading, or the one-line reason it failed). Two
-models that claim one language pair stop the server (`fatal`). A reload (`reload`: SIGHUP, or
-POST /v1/admin/reload) re-reads the keys file and loads every `-c` model again in new workers
-beside the old ones; when all are warm the new fleet is swapped in, requests in flight finish on
-the old one, which is closed once idle. A model that fails to load leaves the old ones serving.
+models that claim one language pair, or a --glossary their model refuses, stop the server
+(`fatal`). A reload (`reload`: SIGHUP, or POST /v1/admin/reload) re-reads the keys file and loads
+every `-c` model again in new workers beside the old ones; when all are warm the new fleet is
+swapped in, requests in flight finish on the old one, which is closed once idle. A model that fails to load leaves the old ones serving.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 from mt.errors import MTError
 from mt.serve.filestore import FileStore
-from mt.serve.fleet import Fleet, PairConflict
+from mt.serve.fleet import Fleet, StartupRefused
 from mt.serve.limits import Limiter, read_keys_file
 from mt.serve.metrics import Metrics
 from mt.serve.model import load_served_model
@@ -87,7 +87,7 @@ class ServeState:
     def _load(self) -> None:
         try:
             self._install(self._build())
-        except PairConflict as e:
+        except StartupRefused as e:
             self.error = self.fatal = str(e)
             if self.on_fatal is not None:
                 self.on_fatal()
@@ -149,7 +149,7 @@ class ServeState:
         try:
             if errors:
                 raise MTError("; ".join(errors))
-            fleet = Fleet(models, self.specs)
+            fleet = Fleet(models, self.specs, self.settings.glossaries)
         except BaseException:
             for model in models:
                 model.close()

@@ -58,6 +58,7 @@ class WorkerModel:
     cfg: Config
     max_positions: int
     samples: bool  # the engine can sample: mt's own models can; an `mt export` (CTranslate2) only searches
+    constrains: bool  # the engine keeps glossary terms (mt's own models; not an `mt export`)
     provenance: ModelProvenance  # files, sha256s (`model_id`), update, init_from, the card's data (`card_source`)
 
     @property
@@ -78,7 +79,8 @@ def _load(checkpoints: Sequence[Path], device: str, threads: int) -> tuple[Engin
     loaded = load_model(checkpoints, device)
     engine = loaded.engine
     return engine, WorkerModel(loaded.tokenizer, loaded.config, engine.max_positions,
-                               isinstance(engine, NativeEngine), loaded.provenance)
+                               isinstance(engine, NativeEngine), bool(getattr(engine, "constrains", False)),
+                               loaded.provenance)
 
 
 def _serve(conn: Connection, checkpoints: Sequence[Path], device: str, threads: int) -> None:
@@ -101,10 +103,10 @@ def _serve(conn: Connection, checkpoints: Sequence[Path], device: str, threads: 
         if request[0] == "align":
             _align(conn, engine, loaded.tokenizer, request[1], request[2], request[3])
             continue
-        src_ids, decode, n_best, sentence_ids = request
-        try:
+        src_ids, decode, n_best, sentence_ids, terms = request
+        try:  # terms: {} or a batch's glossary constraints and glue, passed on only where given
             found = engine.search_ids(src_ids, decode, n_best=n_best, sentence_ids=sentence_ids,
-                                      on_result=lambda i, results: conn.send(("result", i, results)))
+                                      on_result=lambda i, results: conn.send(("result", i, results)), **terms)
             conn.send(("done", found))
         except (EOFError, OSError):
             return
@@ -149,6 +151,7 @@ class ModelProcess:
         self._restarting: int | None = None  # the dead child's exit code while a new one loads
         self.loaded = self._start()
         self.max_positions = self.loaded.max_positions
+        self.constrains = self.loaded.constrains  # `Engine`'s flag: keeps glossary terms
         threading.Thread(target=self._watch, name="mt-serve-watch", daemon=True).start()
 
     def _watch(self) -> None:
@@ -229,10 +232,13 @@ class ModelProcess:
 
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
                    sentence_ids: list[int], on_result: Callable[[int, Results], None] | None = None,
+                   constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
                    ) -> list[Results]:
-        """`Engine.search_ids`, in the child; `on_result` runs here as each result arrives."""
+        """`Engine.search_ids`, in the child; `on_result` runs here as each result arrives. The
+        constraints travel with the batch (one list per source), so each sentence keeps its own terms."""
+        terms = {} if constraints is None else {"constraints": constraints, "glue": tuple(glue)}
         with self._lock:
-            self._send((src_ids, decode, n_best, sentence_ids))
+            self._send((src_ids, decode, n_best, sentence_ids, terms))
             while True:
                 message = self._receive()
                 if message[0] == "result":

@@ -26,6 +26,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
 
+from mt.decode.terms import TermConstraints
 from mt.serve.deps import ReadyFleet, StateDep, admit, read_body
 from mt.serve.filestore import NAME
 from mt.serve.jobs import translate_texts
@@ -69,15 +70,18 @@ async def _read_form(request: Request, settings: ServeSettings) -> tuple[dict[st
 
 
 def file_translators(request: Request, model: ServedModel, settings: ServeSettings, source: str, target: str,
-                     loop: asyncio.AbstractEventLoop) -> tuple[Translate, Translate]:
+                     loop: asyncio.AbstractEventLoop, terms: TermConstraints | None = None,
+                     ) -> tuple[Translate, Translate]:
     """The two callables `translate_document` calls (from a worker thread) for one file: plain texts
     through the model's batcher (jobs of at most --max-segments lines; the request's character and
-    segment limits do not apply to files), and HTML fragments, their blocks through the same."""
+    segment limits do not apply to files), and HTML fragments, their blocks through the same.
+    `terms`: the pair's default glossary (`mt serve --glossary`), kept in every sentence."""
     tokenizer = model.tokenizer_for(target, "target")
     unlimited = dataclasses.replace(settings, char_limit=1 << 62, max_segments=1 << 62)
 
     def translate_job(texts: list[str]) -> list[str]:
-        coroutine = translate_texts(request, model, unlimited, texts, model.decode, None, tokenizer, source)
+        coroutine = translate_texts(request, model, unlimited, texts, model.decode, None, tokenizer, source,
+                                    terms=terms)
         hyps, _ = asyncio.run_coroutine_threadsafe(coroutine, loop).result()
         return [found[0][0] for found in hyps]
 
@@ -136,7 +140,7 @@ async def translate_file(request: Request, state: StateDep, fleet: ReadyFleet) -
         model, served_target = fleet.for_pair(source, target)
         served_source = fleet.languages.match(source, "source", fleet.languages.sources)
         texts, html = file_translators(request, model, settings, served_source, served_target,
-                                       asyncio.get_running_loop())
+                                       asyncio.get_running_loop(), fleet.terms.get((served_source, served_target)))
         translated = await asyncio.to_thread(translate_document, data, fmt, texts, html, limits)
     except DocumentError as e:
         raise ApiError(400, f"{upload.filename}: {e}") from None

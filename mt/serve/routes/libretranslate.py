@@ -11,7 +11,8 @@ its pair (`mt.serve.fleet`). `source: "auto"` identifies each text's language (`
 over the served languages; an HTML text by its text, not its markup), sends each text to the model
 for its detected pair (texts for one model in one job), and answers `detectedLanguage`
 ({language, confidence} or, for a list `q`, one per text); a text detected in a language this
-server does not translate into the target is a 400 naming it.
+server does not translate into the target is a 400 naming it. The pair's `mt serve --glossary`,
+if any, is kept (`mt.serve.glossary`); the request and response shapes stay LibreTranslate's.
 """
 
 from __future__ import annotations
@@ -69,9 +70,10 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
     async def translate_group(indices: list[int]) -> None:
         (model, tgt), src = routes[indices[0]], sources[indices[0]]
         tokenizer = model.tokenizer_for(tgt, "target")
+        terms = fleet.terms.get((src, tgt))  # the pair's --glossary, if any
         if fragments is not None:  # as LibreTranslate: no alternatives for HTML
             found = await translate_html(request, model, settings, [fragments[i] for i in indices], model.decode,
-                                         tokenizer, src)
+                                         tokenizer, src, terms)
             for i, text in zip(indices, found):
                 best[i] = text
             return
@@ -80,7 +82,7 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
             n_best = alternatives + 1
             decode = dataclasses.replace(decode, n_best=n_best, beam=max(decode.beam, n_best), sampling=False)
         hyps, _ = await translate_texts(request, model, settings, [texts[i] for i in indices], decode, n_best,
-                                        tokenizer, src)
+                                        tokenizer, src, terms=terms)
         for i, text_hyps in zip(indices, hyps):
             best[i], alts[i] = text_hyps[0][0], [text for text, _ in text_hyps[1:]]
 

@@ -1,6 +1,7 @@
 """mt's own API under /v1: POST /v1/translate (segments with decoding options: beam, n_best,
 sampling, the pair's source and target when the server has several models or a multi-pair model;
-each segment split into sentences by the source language's rules unless `segment: false`;
+each segment split into sentences by the source language's rules unless `segment: false`; a
+`glossary` of terms to keep, replacing the server's `--glossary` for the pair (`mt.serve.glossary`);
 an unknown field is a 400), GET /v1/settings (the server's limits and language pairs),
 GET /v1/models (each model's id, update, pairs and files), GET /v1/model-card (the web page's model
 panel; `?model=ID` picks one of several) and POST /v1/admin/reload (an admin key: load the
@@ -17,6 +18,7 @@ from fastapi.responses import JSONResponse
 
 from mt.errors import MTError
 from mt.serve.deps import Fields, ReadyFleet, RequireAdmin, RequireKey, SettingsDep, StateDep
+from mt.serve.glossary import request_glossary, request_terms
 from mt.serve.jobs import translate_texts
 from mt.serve.model import ServedModel, model_card
 from mt.serve.requests import (
@@ -41,13 +43,15 @@ async def v1_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
     check_known(fields, V1_SCHEMA, "/v1/translate")
     segments = get_segments(fields)
     check_request(segments, settings)  # before any work
+    glossary = request_glossary(fields, settings.max_glossary_terms)  # its size too
     source = get_str(fields, "source", required=False) or None
     target = get_str(fields, "target", required=False) or None  # required when the model has several
     model = fleet.for_request(source, target)
     decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam, samples=model.samples)
-    found, notes = await translate_texts(request, model, settings, segments, decode, n_best,
-                                         model.tokenizer_for(target, "target"), _source(model, source, target),
-                                         segment=get_bool(fields, "segment", True))
+    tokenizer, pair = model.tokenizer_for(target, "target"), _pair(model, source, target)
+    terms = request_terms(model, glossary, fleet.terms.get(pair), pair, decode.sampling)
+    found, notes = await translate_texts(request, model, settings, segments, decode, n_best, tokenizer, pair[0],
+                                         segment=get_bool(fields, "segment", True), terms=terms)
     rows = []
     for hyps in found:
         score = hyps[0][1] if n_best is not None else None
@@ -64,6 +68,8 @@ async def v1_settings(fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
                          "max_beam": min(model.max_beam for model in fleet.models),
                          "max_alternatives": settings.max_alternatives, "keys_required": settings.keys_required,
                          "sampling": all(model.samples for model in fleet.models),
+                         "glossary": all(model.constrains for model in fleet.models),
+                         "max_glossary_terms": settings.max_glossary_terms,
                          "languages": [{"source": s, "target": t} for s, t in fleet.languages.pairs]})
 
 
@@ -96,14 +102,15 @@ async def v1_reload(state: StateDep) -> JSONResponse:
     return JSONResponse({"status": "reloaded", "models": fleet.summaries()})
 
 
-def _source(model: ServedModel, source: str | None, target: str | None) -> str:
-    """The source language whose sentence rules split the request: `source` as the model serves
-    it, else the source of the model's first pair (into `target`, when given)."""
+def _pair(model: ServedModel, source: str | None, target: str | None) -> tuple[str, str]:
+    """The (source, target) pair a request is translated as: its source language (whose sentence
+    rules split the request and whose glossary applies) is `source` as the model serves it, else the
+    source of the model's first pair (into `target`, when given); its target likewise."""
     languages = model.languages
-    if source:
-        return languages.match(source, "source", languages.sources)
-    tgt = languages.find(target) if target else None
-    return next((s for s, t in model.pairs if tgt in (None, t)), model.pairs[0][0])
+    tgt = languages.find(target, languages.targets) if target else None
+    src = languages.match(source, "source", languages.sources) if source else None
+    return next(((s, t) for s, t in model.pairs if src in (None, s) and tgt in (None, t)),
+                (src or model.pairs[0][0], tgt or model.pairs[0][1]))
 
 
 def _finite(value: float | None) -> float | None:

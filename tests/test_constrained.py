@@ -52,11 +52,13 @@ def random_case(rng: random.Random, n: int) -> tuple[list[list[int]], list[list[
     return sources, constraints
 
 
-def search(model, sources, constraints, *, beam: int = 4, n_best: int = 1, max_len_b: int = 12):
+def search(model, sources, constraints, *, beam: int = 4, n_best: int = 1, max_len_b: int = 12,
+           max_len_limit: int | None = None):
     src, mask = collate_source(sources)
     with torch.inference_mode():
         return constrained_beam_search(model, src, mask, constraints, beam=beam, alpha=0.6, length_penalty="gnmt",
-                                       max_len_a=1.0, max_len_b=max_len_b, n_best=n_best, forbid_unk=True)
+                                       max_len_a=1.0, max_len_b=max_len_b, n_best=n_best, forbid_unk=True,
+                                       max_len_limit=max_len_limit)
 
 
 @pytest.mark.parametrize("beam", [1, 2, 5])
@@ -128,9 +130,17 @@ def test_scores_are_the_models_own_and_n_best_ranks_full_hypotheses_first(model)
         assert all(contains(hyps[0].tokens, c) for c in constraints[i])
 
 
+def test_the_output_may_grow_by_its_constraints_pieces(model):
+    """A short sentence with long terms: 1 * 3 (EOS counted) + 4 = 7 tokens before EOS would not hold
+    their 8; the limit grows by them, so both are kept."""
+    long = [[5, 6, 7, 8], [9, 10, 11, 12]]
+    hyp = search(model, [[4, 5]], [long], max_len_b=4)[0][0]
+    assert contains(hyp.tokens, [5, 6, 7, 8]) and contains(hyp.tokens, [9, 10, 11, 12]) and len(hyp.tokens) <= 7 + 8
+
+
 def test_constraints_that_cannot_fit_give_the_hypothesis_meeting_the_most(model):
-    long = [[5, 6, 7, 8], [9, 10, 11, 12]]  # 8 tokens, but at most 1 * 3 (EOS counted) + 4 = 7 before EOS
-    hyps = search(model, [[4, 5]], [long], max_len_b=4)[0]
+    long = [[5, 6, 7, 8], [9, 10, 11, 12]]  # 8 tokens, but the model's positions allow 7 before EOS
+    hyps = search(model, [[4, 5]], [long], max_len_b=4, max_len_limit=7)[0]
     assert len(hyps[0].tokens) <= 7 and contains(hyps[0].tokens, [5, 6, 7, 8]) != contains(hyps[0].tokens, [9, 10, 11, 12])
 
 

@@ -98,7 +98,6 @@ def test_batched_requests_keep_their_own_terms(tiny, glossary_server: str) -> No
     ([{"source": "cat", "tgt": "x"}], 400, "glossary[0].tgt: unknown field"),
     ([{"source": " "}], 400, "glossary[0].source: empty"),
     ([{"source": "cat", "target": "a"}, {"source": "cat", "target": "b"}], 400, "glossary[1]: 'cat' -> 'b', but"),
-    ([{"source": "cat", "target": "☃☃"}], 400, "glossary[0]: target term '☃☃' has characters"),
     ([{"source": f"w{i}"} for i in range(4)], 413, "glossary: 4 terms, the limit is 3 (--max-glossary-terms)"),
     ([{"source": "x" * 300}], 413, "glossary[0].source: 300 characters, a term has at most 256"),
 ])

@@ -266,7 +266,8 @@ def constrained_beam_search(
     on_done: Callable[[int, list[Hypothesis]], None] | None = None,
     glue: Sequence[int] = (),
 ) -> list[list[Hypothesis]]:
-    """Beam search whose outputs contain every constraint of their sentence where they fit.
+    """Beam search whose outputs contain every constraint of their sentence where they fit (the
+    output may be longer than `max_len_a * |src| + max_len_b` by the constraints' pieces).
     src, src_mask: (B, S); constraints: B lists of target token-id sequences -> `beam_search`'s
     result (and `on_done`) for each sentence, ranked by constraint tokens met, then score.
     `glue`: token ids barred right after a completed constraint (module docstring)."""
@@ -276,7 +277,12 @@ def constrained_beam_search(
         raise ValueError("constrained_beam_search: one list of non-empty constraints per sentence")
     if src.size(0) == 0:
         return []
-    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
+    # room for the terms on top of the usual limit: a short sentence with a long product name still
+    # ends after its name (the limit stays within the model's positions)
+    room = torch.tensor([sum(len(seq) for seq in seqs) for seqs in constraints], device=src.device)
+    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b) + room
+    if max_len_limit is not None:
+        max_lens = max_lens.clamp(max=max_len_limit)
     state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, k=beam, alpha=alpha,
                                    kind=length_penalty)
     cons = Constraints.start(constraints, beam, src.device)

@@ -57,7 +57,17 @@ def glue_pieces(tokenizer: Tokenizer, target_lang: str) -> tuple[int, ...]:
     if target_lang.split("-")[0].lower() in UNSPACED:
         return ()
     pieces = tokenizer.tgt_pieces(list(range(tokenizer.tgt_vocab_size)))
-    return tuple(i for i, piece in enumerate(pieces) if piece[:1].isalnum())
+    return tuple(i for i, piece in enumerate(pieces) if _continues_word(piece))
+
+
+def _continues_word(piece: str) -> bool:
+    """A piece that, written right after a word, makes it longer: one starting with a letter or
+    digit, or a byte piece (tokenizer.byte_fallback: '<0x4F>') of an ASCII letter or digit or of a
+    multi-byte character (a letter more often than not)."""
+    if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        byte = int(piece[3:5], 16)
+        return byte >= 0x80 or chr(byte).isalnum()
+    return piece[:1].isalnum()
 
 
 def term_constraints(glossary: Glossary, tokenizer: Tokenizer, engine: Engine, *,

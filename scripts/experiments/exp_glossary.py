@@ -139,6 +139,9 @@ def run(a: argparse.Namespace) -> dict:
     plain_terms, plain_s = translate(term_src)
     kept_terms, kept_s = translate(term_src, SentenceTerms([[pieces[i]] for i in rows], glue))
     others = [i for i in range(len(sources)) if i not in terms]
+    other_src = [sources[i] for i in others]  # no term in them: the glossary must cost them nothing
+    _, plain_others_s = translate(other_src)
+    _, kept_others_s = translate(other_src, SentenceTerms([[] for _ in others], glue))
 
     def success(hyps: list[str]) -> float:
         return round(100.0 * sum(occurs(terms[i][1], hyp) for i, hyp in zip(rows, hyps)) / len(rows), 2)
@@ -156,7 +159,9 @@ def run(a: argparse.Namespace) -> dict:
         "bleu": {"term_sentences": {"unconstrained": bleu(plain_terms, term_ref), "constrained": bleu(kept_terms, term_ref)},
                  "all": {"unconstrained": bleu(plain, refs), "constrained": bleu(kept, refs)}},
         "sentences_per_s": {"unconstrained": round(len(rows) / plain_s, 2), "constrained": round(len(rows) / kept_s, 2)},
-        "without_terms": {"sentences": len(others), "identical": sum(plain[i] == kept[i] for i in others)},
+        "without_terms": {"sentences": len(others), "identical": sum(plain[i] == kept[i] for i in others),
+                          "sentences_per_s": {"unconstrained": round(len(others) / max(plain_others_s, 1e-9), 2),
+                                              "with_glossary": round(len(others) / max(kept_others_s, 1e-9), 2)}},
         "same_as_alone": sum(kept[i] == hyp for i, hyp in zip(rows, kept_terms)),
     }
 
@@ -173,7 +178,8 @@ def markdown(r: dict) -> str:
         f"| BLEU, all sentences | {b['all']['unconstrained']:.2f} | {b['all']['constrained']:.2f} |",
         f"| sentences/s, term sentences | {s['unconstrained']:.2f} | {s['constrained']:.2f} |", "",
         f"Sentences without a term byte-identical with and without the glossary: {same['identical']} of "
-        f"{same['sentences']}.", ""])
+        f"{same['sentences']}; their sentences/s {same['sentences_per_s']['unconstrained']:.2f} without it, "
+        f"{same['sentences_per_s']['with_glossary']:.2f} with it.", ""])
 
 
 def main() -> None:

@@ -68,3 +68,28 @@ def test_evaluate_reports_term_success_beside_bleu(random_ckpt, tmp_path, monkey
     assert report["term_success"] == {"terms": 2, "kept": 2, "sentences": 2, "rate": 100.0}
     code, out, _ = run_cli(monkeypatch, capsys, *common, "--out-dir", tmp_path / "plain")
     assert code == 0 and "terms" not in out
+
+
+def test_terms_inside_markup_and_subtitles_are_kept(random_ckpt, tmp_path):
+    """Issue 55: markup placement and document formats keep working with terms inside sentences and
+    inside tags: an HTML page with the term inside <b>, and a subtitle cue holding it."""
+    import re
+
+    (tmp_path / "terms.tsv").write_text(TERMS, encoding="utf-8")
+    page = "<html><body><p>The <b>cat</b> sat on the mat.</p><p>Nothing here.</p></body></html>\n"
+    (tmp_path / "in.html").write_text(page, encoding="utf-8")
+    cues = "1\n00:00:01,000 --> 00:00:02,500\nHello there, cat.\n\n2\n00:00:03,000 --> 00:00:04,000\nno term\n\n"
+    (tmp_path / "in.srt").write_text(cues, encoding="utf-8")
+    for name in ("in.html", "in.srt"):
+        out = tmp_path / f"out.{name}"
+        kept = mt("translate", "-c", random_ckpt, "-i", tmp_path / name, "-o", out, "--glossary",
+                  tmp_path / "terms.tsv", "--device", "cpu")
+        assert kept.returncode == 0, kept.stderr
+        text = out.read_text(encoding="utf-8")
+        if name == "in.html":
+            assert "<b>" in text and "</b>" in text and text.count("<p>") == 2  # the markup kept
+            assert "кошка" in re.sub(r"<[^>]+>", "", text.split("</p>")[0])  # the term in its paragraph
+        else:
+            blocks = text.strip().split("\n\n")
+            assert len(blocks) == 2 and blocks[0].startswith("1\n00:00:01,000 --> 00:00:02,500\n")
+            assert "кошка" in blocks[0] and "γειά" in blocks[0] and "кошка" not in blocks[1]

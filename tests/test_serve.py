@@ -239,7 +239,8 @@ def test_libretranslate_client_and_routes(tiny, main_server: str) -> None:
     assert r.status_code == 400 and r.json() == {"error": "q: expected a text field, got a file upload"}
     s = httpx.get(main_server + "/v1/settings").json()
     assert s == {"char_limit": 20000, "max_segments": 256, "max_beam": 4, "max_alternatives": 3,
-                 "keys_required": False, "sampling": True, "languages": [{"source": "en", "target": "de"}]}
+                 "keys_required": False, "sampling": True, "languages": [{"source": "en", "target": "de"}],
+                 "glossary": True, "max_glossary_terms": 1000}
     assert httpx.get(main_server + "/health").json() == {"status": "ok"}
     assert httpx.get(main_server + "/docs").status_code == 200
     assert "/v1/translate" in httpx.get(main_server + "/openapi.json").json()["paths"]
@@ -259,7 +260,7 @@ def test_libretranslate_client_and_routes(tiny, main_server: str) -> None:
     ("/v1/translate", {"segments": "a"}, 400, "segments: expected a non-empty list of strings"),
     ("/v1/translate", {"beam": 2}, 400, "segments: missing"),
     ("/v1/translate", {"segments": ["a"], "n_bets": 2, "temp": 1}, 400,
-     "n_bets, temp: unknown fields for /v1/translate; it takes alpha, api_key, beam, n_best,"),
+     "n_bets, temp: unknown fields for /v1/translate; it takes alpha, api_key, beam, glossary, n_best,"),
     ("/v1/translate", {"segments": []}, 400, "non-empty list"),
     ("/v1/translate", {"segments": ["a"], "beam": 5}, 400, "beam: at most 4"),
     ("/v1/translate", {"segments": ["a"], "n_best": 5}, 400, "n_best: at most 4"),

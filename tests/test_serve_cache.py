@@ -58,7 +58,8 @@ class FakeBatcher:
     def __init__(self) -> None:
         self.sent: list[list[str]] = []
 
-    def submit(self, lines, decode, *, n_best, tokenizer) -> Job:
+    def submit(self, lines, decode, *, n_best, tokenizer, constraints=None, glue=()) -> Job:
+        assert constraints is None and glue == ()  # these tests send no glossary
         self.sent.append(list(lines))
         cut = [len(line) > 10 for line in lines]
         job = Job([], decode, n_best, self.cut_warning(sum(cut), len(lines)), cut=cut)

@@ -131,8 +131,8 @@ def test_bad_server_glossaries_stop_it_in_one_line(tiny, tmp_path: Path) -> None
     assert "no model translates fr-en; this server translates en-de" in line
 
 
+@pytest.mark.requires("ctranslate2")
 def test_a_ctranslate2_model_refuses_glossaries(tiny, tmp_path: Path) -> None:
-    pytest.importorskip("ctranslate2")
     from mt.deploy.export import export_ctranslate2
     ckpt, terms = tiny
     exported = export_ctranslate2(ckpt, tmp_path / "ct2")

@@ -1,7 +1,9 @@
 # mt — every target installs what it needs, so `make demo` and `make test` work on a fresh clone.
 #
-#   make demo                 fetch Multi30k, prepare, train en->de for $(BUDGET), evaluate, plot
-#   make demo BUDGET=5m       a quicker look
+#   make demo                 fetch Multi30k, train en->de for $(BUDGET) with the config the recipe
+#                             chooses for this machine (printed with its reasons), evaluate, plot
+#   make demo BUDGET=5m       a quicker look; SRC=de TGT=en the other direction
+#   make demo CONFIG=configs/multi30k_de_en.yaml   train a given config instead of the recipe's
 #   make test                 the test suite (fetches Multi30k first: mirror or download)
 #   make test-offline         only the tests that need no corpus (the others are skipped)
 #   make docs                 the documentation site (mkdocs), built into site/
@@ -13,6 +15,8 @@ VENV       ?= .venv
 # purpose, so a GPU build can add pip options: TORCH_SPEC="torch==2.13.0 --index-url URL".
 TORCH_SPEC ?= torch==2.13.0
 CONFIG     ?= configs/multi30k_en_de.yaml
+SRC        ?= en
+TGT        ?= de
 BUDGET     ?= 20m
 BEAM       ?= 5
 SET        ?=
@@ -22,7 +26,11 @@ export MT_DATA_MIRROR
 
 BIN  := $(VENV)/bin
 MT   := $(BIN)/mt
-NAME  = $(basename $(notdir $(CONFIG)))
+# `make demo` trains what the recipe (`mt train --data`, mt/train/recipe.py) chooses for Multi30k,
+# the budget and this machine, unless CONFIG is given (command line or environment): then that config.
+# The recipe's run is named as `mt train --data` names it: multi30k_$(SRC)_$(TGT).
+DEMO_RECIPE = $(filter file,$(origin CONFIG))
+NAME  = $(if $(DEMO_RECIPE),multi30k_$(SRC)_$(TGT),$(basename $(notdir $(CONFIG))))
 RUN   = runs/$(NAME)
 # The checkpoint evaluated by `make evaluate` / `make demo`: the averaged one when training wrote it.
 CKPT  = $(if $(wildcard $(RUN)/checkpoints/averaged.pt),$(RUN)/checkpoints/averaged.pt,$(RUN)/checkpoints/best.pt)
@@ -77,13 +85,21 @@ plot: install
 	$(MT) plot $(RUN) --attention
 
 # A demo that was killed (or already finished) resumes from last.pt: the budget counts total
-# training time across resumes, so a finished run goes straight to evaluation.
+# training time across resumes, so a finished run goes straight to evaluation. The recipe's run
+# resumes from the config it wrote (recipe.yaml), chosen once; a run without a checkpoint yet is
+# planned again. A run an older `make demo` trained from CONFIG (no recipe.yaml) resumes as it was.
 RESUME = $(if $(wildcard $(RUN)/checkpoints/last.pt),--resume,)
+RECIPE = $(RUN)/recipe.yaml
+DEMO_TRAIN = $(if $(and $(DEMO_RECIPE),$(RESUME),$(wildcard $(RECIPE))),\
+  $(MT) train $(RECIPE) --set train.time_budget=$(BUDGET) $(SET) --resume,\
+  $(if $(and $(DEMO_RECIPE),$(if $(RESUME),,yes)),\
+    $(MT) train --data data/multi30k --src-lang $(SRC) --tgt-lang $(TGT) --budget $(BUDGET) $(SET),\
+    $(MT) train $(CONFIG) --set train.time_budget=$(BUDGET) $(SET) $(RESUME)))
 
-demo: prepare
-	$(MT) train $(CONFIG) --set train.time_budget=$(BUDGET) $(SET) $(RESUME)
-	$(MAKE) --no-print-directory evaluate CONFIG=$(CONFIG)
-	$(MAKE) --no-print-directory plot CONFIG=$(CONFIG)
+demo: data
+	$(DEMO_TRAIN)
+	$(MAKE) --no-print-directory evaluate NAME=$(NAME)
+	$(MAKE) --no-print-directory plot NAME=$(NAME)
 
 # Lint first (rules in pyproject.toml): a ruff finding fails the target before any test runs; then
 # the documentation site must build strictly (docs-check, below).

@@ -319,8 +319,9 @@ class _GatedEngine:
         self.engine, self.max_positions = engine, engine.max_positions
         self.handed, self.release = threading.Event(), threading.Event()
 
-    def search_ids(self, src_ids, decode, *, n_best, sentence_ids, on_result=None):
-        found = self.engine.search_ids(src_ids, decode, n_best=n_best, sentence_ids=sentence_ids)
+    def search_ids(self, src_ids, decode, *, n_best, sentence_ids, on_result=None, constraints=None, glue=()):
+        found = self.engine.search_ids(src_ids, decode, n_best=n_best, sentence_ids=sentence_ids,
+                                       constraints=constraints, glue=glue)
         on_result(0, found[0])
         self.handed.set()
         assert self.release.wait(30)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -91,10 +91,9 @@ def _map_sentences(
     return results
 
 
-def _terms(cons: list[list[list[int]]] | None, glossary: TermConstraints | None) -> dict[str, Any]:
-    """`search_ids`' keywords for a batch's constraints: none for a batch without (an engine that
-    knows nothing of glossaries still translates it)."""
-    return {} if cons is None or glossary is None else {"constraints": cons, "glue": glossary.glue}
+def _glue(glossary: TermConstraints | None) -> Sequence[int]:
+    """The pieces barred after a finished term (`search_ids`' `glue`); none without a glossary."""
+    return () if glossary is None else glossary.glue
 
 
 def translate_lines(
@@ -121,7 +120,7 @@ def translate_lines(
 
     def search(src_ids: list[list[int]], rows: list[int], cons: list[list[list[int]]] | None) -> list[list[int]]:
         found = engine.search_ids(src_ids, decode, n_best=None, sentence_ids=[keys[r] for r in rows],
-                                  **_terms(cons, glossary))
+                                  constraints=cons, glue=_glue(glossary))
         return [hyps[0][0] for hyps in found]
 
     tokens = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[],
@@ -150,7 +149,7 @@ def translate_nbest(
 
     def search(src_ids: list[list[int]], rows: list[int], cons: list[list[list[int]]] | None) -> list[Results]:
         return engine.search_ids(src_ids, decode, n_best=decode.n_best, sentence_ids=[keys[r] for r in rows],
-                                 **_terms(cons, glossary))
+                                 constraints=cons, glue=_glue(glossary))
 
     found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)],
                            constraints=None if glossary is None else glossary.for_lines(lines))

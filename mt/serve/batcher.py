@@ -370,16 +370,16 @@ class Batcher:
         next round meanwhile. Returns the number of requests answered only after the search returned."""
         job0 = items[0].job
         src = [item.job.ids[item.index] for item in items]
-        terms: dict[str, object] = {}  # a round's segments all keep terms, or none does (`_Item.key`)
-        if items[0].constrained:
-            terms = {"constraints": [item.job.constraints[item.index] for item in items], "glue": job0.glue}
+        # a round's segments all keep terms, or none does (`_Item.key`)
+        constraints = [item.job.constraints[item.index] for item in items] if items[0].constrained else None
         started, began = time.perf_counter(), self._now()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # lines were cut (and the warning noted) in `encode`
                 found = self.engine.search_ids(src, job0.decode, n_best=job0.n_best,
                                                sentence_ids=[item.index for item in items],
-                                               on_result=lambda i, hyps: self._record(items[i], hyps), **terms)
+                                               on_result=lambda i, hyps: self._record(items[i], hyps),
+                                               constraints=constraints, glue=job0.glue if constraints else ())
         except Exception as e:  # noqa: BLE001 - a failing batch fails its jobs, never the worker
             if isinstance(e, MTError):  # a known cause (the worker is gone, or refused): one line
                 log.error("serve: decoding a batch of %d segments failed: %s", len(items), e)

@@ -103,10 +103,11 @@ def _serve(conn: Connection, checkpoints: Sequence[Path], device: str, threads: 
         if request[0] == "align":
             _align(conn, engine, loaded.tokenizer, request[1], request[2], request[3])
             continue
-        src_ids, decode, n_best, sentence_ids, terms = request
-        try:  # terms: {} or a batch's glossary constraints and glue, passed on only where given
+        src_ids, decode, n_best, sentence_ids, constraints, glue = request
+        try:  # constraints: None, or a batch's glossary terms (one list per source)
             found = engine.search_ids(src_ids, decode, n_best=n_best, sentence_ids=sentence_ids,
-                                      on_result=lambda i, results: conn.send(("result", i, results)), **terms)
+                                      on_result=lambda i, results: conn.send(("result", i, results)),
+                                      constraints=constraints, glue=glue)
             conn.send(("done", found))
         except (EOFError, OSError):
             return
@@ -236,9 +237,8 @@ class ModelProcess:
                    ) -> list[Results]:
         """`Engine.search_ids`, in the child; `on_result` runs here as each result arrives. The
         constraints travel with the batch (one list per source), so each sentence keeps its own terms."""
-        terms = {} if constraints is None else {"constraints": constraints, "glue": tuple(glue)}
         with self._lock:
-            self._send((src_ids, decode, n_best, sentence_ids, terms))
+            self._send((src_ids, decode, n_best, sentence_ids, constraints, tuple(glue)))
             while True:
                 message = self._receive()
                 if message[0] == "result":

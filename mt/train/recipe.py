@@ -28,15 +28,17 @@ The rule, and where each part comes from (L = literature, M = measured here, J =
   Zen 4) d 128 beat d 192 by 4.7 test BLEU at 10k pairs (26.96 vs 22.29; ~1.3 vs ~0.4 tokens per
   parameter by this estimate), and at 29k pairs and 20 minutes d 192 (~2-3 per parameter) beat
   d 256 and d 384 (~0.4-1) in the demo sweep. The machine's rate is the training step itself,
-  timed (`_step_gflops`: the demo-size model's forward, fused loss, backward and AdamW step in the
-  precision auto picks, the median of 5 after 2 warm-up steps), not a matrix product scaled by an
-  assumed efficiency; and a rung is climbed only when the budget clears the cap by `RUNG_MARGIN`
+  timed (`_StepTimer`: the demo-size model's forward, fused loss, backward and AdamW step in the
+  precision auto picks; the median of `MEASURE_ROUNDS` interleaved rounds, since a shared machine's
+  speed swings from second to second; scaled by `STEP_SUSTAINED` to what whole runs sustain), not
+  a matrix product scaled by an assumed efficiency; and a rung is climbed only when the budget clears the cap by `RUNG_MARGIN`
   (15%), so timing noise near the boundary keeps the smaller model (J, issue 54: a Zen 3 read 83
   and 101 GFLOP/s a minute apart and chose d 128, then d 192). The reason line names the rung
   it nearly chose and the figure it measured. On a slow machine the smaller rung pays (M: 29k
   pairs, 20 minutes, one fp32 thread of an Intel Xeon without BF16, 63 GFLOP/s: d 192 would see
   0.86 per parameter, so d 128 was chosen and scored 36.27 test BLEU against the demo config's
-  34.59, p = 0.002).
+  34.59, p = 0.002; on its two threads, 77 GFLOP/s, d 128 again: 37.23 / 29.05 / 23.82
+  on the three test sets against d 192's 37.00 / 27.94 / 23.52 the session before).
 - **Regularisation** (M, L): dropout by the epochs the budget buys (tokens seen / corpus
   tokens, by this module's estimate): 0.3 from 80 epochs, 0.2 from 25, else 0.1. The key grid's
   best at 1k pairs (~125-175 estimated epochs) was 0.3, at 3k (~50) 0.2, at 10k (~12) 0.1, and

@@ -90,11 +90,11 @@ plot: install
 # planned again. A run an older `make demo` trained from CONFIG (no recipe.yaml) resumes as it was.
 RESUME = $(if $(wildcard $(RUN)/checkpoints/last.pt),--resume,)
 RECIPE = $(RUN)/recipe.yaml
-DEMO_TRAIN = $(if $(and $(DEMO_RECIPE),$(RESUME),$(wildcard $(RECIPE))),\
-  $(MT) train $(RECIPE) --set train.time_budget=$(BUDGET) $(SET) --resume,\
-  $(if $(and $(DEMO_RECIPE),$(if $(RESUME),,yes)),\
-    $(MT) train --data data/multi30k --src-lang $(SRC) --tgt-lang $(TGT) --budget $(BUDGET) $(SET),\
-    $(MT) train $(CONFIG) --set train.time_budget=$(BUDGET) $(SET) $(RESUME)))
+RECIPE_RESUMES = $(and $(DEMO_RECIPE),$(RESUME),$(wildcard $(RECIPE)))
+RECIPE_PLANS   = $(and $(DEMO_RECIPE),$(if $(RESUME),,yes))
+DEMO_TRAIN = $(if $(RECIPE_RESUMES),$(MT) train $(RECIPE) --set train.time_budget=$(BUDGET) $(SET) --resume,\
+  $(if $(RECIPE_PLANS),$(MT) train --data data/multi30k --src-lang $(SRC) --tgt-lang $(TGT) --budget $(BUDGET) $(SET),\
+  $(MT) train $(CONFIG) --set train.time_budget=$(BUDGET) $(SET) $(RESUME)))
 
 demo: data
 	$(DEMO_TRAIN)

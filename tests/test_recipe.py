@@ -96,9 +96,10 @@ def test_the_machine_is_measured_on_the_training_step_by_a_median() -> None:
     """measure_machine times the real step (forward, fused loss, backward, AdamW) of the demo-size
     rung: a positive figure in the recipe's FLOP count; `flops` believes it scaled to what whole
     runs sustain (STEP_SUSTAINED), and `describe` names both."""
-    from mt.train.recipe import STEP_SUSTAINED, _step_gflops
+    from mt.train.recipe import STEP_SUSTAINED, _StepTimer
 
-    step = _step_gflops("fp32", readings=3)
+    timer = _StepTimer("fp32")
+    step = timer.gflops(timer.seconds(3))
     assert step > 0
     m = Machine("cpu", "x", 100.0, "fp32", step_gflops=step)
     assert m.flops == step * 1e9 * STEP_SUSTAINED
@@ -117,7 +118,7 @@ def test_a_slow_spell_of_the_machine_is_outvoted(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(recipe, "_product_seconds", lambda a, b, readings: next(products))
     m = recipe.measure_machine(threads=1)
     fast = recipe._StepTimer("fp32").flops / 0.1 / 1e9
-    assert m.step_gflops == pytest.approx(fast) and m.gflops == pytest.approx(2 * 1024**3 / 0.01 / 1e9)
+    assert m.step_gflops == pytest.approx(fast) and m.gflops == pytest.approx(2 * recipe.PRODUCT_N**3 / 0.01 / 1e9)
     assert next(rounds, None) is None  # every round was read
 
 

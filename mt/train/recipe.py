@@ -102,6 +102,7 @@ EFFICIENCY = 0.8
 # a minute later 77): `measure_machine` takes the median of MEASURE_ROUNDS rounds of 3 steps and 3
 # products, interleaved over a few seconds, not of one burst.
 MEASURE_ROUNDS = 4
+PRODUCT_N = 1024  # the timed fp32 product's size
 # A whole run trains slower than its timed step (validation, checkpoints, batches of every length,
 # the smaller rungs' lower efficiency): measured over three 20-minute runs on that Xeon, 0.77-0.86
 # (the demo config on one thread 0.84, d_model 128 on one 0.77, on two 0.86). TOKENS_PER_PARAM was
@@ -181,11 +182,9 @@ def _product_seconds(a: torch.Tensor, b: torch.Tensor, readings: int, reps: int 
     return seconds
 
 
-def _fp32_gflops(n: int = 1024, readings: int = 5) -> float:
-    """fp32 n^3 products: the median over `readings` (a slow spell ignored by the median)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
-    return 2 * n**3 / _median(_product_seconds(a, b, readings)) / 1e9
+def _product_gflops(seconds: list[float]) -> float:
+    """fp32 PRODUCT_N^3 products' rate from their timings: the median (a slow spell ignored by it)."""
+    return 2 * PRODUCT_N**3 / _median(seconds) / 1e9
 
 
 class _StepTimer:
@@ -224,12 +223,6 @@ class _StepTimer:
         return self.flops / _median(seconds) / 1e9
 
 
-def _step_gflops(precision: str, readings: int = 5, rung: int = 1, vocab: int = CAP_VOCAB) -> float:
-    """The training step timed (`_StepTimer`): the median of `readings` steps."""
-    timer = _StepTimer(precision, rung, vocab)
-    return timer.gflops(timer.seconds(readings))
-
-
 def measure_machine(threads: int = 0) -> Machine:
     """Time this machine as `train.precision: auto` does, on `threads` threads as training will
     (0: torch's default); a CUDA GPU: nominal, not timed."""
@@ -243,8 +236,7 @@ def measure_machine(threads: int = 0) -> Machine:
     try:
         feature = bf16_feature(torch.device("cpu"))
         precision = "bf16" if feature is not None and matmul_speedup() >= MIN_MATMUL_SPEEDUP else "fp32"
-        n = 1024
-        a, b = torch.randn(n, n), torch.randn(n, n)
+        a, b = torch.randn(PRODUCT_N, PRODUCT_N), torch.randn(PRODUCT_N, PRODUCT_N)
         torch.mm(a, b)
         timer = _StepTimer(precision)
         products: list[float] = []
@@ -252,7 +244,7 @@ def measure_machine(threads: int = 0) -> Machine:
         for _ in range(MEASURE_ROUNDS):  # interleaved, so one slow spell of the machine is outvoted
             products += _product_seconds(a, b, 3)
             steps += timer.seconds(3)
-        return Machine("cpu", f"{cpu_name()}, {torch.get_num_threads()} thread(s)", 2 * n**3 / _median(products) / 1e9,
+        return Machine("cpu", f"{cpu_name()}, {torch.get_num_threads()} thread(s)", _product_gflops(products),
                        precision, step_gflops=timer.gflops(steps))
     finally:
         torch.set_num_threads(before)

@@ -182,7 +182,7 @@ class TrainConfig:
     valid_beam: int = 1  # 1 = greedy
     valid_max_sentences: int = 0  # decode only the first N validation sentences for BLEU (0 = all)
     valid_max_share: float = 0.0  # > 0: skip a validation while validations have taken this share of the session (e.g. 0.05); the closing one always runs
-    fit_alpha: bool = False  # after training: choose decode.alpha by beam BLEU on val and store it in the checkpoint (mt/train/decode_fit.py)
+    fit_alpha: bool = False  # after training: choose decode.alpha by beam BLEU on val (up to 1,500 lines) and store it in the checkpoint (mt/train/decode_fit.py)
     patience: int = 0  # early stopping: validations without a BLEU gain (0 = off)
     keep_checkpoints: int = 5  # periodic checkpoints kept (besides last and best)
     save_every: int | str = 0  # periodic checkpoint every N updates, or every "10%" of the run (0 = at validations only)

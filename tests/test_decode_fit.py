@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from test_train import copy_run
 
+import mt.train.decode_fit
 import mt.train.loop
 from mt.commands.decoding import decode_settings
 from mt.config import Config, DecodeConfig
@@ -58,23 +59,26 @@ def test_a_run_with_fit_alpha_stores_the_chosen_alpha_in_its_final_checkpoint(
     alpha asked for) gets a made-up curve peaking at 1.4 added, which the fit must find and store."""
     real_bleu, seen = Validator.bleu, []
 
-    def bleu_with_a_peak(self: Validator, model: object, decode: DecodeConfig) -> float:
-        seen.append(decode.alpha)
-        return real_bleu(self, model, decode) + 3.0 - 2.0 * abs(decode.alpha - 1.4)
+    def bleu_with_a_peak(self: Validator, model: object, decode: DecodeConfig, max_sentences: int) -> float:
+        seen.append((decode.alpha, max_sentences))
+        return real_bleu(self, model, decode, max_sentences) + 3.0 - 2.0 * abs(decode.alpha - 1.4)
 
     monkeypatch.setattr(Validator, "bleu", bleu_with_a_peak)
-    cfg = copy_run(tiny_run, tmp_path, max_updates=40, valid_every=0, fit_alpha=True, threads=1)
+    monkeypatch.setattr(mt.train.decode_fit, "FIT_SENTENCES", 20)  # of the 1,014 val lines: a cheap test
+    cfg = copy_run(tiny_run, tmp_path, max_updates=40, valid_every=0, fit_alpha=True, threads=1,
+                   valid_max_sentences=3)
     final = mt.train.loop.train(cfg)
     state = load_checkpoint(final)
     fit = state["decode_fit"]
     assert fit["was"] == tiny_run.decode.alpha and fit["beam"] == tiny_run.decode.beam
     assert fit["alpha"] == pytest.approx(1.4) and state["config"]["decode"]["alpha"] == fit["alpha"]
-    assert sorted(float(a) for a in fit["valid_bleu"]) == sorted(seen)
+    assert sorted(float(a) for a in fit["valid_bleu"]) == sorted(alpha for alpha, _ in seen)
+    assert {n for _, n in seen} == {20} and fit["valid_sentences"] == 20  # FIT_SENTENCES, not validation's 3
     # what translate, evaluate and serve start from: the checkpoint's decode section
     stored = read_checkpoint(final).config.decode
     assert decode_settings(stored, beam=None, alpha=None, n_best=None, max_tokens=None).alpha == fit["alpha"]
     log = (cfg.run_dir / "train.log").read_text()
-    assert "decoding fitted on val (beam 2" in log and f"stored in {final.name}" in log
+    assert "decoding fitted on 20 val sentences (beam 2" in log and f"stored in {final.name}" in log
     # a finished run resumed: the fit is there, nothing is done twice
     mt.train.loop.train(cfg, resume=True)
-    assert (cfg.run_dir / "train.log").read_text().count("decoding fitted on val") == 1
+    assert (cfg.run_dir / "train.log").read_text().count("decoding fitted on ") == 1

@@ -44,7 +44,7 @@ class _PairValidation:
         self.cfg, self.pair, self.split, self.device = cfg, pair, split, device
         self.tokenizer = tokenizer.for_target(pair.tgt_lang)
         self._batches: list[Batch] | None = None
-        self._lines: tuple[list[str], list[str]] | None = None
+        self._lines: tuple[list[str], list[str]] | None = None  # the whole val split, read once
         # The tokenizer `mt evaluate` would use for this target language (chosen once: one fallback note).
         self.bleu_tokenize = bleu_tokenizer_for(pair.tgt_lang, cfg.decode.bleu_tokenize) if cfg.train.valid_bleu else ""
 
@@ -57,13 +57,12 @@ class _PairValidation:
                              for b in sampler.epoch_batches(0)]
         return self._batches
 
-    def lines(self) -> tuple[list[str], list[str]]:
-        """The raw val source/reference lines decoded for BLEU."""
+    def lines(self, limit: int) -> tuple[list[str], list[str]]:
+        """The first `limit` raw val source/reference lines (0: all of them)."""
         if self._lines is None:
-            src, ref = read_split(self.pair, self.pair.valid_split)
-            limit = self.cfg.train.valid_max_sentences
-            self._lines = (src[:limit], ref[:limit]) if limit > 0 else (src, ref)
-        return self._lines
+            self._lines = read_split(self.pair, self.pair.valid_split)
+        src, ref = self._lines
+        return (src[:limit], ref[:limit]) if limit > 0 else (src, ref)
 
     def __call__(self, model: torch.nn.Module, autocast: Callable[[], contextlib.AbstractContextManager]) -> dict[str, Any]:
         """{loss, nll, ppl} per target token, plus {bleu, chrf} when train.valid_bleu; `model` in eval mode."""
@@ -78,16 +77,17 @@ class _PairValidation:
                                   "ppl": math.exp(min(nll_sum / tokens, 50.0))}
         if t.valid_bleu:
             decode = dataclasses.replace(self.cfg.decode, beam=t.valid_beam, n_best=1, sampling=False)
-            src, ref = self.lines()
+            src, ref = self.lines(t.valid_max_sentences)
             hyps = translate_lines(model, self.tokenizer, src, decode, device=self.device)
             scores = score(hyps, ref, tokenize=self.bleu_tokenize)
             record.update(bleu=scores.bleu, chrf=scores.chrf)
         return record
 
 
-    def bleu(self, model: torch.nn.Module, decode: DecodeConfig) -> float:
-        """Val BLEU of `model` decoded with `decode` (the same lines and BLEU tokenizer as validation)."""
-        src, ref = self.lines()
+    def bleu(self, model: torch.nn.Module, decode: DecodeConfig, max_sentences: int) -> float:
+        """Val BLEU of the first `max_sentences` val lines (0: all) decoded by `model` with `decode`,
+        with validation's BLEU tokenizer."""
+        src, ref = self.lines(max_sentences)
         hyps = translate_lines(model, self.tokenizer, src, decode, device=self.device)
         return score(hyps, ref, tokenize=self.bleu_tokenize or bleu_tokenizer_for(
             self.pair.tgt_lang, self.cfg.decode.bleu_tokenize)).bleu
@@ -123,10 +123,15 @@ class Validator:
 
 
     @torch.no_grad()
-    def bleu(self, model: torch.nn.Module, decode: DecodeConfig) -> float:
-        """Mean val BLEU over the pairs of `model` (eval mode, unwrapped) decoded with `decode`."""
+    def bleu(self, model: torch.nn.Module, decode: DecodeConfig, max_sentences: int) -> float:
+        """Mean val BLEU over the pairs of `model` (eval mode, unwrapped) decoded with `decode`, on
+        the first `max_sentences` val lines of each (0: all)."""
         model.eval()
-        return sum(pair.bleu(model, decode) for pair in self.pairs.values()) / len(self.pairs)
+        return sum(pair.bleu(model, decode, max_sentences) for pair in self.pairs.values()) / len(self.pairs)
+
+    def sentences(self, max_sentences: int) -> int:
+        """How many val lines `bleu(..., max_sentences)` decodes, over all pairs."""
+        return sum(len(pair.lines(max_sentences)[0]) for pair in self.pairs.values())
 
 
 def selection_metric(record: dict[str, Any]) -> float:

@@ -122,6 +122,24 @@ def test_a_slow_spell_of_the_machine_is_outvoted(monkeypatch: pytest.MonkeyPatch
     assert next(rounds, None) is None  # every round was read
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_precision_set_by_the_user_is_the_one_timed(monkeypatch: pytest.MonkeyPatch, precision: str) -> None:
+    """`--set train.precision=fp32` on a machine where auto would pick bf16 (or bf16 where it would
+    pick fp32) trains in that precision: the step is timed in it, not in auto's choice."""
+    from mt.train import recipe
+
+    auto = "fp32" if precision == "bf16" else "bf16"
+    monkeypatch.setattr(recipe, "bf16_feature", lambda device: "AVX-512 BF16" if auto == "bf16" else None)
+    monkeypatch.setattr(recipe, "matmul_speedup", lambda: 2.0)
+    timed: list[str] = []
+    monkeypatch.setattr(recipe._StepTimer, "seconds", lambda self, steps: timed.append(self.precision) or [0.1] * steps)
+    monkeypatch.setattr(recipe, "_product_seconds", lambda a, b, readings: [0.01] * readings)
+    assert recipe.measure_machine(threads=1).precision == auto
+    timed.clear()
+    m = recipe.measure_machine(threads=1, precision=precision)
+    assert m.precision == precision and set(timed) == {precision}
+
+
 def test_split_holds_out_seeded_sets_that_share_no_sentence_with_train():
     pairs = [(f"Sentence {i} here.", f"Satz {i} hier.") for i in range(3000)]
     pairs += [(f"sentence {i} HERE", f"Anderer Satz {i}") for i in range(0, 3000, 7)]  # normalised duplicates

@@ -105,8 +105,10 @@ MEASURE_ROUNDS = 4
 PRODUCT_N = 1024  # the timed fp32 product's size
 # A whole run trains slower than its timed step (validation, checkpoints, batches of every length,
 # the smaller rungs' lower efficiency): measured over three 20-minute runs on that Xeon, 0.77-0.86
-# (the demo config on one thread 0.84, d_model 128 on one 0.77, on two 0.86). TOKENS_PER_PARAM was
-# fitted against what runs really trained, so the timed step is scaled to that.
+# (the demo config on one thread 0.84, d_model 128 on one 0.77, on two 0.86); on a Zen 4 in bf16
+# (d_model 192, two threads) 0.81 and 0.88 over two 20-minute runs, 0.67 over a 1-hour one whose
+# reading caught a fast spell (188 against 162 and 147). TOKENS_PER_PARAM was fitted against what
+# runs really trained, so the timed step is scaled to that.
 STEP_SUSTAINED = 0.82
 BF16_STEP_GAIN = 1.27  # a bf16 training step over fp32 where auto picks bf16 (Zen 4, docs/performance.md)
 OUTPUT_SHARE = 0.5  # the output layer's parameters (d_model x vocabulary) over the rung's matrix parameters, at most
@@ -223,9 +225,10 @@ class _StepTimer:
         return self.flops / _median(seconds) / 1e9
 
 
-def measure_machine(threads: int = 0) -> Machine:
-    """Time this machine as `train.precision: auto` does, on `threads` threads as training will
-    (0: torch's default); a CUDA GPU: nominal, not timed."""
+def measure_machine(threads: int = 0, precision: str = "auto") -> Machine:
+    """Time this machine's training step in the precision training will use (`train.precision`:
+    auto's choice, or fp32 / bf16 when set) on `threads` threads as training will (0: torch's
+    default); a CUDA GPU: nominal, not timed."""
     if torch.cuda.is_available():
         dev = torch.device("cuda")
         name = torch.cuda.get_device_name(0)
@@ -234,8 +237,9 @@ def measure_machine(threads: int = 0) -> Machine:
     if threads > 0:
         torch.set_num_threads(threads)
     try:
-        feature = bf16_feature(torch.device("cpu"))
-        precision = "bf16" if feature is not None and matmul_speedup() >= MIN_MATMUL_SPEEDUP else "fp32"
+        if precision not in ("fp32", "bf16"):  # auto (fp16 is CUDA's): what the trainer's check will pick
+            feature = bf16_feature(torch.device("cpu"))
+            precision = "bf16" if feature is not None and matmul_speedup() >= MIN_MATMUL_SPEEDUP else "fp32"
         a, b = torch.randn(PRODUCT_N, PRODUCT_N), torch.randn(PRODUCT_N, PRODUCT_N)
         torch.mm(a, b)
         timer = _StepTimer(precision)

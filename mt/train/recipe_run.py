@@ -91,7 +91,7 @@ def plan_run(path: str, src_lang: str, tgt_lang: str, *, budget: str, overrides:
     pairs = corpus.clean_pairs(corpus.iter_split(pair, pair.train_split), corpus.CleanLimits(0, 0),
                                corpus.CleanReport())
     found = survey(itertools.islice(pairs, cfg.data.train_limit) if cfg.data.train_limit > 0 else pairs)
-    recipe = choose(found, budget_s, machine or measure_machine(cfg.train.threads))
+    recipe = choose(found, budget_s, machine or measure_machine(cfg.train.threads, cfg.train.precision))
     chosen = {"name": base["name"], "data": base["data"], **recipe.config}
     final = apply_overrides(chosen, overrides)
     reasons = dict(recipe.reasons)

@@ -4,9 +4,11 @@ addresses (and X-Forwarded-For headers the server must not trust), slow heads an
 disconnects mid-body and mid-answer, SIGHUPs during start-up and under load, and a worker killed
 while a reload loads. Throughout, a probe in a process of its own asks /health and a one-sentence
 /translate (a new sentence each time: the model's path, not the cache) every 100 ms: no probe may
-fail and their p99 must stay under 1 s; afterwards the server's memory (its process and its model
-workers) must be back within 10% of where it was before the attack, nothing may be left queued or
-open, the log must hold no traceback, and exactly one model worker may be running.
+fail, and their p99 must stay within 20 times the median /translate of the same server before the
+attack (1 s at least: a bound that scales with the machine, not a deadline); afterwards the
+server's memory (its process and its model workers) must be back within 10% of where it was before
+the attack, nothing may be left queued or open, the log must hold no traceback, and exactly one
+model worker may be running.
 
 Run as a script, this file is the probe: `python tests/test_serve_hostile.py probe URL OUT SECONDS`.
 """
@@ -265,8 +267,12 @@ def test_hostile_clients_do_not_stall_or_grow_the_server(tmp_path: Path, request
         # A SIGHUP after start-up finished is a real reload: its new worker loads beside the old one
         # for a while; a leaked one (two loads racing) would stay for ever.
         _wait(lambda: len(_workers(proc.pid)) == 1, "one model worker after the SIGHUPs during start-up", 60)
-        for i in range(30):  # warm: allocations of the first requests are not the attack's
+        calm = []  # warm: allocations of the first requests are not the attack's; and this machine's calm speed
+        for i in range(30):
+            sent = time.perf_counter()
             httpx.post(url + "/translate", json={"q": f"warm {i}", "source": "en", "target": "de"}, timeout=30)
+            calm.append(time.perf_counter() - sent)
+        calm_median = sorted(calm)[len(calm) // 2]
         rss_before = _rss(proc.pid)
         out = tmp_path / "probe.json"
         prober = subprocess.Popen([sys.executable, __file__, "probe", url, str(out), "90"], env=ENV)
@@ -297,12 +303,17 @@ def test_hostile_clients_do_not_stall_or_grow_the_server(tmp_path: Path, request
     figures = {"probes": len(probes), "failed": len(failed), "p50_ms": round(1000 * p50, 1),
                "p99_ms": round(1000 * p99, 1), "max_ms": round(1000 * seconds[-1], 1),
                "translate_p50_ms": round(1000 * sorted(p[2] for p in probes if p[0] == "translate")[len(probes) // 4], 1),
+               "calm_translate_p50_ms": round(1000 * calm_median, 1),
                "rss_before_mb": round(rss_before / 2**20, 1), "rss_after_mb": round(rss_after / 2**20, 1),
                "seconds": round(time.monotonic() - started, 1), **reloads}
     print(f"\nhostile: {json.dumps(figures)}")  # the figures docs/guides/hardening.md reports
     text = log.read_text(errors="replace")
     assert "Traceback" not in text, text[text.index("Traceback") - 200:][:3000]
-    assert failed == [] and p99 < 1.0, figures
+    # A stall is measured against this machine's own calm latency, not a wall-clock deadline: the
+    # probes' p99 under attack within 20 calm /translate medians (1 s at least), so a slower CPU
+    # gets a proportionally wider bound while a request that blocks the server for seconds fails
+    # on any (and one of 10 s fails the probe itself).
+    assert failed == [] and p99 < max(1.0, 20 * calm_median), figures
     assert abs(rss_after - rss_before) <= 0.10 * rss_before, figures
     assert reloads == {"reloads ok": 1, "reloads failed": 1}, reloads
     assert set(outcomes["deep over the limit"]) == {400} and set(outcomes["deep within the limit"]) == {400}

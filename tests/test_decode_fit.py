@@ -3,6 +3,7 @@ made-up BLEU curves, and a tiny run whose final checkpoint carries the alpha it 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,34 @@ def test_a_run_with_fit_alpha_stores_the_chosen_alpha_in_its_final_checkpoint(
     # a finished run resumed: the fit is there, nothing is done twice
     mt.train.loop.train(cfg, resume=True)
     assert (cfg.run_dir / "train.log").read_text().count("decoding fitted on ") == 1
+
+
+@pytest.mark.parametrize("averaged_wins", [True, False])
+def test_the_average_is_kept_or_dropped_by_beam_bleu_on_the_fits_lines(
+        tmp_path: Path, tiny_run: Config, one_thread: None, monkeypatch: pytest.MonkeyPatch, averaged_wins: bool) -> None:
+    """With fit_alpha, averaged.pt against best.pt is decided by beam BLEU at the configured alpha
+    (the tiny models' greedy val BLEU ties at ~0, which alone would keep the average); the winner's
+    figure seeds the fit, which does not decode that alpha again."""
+    real_beam_bleu, calls = mt.train.decode_fit.beam_bleu, []
+
+    def made_up(model: object, validator: Validator, decode: DecodeConfig, alpha: float) -> float:
+        calls.append(alpha)
+        real_beam_bleu(model, validator, decode, alpha)  # really decoded (FIT_SENTENCES lines)
+        return 50.0 + (len(calls) == 1) * (1 if averaged_wins else -1)  # the average is decoded first
+
+    monkeypatch.setattr(mt.train.loop, "beam_bleu", made_up)
+    monkeypatch.setattr(mt.train.decode_fit, "FIT_SENTENCES", 20)
+    cfg = copy_run(tiny_run, tmp_path, max_updates=20, valid_every=0, save_every=5, average_last=2, fit_alpha=True,
+                   threads=1, valid_max_sentences=3)
+    final = mt.train.loop.train(cfg)
+    ckpts = cfg.run_dir / "checkpoints"
+    assert calls == [tiny_run.decode.alpha] * 2
+    assert final == ckpts / ("averaged.pt" if averaged_wins else "best.pt")
+    assert (ckpts / "averaged.pt").is_file() == averaged_wins
+    [record] = [r for r in map(json.loads, (cfg.run_dir / "metrics.jsonl").read_text().splitlines())
+                if r["kind"] == "averaged"]
+    assert (record["beam_bleu"], record["best_beam_bleu"]) == ((51.0, 50.0) if averaged_wins else (49.0, 50.0))
+    fit = load_checkpoint(final)["decode_fit"]
+    assert fit["valid_bleu"][str(round(tiny_run.decode.alpha, 2))] == (51.0 if averaged_wins else 50.0)
+    log = (cfg.run_dir / "train.log").read_text()
+    assert "val BLEU on 20 sentences" in log

@@ -23,6 +23,10 @@ test_2016_flickr and lost 0.02 and 0.03 on the others; more runs must confirm it
 demo model on a 2-core AMD EPYC Zen 4 (bf16, 6,116 updates), fitted on validation's 300 sentences,
 kept 0.6 (val flat within NEAR_BEST); refitted on all 1,014 (`FIT_SENTENCES`) it chose 1.2 (45 s):
 test 37.40 / 30.42 / 25.34 -> 37.69 / 30.80 / 25.39.
+
+`beam_bleu`, the fit's measure, also chooses between best.pt and the average of the last
+checkpoints (mt/train/loop.py `_average`): validation's greedy BLEU on a few hundred lines is too
+noisy for that.
 """
 
 from __future__ import annotations
@@ -52,11 +56,13 @@ NEAR_BEST = 0.2
 FIT_SENTENCES = 1500
 
 
-def fit_alpha(bleu_at: Callable[[float], float], start: float) -> tuple[float, dict[float, float]]:
+def fit_alpha(bleu_at: Callable[[float], float], start: float,
+              known: dict[float, float] | None = None) -> tuple[float, dict[float, float]]:
     """The alpha to decode with, and val BLEU at every alpha tried ({alpha: BLEU}).
 
-    bleu_at(alpha): val BLEU of beam search with that alpha; start: the configured alpha."""
-    tried: dict[float, float] = {}
+    bleu_at(alpha): val BLEU of beam search with that alpha; start: the configured alpha; known:
+    BLEU already measured at some alphas (not decoded again)."""
+    tried: dict[float, float] = {round(alpha, 2): bleu for alpha, bleu in (known or {}).items()}
 
     def bleu(alpha: float) -> float:
         alpha = round(min(max(alpha, LOWEST), HIGHEST), 2)
@@ -86,19 +92,34 @@ def fit_alpha(bleu_at: Callable[[float], float], start: float) -> tuple[float, d
     return best, tried
 
 
+def beam_bleu(model: torch.nn.Module, validator: Validator, decode: DecodeConfig, alpha: float) -> float:
+    """Val BLEU of `model` on the first FIT_SENTENCES val lines, beam `decode.beam` at `alpha`: what
+    the fit maximises, and what chooses between best.pt and the average of the last checkpoints."""
+    return validator.bleu(model, dataclasses.replace(decode, alpha=alpha, n_best=1, sampling=False), FIT_SENTENCES)
+
+
+def fit_sentences(validator: Validator) -> int:
+    """How many val lines `beam_bleu` decodes."""
+    return validator.sentences(FIT_SENTENCES)
+
+
+def fits(decode: DecodeConfig) -> bool:
+    """Whether there is a length penalty to fit (beam search with one)."""
+    return decode.beam > 1 and decode.length_penalty != "none"
+
+
 def fit_and_store(path: Path, validator: Validator, decode: DecodeConfig, device: torch.device,
-                  report: Callable[[str], None]) -> None:
+                  report: Callable[[str], None], known: dict[float, float] | None = None) -> None:
     """Fit alpha for the model in the checkpoint at `path` on the first FIT_SENTENCES of
     `validator`'s val lines, beam `decode.beam`, and store it there; `report` gets the one line
-    that says what was chosen."""
-    if decode.beam <= 1 or decode.length_penalty == "none":
+    that says what was chosen. known: its `beam_bleu` already measured at some alphas."""
+    if not fits(decode):
         report(f"train.fit_alpha: nothing to fit (beam {decode.beam}, length penalty {decode.length_penalty})")
         return
     started = time.perf_counter()
     model = read_checkpoint(path).model(device)
-    best, tried = fit_alpha(lambda alpha: validator.bleu(model, dataclasses.replace(
-        decode, alpha=alpha, n_best=1, sampling=False), FIT_SENTENCES), decode.alpha)
-    seconds, sentences = time.perf_counter() - started, validator.sentences(FIT_SENTENCES)
+    best, tried = fit_alpha(lambda alpha: beam_bleu(model, validator, decode, alpha), decode.alpha, known)
+    seconds, sentences = time.perf_counter() - started, fit_sentences(validator)
     table = ", ".join(f"{alpha:g}: {bleu:.2f}" for alpha, bleu in sorted(tried.items()))
     store_decode_fit(path, best, {"alpha": best, "was": decode.alpha, "beam": decode.beam,
                                   "valid_bleu": {str(a): b for a, b in sorted(tried.items())},

@@ -429,9 +429,9 @@ class _Loop:
         search on the first FIT_SENTENCES val lines. Validation's greedy BLEU on valid_max_sentences
         (the recipe's 300) is too noisy to tell apart two models a few hundred updates apart: on the
         1-hour Zen 4 run it kept best.pt from update 14,296 (greedy 42.01 against the average's
-        41.47); beam on all 1,014 val lines prefers the average of updates 15,008-17,152 (41.28
-        against 41.15), which scores 39.11 / 31.67 / 27.78 on the three test sets against best.pt's
-        38.33 / 30.86 / 26.71."""
+        41.47); beam 5 at alpha 0.6 on all 1,014 val lines prefers the average of updates
+        15,008-17,152 (41.00 against 40.73), which, refitted (alpha 0.8), scores 39.71 / 32.33 /
+        27.00 on the three test sets against best.pt's 38.33 / 30.86 / 26.71."""
         sources = self.files.periodic()[-self.t.average_last:]
         if len(sources) < 2:
             self.log.info(f"averaging skipped: {len(sources)} periodic checkpoint(s)")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from test_train import copy_run
 
+import mt.train.averaging
 import mt.train.decode_fit
 import mt.train.loop
 from mt.commands.decoding import decode_settings
@@ -98,7 +99,7 @@ def test_the_average_is_kept_or_dropped_by_beam_bleu_on_the_fits_lines(
         real_beam_bleu(model, validator, decode, alpha)  # really decoded (FIT_SENTENCES lines)
         return 50.0 + (len(calls) == 1) * (1 if averaged_wins else -1)  # the average is decoded first
 
-    monkeypatch.setattr(mt.train.loop, "beam_bleu", made_up)
+    monkeypatch.setattr(mt.train.averaging, "beam_bleu", made_up)
     monkeypatch.setattr(mt.train.decode_fit, "FIT_SENTENCES", 20)
     cfg = copy_run(tiny_run, tmp_path, max_updates=20, valid_every=0, save_every=5, average_last=2, fit_alpha=True,
                    threads=1, valid_max_sentences=3)

@@ -25,7 +25,7 @@ kept 0.6 (val flat within NEAR_BEST); refitted on all 1,014 (`FIT_SENTENCES`) it
 test 37.40 / 30.42 / 25.34 -> 37.69 / 30.80 / 25.39.
 
 `beam_bleu`, the fit's measure, also chooses between best.pt and the average of the last
-checkpoints (mt/train/loop.py `_average`): validation's greedy BLEU on a few hundred lines is too
+checkpoints (mt/train/averaging.py): validation's greedy BLEU on a few hundred lines is too
 noisy for that.
 """
 

@@ -58,11 +58,12 @@ from mt.data.splits import load_split
 from mt.data.tokenizer import Tokenizer
 from mt.device import resolve_device
 from mt.errors import MTError
-from mt.model.checkpoint import AVERAGE_CANDIDATE, Checkpoint, CheckpointFiles, read_checkpoint
+from mt.model.checkpoint import AVERAGE_CANDIDATE, CheckpointFiles, read_checkpoint
 from mt.model.transformer import Transformer
 from mt.textio import remove_stale_temp_files
 from mt.train import distributed
-from mt.train.decode_fit import beam_bleu, fit_and_store, fit_sentences, fits
+from mt.train.averaging import average_or_best
+from mt.train.decode_fit import fit_and_store
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
 from mt.train.epochs import TrainingData
@@ -89,7 +90,7 @@ from mt.train.state import (
     training_state,
 )
 from mt.train.step import UpdateStep, autocast
-from mt.train.validate import Validator, selection_metric
+from mt.train.validate import Validator, metric_name, selection_metric
 
 CLOCK = time.perf_counter  # the training clock (a test replaces it with a fake one)
 
@@ -402,13 +403,16 @@ class _Loop:
             if st.last_valid_update != st.update:  # else last.pt was written at that validation
                 self._validate_and_save(why="end")
             self.log.info(f"training finished ({reason.value}) at update {st.update}, epoch {st.epoch}; best "
-                          f"{_metric_name(self.t.valid_bleu)} {abs(st.best_metric):.2f} at update {st.best_update}")
+                          f"{metric_name(self.t.valid_bleu)} {abs(st.best_metric):.2f} at update {st.best_update}")
             if self.budget and self.horizon.estimate:
                 off = (st.update - self.horizon.estimate) / self.horizon.estimate * 100
                 self.log.info(f"plan: ~{self.horizon.estimate:,} updates, made {st.update:,} ({off:+.1f}%)")
             known: dict[float, float] = {}
             if self.t.average_last > 0 and self.info.is_main:
-                best, known = self._average(best)
+                best, known = average_or_best(
+                    best, self.files, self.validator, self.t, self.cfg_decode, self.device, self.log,
+                    self.state.best_metric, {"update": self.state.update, "epoch": self.state.epoch,
+                                             "wall": round(self.elapsed(), 2)})
             if self.t.fit_alpha and self.info.is_main:
                 fit_and_store(best, self.validator, self.cfg_decode, self.device, self.log.info, known)
         seconds = self.elapsed() - self.session_elapsed0
@@ -419,53 +423,3 @@ class _Loop:
         self.log.info(f"session: {seconds:.0f}s, {self.total_tokens / busy:,.0f} target tokens/s while training "
                       f"({self.total_tokens / max(seconds, 1e-9):,.0f} overall); time per phase: {self.timer.summary()}")
         return best
-
-    def _average(self, best: Path) -> tuple[Path, dict[float, float]]:
-        """averaged.pt from the newest periodic checkpoints, kept only if it validates at least as
-        well as best.pt; and the chosen model's beam val BLEU at the configured alpha ({alpha: BLEU};
-        empty when the choice was not made by beam search).
-
-        With train.fit_alpha (and a beam to fit), the two are compared as the fit will decode: beam
-        search on the first FIT_SENTENCES val lines. Validation's greedy BLEU on valid_max_sentences
-        (the recipe's 300) is too noisy to tell apart two models a few hundred updates apart: on the
-        1-hour Zen 4 run it kept best.pt from update 14,296 (greedy 42.01 against the average's
-        41.47); beam 5 at alpha 0.6 on all 1,014 val lines prefers the average of updates
-        15,008-17,152 (41.00 against 40.73), which, refitted (alpha 0.8), scores 39.71 / 32.33 /
-        27.00 on the three test sets against best.pt's 38.33 / 30.86 / 26.71."""
-        sources = self.files.periodic()[-self.t.average_last:]
-        if len(sources) < 2:
-            self.log.info(f"averaging skipped: {len(sources)} periodic checkpoint(s)")
-            return best, {}
-        candidate, state = self.files.average_candidate(sources)
-        model = Checkpoint(candidate, "", state).model(self.device)  # the mean as written, not read back
-        record = self.validator(model)
-        metric, valid = selection_metric(record), {**record, "update": state["update"]}  # averaged.pt's own scores
-        record.update(kind="averaged", update=self.state.update, epoch=self.state.epoch,
-                      wall=round(self.elapsed(), 2), sources=[p.name for p in sources])
-        name, best_metric = _metric_name(self.t.valid_bleu), abs(self.state.best_metric)
-        by_beam = self.t.fit_alpha and fits(self.cfg_decode)
-        if by_beam:
-            alpha, decode = self.cfg_decode.alpha, self.cfg_decode
-            started = time.perf_counter()
-            averaged_bleu = beam_bleu(model, self.validator, decode, alpha)
-            best_bleu = beam_bleu(read_checkpoint(best).model(self.device), self.validator, decode, alpha)
-            keep = averaged_bleu >= best_bleu
-            record.update(beam_bleu=averaged_bleu, best_beam_bleu=best_bleu)
-            how = (f"beam {decode.beam} val BLEU on {fit_sentences(self.validator):,} sentences "
-                   f"{averaged_bleu:.2f}, best.pt {best_bleu:.2f}, {time.perf_counter() - started:.0f}s; "
-                   f"validation's {name} {abs(metric):.2f}, best.pt {best_metric:.2f}")
-            known = {alpha: averaged_bleu if keep else best_bleu}
-        else:
-            keep = metric >= self.state.best_metric
-            how, known = f"{name} {abs(metric):.2f}, best.pt {best_metric:.2f}", {}
-        self.log.metrics(record)
-        self.files.keep_averaged(candidate, state, valid if keep else None)
-        if keep:
-            self.log.info(f"averaged {len(sources)} checkpoints -> {self.files.averaged} ({how})")
-            return self.files.averaged, known
-        self.log.info(f"averaged checkpoints validate worse ({how}): not written; use best.pt")
-        return best, known
-
-
-def _metric_name(valid_bleu: bool) -> str:
-    return "val BLEU" if valid_bleu else "val NLL"

@@ -134,6 +134,11 @@ class Validator:
         return sum(len(pair.lines(max_sentences)[0]) for pair in self.pairs.values())
 
 
+def metric_name(valid_bleu: bool) -> str:
+    """What selection_metric is, in words."""
+    return "val BLEU" if valid_bleu else "val NLL"
+
+
 def selection_metric(record: dict[str, Any]) -> float:
     """What best.pt / early stopping / averaging maximise: val BLEU, or -NLL without BLEU (means
     over the pairs of a model of several)."""

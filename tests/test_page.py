@@ -107,75 +107,87 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
 def test_page_translates_like_mt_translate_limits_alternatives_and_screenshots(tiny, tmp_path: Path) -> None:
     ckpt, lines = tiny
     text = "\n".join([lines[0], "", lines[1], lines[2]])  # an empty line inside: kept, lines stay aligned
-    expected = "\n".join(mt_translate(ckpt, text.split("\n"), "--beam", "3"))
+    *expected_lines, phone_expected = mt_translate(ckpt, [*text.split("\n"), lines[3]], "--beam", "3")
+    expected = "\n".join(expected_lines)
+    # every line's 3 hypotheses, as `mt translate --n-best 3` lists them ("i ||| text ||| score")
+    n_best = [row.split(" ||| ") for row in mt_translate(ckpt, lines[:3], "--beam", "3", "--n-best", "3")]
     limit = len(text.replace("\n", "")) + 5
-    with server(ckpt, "--beam", "3", "--max-alternatives", "2", "--char-limit", str(limit)) as (url, _), \
-            browser(1280, 900) as driver:
-        from selenium.webdriver.common.by import By
-
-        driver.get(url + "/")
-        wait_for(lambda: "/" in text_of(driver, "count"), what="settings loaded")
-        assert driver.find_element(By.ID, "keyrow").is_displayed() is False
-        assert driver.find_element(By.ID, "source").get_attribute("dir") == "auto"
-        assert driver.find_element(By.ID, "result").get_attribute("dir") == "auto"
-        assert text_of(driver, "pair") == "English → German"
-
-        # Translate as you type: the result box equals `mt translate`, line for line.
-        type_into(driver, text)
-        wait_for(lambda: value(driver, "result") == expected, what=f"result {expected!r}, "
-                 f"got {value(driver, 'result')!r}, message {text_of(driver, 'message')!r}")
-        assert text_of(driver, "message") == ""
-
-        # The model card panel shows what the checkpoint holds.
-        card = httpx.get(url + "/v1/model-card").json()
-        assert card["languages"] == {"source": "en", "target": "de"} and card["model"]["parameters"] > 0
-        driver.find_element(By.CSS_SELECTOR, "#card summary").click()
-        body = wait_for(lambda: driver.find_element(By.ID, "card-body").text, what="model card")
-        assert f"{card['model']['parameters']:,} parameters" in body and "Update" in body
-
-        # Alternatives on request: 2 alternatives = 3 hypotheses per non-empty line, with their scores,
-        # as `mt translate --n-best 3` lists them ("i ||| text ||| score").
-        from selenium.webdriver.support.select import Select
-
-        Select(driver.find_element(By.ID, "alt-n")).select_by_value("2")
-        driver.find_element(By.ID, "alt-on").click()
-        wait_for(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#alternatives li")) == 9, what="alternatives")
-        lists = driver.find_elements(By.CSS_SELECTOR, "#alternatives ol")
-        assert len(lists) == 3  # the empty line has none
-        for got, line in zip(lists, [lines[0], lines[1], lines[2]], strict=True):
-            cli = [row.split(" ||| ") for row in mt_translate(ckpt, [line], "--beam", "3", "--n-best", "3")]
-            shown = [(li.find_element(By.CSS_SELECTOR, ".score").text,
-                      driver.execute_script("return arguments[0].firstChild.textContent", li))
-                     for li in got.find_elements(By.TAG_NAME, "li")]
-            assert [text for _, text in shown] == [text for _, text, _ in cli]
-            # the page shows 3 decimals, the CLI 4: equal to within their rounding
-            assert all(re.fullmatch(r"score -?\d+\.\d{3}", score) for score, _ in shown)
-            assert [float(score[6:]) for score, _ in shown] == pytest.approx([float(x) for _, _, x in cli], abs=6e-4)
-        driver.save_screenshot(str(tmp_path / "page_desktop.png"))
-        driver.find_element(By.ID, "alt-on").click()
-
-        # Over the character limit: the message, and no request reaches the server.
-        wait_for(lambda: text_of(driver, "message") == "", what="idle")
-        before = translate_requests(url)
-        driver.find_element(By.ID, "source").send_keys("x" * 10)
-        msg = wait_for(lambda: text_of(driver, "message"), what="limit message")
-        assert msg.startswith("Too long:") and f"the limit is {limit}" in msg and "Nothing was sent" in msg
-        driver.find_element(By.ID, "translate").click()
-        time.sleep(1.0)  # longer than the debounce: any request would have been sent by now
-        assert translate_requests(url) == before
-        assert "over" in driver.find_element(By.ID, "count").get_attribute("class")
-
-    # Phone width: the panes stack, nothing runs off the side.
-    with server(ckpt, "--beam", "3") as (url, _), browser(360, 780) as driver:
-        driver.get(url + "/")
-        wait_for(lambda: "/" in text_of(driver, "count"), what="settings loaded")
-        type_into(driver, lines[3])
-        wait_for(lambda: value(driver, "result") == mt_translate(ckpt, [lines[3]], "--beam", "3")[0],
-                 what="phone translation")
-        assert driver.execute_script("return document.documentElement.scrollWidth") <= 360
-        driver.save_screenshot(str(tmp_path / "page_phone.png"))
+    with server(ckpt, "--beam", "3", "--max-alternatives", "2", "--char-limit", str(limit)) as (url, _):
+        _phone_width(url, lines[3], phone_expected, tmp_path)  # one server for both windows
+        with browser(1280, 900) as driver:
+            _desktop(driver, url, text, expected, n_best, limit, tmp_path)
     for name in ("page_desktop.png", "page_phone.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _phone_width(url: str, line: str, expected: str, tmp_path: Path) -> None:
+    """At a phone's width the panes stack and nothing runs off the side."""
+    with browser(360, 780) as driver:
+        driver.get(url + "/")
+        wait_for(lambda: "/" in text_of(driver, "count"), what="settings loaded")
+        type_into(driver, line)
+        wait_for(lambda: value(driver, "result") == expected, what="phone translation")
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= 360
+        driver.save_screenshot(str(tmp_path / "page_phone.png"))
+
+
+def _desktop(driver, url: str, text: str, expected: str, n_best: list[list[str]],  # noqa: ANN001
+            limit: int, tmp_path: Path) -> None:
+    """A desktop window: translate as you type, the model card, alternatives, the character limit."""
+    from selenium.webdriver.common.by import By
+
+    driver.get(url + "/")
+    wait_for(lambda: "/" in text_of(driver, "count"), what="settings loaded")
+    assert driver.find_element(By.ID, "keyrow").is_displayed() is False
+    assert driver.find_element(By.ID, "source").get_attribute("dir") == "auto"
+    assert driver.find_element(By.ID, "result").get_attribute("dir") == "auto"
+    assert text_of(driver, "pair") == "English → German"
+
+    # Translate as you type: the result box equals `mt translate`, line for line.
+    type_into(driver, text)
+    wait_for(lambda: value(driver, "result") == expected, what=f"result {expected!r}, "
+             f"got {value(driver, 'result')!r}, message {text_of(driver, 'message')!r}")
+    assert text_of(driver, "message") == ""
+
+    # The model card panel shows what the checkpoint holds.
+    card = httpx.get(url + "/v1/model-card").json()
+    assert card["languages"] == {"source": "en", "target": "de"} and card["model"]["parameters"] > 0
+    driver.find_element(By.CSS_SELECTOR, "#card summary").click()
+    body = wait_for(lambda: driver.find_element(By.ID, "card-body").text, what="model card")
+    assert f"{card['model']['parameters']:,} parameters" in body and "Update" in body
+
+    # Alternatives on request: 2 alternatives = 3 hypotheses per non-empty line, with their scores,
+    # as `mt translate --n-best 3` lists them ("i ||| text ||| score").
+    from selenium.webdriver.support.select import Select
+
+    Select(driver.find_element(By.ID, "alt-n")).select_by_value("2")
+    driver.find_element(By.ID, "alt-on").click()
+    wait_for(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#alternatives li")) == 9, what="alternatives")
+    lists = driver.find_elements(By.CSS_SELECTOR, "#alternatives ol")
+    assert len(lists) == 3  # the empty line has none
+    for i, got in enumerate(lists):
+        cli = [row for row in n_best if row[0] == str(i)]
+        assert len(cli) == 3
+        shown = [(li.find_element(By.CSS_SELECTOR, ".score").text,
+                  driver.execute_script("return arguments[0].firstChild.textContent", li))
+                 for li in got.find_elements(By.TAG_NAME, "li")]
+        assert [text for _, text in shown] == [text for _, text, _ in cli]
+        # the page shows 3 decimals, the CLI 4: equal to within their rounding
+        assert all(re.fullmatch(r"score -?\d+\.\d{3}", score) for score, _ in shown)
+        assert [float(score[6:]) for score, _ in shown] == pytest.approx([float(x) for _, _, x in cli], abs=6e-4)
+    driver.save_screenshot(str(tmp_path / "page_desktop.png"))
+    driver.find_element(By.ID, "alt-on").click()
+
+    # Over the character limit: the message, and no request reaches the server.
+    wait_for(lambda: text_of(driver, "message") == "", what="idle")
+    before = translate_requests(url)
+    driver.find_element(By.ID, "source").send_keys("x" * 10)
+    msg = wait_for(lambda: text_of(driver, "message"), what="limit message")
+    assert msg.startswith("Too long:") and f"the limit is {limit}" in msg and "Nothing was sent" in msg
+    driver.find_element(By.ID, "translate").click()
+    time.sleep(1.0)  # longer than the debounce: any request would have been sent by now
+    assert translate_requests(url) == before
+    assert "over" in driver.find_element(By.ID, "count").get_attribute("class")
 
 
 def test_page_keys_wrong_key_shows_403_right_key_translates_a_file(tiny, tmp_path: Path) -> None:

@@ -33,8 +33,9 @@ Schedule = Literal["inverse_sqrt", "noam", "linear_decay", "constant"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 LengthPenalty = Literal["gnmt", "average", "none"]
 # sentencepiece's normalisation rules (normalization_rule_name); `identity` leaves text as written.
-Normalization = Literal["identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"]
+Normalization = Literal["identity", "cjk_width", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"]
 DecodePrecision = Literal["fp32", "bf16"]
+TsvColumns = Literal["src-tgt", "tgt-src"]  # the order of a TSV line's two columns
 # The rules of the cleaning stage (mt/data/clean.py), in the order they run.
 CleanRule = Literal["no_text", "length", "copy", "script", "numbers", "duplicate", "near_duplicate", "langid"]
 
@@ -54,6 +55,7 @@ class PairConfig:
     train_split: str = "train"
     valid_split: str = "val"
     test_splits: tuple[str, ...] = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+    columns: TsvColumns = "src-tgt"
 
     @property
     def name(self) -> str:
@@ -69,6 +71,7 @@ class DataConfig:
     path: str = "data/multi30k"  # folder holding the split files (text/tsv/jsonl), a saved HF dataset (saved), or one corpus file (x.tsv, x.jsonl, x.en + x.de): val and test are held out of it into the run (mt/data/holdout.py)
     hub_name: str = ""  # format=hub: dataset name on the Hugging Face hub, e.g. "wmt14"
     hub_config: str = ""  # format=hub: dataset config, e.g. "de-en"
+    columns: TsvColumns = "src-tgt"  # format=tsv: tgt-src when each line holds target<TAB>source (a corpus read in its other direction)
     src_lang: str = "en"
     tgt_lang: str = "de"
     train_split: str = "train"
@@ -91,7 +94,7 @@ class DataConfig:
         # is always this section's own keys, also after dataclasses.replace() of one of them.
         if not (self.target_tags and self.pairs):
             own = PairConfig(path=self.path, src_lang=self.src_lang, tgt_lang=self.tgt_lang, format=self.format,
-                             hub_name=self.hub_name, hub_config=self.hub_config, train_split=self.train_split,
+                             hub_name=self.hub_name, hub_config=self.hub_config, columns=self.columns, train_split=self.train_split,
                              valid_split=self.valid_split, test_splits=self.test_splits)
             object.__setattr__(self, "pairs", (own,))
 
@@ -122,12 +125,15 @@ class TokenizerConfig:
     """Sentencepiece training. Ids are fixed: pad=0, unk=1, bos=2, eos=3."""
 
     type: TokenizerType = "unigram"
-    vocab_size: int = 8000
+    vocab_size: int = 8000  # pieces of the joint model, or of the target model when joint is false
     joint: bool = True  # one model for both languages (enables three-way weight tying)
-    character_coverage: float = 1.0
+    character_coverage: float = 1.0  # share of the sample's characters that get a piece each (sentencepiece: 0.9995 for Chinese and Japanese)
+    src_vocab_size: int = 0  # joint false: pieces of the source model (0 = vocab_size)
+    src_character_coverage: float = 0.0  # joint false: the source model's coverage (0 = character_coverage)
+    hard_vocab_limit: bool = True  # false: vocab_size is the most pieces, and a sample too small for it gets fewer instead of an error
     sample_size: int = 300_000  # sentence pairs sampled (seeded) from the training split to train sentencepiece (~1 GiB RAM per 300k)
     workers: int = 1  # processes used to encode the corpus
-    normalization: Normalization = "identity"  # identity keeps text as written (full-width ，？！ and … too)
+    normalization: Normalization = "identity"  # identity keeps text as written (full-width ，？！ and … too); cjk_width: full-width letters/digits to ASCII, half-width katakana to full-width, CJK punctuation kept
     byte_fallback: bool = True  # unseen characters become UTF-8 byte pieces, not <unk> (uses 256 vocab entries)
     # Subword regularisation of the training split (mt/data/resegment.py): every epoch a sampled segmentation.
     sampling_alpha: float = 0.0  # 0 = off; unigram: sentencepiece's sampling smoothing α (Kudo 2018; smaller = more varied); bpe: the BPE-dropout rate (Provilkov et al. 2020)

@@ -47,7 +47,8 @@ POSITIVE, AT_LEAST_1, AT_LEAST_0, FRACTION = Range(0, lo_open=True), Range(1), R
 RANGES: dict[str, Range] = {
     "data.train_limit": AT_LEAST_0, "data.pair_temperature": POSITIVE, "data.max_len": AT_LEAST_0, "data.max_len_ratio": AT_LEAST_0,
     "data.synthetic_ratio": AT_LEAST_0,
-    "tokenizer.vocab_size": Range(5), "tokenizer.character_coverage": Range(0, 1, lo_open=True),
+    "tokenizer.vocab_size": Range(5), "tokenizer.character_coverage": Range(0.98, 1),  # sentencepiece's own bounds
+    "tokenizer.src_vocab_size": AT_LEAST_0, "tokenizer.src_character_coverage": Range(0, 1),
     "tokenizer.sample_size": AT_LEAST_1, "tokenizer.workers": AT_LEAST_1,
     "tokenizer.sampling_alpha": AT_LEAST_0, "tokenizer.sampling_nbest": Range(-1),
     "model.d_model": Range(2), "model.heads": AT_LEAST_1, "model.encoder_layers": AT_LEAST_1,
@@ -156,6 +157,15 @@ def check_values(cfg: Config) -> None:
     if tok.type == "bpe" and tok.sampling_alpha >= 1:
         raise MTError(f"config key 'tokenizer.sampling_alpha': with a bpe tokenizer it is the BPE-dropout rate, "
                       f"which must be in [0, 1), got {tok.sampling_alpha:g}")
+    if 0 < tok.src_character_coverage < 0.98:
+        raise MTError(f"config key 'tokenizer.src_character_coverage': must be 0 (as character_coverage) or in "
+                      f"[0.98, 1] (sentencepiece's bounds), got {tok.src_character_coverage:g}")
+    if 0 < tok.src_vocab_size < 5:
+        raise MTError(f"config key 'tokenizer.src_vocab_size': must be 0 (as vocab_size) or at least 5, got {tok.src_vocab_size}")
+    for key in ("src_vocab_size", "src_character_coverage"):
+        if tok.joint and getattr(tok, key):
+            raise MTError(f"config key 'tokenizer.{key}': sizes the source model of separate vocabularies; "
+                          f"with tokenizer.joint true there is one model (set joint: false, or remove it)")
     if tok.sampling_nbest in (0, 1):
         raise MTError(f"config key 'tokenizer.sampling_nbest': {tok.sampling_nbest} leaves nothing to sample; "
                       f"use -1 (all segmentations) or at least 2")

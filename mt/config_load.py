@@ -94,7 +94,7 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 
 # Keys an item of a list of sections (data.pairs) takes from its parent section when it leaves them out.
-_INHERITED = ("format", "hub_name", "hub_config", "train_split", "valid_split", "test_splits")
+_INHERITED = ("format", "hub_name", "hub_config", "columns", "train_split", "valid_split", "test_splits")
 
 
 def _section_list_item(tp: Any) -> Any:

@@ -3,7 +3,8 @@
 A corpus is one language pair's `PairConfig` (a `DataConfig` has the same keys, for its own pair).
 Formats (`format`):
   text   `{path}/{split}.{src_lang}` and `.{tgt_lang}`, plain or `.gz`; line i translates line i
-  tsv    `{path}/{split}.tsv` (or `.tsv.gz`): `source<TAB>target` per line
+  tsv    `{path}/{split}.tsv` (or `.tsv.gz`): `source<TAB>target` per line (`target<TAB>source` with
+         `columns: tgt-src`, so one file serves both directions)
   jsonl  `{path}/{split}.jsonl` (or `.jsonl.gz`): `{"src": .., "tgt": ..}` or `{"translation": {lang: ..}}`
   hub    Hugging Face hub dataset `hub_name`/`hub_config`, streamed, `{"translation": {lang: ..}}` rows
   saved  a `DatasetDict` written by `save_to_disk` at `path`, either row layout
@@ -372,7 +373,8 @@ def iter_split(data: Corpus, split: str) -> Iterator[tuple[str, str]]:
     if fmt == "text":
         return _iter_text(files[0], files[1])
     if fmt == "tsv":
-        return iter_tsv(files[0])
+        pairs = iter_tsv(files[0])
+        return ((src, tgt) for tgt, src in pairs) if data.columns == "tgt-src" else pairs
     return iter_jsonl(files[0], data)
 
 

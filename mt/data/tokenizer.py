@@ -32,7 +32,10 @@ import io
 import math
 import random
 import re
+import tempfile
+import unicodedata
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -95,41 +98,77 @@ def target_tag(lang: str) -> str:
     return f"<2{lang}>"
 
 
-def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str, tags: Sequence[str] = ()) -> bytes:
-    """Train one sentencepiece model on `sentences` (with `tags` as control symbols); returns the serialized model."""
+def width_rules() -> str:
+    """The `cjk_width` normalisation as sentencepiece's rule TSV (hex code points, tab, hex code
+    points): full-width ASCII letters and digits to ASCII, half-width katakana (and its voiced
+    pairs, ｶﾞ -> ガ) and half-width CJK punctuation to their full-width forms; nothing else changes
+    (full-width ，！？ stay as Chinese and Japanese write them)."""
+    def hexes(text: str) -> str:
+        return " ".join(f"{ord(c):X}" for c in text)
+
+    singles = [chr(c) for c in (*range(0xFF10, 0xFF1A), *range(0xFF21, 0xFF3B), *range(0xFF41, 0xFF5B),
+                                *range(0xFF61, 0xFF9E))]
+    rules = [(c, unicodedata.normalize("NFKC", c)) for c in singles]
+    rules += [(base + mark, unicodedata.normalize("NFKC", base + mark)) for base in singles if "\uff66" <= base
+              for mark in "\uff9e\uff9f" if len(unicodedata.normalize("NFKC", base + mark)) == 1]
+    return "".join(f"{hexes(a)}\t{hexes(b)}\n" for a, b in rules if a != b)
+
+
+def _width_rule_file(cfg: TokenizerConfig, folder: str) -> str:
+    """The rule file of `cjk_width` written into `folder`, "" for sentencepiece's named rules."""
+    if cfg.normalization != "cjk_width":
+        return ""
+    path = Path(folder) / "cjk_width.tsv"
+    path.write_text(width_rules(), encoding="utf-8")
+    return str(path)
+
+
+def _train_one(sentences: Sequence[str], cfg: TokenizerConfig, what: str, tags: Sequence[str] = (),
+               key: str = "tokenizer.vocab_size") -> bytes:
+    """Train one sentencepiece model on `sentences` (with `tags` as control symbols); returns the
+    serialized model. `key`: the config key that set `cfg.vocab_size` (named in errors)."""
     if not sentences:
         raise MTError(f"tokenizer ({what}): no training sentences")
     writer = io.BytesIO()
     try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_writer=writer,
-            model_type=cfg.type, vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
-            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-            pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
-            normalization_rule_name=cfg.normalization, byte_fallback=cfg.byte_fallback,
-            # identity means text as written: runs of spaces too (the other rules collapse them).
-            remove_extra_whitespaces=cfg.normalization != "identity",
-            # The sample is already drawn (seeded) by the caller: no second sampling or shuffling.
-            input_sentence_size=0, shuffle_input_sentence=False,
-            num_threads=TRAIN_THREADS, max_sentence_length=_MAX_SENTENCE_BYTES, minloglevel=2,
-            **({"control_symbols": list(tags)} if tags else {}),  # absent: bilingual models stay byte-identical
-        )
+        with tempfile.TemporaryDirectory(prefix="mt-spm-") as folder:
+            _train_spm(sentences, cfg, writer, tags, _width_rule_file(cfg, folder))
     except RuntimeError as e:
         msg = str(e)
         small = re.search(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)", msg)
         if small:
             fallback = (" (the sample's characters plus 256 byte pieces for tokenizer.byte_fallback; "
                         "or --set tokenizer.byte_fallback=false)" if cfg.byte_fallback else "")
-            raise MTError(f"tokenizer.vocab_size: {small.group(1)} is too small for this corpus ({what} sample); "
+            raise MTError(f"{key}: {small.group(1)} is too small for this corpus ({what} sample); "
                           f"use at least {small.group(2)}{fallback}") from None
         m = re.search(r"Vocabulary size too high \((\d+)\).*?<= (\d+)", msg)
         if m:
-            raise MTError(f"tokenizer.vocab_size: {m.group(1)} is too large for this corpus ({what} sample of "
-                          f"{len(sentences)} sentences); use at most {m.group(2)}, e.g. --set tokenizer.vocab_size="
+            raise MTError(f"{key}: {m.group(1)} is too large for this corpus ({what} sample of "
+                          f"{len(sentences)} sentences); use at most {m.group(2)}, e.g. --set {key}="
                           f"{int(m.group(2)) // 1000 * 1000 or m.group(2)}") from None
         first = msg.strip().splitlines()[0] if msg.strip() else type(e).__name__
         raise MTError(f"tokenizer ({what}): sentencepiece training failed: {first}") from None
     return writer.getvalue()
+
+
+def _train_spm(sentences: Sequence[str], cfg: TokenizerConfig, writer: io.BytesIO, tags: Sequence[str],
+               rule_file: str) -> None:
+    """sentencepiece's trainer on `sentences`, the model written to `writer` (`rule_file`: a
+    normalisation rule TSV, which replaces the named rule; "" = the named rule)."""
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=writer,
+        model_type=cfg.type, vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
+        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
+        normalization_rule_name="identity" if rule_file else cfg.normalization, normalization_rule_tsv=rule_file,
+        byte_fallback=cfg.byte_fallback, hard_vocab_limit=cfg.hard_vocab_limit,
+        # identity means text as written: runs of spaces too (the other rules collapse them).
+        remove_extra_whitespaces=cfg.normalization not in ("identity", "cjk_width"),
+        # The sample is already drawn (seeded) by the caller: no second sampling or shuffling.
+        input_sentence_size=0, shuffle_input_sentence=False,
+        num_threads=TRAIN_THREADS, max_sentence_length=_MAX_SENTENCE_BYTES, minloglevel=2,
+        **({"control_symbols": list(tags)} if tags else {}),  # absent: bilingual models stay byte-identical
+    )
 
 
 def train_sentencepiece(src_sample: Sequence[str], tgt_sample: Sequence[str], cfg: TokenizerConfig,
@@ -148,8 +187,11 @@ def train_sentencepiece(src_sample: Sequence[str], tgt_sample: Sequence[str], cf
     if cfg.joint:
         return Tokenizer.from_bytes(_train_one([*src_sample, *tgt_sample], cfg, "joint", symbols), None,
                                     targets=target_langs)
-    return Tokenizer.from_bytes(_train_one(src_sample, cfg, "source", symbols), _train_one(tgt_sample, cfg, "target"),
-                                targets=target_langs)
+    src_cfg = replace(cfg, vocab_size=cfg.src_vocab_size or cfg.vocab_size,
+                      character_coverage=cfg.src_character_coverage or cfg.character_coverage)
+    src_key = "tokenizer.src_vocab_size" if cfg.src_vocab_size else "tokenizer.vocab_size"
+    return Tokenizer.from_bytes(_train_one(src_sample, src_cfg, "source", symbols, src_key),
+                                _train_one(tgt_sample, cfg, "target"), targets=target_langs)
 
 
 def _load_proto(model: bytes, what: str, check_ids: bool = True) -> spm.SentencePieceProcessor:

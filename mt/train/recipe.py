@@ -87,6 +87,7 @@ from mt.data.tokenizer import PAD_ID
 from mt.device import bf16_feature, cpu_name
 from mt.model.transformer import Transformer
 from mt.train.precision import MIN_MATMUL_SPEEDUP, matmul_speedup
+from mt.train.recipe_vocab import choose_vocab, width_normalisation
 from mt.train.step import autocast, batch_loss
 
 TOKENS_PER_PARAM = 1.0  # target tokens seen per non-embedding parameter, at least (compute cap; measured)
@@ -275,11 +276,6 @@ def corpus_vocab(pairs: int, types: int) -> int:
     return max(1000, int(round(min(size, 32_000, types / 2) / 500)) * 500)
 
 
-def vocab_size(pairs: int, types: int, rung: Rung) -> int:
-    """Pieces for the corpus (`corpus_vocab`) trained at `rung`: no more than `output_cap(rung)`."""
-    return min(corpus_vocab(pairs, types), output_cap(rung))
-
-
 def output_cap(rung: Rung) -> int:
     """The most pieces whose output layer (d_model x pieces) is within `OUTPUT_SHARE` of the
     rung's matrix parameters, in steps of 500: 5,000 at d 128, 8,000 at d 192."""
@@ -310,19 +306,10 @@ def choose(s: CorpusSurvey, budget_s: float, machine: Machine) -> Recipe:
     """The recipe for the corpus `s` in `budget_s` seconds of training on `machine`."""
     recipe = Recipe({})
     n = f"{s.pairs:,} pairs"
-    joint = s.shared_script
-    types = s.src_types + s.tgt_types if joint else min(s.src_types, s.tgt_types)
     rung_i, cap_i = _rung(s, budget_s, machine)
     rung = LADDER[rung_i]
-    vocab = vocab_size(s.pairs, types, rung)
+    vocab = _tokenizer(recipe, s, rung)
     tgt_tokens = _tokens_seen(rung, vocab, budget_s, machine)
-    recipe.set("tokenizer", "type", "unigram", "unigram sentencepiece (Kudo 2018), mt's default")
-    capped = f"; at most {vocab:,} at d_model {rung.d_model}, whose output layer it keeps within half the " \
-             "matrix parameters" if vocab < corpus_vocab(s.pairs, types) else ""
-    recipe.set("tokenizer", "vocab_size", vocab, f"{n}, {types:,} distinct words: half as many pieces, at most "
-               f"8k up to 1M pairs (measured; Gowda & May 2020){capped}{'' if vocab > 1000 else ', at its floor'}")
-    recipe.set("tokenizer", "joint", joint, f"{s.src_script or '?'} and {s.tgt_script or '?'}: "
-               + ("one script, one shared vocabulary and tied embeddings" if joint else "two scripts, a vocabulary each"))
     tgt_per_epoch = max(1.0, s.tgt_words * WORDS_TO_PIECES)
     epochs = tgt_tokens / tgt_per_epoch
     up = rung_i + 1  # the rung it did not choose: how near it came
@@ -352,6 +339,37 @@ def choose(s: CorpusSurvey, budget_s: float, machine: Machine) -> Recipe:
                        f"~{tgt_tokens / 1e6:.1f}M target tokens, ~{epochs:.0f} epochs of rung {rung_i} "
                        f"(d_model {rung.d_model}, {rung.layers}+{rung.layers} layers)")
     return recipe
+
+
+def _tokenizer(recipe: Recipe, s: CorpusSurvey, rung: Rung) -> int:
+    """The tokenizer keys, each side read as its script requires (`mt.train.recipe_vocab`); returns
+    the joint or target vocabulary's size."""
+
+    def wanted(units: int) -> tuple[int, str]:
+        full = corpus_vocab(s.pairs, units)
+        size = min(full, output_cap(rung))
+        return size, ("half as many pieces, at most 8k up to 1M pairs (measured; Gowda & May 2020)"
+                      + (f"; at most {size:,} at d_model {rung.d_model}, whose output layer it keeps within half "
+                         "the matrix parameters" if size < full else "") + (", at its floor" if size <= 1000 else ""))
+
+    main, src = choose_vocab(s, wanted)
+    recipe.set("tokenizer", "type", "unigram", "unigram sentencepiece (Kudo 2018), mt's default")
+    recipe.set("tokenizer", "vocab_size", main.size, main.reason)
+    recipe.set("tokenizer", "character_coverage", main.coverage, main.coverage_reason)
+    scripts = f"{s.src_script or '?'} and {s.tgt_script or '?'}"
+    recipe.set("tokenizer", "joint", src is None, f"{scripts}: " + (
+        "one script, one shared vocabulary and tied embeddings" if s.shared_script else
+        "Han characters shared, one vocabulary and tied embeddings" if src is None else "two scripts, a vocabulary each"))
+    if src is not None:
+        recipe.set("tokenizer", "src_vocab_size", src.size, src.reason)
+        recipe.set("tokenizer", "src_character_coverage", src.coverage, src.coverage_reason)
+    recipe.set("tokenizer", "hard_vocab_limit", False, "the sizes above are the most pieces: a corpus too small "
+               "for them gets fewer instead of an error")
+    recipe.set("tokenizer", "byte_fallback", True, "a character the tokenizer never saw is spelled in UTF-8 byte "
+               "pieces, not <unk>, so it comes back as itself")
+    normalization, why = width_normalisation(s)
+    recipe.set("tokenizer", "normalization", normalization, why)
+    return main.size
 
 
 def _schedule(recipe: Recipe, s: CorpusSurvey, rung_i: int, rung: Rung, tgt_per_epoch: float,

@@ -19,6 +19,7 @@ from mt.config import PairConfig
 from mt.config_checks import parse_duration
 from mt.config_load import apply_overrides, config_from_dict
 from mt.data import corpus
+from mt.data.clean_rules import scripts_of
 from mt.data.holdout import TEST, VALID, resolve_single_files
 from mt.data.survey import survey
 from mt.errors import MTError
@@ -74,6 +75,24 @@ def _default_name(path: str, src_lang: str, tgt_lang: str) -> str:
     return f"{safe}_{src_lang}_{tgt_lang}"
 
 
+def _reversed_columns(pair: PairConfig) -> str:
+    """Why a TSV corpus is read target<TAB>source ("" when it is not): its first column is written in
+    the target language's script and its second in the source's (one folder of en<TAB>ja files
+    trained as ja->en)."""
+    single = corpus.single_file(pair)
+    if (single.format if single is not None else pair.format) != "tsv" or pair.columns != "src-tgt":
+        return ""
+    src_scripts, tgt_scripts = scripts_of(pair.src_lang), scripts_of(pair.tgt_lang)
+    if not src_scripts or not tgt_scripts or set(src_scripts) & set(tgt_scripts):
+        return ""
+    first = survey(itertools.islice(corpus.clean_pairs(corpus.iter_split(pair, pair.train_split),
+                                                       corpus.CleanLimits(0, 0), corpus.CleanReport()), 2000))
+    if first.src_script in tgt_scripts and first.tgt_script in src_scripts:
+        return (f"the first column is written in {first.src_script}, the second in {first.tgt_script}: "
+                f"each line holds {pair.tgt_lang}<TAB>{pair.src_lang}, read as {pair.src_lang} -> {pair.tgt_lang}")
+    return ""
+
+
 def plan_run(path: str, src_lang: str, tgt_lang: str, *, budget: str, overrides: list[str],
              data_format: str = "", machine: Machine | None = None) -> PlannedRun:
     """Choose the config for the corpus at `path` and `budget`, write it to `<run>/recipe.yaml`."""
@@ -86,6 +105,10 @@ def plan_run(path: str, src_lang: str, tgt_lang: str, *, budget: str, overrides:
     if (cfg.run_dir / "checkpoints").is_dir() and any((cfg.run_dir / "checkpoints").iterdir()):
         raise MTError(f"{cfg.run_dir} already holds a training run; give another name (--set name=...), or continue "
                       f"it with mt train {cfg.run_dir / RECIPE_FILE} --resume")
+    swapped = _reversed_columns(cfg.data.pairs[0])
+    if swapped and not any(text.split("=", 1)[0].strip() == "data.columns" for text in overrides):
+        base["data"]["columns"] = "tgt-src"
+        cfg = config_from_dict(apply_overrides(base, overrides))
     cfg = resolve_single_files(cfg)  # the split, seeded, in the run
     pair = cfg.data.pairs[0]
     pairs = corpus.clean_pairs(corpus.iter_split(pair, pair.train_split), corpus.CleanLimits(0, 0),
@@ -95,6 +118,8 @@ def plan_run(path: str, src_lang: str, tgt_lang: str, *, budget: str, overrides:
     chosen = {"name": base["name"], "data": base["data"], **recipe.config}
     final = apply_overrides(chosen, overrides)
     reasons = dict(recipe.reasons)
+    if base["data"].get("columns") == "tgt-src":
+        reasons["data.columns"] = swapped
     for text in overrides:
         key = text.split("=", 1)[0].strip()
         reasons[key] = "set by --set"

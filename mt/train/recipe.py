@@ -87,7 +87,7 @@ from mt.data.tokenizer import PAD_ID
 from mt.device import bf16_feature, cpu_name
 from mt.model.transformer import Transformer
 from mt.train.precision import MIN_MATMUL_SPEEDUP, matmul_speedup
-from mt.train.recipe_vocab import choose_vocab, width_normalisation
+from mt.train.recipe_vocab import choose_vocab, length_ratio, width_normalisation
 from mt.train.step import autocast, batch_loss
 
 TOKENS_PER_PARAM = 1.0  # target tokens seen per non-embedding parameter, at least (compute cap; measured)
@@ -369,6 +369,8 @@ def _tokenizer(recipe: Recipe, s: CorpusSurvey, rung: Rung) -> int:
                "pieces, not <unk>, so it comes back as itself")
     normalization, why = width_normalisation(s)
     recipe.set("tokenizer", "normalization", normalization, why)
+    ratio, why = length_ratio(s)
+    recipe.set("data", "max_len_ratio", ratio, why)
     return main.size
 
 

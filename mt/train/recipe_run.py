@@ -115,7 +115,8 @@ def plan_run(path: str, src_lang: str, tgt_lang: str, *, budget: str, overrides:
                                corpus.CleanReport())
     found = survey(itertools.islice(pairs, cfg.data.train_limit) if cfg.data.train_limit > 0 else pairs)
     recipe = choose(found, budget_s, machine or measure_machine(cfg.train.threads, cfg.train.precision))
-    chosen = {"name": base["name"], "data": base["data"], **recipe.config}
+    chosen = {"name": base["name"], "data": {**base["data"], **recipe.config.get("data", {})},
+              **{section: keys for section, keys in recipe.config.items() if section != "data"}}
     final = apply_overrides(chosen, overrides)
     reasons = dict(recipe.reasons)
     if base["data"].get("columns") == "tgt-src":

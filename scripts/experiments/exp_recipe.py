@@ -6,7 +6,15 @@ on test_2016_flickr and compared with sacreBLEU's paired bootstrap (`mt evaluate
         --sizes 1000 3000 10000 --directions en-de --budget 4m --jobs 2 --set train.threads=1
 
 Corpora: `sizes` pairs sampled (seeded) from Multi30k's train split, with its val and
-test_2016_flickr splits, as text folders. Each (direction, size) trains `demo` (the demo config,
+test_2016_flickr splits, as text folders; or, with `--corpus FOLDER`, a folder of splits as a user
+has it (any format `mt train --data` reads; `--test-split` names its test split), whole:
+
+    python scripts/experiments/exp_recipe.py --corpus ../shared/data/tatoeba_en_ja --test-split test \
+        --out exp/recipe_ja --directions en-ja ja-en --budget 6m --jobs 2 --set train.threads=1 \
+        --demo-set data.format=tsv
+
+(for ja-en on that en<TAB>ja folder add `--demo-set data.columns=tgt-src`; the recipe finds it
+itself). Each (direction, size) trains `demo` (the demo config,
 data swapped; a vocabulary sentencepiece says is too large for the corpus is cut to the largest
 it accepts, as its error message tells a user to) and `recipe` (`mt train --data FOLDER`). Every
 step is skipped when its output exists (a finished training, an evaluation's JSON report), so
@@ -64,8 +72,8 @@ def train_demo(a: argparse.Namespace, name: str, data: Path, src: str, tgt: str)
     if (run / "done").is_file():
         return
     sets = ["--set", f"name={name}", "--set", f"run_root={a.out / 'runs'}", "--set", f"data.path={data}",
-            "--set", f"data.src_lang={src}", "--set", f"data.tgt_lang={tgt}", "--set", f"data.test_splits=[{TEST}]",
-            "--set", f"train.time_budget={a.budget}"] + [x for s in a.set for x in ("--set", s)]
+            "--set", f"data.src_lang={src}", "--set", f"data.tgt_lang={tgt}", "--set", f"data.test_splits=[{a.test}]",
+            "--set", f"train.time_budget={a.budget}"] + [x for s in a.set + a.demo_set for x in ("--set", s)]
     log = a.out / "logs" / f"{name}.log"
     result = mt(["train", "configs/multi30k_en_de.yaml", *sets], log)
     if result.returncode != 0:
@@ -93,14 +101,16 @@ def train_recipe(a: argparse.Namespace, name: str, data: Path, src: str, tgt: st
 def evaluate(a: argparse.Namespace, name: str) -> dict:
     run = a.out / "runs" / name
     ckpt = best_checkpoint(run)
-    reports = sorted((run / "eval").glob(f"{TEST}.{ckpt.stem}.beam5.json")) if (run / "eval").is_dir() else []
+    reports = sorted((run / "eval").glob(f"{a.test}.{ckpt.stem}.beam5.json")) if (run / "eval").is_dir() else []
     if not reports:
-        if mt(["evaluate", "-c", str(ckpt), "--split", TEST, "--beam", "5"], a.out / "logs" / f"{name}.eval.log").returncode:
+        if mt(["evaluate", "-c", str(ckpt), "--split", a.test, "--beam", "5"], a.out / "logs" / f"{name}.eval.log").returncode:
             raise SystemExit(f"{name}: evaluation failed")
-        reports = sorted((run / "eval").glob(f"{TEST}.{ckpt.stem}.beam5.json"))
+        reports = sorted((run / "eval").glob(f"{a.test}.{ckpt.stem}.beam5.json"))
     report = json.loads(reports[0].read_text(encoding="utf-8"))
     updates = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if '"valid"' in x]
     return {"bleu": report["scores"]["bleu"] if "scores" in report else report["bleu"], "checkpoint": ckpt.name,
+            "chrf": report["scores"]["chrf"] if "scores" in report else report.get("chrf"),
+            "bleu_signature": report.get("bleu_signature", ""),
             "hyp": str(reports[0].with_suffix(".hyp")), "updates": updates[-1]["update"] if updates else None}
 
 
@@ -114,10 +124,29 @@ def chose(a: argparse.Namespace, name: str) -> str:
             f"ff{m['d_ff']}, dropout {m['dropout']}, ls {t['label_smoothing']}, {t['max_tokens']} tok")
 
 
-def compare(a: argparse.Namespace, data: Path, tgt: str, demo: dict, recipe: dict, key: str) -> dict:
+def reference_file(a: argparse.Namespace, data: Path, src: str, tgt: str, key: str) -> Path:
+    """The test split's target side of a --corpus folder as a text file named for its language
+    (the recipe's reading of it: format, and columns when a TSV holds the other direction)."""
+    import yaml
+
+    from mt.config import PairConfig
+    from mt.data import corpus
+
+    chosen = yaml.safe_load((a.out / "runs" / f"recipe_{key}" / "recipe.yaml").read_text(encoding="utf-8"))["data"]
+    pair = PairConfig(path=str(data), src_lang=src, tgt_lang=tgt, format=chosen["format"],
+                      columns=chosen.get("columns", "src-tgt"))
+    out = a.out / "corpora" / key / f"{a.test}.{tgt}"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(t + "\n" for t in corpus.read_split(pair, a.test)[1]), encoding="utf-8")
+    return out
+
+
+def compare(a: argparse.Namespace, data: Path, src: str, tgt: str, demo: dict, recipe: dict, key: str) -> dict:
     out = a.out / "compare" / key / "comparison.json"
     if not out.is_file():
-        if mt(["evaluate", "--hyp", demo["hyp"], "--hyp", recipe["hyp"], "--ref", str(data / f"{TEST}.{tgt}"),
+        ref = data / f"{a.test}.{tgt}" if a.corpus is None else reference_file(a, data, src, tgt, key)
+        if mt(["evaluate", "--hyp", demo["hyp"], "--hyp", recipe["hyp"], "--ref", str(ref), "--tokenize",
+               recipe["bleu_signature"].split("|tok:")[1].split("|")[0].split("-0.")[0] if recipe["bleu_signature"] else "",
                "--out-dir", str(out.parent)], a.out / "logs" / f"{key}.compare.log").returncode:
             raise SystemExit(f"{key}: comparison failed")
     return json.loads(out.read_text(encoding="utf-8"))
@@ -125,7 +154,7 @@ def compare(a: argparse.Namespace, data: Path, tgt: str, demo: dict, recipe: dic
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mirror", type=Path, required=True)
+    p.add_argument("--mirror", type=Path, help="Multi30k's mirror (without --corpus)")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--sizes", type=int, nargs="*", default=[1000, 3000, 10000],
                    help="corpus sizes to train (none, with --merge: only the table and plot of earlier runs)")
@@ -134,6 +163,9 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--set", action="append", default=[])
+    p.add_argument("--demo-set", action="append", default=[], help="--set for the demo config's runs only")
+    p.add_argument("--corpus", type=Path, help="a folder of splits to train on whole (instead of Multi30k samples)")
+    p.add_argument("--test-split", dest="test", default=TEST)
     p.add_argument("--merge", type=Path, nargs="*", default=[],
                    help="results.json of earlier runs of this script to put in the same table and plot")
     a = p.parse_args()
@@ -143,9 +175,10 @@ def main() -> None:
     rows = list(merged)
     for direction in a.directions:
         src, tgt = direction.split("-")
-        for size in a.sizes:
-            key = f"{src}{tgt}_{size}"
-            data = make_corpus(a.mirror.resolve(), a.out / "corpora" / key, src, tgt, size, a.seed)
+        for size in a.sizes if a.corpus is None else [0]:
+            key = f"{src}{tgt}_{size or 'all'}"
+            data = (a.corpus.resolve() if a.corpus is not None else
+                    make_corpus(a.mirror.resolve(), a.out / "corpora" / key, src, tgt, size, a.seed))
             t0 = time.time()
             with ThreadPoolExecutor(a.jobs) as pool:
                 jobs = [pool.submit(train_demo, a, f"demo_{key}", data, src, tgt),
@@ -153,18 +186,19 @@ def main() -> None:
                 for j in jobs:
                     j.result()
             demo, recipe = evaluate(a, f"demo_{key}"), evaluate(a, f"recipe_{key}")
-            cmp = compare(a, data, tgt, demo, recipe, key)
+            cmp = compare(a, data, src, tgt, demo, recipe, key)
             recipe["chose"] = chose(a, f"recipe_{key}")
             rows.append({"direction": direction, "pairs": size, "budget": a.budget, "demo": demo, "recipe": recipe,
                          "comparison": cmp, "wall_s": round(time.time() - t0)})
             (a.out / "results.json").write_text(json.dumps(rows[len(merged):], indent=2) + "\n")
-    lines = ["| direction | pairs | budget | demo BLEU ± 95% CI (updates) | recipe BLEU ± 95% CI (updates) | Δ | p (paired bootstrap) | the recipe chose |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: | --- |"]
+    lines = ["| direction | pairs | budget | demo BLEU ± 95% CI (updates) | recipe BLEU ± 95% CI (updates) | Δ | p (paired bootstrap) | chrF demo / recipe | the recipe chose |",
+             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         sysa, sysb = r["comparison"]["systems"][:2]
         lines.append(f"| {r['direction']} | {r['pairs']:,} | {r['budget']} | {r['demo']['bleu']:.2f} ± {sysa['ci']:.2f} ({r['demo']['updates']}) | "
                      f"{r['recipe']['bleu']:.2f} ± {sysb['ci']:.2f} ({r['recipe']['updates']}) | {r['recipe']['bleu'] - r['demo']['bleu']:+.2f} | "
-                     f"{sysb['p_value']:.4f} | {r['recipe'].get('chose', '')} |")
+                     f"{sysb['p_value']:.4f} | {r['demo'].get('chrf') or 0:.2f} / {r['recipe'].get('chrf') or 0:.2f} | "
+                     f"{r['recipe'].get('chose', '')} |")
     (a.out / "results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     plot(rows, a.out / "recipe_vs_demo.png")

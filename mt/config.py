@@ -37,6 +37,8 @@ Normalization = Literal["identity", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"
 DecodePrecision = Literal["fp32", "bf16"]
 # The rules of the cleaning stage (mt/data/clean.py), in the order they run.
 CleanRule = Literal["no_text", "length", "copy", "script", "numbers", "duplicate", "near_duplicate", "langid"]
+# The spans a person's text keeps verbatim through translation (mt/text/protect.py).
+ProtectKind = Literal["placeholders", "urls", "emails", "handles", "hashtags", "numbers", "code"]
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,9 @@ class DecodeConfig:
     top_k: int = 0  # sampling: draw from the k most probable tokens only (0 = all)
     top_p: float = 1.0  # sampling: nucleus, the fewest best tokens holding this probability; in (0, 1]
     seed: int = 0  # sampling: same seed and input, same output
+    # A person's text (mt translate, mt serve; not evaluation): these spans kept verbatim, placed by alignment.
+    protect: tuple[ProtectKind, ...] = ("placeholders", "urls", "emails", "handles", "hashtags", "numbers", "code")
+    case: bool = True  # ALL CAPS / Title Case lines translated in sentence case, their style given back
 
 
 @dataclass(frozen=True)

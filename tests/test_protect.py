@@ -1,0 +1,152 @@
+"""Protected spans and case styles (mt.text.protect, mt.text.case, mt.decode.protected): every kind
+found and put back verbatim exactly once where the alignment puts its words; what matches no kind
+(an unknown style, an unbalanced brace) translated as text; a sentence where nothing applies
+byte-identical to a translation without them; linear time on a 10,000-character line."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from mt.config import DecodeConfig
+from mt.decode.translate import translate_lines, translate_texts, translate_texts_nbest
+from mt.deploy.loading import load_model
+from mt.errors import MTError
+from mt.text.case import case_style, restyle, sentence_case, shouted
+from mt.text.protect import KINDS, find_spans, parse_kinds, prepare
+from mt.text.segment import segmenter_for
+from tests.support.scaling import assert_linear
+
+SPANS = {  # a sentence per kind, with the span it must keep
+    "placeholders": [("Hello %s, you have %d new messages.", ["%s", "%d"]),
+                     ("Welcome back, %(name)s and %1$s!", ["%(name)s", "%1$s"]),
+                     ("Click {0} to see {name} and {user.name}.", ["{0}", "{name}", "{user.name}"]),
+                     ("Hi {{ user }}, your ${driver} and %{count} and :name and <user> are here.",
+                      ["{{ user }}", "${driver}", "%{count}", ":name", "<user>"])],
+    "urls": [("Visit https://example.org/dogs?a=1 to see more.", ["https://example.org/dogs?a=1"]),
+             ("See www.example.com.", ["www.example.com"]),
+             ("Read (https://en.wikipedia.org/wiki/Dog_(disambiguation)).",
+              ["https://en.wikipedia.org/wiki/Dog_(disambiguation)"])],
+    "emails": [("Write to support@example.co.uk today.", ["support@example.co.uk"])],
+    "handles": [("Thanks @bob and @alice@mastodon.social for this.", ["@bob", "@alice@mastodon.social"])],
+    "hashtags": [("A dog in the snow #winter #dogs2024 today.", ["#winter", "#dogs2024"])],
+    "numbers": [("I paid 3.50 on 2024-01-31 at 10:30 for 1,000 apples, 50% off.",
+                 ["3.50", "2024-01-31", "10:30", "1,000", "50%"])],
+    "code": [("Run `ls -la` in the shell.", ["`ls -la`"])],
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_kind_is_found_and_only_when_switched_on(kind: str) -> None:
+    for sentence, expected in SPANS[kind]:
+        assert [sentence[a:b] for a, b, _ in find_spans(sentence, KINDS)] == expected, sentence
+        off = find_spans(sentence, [k for k in KINDS if k != kind])  # (a number inside a URL is still one)
+        assert kind not in {k for _, _, k in off} and not {sentence[a:b] for a, b, _ in off} & set(expected)
+    assert find_spans(SPANS[kind][0][0], []) == []
+
+
+@pytest.mark.parametrize("text", ["An unbalanced {name here.", "A lone } brace and { another.",
+                                  "{count, plural, one {# dog} other {# dogs}} are here.", "50 % of [[name]] and %%.",
+                                  "Note: this is {not a placeholder} at all.", "3rd place and 10km away."])
+def test_unknown_styles_and_unbalanced_braces_are_text(text: str) -> None:
+    """Nothing of what matches no kind is lost: the model reads it as words, with case handling off
+    every character is either in the text the model reads or in a span put back verbatim."""
+    prepared = prepare(text, KINDS, False, lambda words: [1] * len(words))
+    kept = prepared.text + "".join(span.text for span in prepared.spans)
+    assert sorted(kept.replace(" ", "")) == sorted(text.replace(" ", ""))
+    for unknown in ("{name here", "} brace and {", "{# dog}", "[[name]]", "{not a placeholder}", "3rd", "10km"):
+        if unknown in text:
+            assert unknown in prepared.text
+
+
+def test_spans_go_where_the_alignment_puts_their_words() -> None:
+    one = lambda words: [1] * len(words)  # noqa: E731
+    p = prepare("Click {0} to see {1} people on the beach.", KINDS, False, one)
+    assert p.text == "Click to see people on the beach." and p.needs_alignment
+    # source words: Click0 to1 see2 people3 on4 the5 beach.6; the translation moves "see" to the end
+    translation = "Klicken Sie, um {x} Leute am Strand zu sehen."
+    assert p.render("Klicken Sie, um Leute am Strand zu sehen.", [0, 0, 1, 3, 6, 6, 2, 2]) == \
+        "Klicken Sie {0}, um {1} Leute am Strand zu sehen."
+    assert "{x}" in translation  # the model's own text is never searched for spans
+    # a full stop the source has after the span goes after it; no alignment needed there
+    p = prepare("Contact us at support@example.com.", KINDS, False, one)
+    assert p.text == "Contact us at." and not p.needs_alignment
+    assert p.render("Kontaktieren Sie uns unter.") == "Kontaktieren Sie uns unter support@example.com."
+    p = prepare("Hello %s, you have %d new messages.", KINDS, False, one)
+    assert p.text == "Hello, you have new messages."
+    assert p.render("Hallo, du hast neue Nachrichten.", [0, 1, 2, 3, 4]) == "Hallo %s, du hast %d neue Nachrichten."
+    # without an alignment (an export) the spans go in proportion, still each exactly once
+    out = prepare("Click {0} to see {1} people.", KINDS, False, one).render("a b c d e f")
+    assert out.count("{0}") == 1 and out.count("{1}") == 1 and out.index("{0}") < out.index("{1}")
+    # a segment of nothing but spans is not translated at all
+    p = prepare("{0} %s https://x.org", KINDS, False, one)
+    assert p.text.strip() == "" and p.render("") == "{0} %s https://x.org"
+
+
+def test_case_styles_and_the_model_truecaser() -> None:
+    vocab = {"dogs": 1, "snow": 1, "york": 4, "York": 1, "really": 3, "REALLY": 6, "nasa": 3, "NASA": 4, "usb": 3,
+             "USB": 3, "not": 1, "NOT": 3}
+    count = lambda words: [vocab.get(w.strip("."), 2) for w in words]  # noqa: E731
+    assert case_style("TWO DOGS ARE PLAYING IN THE SNOW.".split()) == "upper"
+    assert case_style("Two Dogs Are Playing in the Snow.".split()) == "title"
+    assert case_style("John and Mary visit New York today.".split()) == "none"
+    assert case_style("A man plugs a USB stick into the NASA computer.".split()) == "none"
+    assert case_style(["OK"]) == "none" and case_style(["CANCEL"]) == "upper"
+    words = "TWO DOGS IN NEW YORK.".split()
+    assert sentence_case(words, "upper", count) == ["Two", "dogs", "in", "new", "York."]  # York: 1 piece capitalised
+    assert sentence_case("Two Dogs In The Snow.".split(), "title", count) == ["Two", "dogs", "in", "the", "snow."]
+    assert shouted("This is REALLY NOT good, says NASA about the USB stick.".split(), count) == [2, 3]
+    assert restyle(["zwei", "Hunde."], "upper") == ["ZWEI", "HUNDE."]
+    assert restyle(["zwei", "Hunde", "(im", "Schnee)."], "title") == ["Zwei", "Hunde", "(Im", "Schnee)."]
+    p = prepare("A man is REALLY happy.", KINDS, True, count)
+    assert p.text == "A man is really happy." and p.loud == (3,)
+    assert p.render("Ein Mann ist wirklich froh.", [0, 1, 2, 3, 4]) == "Ein Mann ist WIRKLICH froh."
+    p = prepare("TWO DOGS AT {place}.", KINDS, True, count)
+    assert p.style == "upper" and p.render("zwei Hunde bei.") == "ZWEI HUNDE BEI {place}."
+
+
+def test_parse_kinds() -> None:
+    assert parse_kinds("all") == KINDS and parse_kinds("none") == () and parse_kinds("") == ()
+    assert parse_kinds("numbers, URLs") == ("urls", "numbers")
+    with pytest.raises(MTError, match="--protect: unknown kind 'links'"):
+        parse_kinds("urls,links")
+
+
+def test_a_long_line_of_placeholders_is_linear() -> None:
+    """10,000 characters of placeholders (and of near-misses: unbalanced braces, lone % and @) in linear time."""
+    one = lambda words: [1] * len(words)  # noqa: E731
+    unit = "{0} %s {{ x }} ${y} <z> :w @h #t 12.5 `c` {unbalanced %( @ a@b "
+
+    def run(n: int) -> None:
+        line = (unit * (n // len(unit) + 1))[:n]
+        prepare(line, KINDS, True, one).render("x " * 10)
+
+    assert_linear(run, 1250, what="prepare + render of a line of placeholders")
+    line = (unit * 200)[:10_000]
+    assert len(find_spans(line, KINDS)) > 1000
+
+
+def test_translations_keep_spans_and_leave_other_sentences_identical(random_ckpt: Path, one_thread: None) -> None:
+    loaded = load_model([random_ckpt], "cpu")
+    engine, tok = loaded.engine, loaded.tokenizer
+    decode = dataclasses.replace(loaded.config.decode, beam=2)
+    off = dataclasses.replace(decode, protect=(), case=False)
+    seg = segmenter_for("en")
+    texts = ["Click {0} to see {1} people. A man rides a bike.", "Visit https://example.org/a to see %d dogs.",
+             "the cat sat on the mat", "{0}", "TWO DOGS ARE PLAYING IN THE SNOW."]
+    on = translate_texts(engine, tok, texts, decode, device="cpu", segmenter=seg)
+    plain = translate_texts(engine, tok, texts, off, device="cpu", segmenter=seg)
+    for text, out in zip(texts, on):
+        for a, b, _ in find_spans(text, KINDS):
+            assert out.count(text[a:b]) == 1, (text[a:b], out)
+    # nothing applies: the same bytes as with everything off (and as translate_lines)
+    assert on[2] == plain[2] == translate_lines(engine, tok, [texts[2]], decode, device="cpu")[0]
+    assert on[0].endswith(" " + translate_lines(engine, tok, ["A man rides a bike."], decode, device="cpu")[0])
+    assert on[3] == "{0}" and on[4] == on[4].upper()
+    nbest = translate_texts_nbest(engine, tok, texts[:2], dataclasses.replace(decode, n_best=2), device="cpu",
+                                  segmenter=seg)
+    assert all(text.count("{0}") == 1 and text.count("{1}") == 1 for text, _ in nbest[0])
+    assert all(text.count("https://example.org/a") == 1 for text, _ in nbest[1])
+    assert DecodeConfig().protect == KINDS and DecodeConfig().case

@@ -74,6 +74,8 @@ def test_spans_go_where_the_alignment_puts_their_words() -> None:
     p = prepare("Contact us at support@example.com.", KINDS, False, one)
     assert p.text == "Contact us at." and not p.needs_alignment
     assert p.render("Kontaktieren Sie uns unter.") == "Kontaktieren Sie uns unter support@example.com."
+    p = prepare("Five people stand in the snow %(name)s #StreetArt.", KINDS, False, one)
+    assert p.render("Fünf Leute stehen im Schnee.") == "Fünf Leute stehen im Schnee %(name)s #StreetArt."
     p = prepare("Hello %s, you have %d new messages.", KINDS, False, one)
     assert p.text == "Hello, you have new messages."
     assert p.render("Hallo, du hast neue Nachrichten.", [0, 1, 2, 3, 4]) == "Hallo %s, du hast %d neue Nachrichten."

@@ -180,11 +180,12 @@ class Prepared:
         if alignment is not None and m and m * k * k <= MAX_PLACEMENT_WORK:  # html's bound on the DP's work
             bounds = aligned_bounds(alignment, list(self.word_slots), even, k)
         texts = [" ".join(words[bounds[j]:bounds[j + 1]]) for j in range(k)]
-        for j in range(k - 1):  # a full stop the source has after the span goes after it
-            word = texts[j]
+        for j in range(k - 1):  # a full stop the source has after the span goes after it (and after
+            word = texts[j]     # the spans that follow it with only whitespace between them)
             cut = len(word) - len(word.rstrip(TRAILING_PUNCTUATION))
             if cut and word[:-cut].strip() and not self.slots[j].rstrip().endswith(tuple(TRAILING_PUNCTUATION)):
-                texts[j], texts[j + 1] = word[:-cut].rstrip(), (word[-cut:] + " " + texts[j + 1]).strip()
+                to = next((i for i in range(j + 1, k) if self.slots[i].strip() or texts[i]), k - 1)
+                texts[j], texts[to] = word[:-cut].rstrip(), (word[-cut:] + " " + texts[to]).strip()
         out = texts[0]
         for span, after in zip(self.spans, texts[1:]):
             out += span.before(out) + span.text

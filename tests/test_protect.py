@@ -152,3 +152,41 @@ def test_translations_keep_spans_and_leave_other_sentences_identical(random_ckpt
     assert all(text.count("{0}") == 1 and text.count("{1}") == 1 for text, _ in nbest[0])
     assert all(text.count("https://example.org/a") == 1 for text, _ in nbest[1])
     assert DecodeConfig().protect == KINDS and DecodeConfig().case
+
+
+class CopyEngine:
+    """An engine that translates a sentence into itself (its source pieces, re-encoded as target
+    pieces): what comes out is exactly what the model read, so the case and span handling around
+    the search can be checked word for word."""
+
+    max_positions = 256
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def search_ids(self, src_ids, decode, *, n_best, sentence_ids, on_result=None, constraints=None, glue=()):
+        texts = self.tokenizer.decode_pieces("src", [list(ids) for ids in src_ids])
+        return [[(ids, 0.0)] * (n_best or 1) for ids in self.tokenizer.encode_tgt(texts)]
+
+
+def test_case_styles_and_spans_around_a_model_that_copies(random_ckpt: Path) -> None:
+    loaded = load_model([random_ckpt], "cpu")
+    engine, tok, seg = CopyEngine(loaded.tokenizer), loaded.tokenizer, segmenter_for("en")
+    decode = dataclasses.replace(loaded.config.decode, beam=1)
+    texts = ["TWO DOGS ARE PLAYING IN THE SNOW.", "Two Dogs Are Playing In The Snow.", "A man plays a GUITAR.",
+             "Click {0} to see {1} people on the beach.", "A man plugs a USB stick into the NASA computer."]
+    read = translate_texts(engine, tok, texts, dataclasses.replace(decode, protect=(), case=False), device="cpu",
+                           segmenter=seg)
+    assert read == texts  # the copy is exact
+    out = translate_texts(engine, tok, texts, decode, device="cpu", segmenter=seg)
+    assert out[0] == texts[0] and out[1] == texts[1]  # read in sentence case, the style given back
+    assert out[3] == texts[3] and out[4] == texts[4]  # spans back in place; acronyms untouched
+    seen: list[str] = []
+    spy = CopyEngine(tok)
+    spy.search_ids = lambda src_ids, *a, **k: seen.extend(tok.decode_pieces("src", [list(i) for i in src_ids])) \
+        or CopyEngine.search_ids(spy, src_ids, *a, **k)
+    translate_texts(spy, tok, texts, decode, device="cpu", segmenter=seg)
+    assert seen.count("Two dogs are playing in the snow.") == 2
+    assert "Click to see people on the beach." in seen and texts[4] in seen
+    assert not any(line.isupper() for line in seen) and not any(line.istitle() for line in seen)
+

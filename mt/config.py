@@ -15,6 +15,7 @@ starts with its target's tag `<2lang>`. `config_to_dict` writes an untagged mode
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -217,8 +218,7 @@ class DecodeConfig:
     top_k: int = 0  # sampling: draw from the k most probable tokens only (0 = all)
     top_p: float = 1.0  # sampling: nucleus, the fewest best tokens holding this probability; in (0, 1]
     seed: int = 0  # sampling: same seed and input, same output
-    # A person's text (mt translate, mt serve; not evaluation): these spans kept verbatim, placed by alignment.
-    protect: tuple[ProtectKind, ...] = ("placeholders", "urls", "emails", "handles", "hashtags", "numbers", "code")
+    protect: tuple[ProtectKind, ...] = typing.get_args(ProtectKind)  # spans a person's text keeps verbatim (mt translate, mt serve; not mt evaluate)
     case: bool = True  # ALL CAPS / Title Case lines translated in sentence case, their style given back
 
 

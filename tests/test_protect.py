@@ -105,6 +105,8 @@ def test_case_styles_and_the_model_truecaser() -> None:
     p = prepare("A man is REALLY happy.", KINDS, True, count)
     assert p.text == "A man is really happy." and p.loud == (3,)
     assert p.render("Ein Mann ist wirklich froh.", [0, 1, 2, 3, 4]) == "Ein Mann ist WIRKLICH froh."
+    # no word linked to the shouted one: the capitals go to the word linked nearest to it
+    assert p.render("Ein Mann ist froh.", [0, 1, 2, 4]) == "Ein Mann IST froh."
     p = prepare("TWO DOGS AT {place}.", KINDS, True, count)
     assert p.style == "upper" and p.render("zwei Hunde bei.") == "ZWEI HUNDE BEI {place}."
 

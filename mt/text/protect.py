@@ -12,7 +12,7 @@ model's cross-attention between `Prepared.text` and the translation) says which 
 translated word belongs in, `aligned_bounds` (html's dynamic programme) keeps the slots in order,
 and a slot's trailing full stop or comma that the source had after the span moves past it
 ("Write to <x>." -> "Schreiben Sie an <x>."). Without an alignment (an engine with no attention to
-read) words are placed in proportion, as html does. A segment where nothing applies is `identity`:
+read) words are placed in proportion, as html does, and a shouted word's emphasis is not placed. A segment where nothing applies is `identity`:
 its text is the segment and `render` returns the translation unchanged, so such a sentence comes
 out byte-identical to a translation without this module.
 
@@ -161,9 +161,8 @@ class Prepared:
             return self.source  # only spans and punctuation: nothing was translated
         words = restyle(translation.split(), self.style)
         usable = alignment is not None and len(alignment) == len(words)
-        if self.loud and usable:
-            loud = set(self.loud)
-            words = [w.upper() if a in loud else w for w, a in zip(words, alignment or [])]
+        if self.loud and usable and words:
+            words = _emphasise(words, alignment or [], self.loud)
         if not self.spans:
             return " ".join(words)
         return self._place(words, alignment if usable else None)
@@ -194,6 +193,21 @@ class Prepared:
             elif span.space_after:
                 out += " "
         return out.rstrip()
+
+
+def _emphasise(words: list[str], alignment: list[int], loud: Sequence[int]) -> list[str]:
+    """`words` with those the alignment links to a shouted source word in capitals; a shouted word no
+    translated word is linked to (attention often lands one word off) puts its capitals on the word
+    linked to the source word nearest to it."""
+    out, links = list(words), {}
+    for t, a in enumerate(alignment):
+        if a >= 0:
+            links.setdefault(a, []).append(t)
+    for i in loud:
+        near = i if i in links else min(links, key=lambda a: (abs(a - i), a), default=None)
+        for t in links.get(near, []) if near is not None else []:
+            out[t] = out[t].upper()
+    return out
 
 
 def prepare(segment: str, kinds: Sequence[str], case: bool, count: Count) -> Prepared:

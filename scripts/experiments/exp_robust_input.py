@@ -11,7 +11,7 @@ shouted word), with `decode.protect` / `decode.case` on (the default) and off.
    exactly. Reported: the share of spans that come back verbatim exactly once; chrF (sacreBLEU,
    `mt.eval.evaluate.score`) of the string's output against the output for the sentence without
    the spans, as it is and with the spans deleted from it (the words around them).
-2. Case (`--case-sentences`, default 100): each sentence in ALL CAPS and in Title Case (every
+2. Case (`--case-sentences`, default 100, from line 200 on): each sentence in ALL CAPS and in Title Case (every
    word's first letter), and with its longest word shouted. Reported: chrF of the output against
    the output for the sentence as written, case-insensitive (the style is checked apart); the
    share returned in the input's style (all upper; every word starting upper case; the shouted
@@ -190,7 +190,8 @@ def main() -> None:
     off = dataclasses.replace(on, protect=(), case=False)
     strings = app_strings(lines, args.strings, args.seed)
     spans, rows = spans_section(loaded, strings, on, off)
-    case, samples = case_section(loaded, lines[200:200 + args.case_sentences], on, off)
+    case_lines = lines[200:200 + args.case_sentences] or lines[:args.case_sentences]  # other lines than the strings'
+    case, samples = case_section(loaded, case_lines, on, off)
     identity = identity_section(loaded, lines, refs, on, off)
     results = {"checkpoint": str(args.checkpoint), "split": args.split, "beam": on.beam, "spans": spans,
                "case": case, "identity": identity, "seconds": round(time.perf_counter() - started, 1)}

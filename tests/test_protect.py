@@ -15,7 +15,7 @@ from mt.decode.translate import translate_lines, translate_texts, translate_text
 from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.text.case import case_style, restyle, sentence_case, shouted
-from mt.text.protect import KINDS, find_spans, parse_kinds, prepare
+from mt.text.protect import KINDS, find_spans, parse_kinds, prepare, span_links
 from mt.text.segment import segmenter_for
 from tests.support.scaling import assert_linear
 
@@ -192,3 +192,19 @@ def test_case_styles_and_spans_around_a_model_that_copies(random_ckpt: Path) -> 
     assert "Click to see people on the beach." in seen and texts[4] in seen
     assert not any(line.isupper() for line in seen) and not any(line.istitle() for line in seen)
 
+
+
+def test_markup_around_a_span_stays_on_the_span() -> None:
+    """format=html: a target word that is a protected span of its block is linked to that span, and
+    no other word is, whatever the attention said (here: everything on the URL)."""
+    from mt.text.html import HtmlFragment, render_fragments
+
+    fragment = HtmlFragment("<p>Visit <b>https://example.org/a</b> to see {count} dogs.</p>")
+    target = "Besuchen Sie https://example.org/a, um {count} Hunde zu sehen."
+    # the attention put "Besuchen Sie" on "Visit" and everything after it on the URL
+    on_the_url = lambda sources, targets: [[0, 0] + [1] * (len(t.split()) - 2) for t in targets]  # noqa: E731
+    assert "<b>https://example.org/a</b>" not in render_fragments([fragment], [target], on_the_url)[0]  # tail in bold
+    assert span_links(on_the_url)([fragment.blocks[0]], [target]) == [[0, 0, 1, -1, 4, -1, -1, -1]]
+    out = render_fragments([fragment], [target], span_links(on_the_url))[0]
+    assert out == "<p>Besuchen Sie <b>https://example.org/a</b>, um {count} Hunde zu sehen.</p>"
+    assert span_links(None) is None

@@ -32,6 +32,7 @@ from mt.errors import MTError
 from mt.text.documents import document_texts, format_of, translate_document
 from mt.text.html import HtmlFragment, render_fragments
 from mt.text.limits import DocumentLimits
+from mt.text.protect import span_links
 from mt.text.segment import Segmenter, segmenter_for
 from mt.textio import atomic_write, decode_line, iter_lines, iter_stream
 
@@ -232,6 +233,6 @@ def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeCon
     def translate_html(fragments: list[str]) -> list[str]:
         parsed = [HtmlFragment(markup) for markup in fragments]
         translations = translate_plain([block for fragment in parsed for block in fragment.blocks])
-        return render_fragments(parsed, translations, aligner_for(engine, tokenizer))
+        return render_fragments(parsed, translations, span_links(aligner_for(engine, tokenizer), decode.protect))
 
     return translate_plain, translate_html

@@ -33,7 +33,7 @@ from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_size
 from mt.serve.settings import ServeSettings
 from mt.text.html import HtmlFragment, render_fragments
-from mt.text.protect import Aligner, Prepared
+from mt.text.protect import Aligner, Prepared, span_links
 from mt.text.segment import segmenter_for, whole_lines
 
 log = logging.getLogger(__name__)
@@ -177,6 +177,7 @@ async def translate_html(request: Request, model: ServedModel, settings: ServeSe
     translations = [hyps[0][0] for hyps in found]
 
     try:  # off the event loop: the alignment is a forced pass in the worker, rendering is linear work
-        return await asyncio.to_thread(render_fragments, fragments, translations, _aligner(model, tokenizer))
+        return await asyncio.to_thread(render_fragments, fragments, translations,
+                                       span_links(_aligner(model, tokenizer), decode.protect))
     except MTError as e:
         raise ApiError(503, f"the model could not align the markup: {e}", {"Retry-After": "5"}) from None

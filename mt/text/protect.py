@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -60,6 +61,7 @@ PATTERNS: dict[str, str] = {
     "numbers": r"(?<![\w.,])\d{1,30}(?:[.,:/-]\d{1,30}){0,6}%?(?!\w)",
 }
 _URL_TAIL = ".,;:!?'\")]}"  # punctuation after a URL belongs to the sentence
+_AROUND = ".,;:!?'\"«»“”"  # punctuation a sentence puts around a word
 
 
 def parse_kinds(value: str, flag: str = "--protect") -> tuple[ProtectKind, ...]:
@@ -254,3 +256,37 @@ def render_all(prepared: Sequence[Prepared], translations: Sequence[str], align:
     found = align([prepared[i].text for i in todo], [translations[i] for i in todo]) if todo and align else None
     alignments: dict[int, list[int]] = dict(zip(todo, found or []))
     return [p.render(t, alignments.get(i)) for i, (p, t) in enumerate(zip(prepared, translations))]
+
+
+def _whole_span(word: str, kinds: Sequence[str]) -> bool:
+    found = find_spans(word, kinds)
+    return len(found) == 1 and found[0][:2] == (0, len(word))
+
+
+def span_links(align: Aligner | None, kinds: Sequence[str] = KINDS) -> Aligner | None:
+    """`align` (sources, targets -> word alignments) with every target word that IS a protected span
+    of its source (verbatim, punctuation around it aside; found once in the source) linked to that
+    span's source word, and every other word linked to such a span unlinked (-1: placed by its
+    neighbours): inline markup around a URL or placeholder (`<b>{count}</b>`) then stays on
+    exactly that span whatever the attention says. None stays None."""
+    if align is None:
+        return None
+
+    def linked(sources: list[str], targets: list[str]) -> list[list[int]] | None:
+        found = align(sources, targets)
+        if found is None:
+            return None
+        out = []
+        for source, target, alignment in zip(sources, targets, found):
+            words = [w.strip(_AROUND) for w in source.split()]
+            seen = Counter(words)
+            spans = {w: i for i, w in enumerate(words) if seen[w] == 1 and _whole_span(w, kinds)}
+            fixed, at_span = list(alignment), set(spans.values())
+            for t, word in enumerate(target.split()[:len(fixed)]):
+                # a span's translation is its copy: another word linked to it is linked to nothing
+                fixed[t] = spans.get(word.strip(_AROUND), -1 if fixed[t] in at_span else fixed[t])
+            out.append(fixed)
+        return out
+
+    return linked
+

@@ -306,7 +306,10 @@ def test_metrics_move(main_server: str) -> None:
         return float(found.group(1)) if found else 0.0
 
     before = httpx.get(main_server + "/metrics").text
-    segments = [f"a b {time.monotonic_ns()}", f"c d {time.monotonic_ns()}"]  # not asked before: the cache misses, the model translates
+    # not asked before: the cache misses, the model translates (in letters: a number is a protected
+    # span, taken out of what the model reads and caches)
+    fresh = lambda: "".join(chr(ord("a") + int(d)) for d in str(time.monotonic_ns()))  # noqa: E731
+    segments = [f"a b {fresh()}", f"c d {fresh()}"]
     httpx.post(main_server + "/v1/translate", json={"segments": segments}, timeout=60)
     after = httpx.get(main_server + "/metrics").text
     ok = 'mt_requests_total{route="/v1/translate",status="200"}'

@@ -6,6 +6,7 @@ byte-identical to a translation without them; linear time on a 10,000-character 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from mt.config import DecodeConfig
 from mt.decode.translate import translate_lines, translate_texts, translate_texts_nbest
 from mt.deploy.loading import load_model
-from mt.errors import MTError
+from mt.errors import MTError, MTWarning
 from mt.text.case import case_style, restyle, sentence_case, shouted
 from mt.text.protect import KINDS, find_spans, parse_kinds, prepare, span_links
 from mt.text.segment import segmenter_for
@@ -208,3 +209,23 @@ def test_markup_around_a_span_stays_on_the_span() -> None:
     out = render_fragments([fragment], [target], span_links(on_the_url))[0]
     assert out == "<p>Besuchen Sie <b>https://example.org/a</b>, um {count} Hunde zu sehen.</p>"
     assert span_links(None) is None
+
+
+def test_a_long_line_of_placeholders_is_answered_whole_in_linear_time(random_ckpt: Path) -> None:
+    """The whole of `translate_texts` (segmenting, breaking to the model's limit, spans out and back)
+    on 10,000 characters of placeholders and near-misses, around a model that copies: every
+    character comes back, in time linear in the line."""
+    loaded = load_model([random_ckpt], "cpu")
+    engine, decode = CopyEngine(loaded.tokenizer), dataclasses.replace(loaded.config.decode, beam=1)
+    engine.max_positions = 32  # many pieces to break off: a quadratic breaking shows at once
+    unit = "{0} %s {{ x }} ${y} <z> :w @h #t 12.5 `c` {unbalanced %( @ a@b "
+
+    def run(n: int) -> list[str]:
+        line = (unit * (n // len(unit) + 1))[:n].strip()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MTWarning)  # broken to fit the model
+            return translate_texts(engine, loaded.tokenizer, [line], decode, device="cpu", segmenter=segmenter_for("en"))
+
+    line = (unit * (10_000 // len(unit) + 1))[:10_000].strip()
+    assert run(10_000) == [line]
+    assert_linear(run, 1250, what="translate_texts of a line of placeholders")

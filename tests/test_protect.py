@@ -229,3 +229,14 @@ def test_a_long_line_of_placeholders_is_answered_whole_in_linear_time(random_ckp
     line = (unit * (10_000 // len(unit) + 1))[:10_000].strip()
     assert run(10_000) == [line]
     assert_linear(run, 1250, what="translate_texts of a line of placeholders")
+
+
+def test_serve_protect_flags() -> None:
+    from mt.serve.settings import ServeSettings
+
+    flags = {"api_keys": None, "cors_origins": []}
+    assert ServeSettings.from_flags(**flags).protect is None  # the checkpoint's decode.protect
+    assert ServeSettings.from_flags(**flags, protect="none").protect == ()
+    assert ServeSettings.from_flags(**flags, protect="urls,numbers").protect == ("urls", "numbers")
+    with pytest.raises(MTError, match="--protect: unknown kind 'links'"):
+        ServeSettings.from_flags(**flags, protect="links")

@@ -150,10 +150,9 @@ def translate(
     n_best: Optional[int] = typer.Option(
         None, "--n-best", help="Write N hypotheses per sentence (N samples with --sampling): 'i ||| text ||| score'."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Source tokens per decoding batch."),
-    sampling: Optional[bool] = typer.Option(
-        None, "--sampling/--no-sampling",
-        help="Draw each translation at random from the model instead of searching (e.g. for back-translation); "
-             "default from the config (decode.sampling)."),
+    sampling: Optional[bool] = typer.Option(None, "--sampling/--no-sampling", help="Draw each translation at random "
+                                            "from the model instead of searching (e.g. for back-translation); "
+                                            "default from the config (decode.sampling)."),
     temperature: Optional[float] = typer.Option(
         None, help="Sampling: divide the log-probabilities by T (< 1 sharper, > 1 flatter; default 1)."),
     top_k: Optional[int] = typer.Option(None, "--top-k", help="Sampling: draw from the K most probable tokens (0 = all)."),
@@ -163,32 +162,33 @@ def translate(
         None, help="Sampling: the same seed and input give the same output, whatever the batching; default 0."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
     precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
-    target_lang: Optional[str] = typer.Option(
-        None, "--target-lang", help="The language to translate into, for a model of several pairs "
-        "(required when it has several target languages)."),
+    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language to translate into, for a "
+                                              "model of several pairs (required when it has several target languages)."),
     format: Optional[str] = typer.Option(
         None, "--format", help="Translate the input as a document: txt (paragraphs), html, srt, vtt, docx, odt; "
                                "default from the input's extension (.txt stays one line per segment)."),
-    segment: bool = typer.Option(
-        True, "--segment/--no-segment",
-        help="Split each line into sentences and translate them one by one (default; whitespace kept); "
-             "--no-segment translates each line as one segment (pre-split corpora, evaluation)."),
+    segment: bool = typer.Option(True, "--segment/--no-segment", help="Split each line into sentences and translate "
+                                 "them one by one (default; whitespace kept); --no-segment translates each line as "
+                                 "one segment (pre-split corpora, evaluation)."),
     glossary: Optional[Path] = GlossaryOpt,
+    protect: Optional[str] = typer.Option(None, help="Spans kept verbatim: all, none, or some of placeholders,urls,"
+                                          "emails,handles,hashtags,numbers,code (default: decode.protect, all)."),
+    case: Optional[bool] = typer.Option(None, "--case/--no-case", help="ALL CAPS / Title Case lines translated in "
+                                        "sentence case, their style given back (default: decode.case, on)."),
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order; or a document.
 
     Each line is split into sentences (a paragraph per line translates sentence by sentence; the
-    spaces between sentences are kept); --no-segment takes each line as one sentence.
-    Beam search (greedy with --beam 1) by default; --sampling draws translations instead.
-    Several -c checkpoints translate as one ensemble. An input named .srt, .vtt, .html, .docx or
-    .odt (or --format) is translated as that document, its layout kept (docs/guides/documents.md).
+    spaces between sentences are kept); --no-segment takes each line as one sentence. Beam search by default;
+    --sampling draws instead. Several -c checkpoints make an ensemble. An input named .srt, .vtt, .html, .docx
+    or .odt (or --format) is translated as that document, its layout kept (docs/guides/documents.md).
     """
     from mt.commands.translate import translate_command
 
-    translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
-                      sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                      device=device, precision=precision, target_lang=target_lang, format=format,
-                      segment=segment, glossary=glossary)
+    translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens, seed=seed,
+                      sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, device=device, case=case,
+                      precision=precision, target_lang=target_lang, format=format, segment=segment, glossary=glossary,
+                      protect=protect)
 
 
 @app.command()

@@ -15,6 +15,7 @@ starts with its target's tag `<2lang>`. `config_to_dict` writes an untagged mode
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -38,6 +39,8 @@ DecodePrecision = Literal["fp32", "bf16"]
 TsvColumns = Literal["src-tgt", "tgt-src"]  # the order of a TSV line's two columns
 # The rules of the cleaning stage (mt/data/clean.py), in the order they run.
 CleanRule = Literal["no_text", "length", "copy", "script", "numbers", "duplicate", "near_duplicate", "langid"]
+# The spans a person's text keeps verbatim through translation (mt/text/protect.py).
+ProtectKind = Literal["placeholders", "urls", "emails", "handles", "hashtags", "numbers", "code"]
 
 
 @dataclass(frozen=True)
@@ -221,6 +224,8 @@ class DecodeConfig:
     top_k: int = 0  # sampling: draw from the k most probable tokens only (0 = all)
     top_p: float = 1.0  # sampling: nucleus, the fewest best tokens holding this probability; in (0, 1]
     seed: int = 0  # sampling: same seed and input, same output
+    protect: tuple[ProtectKind, ...] = typing.get_args(ProtectKind)  # spans a person's text keeps verbatim (mt translate, mt serve; not mt evaluate)
+    case: bool = True  # ALL CAPS / Title Case lines translated in sentence case, their style given back
 
 
 @dataclass(frozen=True)

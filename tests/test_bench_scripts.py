@@ -323,3 +323,25 @@ def test_exp_glossary_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
     assert "| term success (%) | 0.00 |" in (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
     terms = (tmp_path / "out" / "terms.tsv").read_text(encoding="utf-8").splitlines()
     assert len(terms) == report["term_sentences"] and all(len(row.split("\t")) == 3 for row in terms)
+
+
+def test_exp_robust_input_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
+    """exp_robust_input.py end to end on a handful of sentences: every span back once with protection
+    on, and no line where nothing applies changed."""
+    import gzip
+    import json
+
+    from mt.deploy.tiny import write_random_checkpoint
+    ckpt = write_random_checkpoint(tmp_path / "tiny.pt", seed=1)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    lines = ["A man rides a bike.", "Two dogs play in the snow.", "3 boys stand on a pier.", "A woman reads."]
+    for lang in ("en", "de"):
+        with gzip.open(mirror / f"tiny_test.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+    run("experiments/exp_robust_input.py", "-c", str(ckpt), "--mirror", str(mirror), "--split", "tiny_test",
+        "--beam", "1", "--strings", "12", "--case-sentences", "2", "--out", str(tmp_path / "out"))
+    report = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert report["spans"]["strings"] == 12 and report["spans"]["on"]["kept_exactly_once_pct"] == 100.0
+    assert report["identity"]["something_applies"] == 1 and report["identity"]["changed_where_nothing_applies"] == 0
+    assert "| upper |" in (tmp_path / "out" / "results.md").read_text(encoding="utf-8")

@@ -306,7 +306,10 @@ def test_metrics_move(main_server: str) -> None:
         return float(found.group(1)) if found else 0.0
 
     before = httpx.get(main_server + "/metrics").text
-    segments = [f"a b {time.monotonic_ns()}", f"c d {time.monotonic_ns()}"]  # not asked before: the cache misses, the model translates
+    # not asked before: the cache misses, the model translates (in letters: a number is a protected
+    # span, taken out of what the model reads and caches)
+    fresh = lambda: "".join(chr(ord("a") + int(d)) for d in str(time.monotonic_ns()))  # noqa: E731
+    segments = [f"a b {fresh()}", f"c d {fresh()}"]
     httpx.post(main_server + "/v1/translate", json={"segments": segments}, timeout=60)
     after = httpx.get(main_server + "/metrics").text
     ok = 'mt_requests_total{route="/v1/translate",status="200"}'
@@ -571,3 +574,28 @@ def test_docs_and_redoc_load_nothing_from_another_host(main_server: str) -> None
         for url in named:
             asset = httpx.get(main_server + url, timeout=30)
             assert asset.status_code == 200 and len(asset.content) > 0, url
+
+
+PROTECTED = ["Click {0} to see {1} people on the beach.", "Hello %s, write to support@example.com today.",
+             "Visit https://example.org/dogs to see 3 dogs.", "TWO DOGS ARE PLAYING IN THE SNOW.", "the cat sat on the mat"]
+
+
+def test_every_route_keeps_protected_spans(tiny, main_server: str) -> None:
+    """/translate (text and html) and /v1/translate keep every placeholder, URL and number verbatim,
+    exactly once (mt.text.protect), answering what `mt translate` writes for the same lines."""
+    from mt.text.protect import KINDS, find_spans
+
+    def spans(line: str) -> list[str]:
+        return [line[a:b] for a, b, _ in find_spans(line, KINDS)]
+
+    expected = mt_translate(tiny[0], PROTECTED, "--beam", "4")
+    assert all(out.count(span) == 1 for line, out in zip(PROTECTED, expected) for span in spans(line)), expected
+    lt = httpx.post(main_server + "/translate", json={"q": PROTECTED, "source": "en", "target": "de"}, timeout=60)
+    assert lt.status_code == 200 and lt.json()["translatedText"] == expected
+    v1 = httpx.post(main_server + "/v1/translate", json={"segments": PROTECTED}, timeout=60)
+    assert v1.status_code == 200 and [row["text"] for row in v1.json()["translations"]] == expected
+    html = httpx.post(main_server + "/translate", timeout=60, json={
+        "q": f"<p>{PROTECTED[1]} <b>{PROTECTED[2]}</b></p>", "source": "en", "target": "de", "format": "html"})
+    assert html.status_code == 200, html.text
+    out = html.json()["translatedText"]
+    assert all(out.count(span) == 1 for span in spans(PROTECTED[1]) + spans(PROTECTED[2])), out

@@ -16,6 +16,7 @@ from mt.decode.terms import TermConstraints, term_constraints
 from mt.deploy.loading import LoadedModel, load_model
 from mt.errors import MTError
 from mt.text.glossary import Glossary, read_glossary, suffixes_for
+from mt.text.protect import parse_kinds
 
 T = TypeVar("T")
 
@@ -74,6 +75,13 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
             raise MTError(f"--n-best {decode.n_best} exceeds --beam {decode.beam}")
         decode = dataclasses.replace(decode, beam=decode.n_best)
     return decode
+
+
+def robust_settings(decode: DecodeConfig, *, protect: str | None, case: bool | None) -> DecodeConfig:
+    """`decode` with --protect (all, none or kinds separated by commas: `parse_kinds`) and
+    --case/--no-case applied (None = the checkpoint's)."""
+    kinds = decode.protect if protect is None else parse_kinds(protect)
+    return dataclasses.replace(decode, protect=kinds, case=decode.case if case is None else case)
 
 
 def output_path(output: str) -> Path | None:

@@ -20,6 +20,7 @@ from mt.commands.decoding import (
     load_for_target,
     output_path,
     read_glossary_flag,
+    robust_settings,
 )
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import Tokenizer
@@ -31,6 +32,7 @@ from mt.errors import MTError
 from mt.text.documents import document_texts, format_of, translate_document
 from mt.text.html import HtmlFragment, render_fragments
 from mt.text.limits import DocumentLimits
+from mt.text.protect import span_links
 from mt.text.segment import Segmenter, segmenter_for
 from mt.textio import atomic_write, decode_line, iter_lines, iter_stream
 
@@ -61,7 +63,7 @@ def translate_command(
     target_lang: str | None = None,
     format: str | None = None,
     segment: bool = True,
-    glossary: Path | None = None,
+    glossary: Path | None = None, protect: str | None = None, case: bool | None = None,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
@@ -94,6 +96,8 @@ def translate_command(
     `glossary` (--glossary terms.tsv, mt.text.glossary): read and checked before the model loads,
     then against it; every sentence holding a term is translated by the constrained beam search
     (mt.decode.constrained), the others as without it. An engine that cannot keep terms refuses it.
+    `protect`, `case` (--protect, --case/--no-case): decode.protect and decode.case, which apply to
+    segmented text and documents (`mt.decode.protected`), not to --no-segment lines.
     """
     src_path = None if input == "-" else Path(input)
     if src_path is not None and src_path.is_dir():  # a pipe, /dev/stdin or <(zcat f.gz) is input too
@@ -115,6 +119,7 @@ def translate_command(
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                              precision=precision)
+    decode = robust_settings(decode, protect=protect, case=case)
     with_scores = n_best is not None or decode.n_best > 1
     segmenter = segmenter_for(source_language(cfg, target_lang))
     pair = (source_language(cfg, target_lang), target_lang or cfg.data.target_langs[0])
@@ -228,6 +233,6 @@ def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeCon
     def translate_html(fragments: list[str]) -> list[str]:
         parsed = [HtmlFragment(markup) for markup in fragments]
         translations = translate_plain([block for fragment in parsed for block in fragment.blocks])
-        return render_fragments(parsed, translations, aligner_for(engine, tokenizer))
+        return render_fragments(parsed, translations, span_links(aligner_for(engine, tokenizer), decode.protect))
 
     return translate_plain, translate_html

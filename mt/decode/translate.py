@@ -14,7 +14,9 @@ reported as an `MTWarning`.
 sentence-aligned sets). `translate_texts` is what a person's text goes through: every text
 split into sentences (`mt.text.segment`), sentences over the model's limit broken (never cut),
 all texts' segments translated together in the same length-sorted batches, and each text
-rendered back with its whitespace where it was.
+rendered back with its whitespace where it was. Placeholders, URLs, numbers and the like are kept
+verbatim and ALL CAPS / Title Case lines translated in sentence case (`decode.protect`,
+`decode.case`: `mt.decode.protected`); a sentence where none applies is translated as before.
 
 With a glossary (`mt.decode.terms.TermConstraints`), a sentence in which a term is found is
 translated by the constrained beam search, batched only with other such sentences; every other
@@ -35,9 +37,12 @@ from tqdm import tqdm
 from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
+from mt.decode.align import aligner_for
 from mt.decode.engine import Engine, NativeModel, Results, as_engine, rows_per_sentence
+from mt.decode.protected import prepare_segments, render_nbest
 from mt.decode.terms import TermConstraints
 from mt.errors import MTWarning
+from mt.text.protect import render_all
 from mt.text.segment import Segmented, Segmenter, fit
 
 T = TypeVar("T")
@@ -201,9 +206,10 @@ def translate_texts(
     note = broken_warning(split, engine.max_positions)
     if note:
         warnings.warn(note, MTWarning, stacklevel=2)
-    flat = [segment for text in split for segment in text.segments]
-    found = iter(translate_lines(engine, tokenizer, flat, decode, device=device, progress=progress,
-                                 sentence_ids=sampling_keys(split, first_id), glossary=glossary))
+    prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
+    done = translate_lines(engine, tokenizer, [p.text for p in prepared], decode, device=device, progress=progress,
+                           sentence_ids=sampling_keys(split, first_id), glossary=glossary)
+    found = iter(render_all(prepared, done, aligner_for(engine, tokenizer)))
     return [text.render([next(found) for _ in text.segments]) for text in split]
 
 
@@ -227,9 +233,10 @@ def translate_texts_nbest(
     note = broken_warning(split, engine.max_positions)
     if note:
         warnings.warn(note, MTWarning, stacklevel=2)
-    flat = [segment for text in split for segment in text.segments]
-    found = iter(translate_nbest(engine, tokenizer, flat, decode, device=device, progress=progress,
-                                 sentence_ids=sampling_keys(split, first_id), glossary=glossary))
+    prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
+    done = translate_nbest(engine, tokenizer, [p.text for p in prepared], decode, device=device, progress=progress,
+                           sentence_ids=sampling_keys(split, first_id), glossary=glossary)
+    found = iter(render_nbest(prepared, done, aligner_for(engine, tokenizer)))
     return [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
 
 

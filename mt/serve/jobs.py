@@ -8,6 +8,9 @@ full) and awaited without blocking the event loop; a client that goes away (499)
 --timeout (503) has its segments dropped from the queue. `translate_html` does the same for HTML
 fragments: the sentences of their blocks' text as segments, markup kept. With a glossary
 (`mt.serve.glossary`), each sentence goes with the target pieces of the terms found in it.
+Placeholders, URLs, numbers and the like are taken out of each sentence and put back after it is
+translated, and ALL CAPS / Title Case sentences translated in sentence case (`decode.protect`,
+`decode.case`; `mt.decode.protected`): the cache holds the model's translation of what it read.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from fastapi import Request
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
+from mt.decode.protected import prepare_segments, render_nbest
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import broken_warning, join_nbest, segment_for_model
 from mt.errors import MTError
@@ -29,6 +33,7 @@ from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_size
 from mt.serve.settings import ServeSettings
 from mt.text.html import HtmlFragment, render_fragments
+from mt.text.protect import Aligner, Prepared, span_links
 from mt.text.segment import segmenter_for, whole_lines
 
 log = logging.getLogger(__name__)
@@ -53,7 +58,8 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
         split = segment_for_model(texts, tokenizer, max_positions, segmenter_for(source))
     else:
         split = [whole_lines(text) for text in texts]
-    flat = [sentence for text in split for sentence in text.segments]
+    prepared = prepare_segments([sentence for text in split for sentence in text.segments], tokenizer, decode)
+    flat = [p.text for p in prepared]  # spans out, case styles in sentence case (mt.text.protect)
     cons = terms.for_lines(flat) if terms is not None else [[] for _ in flat]
     keys = [segment_key(model, decode, n_best, tokenizer, sentence, kept) for sentence, kept in zip(flat, cons)]
     # A sentence repeated in the request is looked up and decoded once (uncached ones, sampled, each time).
@@ -79,8 +85,24 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
     if broken:
         log.info("%s", broken)  # once per request, not per sentence
         notes.append(broken)
-    found = iter(answer.hyps for answer in done)
+    found = iter(await _rendered(model, tokenizer, prepared, [answer.hyps for answer in done]))
     return [join_nbest(text, [next(found) for _ in text.segments]) for text in split], notes
+
+
+async def _rendered(model: ServedModel, tokenizer: Tokenizer, prepared: list[Prepared], hyps: list[Hyps]) -> list[Hyps]:
+    """Each sentence's outputs with its protected spans and case style back (`render_nbest`), aligned
+    in the worker off the event loop; a request where nothing applies is returned as it is."""
+    if all(p.identity for p in prepared):
+        return hyps
+    try:
+        return await asyncio.to_thread(render_nbest, prepared, hyps, _aligner(model, tokenizer))
+    except MTError as e:
+        raise ApiError(503, f"the model could not align the protected spans: {e}", {"Retry-After": "5"}) from None
+
+
+def _aligner(model: ServedModel, tokenizer: Tokenizer) -> Aligner:
+    """Word alignments by the model in its worker (`mt.decode.align`; None from an engine that cannot align)."""
+    return lambda sources, targets: model.engine.align(list(tokenizer.src_prefix), sources, targets)
 
 
 def segment_key(model: ServedModel, decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer,
@@ -154,10 +176,8 @@ async def translate_html(request: Request, model: ServedModel, settings: ServeSe
                 if blocks else ([], []))
     translations = [hyps[0][0] for hyps in found]
 
-    def align(sources: list[str], targets: list[str]) -> list[list[int]] | None:
-        return model.engine.align(list(tokenizer.src_prefix), sources, targets)
-
     try:  # off the event loop: the alignment is a forced pass in the worker, rendering is linear work
-        return await asyncio.to_thread(render_fragments, fragments, translations, align)
+        return await asyncio.to_thread(render_fragments, fragments, translations,
+                                       span_links(_aligner(model, tokenizer), decode.protect))
     except MTError as e:
         raise ApiError(503, f"the model could not align the markup: {e}", {"Retry-After": "5"}) from None

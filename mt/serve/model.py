@@ -142,10 +142,12 @@ class ServedModel:
 
 def server_decode(settings: ServeSettings, cfg: Config) -> tuple[DecodeConfig, int]:
     """(the server's default decode settings, the largest beam a request may ask for): the
-    checkpoint's, with --beam and --max-batch-tokens."""
+    checkpoint's, with --beam, --max-batch-tokens, --protect and --case."""
     max_beam = settings.max_beam or cfg.decode.beam
     decode = dataclasses.replace(cfg.decode, beam=max_beam, n_best=min(cfg.decode.n_best, max_beam),
-                                 max_tokens=settings.max_batch_tokens or cfg.decode.max_tokens)
+                                 max_tokens=settings.max_batch_tokens or cfg.decode.max_tokens,
+                                 protect=cfg.decode.protect if settings.protect is None else settings.protect,
+                                 case=cfg.decode.case if settings.case is None else settings.case)
     return decode, max_beam
 
 

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from mt.config import ProtectKind
 from mt.errors import MTError
 from mt.serve.limits import KeyRing, check_proxy, read_keys_file
 from mt.text.glossary import Glossary, read_glossary
+from mt.text.protect import KINDS, parse_kinds
 
 
 def _flag(default: Any, flag: str, help: str, *, shown: bool = True, **option: Any) -> Any:
@@ -100,12 +102,18 @@ class ServeSettings:
                           "glossary replaces it.", shown=False, option_type=list[str], option_default=[])
     max_glossary_terms: int = _flag(1000, "--max-glossary-terms", "Terms in a /v1 request's glossary at most "
                                                                   "(else 413).")
+    protect: tuple[ProtectKind, ...] | None = _flag(
+        None, "--protect", "Spans kept verbatim in every request's sentences: all, none, or some of "
+                           f"{','.join(KINDS)} (default: the checkpoint's decode.protect, all).",
+        option_type=str | None)
+    case: bool | None = _flag(None, "--case/--no-case", "Translate ALL CAPS / Title Case lines in sentence case and "
+                                                        "give their style back (default: decode.case, on).")
     max_body_bytes: int = 1 << 20
     keys_file: Path | None = None  # what --api-keys named: SIGHUP re-reads it
 
     @classmethod
     def from_flags(cls, *, api_keys: Path | None, cors_origins: Sequence[str], trusted_proxies: Sequence[str] = (),
-                   glossaries: Sequence[str] = (), **flags: Any) -> ServeSettings:
+                   glossaries: Sequence[str] = (), protect: str | None = None, **flags: Any) -> ServeSettings:
         """The settings `mt serve` runs with from its flags' values: --api-keys names a file of keys
         and --glossary glossary files (read here), --cors-origin and --trusted-proxy are repeatable,
         and the body limit follows --char-limit."""
@@ -113,6 +121,7 @@ class ServeSettings:
         return cls(**flags, api_keys=keys, keys_file=api_keys, cors_origins=tuple(cors_origins),
                    glossaries=parse_glossary_flags(glossaries),
                    trusted_proxies=tuple(trusted_proxies),
+                   protect=None if protect is None else parse_kinds(protect),
                    max_body_bytes=max(1 << 20, 8 * flags.get("char_limit", cls.char_limit)))
 
     def __post_init__(self) -> None:

@@ -213,7 +213,7 @@ class _Run:
         even = [round(start * m / self.words) for start in self.starts] + [m]
         bounds = even
         if alignment is not None and len(alignment) == m and m * len(self.texts) ** 2 <= MAX_PLACEMENT_WORK:
-            bounds = _aligned_bounds(alignment, self.word_slots, even, len(self.texts))
+            bounds = aligned_bounds(alignment, self.word_slots, even, len(self.texts))
         slots = ["".join(pieces[bounds[j]:bounds[j + 1]]) for j in range(len(self.texts))]
         last = max((j for j in range(len(slots)) if slots[j]), default=0) if m else len(slots) - 1
         for j in range(1, len(slots)):  # spaces where the source had them around markup
@@ -240,7 +240,7 @@ class _Run:
         return "".join(out)
 
 
-def _aligned_bounds(alignment: list[int], word_slots: list[int], even: list[int], k: int) -> list[int]:
+def aligned_bounds(alignment: list[int], word_slots: list[int], even: list[int], k: int) -> list[int]:
     """Monotone placement of m translated words into k text slots (slot j gets words
     bounds[j]:bounds[j + 1]) that agrees with the alignment as far as the slots' order allows.
 

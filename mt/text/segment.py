@@ -159,8 +159,8 @@ def _break(sentence: str, count: Callable[[list[str]], list[int]], limit: int) -
     """(piece, the whitespace after it) for one sentence over `limit`: pieces of at most `limit`
     (a single character over it stays whole), joined with those gaps they give the sentence back."""
     pieces, rest = [], sentence
-    while count([rest])[0] > limit:
-        cut = _best_cut(rest, count, limit)
+    while (window := _over(rest, count, limit)) is not None:
+        cut = _best_cut(window, count, limit)  # within the window: nothing longer fits
         head = rest[:cut].rstrip()
         tail = rest[cut:].lstrip()
         if not tail:  # only trailing space after the cut: nothing left to break off
@@ -168,6 +168,21 @@ def _break(sentence: str, count: Callable[[list[str]], list[int]], limit: int) -
         pieces.append((head, rest[len(head):len(rest) - len(tail)]))
         rest = tail
     return [*pieces, (rest, "")]
+
+
+def _over(text: str, count: Callable[[list[str]], list[int]], limit: int) -> str | None:
+    """The shortest prefix of `text` of 4 x `limit` characters doubled that has more than `limit`
+    pieces (a longer prefix never has fewer), or None when all of `text` fits. Each break then
+    counts a window about the size of what it breaks off, not the whole rest of the sentence: a
+    long line costs linear time, not one count of the rest per piece (quadratic)."""
+    size = 4 * limit
+    while True:
+        head = text[:size]
+        if count([head])[0] > limit:
+            return head
+        if size >= len(text):
+            return None
+        size *= 2
 
 
 def _best_cut(text: str, count: Callable[[list[str]], list[int]], limit: int) -> int:

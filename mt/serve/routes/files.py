@@ -36,6 +36,7 @@ from mt.serve.settings import ServeSettings
 from mt.text.documents import EXTENSIONS, MEDIA_TYPES, document_texts, format_of, translate_document
 from mt.text.html import HtmlFragment, render_fragments
 from mt.text.limits import DocumentError, DocumentLimits
+from mt.text.protect import span_links
 
 Translate = Callable[[list[str]], list[str]]
 DISABLED = "Files translation are disabled on this server."  # LibreTranslate's words
@@ -102,8 +103,8 @@ def file_translators(request: Request, model: ServedModel, settings: ServeSettin
     def translate_html(fragments: list[str]) -> list[str]:  # inline markup placed by alignment, in the worker
         parsed = [HtmlFragment(markup) for markup in fragments]
         translations = translate_texts_sync([block for fragment in parsed for block in fragment.blocks])
-        return render_fragments(parsed, translations,
-                                lambda sources, targets: model.engine.align(list(tokenizer.src_prefix), sources, targets))
+        return render_fragments(parsed, translations, span_links(
+            lambda sources, targets: model.engine.align(list(tokenizer.src_prefix), sources, targets), model.decode.protect))
 
     return translate_texts_sync, translate_html
 

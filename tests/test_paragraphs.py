@@ -6,6 +6,7 @@ English and a French source (tiny random models: what matters is the plumbing)."
 from __future__ import annotations
 
 import gzip
+import pickle
 import subprocess
 import sys
 import warnings
@@ -173,3 +174,27 @@ def test_evaluate_and_no_segment_translate_one_sentence_per_line(random_ckpt: Pa
     [hyp] = out.glob("*.hyp")
     assert hyp.read_text(encoding="utf-8").split("\n")[:-1] == expected
     assert mt_translate(random_ckpt, lines, "--no-segment") == expected
+
+
+@pytest.mark.parametrize("source, target, text, expected", [
+    ("ja", "en", "今日は晴れです。明日は雨でしょう！本当？\n次の行。", "<1> <2> <3>\n<4>"),
+    ("zh", "de", "我是学生。你呢？", "<1> <2>"),
+    ("en", "ja", "It is sunny. It rains!  Really?\n Next line.", "<1><2><3>\n <4>"),
+    ("en", "zh", "One.\tTwo.", "<1>\t<2>"),  # a tab is not a space between sentences: kept
+    ("ja", "zh", "晴れです。雨です。", "<1><2>"),
+    ("en", "de", "It is sunny.  It rains.", "<1>  <2>"),
+    ("ja", "", "晴れです。雨です。", "<1><2>"),  # no target given: as written
+])
+def test_sentences_are_joined_as_the_target_language_writes_them(source, target, text, expected) -> None:
+    """Chinese and Japanese sentences follow one another without a space, English ones with one: the
+    gap between two translated sentences of a line is the target's (issue 61); the source stays exact."""
+    split = Segmenter(source, target).split(text)
+    assert split.text == text
+    assert split.render([f"<{i}>" for i in range(1, len(split.segments) + 1)]) == expected
+    assert fit([split], lambda segments: [len(s) for s in segments], 6)[0].joining == split.joining  # kept when broken
+
+
+def test_a_tokenizer_knows_the_language_it_translates_into(random_ckpt: Path) -> None:
+    _, tokenizer, cfg = load_for_inference(random_ckpt, "cpu")
+    assert tokenizer.target == cfg.data.target_langs[0]
+    assert pickle.loads(pickle.dumps(tokenizer.for_target(tokenizer.target))).target == tokenizer.target

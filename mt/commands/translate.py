@@ -121,8 +121,8 @@ def translate_command(
                              precision=precision)
     decode = robust_settings(decode, protect=protect, case=case)
     with_scores = n_best is not None or decode.n_best > 1
-    segmenter = segmenter_for(source_language(cfg, target_lang))
     pair = (source_language(cfg, target_lang), target_lang or cfg.data.target_langs[0])
+    segmenter = segmenter_for(*pair)
     terms = glossary_for_model(terms_file, loaded, tokenizer, pair, decode)
     if fmt is not None:
         texts, html = document_translators(model, tokenizer, decode, dev, segmenter if segment else None, terms)

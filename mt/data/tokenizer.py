@@ -223,6 +223,7 @@ class Tokenizer:
         self._prefix = [int(i) for i in src_prefix]  # ids put before every encoded source: a target tag
         self._targets = tuple(targets)  # the languages the model translates into, as its config says
         self._tags: dict[str, int] | None = None
+        self._target = ""  # set by for_target
 
     def target_tags(self) -> dict[str, int]:
         """{target language: its tag's id} for the `<2lang>` control pieces of the source model
@@ -260,7 +261,14 @@ class Tokenizer:
             return self
         out = Tokenizer(self._src_bytes, self._tgt_bytes, prefix, self._targets, self._vocab_bytes)
         out._tags = tags
+        out._target = lang or ""
         return out
+
+    @property
+    def target(self) -> str:
+        """The language this tokenizer makes the model translate into: the one `for_target` was given,
+        else the model's only target language ("" when unknown)."""
+        return self._target or (self._targets[0] if len(self._targets) == 1 else "")
 
     def control_id(self, piece: str) -> int | None:
         """The id of control piece `piece` of the source model (e.g. the synthetic-data tag), None if absent."""
@@ -332,11 +340,12 @@ class Tokenizer:
 
     def __getstate__(self) -> dict[str, Any]:  # picklable (worker processes) via the model bytes
         return {"src": self._src_bytes, "tgt": self._tgt_bytes, "prefix": self._prefix, "targets": self._targets,
-                "vocab": self._vocab_bytes}
+                "vocab": self._vocab_bytes, "target": self._target}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["src"], state["tgt"], state.get("prefix", ()), state.get("targets", ()),  # type: ignore[misc]
                       state.get("vocab"))
+        self._target = state.get("target", "")
 
     @property
     def joint(self) -> bool:

@@ -55,7 +55,7 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
     check_size(texts, settings)  # the limits before any work
     max_positions = model.batcher.engine.max_positions
     if segment:
-        split = segment_for_model(texts, tokenizer, max_positions, segmenter_for(source))
+        split = segment_for_model(texts, tokenizer, max_positions, segmenter_for(source, tokenizer.target))
     else:
         split = [whole_lines(text) for text in texts]
     prepared = prepare_segments([sentence for text in split for sentence in text.segments], tokenizer, decode)

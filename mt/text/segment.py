@@ -16,6 +16,11 @@ line break, blank line and indentation comes back where it was.
   that picked it is in docs/guides/paragraphs.md.
 - **Segments without words stay in the gaps** and never reach the model: a run without a letter
   (numbers, punctuation, emoji), and a lone URL or e-mail address.
+- **Sentences in another script's habits.** Chinese and Japanese sentences follow one another
+  without a space (`。！？` and their full-width forms end them); English ones with one. So the
+  gap between two sentences of a line is rendered for the target language (`Segmenter.target`):
+  an empty one becomes a space in a language written with spaces, a run of spaces becomes empty
+  in one written without (zh, ja, th ...); line breaks and everything else stay as written.
 - **Too long for the model**: `fit(texts, count, limit)` breaks a segment of more than `limit`
   pieces (`count` is the model's source tokenizer) at the best boundary below the limit: after
   clause punctuation (, ; : and their CJK forms) when that keeps at least half the limit, else
@@ -35,6 +40,10 @@ import sentencex
 # A lone URL, www. address or e-mail address (also a fediverse @user@host): no words to translate.
 _ADDRESS = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+|@?[^\s@]+@[^\s@]+\.[^\s@]+", re.IGNORECASE)
 CLAUSE_MARKS = frozenset(",;:，；：、")  # a break after one of these keeps a clause whole
+# Languages written without spaces between words or sentences (base codes): their translations'
+# sentences are joined without one, and theirs get one in a language written with spaces.
+UNSPACED_LANGUAGES = frozenset({"zh", "zho", "cmn", "yue", "wuu", "ja", "jpn", "th", "tha", "lo", "lao", "km", "khm",
+                                "my", "mya", "bo", "bod"})
 
 
 @dataclass(frozen=True)
@@ -45,20 +54,34 @@ class Segmented:
     gaps: tuple[str, ...]
     segments: tuple[str, ...]
     broken: int = 0
+    # How two sentences of one line are joined in the translation: "" = by their gap, as written;
+    # "spaced" = an empty gap becomes one space (Chinese or Japanese into a language with spaces);
+    # "unspaced" = a gap of spaces becomes empty (into Chinese, Japanese, Thai ...). Line breaks stay.
+    joining: str = ""
 
     @property
     def text(self) -> str:
-        """The source text, exactly."""
-        return self.render(self.segments)
+        """The source text, exactly (its own gaps, whatever `joining` says)."""
+        return replace(self, joining="").render(self.segments)
 
     def render(self, translations: Sequence[str]) -> str:
         """The text with segment i replaced by translations[i], every gap kept."""
         if len(translations) != len(self.segments):
             raise ValueError(f"{len(translations)} translations for {len(self.segments)} segments")
         out = [self.gaps[0]]
-        for translation, gap in zip(translations, self.gaps[1:]):
-            out += [translation, gap]
+        last = len(translations) - 1
+        for i, (translation, gap) in enumerate(zip(translations, self.gaps[1:])):
+            out += [translation, self._join(gap) if i < last else gap]
         return "".join(out)
+
+    def _join(self, gap: str) -> str:
+        """The gap between two translated sentences, by `joining` (a gap with a line break, or with
+        anything but spaces in it, is kept as written)."""
+        if self.joining == "spaced" and gap == "":
+            return " "
+        if self.joining == "unspaced" and gap and not gap.strip(" "):
+            return ""
+        return gap
 
 
 def whole_lines(text: str) -> Segmented:
@@ -85,6 +108,17 @@ class Segmenter:
     related languages to its default rules for a code it has no rules for)."""
 
     lang: str
+    target: str = ""  # the language the sentences are translated into ("" = join them as the source does)
+
+    @property
+    def joining(self) -> str:
+        """`Segmented.joining` for this pair: sentences of a source without spaces joined by one in a
+        target with spaces; sentences joined without one in a target without spaces."""
+        if not self.target:
+            return ""
+        if _code(self.target) in UNSPACED_LANGUAGES:
+            return "unspaced"
+        return "spaced" if _code(self.lang) in UNSPACED_LANGUAGES else ""
 
     def split(self, text: str) -> Segmented:
         """`text` as gaps and sentences (see the module docstring): lines split on '\\n' first."""
@@ -101,7 +135,7 @@ class Segmenter:
                 gaps.append(gap + sentence[:start])
                 segments.append(core)
                 gap = sentence[start + len(core):]
-        return Segmented((*gaps, gap), tuple(segments))
+        return Segmented((*gaps, gap), tuple(segments), joining=self.joining)
 
     def sentences(self, line: str) -> list[str]:
         """The sentences of one line (no '\\n' in it), whitespace attached: they join back to `line`."""
@@ -114,9 +148,9 @@ class Segmenter:
 
 
 @lru_cache(maxsize=64)
-def segmenter_for(lang: str) -> Segmenter:
-    """The segmenter of a source language (one per code; they hold no state)."""
-    return Segmenter(lang)
+def segmenter_for(lang: str, target: str = "") -> Segmenter:
+    """The segmenter of a source language, translating into `target` (one per pair; they hold no state)."""
+    return Segmenter(lang, target)
 
 
 def _code(lang: str) -> str:

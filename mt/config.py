@@ -183,6 +183,7 @@ class TrainConfig:
     valid_max_sentences: int = 0  # decode only the first N validation sentences for BLEU (0 = all)
     valid_max_share: float = 0.0  # > 0: skip a validation while validations have taken this share of the session (e.g. 0.05); the closing one always runs
     fit_alpha: bool = False  # after training: choose decode.alpha by beam BLEU on val (up to 1,500 lines) and store it in the checkpoint (mt/train/decode_fit.py)
+    fit_confidence: bool = False  # after training (and the alpha fit): calibrate the sentence confidence on val against sentence chrF, stored in the checkpoint (mt/train/confidence_fit.py)
     patience: int = 0  # early stopping: validations without a BLEU gain (0 = off)
     keep_checkpoints: int = 5  # periodic checkpoints kept (besides last and best)
     save_every: int | str = 0  # periodic checkpoint every N updates, or every "10%" of the run (0 = at validations only)
@@ -215,6 +216,9 @@ class DecodeConfig:
     top_k: int = 0  # sampling: draw from the k most probable tokens only (0 = all)
     top_p: float = 1.0  # sampling: nucleus, the fewest best tokens holding this probability; in (0, 1]
     seed: int = 0  # sampling: same seed and input, same output
+    no_repeat_ngram_size: int = 3  # loop guard: no n-gram of target pieces twice in an output (0 = off; mt/decode/repeats.py)
+    repetition_penalty: float = 1.0  # loop guard: a piece already in the output has its log-prob times this (1 = off)
+    confidence: tuple[float, ...] = ()  # sentence confidence's calibration, fitted on val (mt/decode/confidence.py; () = default)
 
 
 @dataclass(frozen=True)

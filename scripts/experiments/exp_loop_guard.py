@@ -7,9 +7,10 @@ to odd input, on one checkpoint: how its defaults were chosen.
 For every setting (`--ngram` sizes with penalty 1, then `--penalty` values with the n-gram ban off)
 it translates the split with the checkpoint's decode settings and the guard, and writes BLEU and
 chrF, the paired bootstrap against the unguarded run (sacreBLEU's, 1,000 resamples), the sentences
-the guard changed, and for the odd inputs of `ODD` (one word, repeated words, runs of a character)
-how many outputs still repeat a word or a character more often than their input does
-(`mt.decode.repeats.repetition_excess` with no free repeat). results.json and results.md go to --out.
+the guard changed, and for the odd inputs of `ODD` (one word, repeated words, runs of a character),
+translated as `mt translate` takes text (segmented: a line without words comes back as it is), how
+many outputs still repeat a word (case-folded) more often than their input's most repeated word, or
+run a letter longer than max(3, the input's longest run): `loops`. results.json and results.md go to --out.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from mt.decode.translate import translate_lines
+from mt.decode.translate import translate_lines, translate_texts
 from mt.deploy.loading import load_model
 from mt.eval.compare import paired_bootstrap
+from mt.text.segment import segmenter_for
 from mt.textio import read_lines
 
 ODD = ["Yes", "hello", "ha ha ha ha ha ha ha ha", "!!!!!!", "aaaaaaaa", "No", "OK", "Thanks!", "lol", "hmm",
@@ -74,7 +76,8 @@ def main() -> None:
         started = time.perf_counter()
         hyps = translate_lines(loaded.engine, loaded.tokenizer, src, decode, device=loaded.device)
         seconds = time.perf_counter() - started
-        odd = translate_lines(loaded.engine, loaded.tokenizer, ODD, decode, device=loaded.device)
+        odd = translate_texts(loaded.engine, loaded.tokenizer, ODD, decode, device=loaded.device,
+                              segmenter=segmenter_for(pair.src_lang))  # as mt translate and mt serve take them
         row = {"no_repeat_ngram_size": ngram, "repetition_penalty": penalty, "seconds": round(seconds, 1),
                "bleu": round(BLEU().corpus_score(hyps, [ref]).score, 2),
                "chrf": round(CHRF().corpus_score(hyps, [ref]).score, 2),

@@ -149,3 +149,20 @@ def test_greedy_hypotheses_score_as_beam_one_does(model):
 def test_repetition_excess(source, output, excess):
     assert repetition_excess(source, output) == excess
     assert math.isfinite(repetition_excess(source * 1000, output * 1000))
+
+
+@pytest.mark.requires("fastapi", "prometheus_client")
+def test_mt_serve_flags_set_the_guard_over_the_checkpoints():
+    from mt.config import Config
+    from mt.errors import MTError
+    from mt.serve.model import server_decode
+    from mt.serve.settings import ServeSettings
+
+    cfg = Config()
+    decode, _ = server_decode(ServeSettings(no_repeat_ngram=0, repetition_penalty=1.3), cfg)
+    assert (decode.no_repeat_ngram_size, decode.repetition_penalty) == (0, 1.3)
+    assert server_decode(ServeSettings(), cfg)[0] == dataclasses.replace(cfg.decode, beam=cfg.decode.beam)
+    with pytest.raises(MTError, match="--repetition-penalty: must be a finite number >= 1"):
+        ServeSettings(repetition_penalty=0.9)
+    with pytest.raises(MTError, match="--no-repeat-ngram: must be 0"):
+        ServeSettings(no_repeat_ngram=-2)

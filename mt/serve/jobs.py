@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import cast
 
 from fastapi import Request
@@ -79,7 +80,8 @@ async def translate_texts_scored(request: Request, model: ServedModel, settings:
         glue = terms.glue if terms is not None else ()
         job = await _run_job(request, model, settings, [flat[i] for i in todo], decode, n_best, tokenizer,
                              ([cons[i] for i in todo], glue) if terms is not None else None)
-        for i, hyps, cut, confidence in zip(todo, job.future.result(), job.cut, job.confidence):
+        sure = job.confidence or [math.nan] * len(todo)  # none: a batcher that does not rate its outputs
+        for i, hyps, cut, confidence in zip(todo, job.future.result(), job.cut, sure):
             answers[i] = Cached(hyps, cut, confidence)
             model.cache.store(keys[i], answers[i])
     for i, key in enumerate(keys):

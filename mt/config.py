@@ -241,6 +241,22 @@ class CleanConfig:
 
 
 @dataclass(frozen=True)
+class AugmentConfig:
+    """Augmented copies of a share of the training pairs, made when `mt prepare` encodes them
+    (mt/data/augment.py): each share is the probability that a pair gets that copy (0 = none)."""
+
+    upper: float = 0.0  # both sides in UPPER CASE
+    title: float = 0.0  # both sides in Title Case
+    placeholder: float = 0.0  # a placeholder ({0}, %s, a URL, ...) inserted verbatim at aligned positions on both sides
+    noise: float = 0.0  # one typo in the source, the target clean
+    seed: int = 0  # which pairs get which copies
+
+    @property
+    def enabled(self) -> bool:
+        return any((self.upper, self.title, self.placeholder, self.noise))
+
+
+@dataclass(frozen=True)
 class Config:
     """A whole experiment. `run_dir` is `<run_root>/<name>`."""
 
@@ -252,6 +268,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     clean: CleanConfig = field(default_factory=CleanConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
 
     @property
     def run_dir(self) -> Path:

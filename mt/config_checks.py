@@ -74,6 +74,8 @@ RANGES: dict[str, Range] = {
     "clean.max_words": AT_LEAST_0, "clean.max_char_ratio": AT_LEAST_0, "clean.ratio_min_chars": AT_LEAST_0,
     "clean.max_overlap": Range(0, 1), "clean.min_script_share": Range(0, 1), "clean.langid_threshold": Range(0, 1),
     "clean.max_drop": Range(0, 1), "clean.samples": AT_LEAST_0, "clean.seed": AT_LEAST_0,
+    "augment.upper": Range(0, 1), "augment.title": Range(0, 1), "augment.placeholder": Range(0, 1),
+    "augment.noise": Range(0, 1), "augment.seed": AT_LEAST_0,
 }
 # Run names become folder names: no '/', no '..', nothing a shell or another OS trips over.
 NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")

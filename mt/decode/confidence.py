@@ -49,7 +49,7 @@ FEATURES = ("mean_log_prob", "repetition", "length_ratio", "length_ratio_sq", "u
 # beam 5, alpha 0.6, no_repeat_ngram_size 3; val Spearman 0.749): the mapping of checkpoints without their own.
 DEFAULT: tuple[float, ...] = (1.3166, 0.0092, 0.8480, -0.3861, 0.0000, -0.2451, 0.0158, 1.0987)
 # Below this a sentence is shown as doubtful (the page marks it; `mt translate --scores` prints the
-# number and leaves the judgement to the reader). On the demo model: odd one-word inputs 0.09-0.28,
+# number and leaves the judgement to the reader). On the demo model: odd one-word inputs 0.07-0.29,
 # ordinary sentences 0.6-0.7 (docs/guides/confidence.md).
 LOW = 0.3
 # An output the repetition check flags (`repetition_excess` > 0) gets at most this, whatever its

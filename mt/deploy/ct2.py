@@ -27,6 +27,11 @@
   of 1e-30 (|y|^1e-30 == 1.0 in float32) because an exact 0 switches on CTranslate2's early exit,
   a different stopping rule. mt's `gnmt` ((5+|y|)/6)^alpha has no CTranslate2 equivalent: the
   beam runs with |y|^alpha and the `beam` best finished hypotheses are re-ranked with gnmt.
+- Loop guard: `no_repeat_ngram_size` and `repetition_penalty` go to CTranslate2's options of those
+  names. Its n-gram ban, like its other bans, comes before its log-softmax: greedy output is mt's
+  (the argmax is unchanged), but where a ban fires on a token of large probability (a model that
+  loops) beam scores are renormalised and the beam can differ. Its penalty applies to logits (CTRL's
+  rule), mt's to log-probs: the same direction, other numbers.
 - Stopping: both stop a sentence once it has `beam` finished hypotheses (patience 1), and both
   refill the beam from 2*beam candidates, so with `average`/`none` the n-best lists are mt's.
   At the length limit mt finishes each live hypothesis with a forced EOS while CTranslate2

@@ -28,12 +28,8 @@ import typer
 from mt.errors import Interrupted, MTError, MTWarning
 from mt.serve.settings import ServeSettings
 
-app = typer.Typer(
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    help="mt: train, run and score Transformer translation models.",
-)
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="mt: train, run and score Transformer translation models.")
 data_app = typer.Typer(no_args_is_help=True, help="Fetch and clean corpora.")
 app.add_typer(data_app, name="data")
 import_app = typer.Typer(no_args_is_help=True, help="Import a model trained elsewhere as an mt checkpoint.")
@@ -53,9 +49,8 @@ CKPT_HELP = ("A checkpoint file (.pt). Repeat for an ensemble: the models' proba
 def data_fetch(
     corpus: str = typer.Argument(..., help="Corpus to fetch; supported: multi30k."),
     dest: Path = typer.Option(Path("data/multi30k"), help="Folder to write the files to."),
-    mirror: Optional[Path] = typer.Option(
-        None, help="Copy from this local folder instead of downloading (default: $MT_DATA_MIRROR)."
-    ),
+    mirror: Optional[Path] = typer.Option(None, help="Copy from this local folder instead of downloading "
+                                                     "(default: $MT_DATA_MIRROR)."),
 ) -> None:
     """Download Multi30k (or copy it from a mirror) and verify line counts and checksums."""
     from mt.commands.fetch import fetch_command
@@ -137,6 +132,8 @@ def train(config: Optional[Path] = typer.Argument(
 PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "
                  "(AVX512-BF16/AMX CPUs, bf16 GPUs), opt-in: check BLEU against fp32.")
 GlossaryOpt = typer.Option(None, "--glossary", help="Terms to keep: TSV lines 'source<TAB>target' or 'source'.")
+NoRepeatOpt = typer.Option(None, "--no-repeat-ngram", help="Loop guard: no n-gram of N pieces twice (0 = off).")
+PenaltyOpt = typer.Option(None, "--repetition-penalty", help="Loop guard: emitted pieces' log-probs times P (1 = off).")
 
 
 @app.command()
@@ -175,6 +172,8 @@ def translate(
                                           "emails,handles,hashtags,numbers,code (default: decode.protect, all)."),
     case: Optional[bool] = typer.Option(None, "--case/--no-case", help="ALL CAPS / Title Case lines translated in "
                                         "sentence case, their style given back (default: decode.case, on)."),
+    no_repeat_ngram: Optional[int] = NoRepeatOpt, repetition_penalty: Optional[float] = PenaltyOpt,
+    scores: bool = typer.Option(False, "--scores", help="Write 'confidence<TAB>translation', confidence in [0, 1]."),
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order; or a document.
 
@@ -188,7 +187,8 @@ def translate(
     translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens, seed=seed,
                       sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, device=device, case=case,
                       precision=precision, target_lang=target_lang, format=format, segment=segment, glossary=glossary,
-                      protect=protect)
+                      protect=protect, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty,
+                      scores=scores)
 
 
 @app.command()
@@ -258,13 +258,15 @@ def evaluate(
         None, "--target-lang", help="A model of several pairs: score only the pairs into this language "
         "(required with --src/--ref when it has several target languages)."),
     glossary: Optional[Path] = GlossaryOpt,
+    no_repeat_ngram: Optional[int] = NoRepeatOpt, repetition_penalty: Optional[float] = PenaltyOpt,
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report; --glossary adds term success."""
     from mt.commands.evaluate import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
                      beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize,
-                     precision=precision, target_lang=target_lang, compare=compare, glossary=glossary)
+                     precision=precision, target_lang=target_lang, compare=compare, glossary=glossary,
+                     no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
 
 
 @app.command()
@@ -295,14 +297,12 @@ def score(
     src: Path = typer.Option(..., help="Source sentences, one per line."),
     tgt: Path = typer.Option(..., help="Target sentences: line i is scored as a translation of --src line i."),
     output: str = typer.Option("-", "--output", "-o", help="Where to write the scores; '-' = stdout."),
-    normalize: bool = typer.Option(
-        False, help="Add a third column: the log-probability divided by the config's length penalty "
-                    "(decode.length_penalty, decode.alpha), the score beam search ranks by."),
+    normalize: bool = typer.Option(False, help="Add a third column: the log-probability divided by the config's "
+                                   "length penalty (decode.length_penalty, decode.alpha), the score beam search ranks by."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Padded source + target tokens per batch."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
-    target_lang: Optional[str] = typer.Option(
-        None, "--target-lang", help="The language of --tgt, for a model of several pairs "
-        "(required when it has several target languages)."),
+    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language of --tgt, for a model of "
+                                              "several pairs (required when it has several target languages)."),
 ) -> None:
     """Score sentence pairs under the model: per line 'log_prob<TAB>per_token' (forced decoding,
     EOS included), e.g. to filter a noisy corpus or rerank n-best lists."""

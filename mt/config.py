@@ -192,6 +192,7 @@ class TrainConfig:
     valid_max_sentences: int = 0  # decode only the first N validation sentences for BLEU (0 = all)
     valid_max_share: float = 0.0  # > 0: skip a validation while validations have taken this share of the session (e.g. 0.05); the closing one always runs
     fit_alpha: bool = False  # after training: choose decode.alpha by beam BLEU on val (up to 1,500 lines) and store it in the checkpoint (mt/train/decode_fit.py)
+    fit_confidence: bool = False  # after training (and the alpha fit): calibrate the sentence confidence on val against sentence chrF, stored in the checkpoint (mt/train/confidence_fit.py)
     patience: int = 0  # early stopping: validations without a BLEU gain (0 = off)
     keep_checkpoints: int = 5  # periodic checkpoints kept (besides last and best)
     save_every: int | str = 0  # periodic checkpoint every N updates, or every "10%" of the run (0 = at validations only)
@@ -226,6 +227,9 @@ class DecodeConfig:
     seed: int = 0  # sampling: same seed and input, same output
     protect: tuple[ProtectKind, ...] = typing.get_args(ProtectKind)  # spans a person's text keeps verbatim (mt translate, mt serve; not mt evaluate)
     case: bool = True  # ALL CAPS / Title Case lines translated in sentence case, their style given back
+    no_repeat_ngram_size: int = 3  # loop guard: no n-gram of target pieces twice in an output (0 = off; mt/decode/repeats.py)
+    repetition_penalty: float = 1.0  # loop guard: a piece already in the output has its log-prob times this (1 = off)
+    confidence: tuple[float, ...] = ()  # sentence confidence's calibration, fitted on val (mt/decode/confidence.py; () = default)
 
 
 @dataclass(frozen=True)
@@ -248,6 +252,22 @@ class CleanConfig:
 
 
 @dataclass(frozen=True)
+class AugmentConfig:
+    """Augmented copies of a share of the training pairs, made when `mt prepare` encodes them
+    (mt/data/augment.py): each share is the probability that a pair gets that copy (0 = none)."""
+
+    upper: float = 0.0  # both sides in UPPER CASE
+    title: float = 0.0  # both sides in Title Case
+    placeholder: float = 0.0  # a placeholder ({0}, %s, a URL, ...) inserted verbatim at aligned positions on both sides
+    noise: float = 0.0  # one typo in the source, the target clean
+    seed: int = 0  # which pairs get which copies
+
+    @property
+    def enabled(self) -> bool:
+        return any((self.upper, self.title, self.placeholder, self.noise))
+
+
+@dataclass(frozen=True)
 class Config:
     """A whole experiment. `run_dir` is `<run_root>/<name>`."""
 
@@ -259,6 +279,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     clean: CleanConfig = field(default_factory=CleanConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
 
     @property
     def run_dir(self) -> Path:

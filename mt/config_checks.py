@@ -37,6 +37,8 @@ class Range:
     def __str__(self) -> str:
         if self.hi is not None:
             return f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+        if self.lo is None:
+            return "finite"
         if self.lo_open:
             return f"positive (> {self.lo:g})"
         return "positive (>= 1)" if self.lo == 1 else f"at least {self.lo:g}"
@@ -68,10 +70,13 @@ RANGES: dict[str, Range] = {
     "decode.beam": AT_LEAST_1, "decode.alpha": AT_LEAST_0, "decode.max_len_a": AT_LEAST_0,
     "decode.max_len_b": AT_LEAST_0, "decode.n_best": AT_LEAST_1, "decode.max_tokens": AT_LEAST_1,
     "decode.temperature": POSITIVE, "decode.top_k": AT_LEAST_0, "decode.top_p": Range(0, 1, lo_open=True),
-    "decode.seed": AT_LEAST_0,
+    "decode.seed": AT_LEAST_0, "decode.no_repeat_ngram_size": AT_LEAST_0, "decode.repetition_penalty": AT_LEAST_1,
+    "decode.confidence": Range(),
     "clean.max_words": AT_LEAST_0, "clean.max_char_ratio": AT_LEAST_0, "clean.ratio_min_chars": AT_LEAST_0,
     "clean.max_overlap": Range(0, 1), "clean.min_script_share": Range(0, 1), "clean.langid_threshold": Range(0, 1),
     "clean.max_drop": Range(0, 1), "clean.samples": AT_LEAST_0, "clean.seed": AT_LEAST_0,
+    "augment.upper": Range(0, 1), "augment.title": Range(0, 1), "augment.placeholder": Range(0, 1),
+    "augment.noise": Range(0, 1), "augment.seed": AT_LEAST_0,
 }
 # Run names become folder names: no '/', no '..', nothing a shell or another OS trips over.
 NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")

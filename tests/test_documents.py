@@ -248,3 +248,11 @@ def test_cli_translates_subtitles_and_documents(random_ckpt, tmp_path, monkeypat
                            "-o", tmp_path / "bad-out.docx")
     assert code == 2 and err.startswith("mt: error: not a readable .docx file") and err.count("\n") == 1, err
     assert not (tmp_path / "bad-out.docx").exists() and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_translations_lose_the_characters_xml_cannot_hold() -> None:
+    """A model with byte pieces can emit C0 controls (a random one does): lxml refuses them in a
+    .docx or .odt, so the text read back for a document drops them (tab, newline and CR stay)."""
+    from mt.text.inline import from_html
+
+    assert from_html("<span data-piece=\"0\">a\x10b\x00c\td</span>", 1) == ["abc\td"]

@@ -107,15 +107,19 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
 def test_page_translates_like_mt_translate_limits_alternatives_and_screenshots(tiny, tmp_path: Path) -> None:
     ckpt, lines = tiny
     text = "\n".join([lines[0], "", lines[1], lines[2]])  # an empty line inside: kept, lines stay aligned
-    *expected_lines, phone_expected = mt_translate(ckpt, [*text.split("\n"), lines[3]], "--beam", "3")
+    scored = [row.split("\t", 1) for row in mt_translate(ckpt, [*text.split("\n"), lines[3]], "--beam", "3",
+                                                         "--scores")]
+    *expected_lines, phone_expected = [out for _, out in scored]
     expected = "\n".join(expected_lines)
+    # the lines the page names as doubtful: those `mt translate --scores` rates below /v1/settings' low_confidence
+    doubtful = [f"line {i + 1}: {out}" for i, (c, out) in enumerate(scored[:-1]) if out and float(c) < 0.3]
     # every line's 3 hypotheses, as `mt translate --n-best 3` lists them ("i ||| text ||| score")
     n_best = [row.split(" ||| ") for row in mt_translate(ckpt, lines[:3], "--beam", "3", "--n-best", "3")]
     limit = len(text.replace("\n", "")) + 5
     with server(ckpt, "--beam", "3", "--max-alternatives", "2", "--char-limit", str(limit)) as (url, _):
         _phone_width(url, lines[3], phone_expected, tmp_path)  # one server for both windows
         with browser(1280, 900) as driver:
-            _desktop(driver, url, text, expected, n_best, limit, tmp_path)
+            _desktop(driver, url, text, expected, n_best, limit, tmp_path, doubtful)
     for name in ("page_desktop.png", "page_phone.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -132,7 +136,7 @@ def _phone_width(url: str, line: str, expected: str, tmp_path: Path) -> None:
 
 
 def _desktop(driver, url: str, text: str, expected: str, n_best: list[list[str]],  # noqa: ANN001
-            limit: int, tmp_path: Path) -> None:
+            limit: int, tmp_path: Path, doubtful: list[str]) -> None:
     """A desktop window: translate as you type, the model card, alternatives, the character limit."""
     from selenium.webdriver.common.by import By
 
@@ -148,6 +152,10 @@ def _desktop(driver, url: str, text: str, expected: str, n_best: list[list[str]]
     wait_for(lambda: value(driver, "result") == expected, what=f"result {expected!r}, "
              f"got {value(driver, 'result')!r}, message {text_of(driver, 'message')!r}")
     assert text_of(driver, "message") == ""
+    # Low-confidence lines are named under the result, with their confidence.
+    named = [driver.execute_script("return arguments[0].firstChild.textContent", li)
+             for li in driver.find_elements(By.CSS_SELECTOR, "#doubtful li")]
+    assert named == doubtful and driver.find_element(By.ID, "doubtful").is_displayed() == bool(doubtful)
 
     # The model card panel shows what the checkpoint holds.
     card = httpx.get(url + "/v1/model-card").json()

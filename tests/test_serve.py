@@ -178,6 +178,12 @@ def test_v1_and_concurrent_clients_match_mt_translate(tiny, main_server: str) ->
            for h in t["n_best"]]
     assert got == mt_translate(ckpt, lines[:5], "--beam", "4", "--n-best", "3")
 
+    # Every output's confidence (mt.decode.confidence): what `mt translate --scores` writes, cached or not.
+    scored = mt_translate(ckpt, lines[:5], "--beam", "4", "--scores")
+    for _ in ("decoded", "from the cache"):
+        r = httpx.post(main_server + "/v1/translate", json={"segments": lines[:5], "beam": 4}, timeout=60).json()
+        assert [f"{t['confidence']:.3f}\t{t['text']}" for t in r["translations"]] == scored
+
     r = httpx.post(main_server + "/v1/translate", json={"segments": lines[:6], "sampling": True, "seed": 9},
                    timeout=60)
     assert [t["text"] for t in r.json()["translations"]] == mt_translate(ckpt, lines[:6], "--sampling", "--seed", "9")
@@ -233,14 +239,16 @@ def test_libretranslate_client_and_routes(tiny, main_server: str) -> None:
     fields = [("q", lines[0]), ("q", lines[1]), ("source", "en"), ("target", "de")]
     r = httpx.post(main_server + "/translate", content=_multipart(fields),
                    headers={"content-type": "multipart/form-data; boundary=mt-boundary"}, timeout=60)
-    assert r.json() == {"translatedText": expected[:2]}
+    confidence = r.json()["confidence"]  # mt's one extra key: each text's confidence in [0, 1]
+    assert r.json() == {"translatedText": expected[:2], "confidence": confidence}
+    assert len(confidence) == 2 and all(0.0 <= c <= 1.0 for c in confidence)
     r = httpx.post(main_server + "/translate", data={"source": "en", "target": "de"},
                    files={"q": ("q.txt", lines[0].encode())}, timeout=60)
     assert r.status_code == 400 and r.json() == {"error": "q: expected a text field, got a file upload"}
     s = httpx.get(main_server + "/v1/settings").json()
     assert s == {"char_limit": 20000, "max_segments": 256, "max_beam": 4, "max_alternatives": 3,
                  "keys_required": False, "sampling": True, "languages": [{"source": "en", "target": "de"}],
-                 "glossary": True, "max_glossary_terms": 1000}
+                 "glossary": True, "max_glossary_terms": 1000, "low_confidence": 0.3}
     assert httpx.get(main_server + "/health").json() == {"status": "ok"}
     assert httpx.get(main_server + "/docs").status_code == 200
     assert "/v1/translate" in httpx.get(main_server + "/openapi.json").json()["paths"]

@@ -44,7 +44,8 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_greedy_for_beam_1_beam_otherwise_and_nbest_within_the_model_limit(model):
     src, mask = batch()
-    decode = DecodeConfig(beam=1, alpha=0.6, max_len_a=2.0, max_len_b=20)  # a * |src| + b > LIMIT
+    decode = DecodeConfig(beam=1, alpha=0.6, max_len_a=2.0, max_len_b=20,  # a * |src| + b > LIMIT
+                          no_repeat_ngram_size=0)  # the searches alone (the loop guard: tests/test_repeats.py)
     with torch.inference_mode():
         greedy = search_batch(model, src, mask, decode)
         assert greedy == greedy_search(model, src, mask, max_len_a=2.0, max_len_b=20, forbid_unk=True,

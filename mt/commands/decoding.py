@@ -24,14 +24,16 @@ T = TypeVar("T")
 def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None, n_best: int | None,
                     max_tokens: int | None, sampling: bool | None = None, temperature: float | None = None,
                     top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
-                    precision: str | None = None) -> DecodeConfig:
+                    precision: str | None = None, no_repeat_ngram: int | None = None,
+                    repetition_penalty: float | None = None) -> DecodeConfig:
     """The checkpoint's decode settings with command-line overrides (None = keep), checked.
 
     Searching, an --n-best above the configured beam raises the beam to it unless --beam was
     given too; without --n-best the config's decode.n_best counts (at most --beam when that is
     given). Sampling (--sampling, or decode.sampling in the config), --n-best is the number of
     samples per sentence and --beam does not apply; --temperature, --top-k, --top-p and --seed
-    apply only to sampling. --precision bf16 decodes a bf16 copy of the model (see NativeEngine)."""
+    apply only to sampling. --precision bf16 decodes a bf16 copy of the model (see NativeEngine).
+    --no-repeat-ngram and --repetition-penalty set the loop guard (mt.decode.repeats) of every search."""
     for flag, value in (("--beam", beam), ("--n-best", n_best), ("--max-tokens", max_tokens)):
         if value is not None and value < 1:
             raise MTError(f"{flag}: must be at least 1, got {value}")
@@ -43,6 +45,10 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
         raise MTError(f"--top-p: must be in (0, 1], got {top_p}")
     if alpha is not None and not (math.isfinite(alpha) and alpha >= 0):
         raise MTError(f"--alpha: must be a finite number >= 0, got {alpha}")
+    if no_repeat_ngram is not None and no_repeat_ngram < 0:
+        raise MTError(f"--no-repeat-ngram: must be 0 (off) or more, got {no_repeat_ngram}")
+    if repetition_penalty is not None and not (math.isfinite(repetition_penalty) and repetition_penalty >= 1.0):
+        raise MTError(f"--repetition-penalty: must be a finite number >= 1 (1 = off), got {repetition_penalty}")
     if precision is not None and precision not in ("fp32", "bf16"):
         raise MTError(f"--precision: expected fp32 or bf16, got {precision!r}")
 
@@ -61,6 +67,8 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
         top_p=keep(top_p, base.top_p),
         seed=keep(seed, base.seed),
         precision=keep(precision, base.precision),
+        no_repeat_ngram_size=keep(no_repeat_ngram, base.no_repeat_ngram_size),
+        repetition_penalty=keep(repetition_penalty, base.repetition_penalty),
     )
     if decode.sampling:
         if beam is not None:

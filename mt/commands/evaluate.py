@@ -106,6 +106,8 @@ def evaluate_command(
     target_lang: str | None = None,
     compare: Sequence[str] = (),
     glossary: Path | None = None,
+    no_repeat_ngram: int | None = None,
+    repetition_penalty: float | None = None,
 ) -> None:
     """`mt evaluate`: translate splits of the checkpoint's corpus (--split, repeatable) or a
     --src file, score against the references, print scores with signatures (a table when there
@@ -120,7 +122,9 @@ def evaluate_command(
     the pairs into `target_lang` when given), labelled `en-fr/test_2016_flickr`, each with its tag
     and its target language's BLEU tokenizer; --src/--ref need --target-lang when it has several targets.
     With `glossary` (--glossary terms.tsv) sentences holding a term are translated keeping it, and
-    each set's term success (mt.eval.terms) is printed beside BLEU and written to its report."""
+    each set's term success (mt.eval.terms) is printed beside BLEU and written to its report. Each set's
+    sentence confidences are ranked against sentence chrF (Spearman, printed and in the report).
+    `no_repeat_ngram`, `repetition_penalty`: the loop guard's flags (`decode_settings`)."""
     if samples < 0:
         raise MTError(f"--samples: must be at least 0, got {samples}")
     if hyp:
@@ -145,7 +149,8 @@ def evaluate_command(
         where = out_dir / f"system{i + 1}" if out_dir is not None and compare else out_dir
         outputs.append(_evaluate_system(system, splits, files, where, beam=beam, alpha=alpha, samples=samples,
                                         device=device, tokenize=tokenize, precision=precision,
-                                        target_lang=target_lang, glossary=terms_file))
+                                        target_lang=target_lang, glossary=terms_file,
+                                        guard=(no_repeat_ngram, repetition_penalty)))
     if compare:
         names = ["+".join(str(p) for p in system) for system in systems]
         for label, (_, test, bleu_tokenize) in outputs[0].items():
@@ -160,8 +165,9 @@ def evaluate_command(
 
 def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: list[EvalSet], out_dir: Path | None,
                      *, beam: int | None, alpha: float | None, samples: int, device: str, tokenize: str | None,
-                     precision: str | None, target_lang: str | None,
-                     glossary: Glossary | None = None) -> dict[str, tuple[list[str], EvalSet, str]]:
+                     precision: str | None, target_lang: str | None, glossary: Glossary | None = None,
+                     guard: tuple[int | None, float | None] = (None, None),
+                     ) -> dict[str, tuple[list[str], EvalSet, str]]:
     """Translate and score every set with one model (an ensemble of `checkpoints`); prints as it goes
     and returns each set's (hypotheses, set, BLEU tokenizer) by label."""
     started = time.perf_counter()
@@ -170,7 +176,7 @@ def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: 
     model, tokenizer, cfg, dev = loaded.engine, loaded.tokenizer, loaded.config, loaded.device
     tests = eval_sets(cfg, tokenizer, splits, files, target_lang, tokenize)
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=1, max_tokens=None,  # scores the 1-best
-                             precision=precision)
+                             precision=precision, no_repeat_ngram=guard[0], repetition_penalty=guard[1])
     pair = next((p for p in cfg.data.pairs if target_lang in (None, p.tgt_lang)), cfg.data.pairs[0])
     terms = glossary_for_model(glossary, loaded, tokenizer, (pair.src_lang, pair.tgt_lang), decode)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])
@@ -194,6 +200,10 @@ def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: 
         _print_scores(result.scores)
         if result.terms is not None:
             print(f"  terms {result.terms.line()}")
+        if result.confidence is not None:
+            c = result.confidence
+            print(f"  confidence: Spearman {c['spearman_chrf']:.3f} with sentence chrF; mean {c['mean']}, "
+                  f"{c['low_share']:.1%} below {c['low']}{'' if c['calibrated'] else ' (default calibration)'}")
         print(f"  hypotheses: {result.hyp_path}  report: {result.report_path}")
         if samples:
             _print_samples(test, result.hyps, samples)

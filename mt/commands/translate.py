@@ -27,7 +27,14 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.align import aligner_for
 from mt.decode.engine import Engine
 from mt.decode.terms import TermConstraints
-from mt.decode.translate import translate_lines, translate_nbest, translate_texts, translate_texts_nbest
+from mt.decode.translate import (
+    translate_lines,
+    translate_nbest,
+    translate_scored,
+    translate_texts,
+    translate_texts_nbest,
+    translate_texts_scored,
+)
 from mt.errors import MTError
 from mt.text.documents import document_texts, format_of, translate_document
 from mt.text.html import HtmlFragment, render_fragments
@@ -64,6 +71,7 @@ def translate_command(
     format: str | None = None,
     segment: bool = True,
     glossary: Path | None = None, protect: str | None = None, case: bool | None = None,
+    no_repeat_ngram: int | None = None, repetition_penalty: float | None = None, scores: bool = False,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
@@ -98,18 +106,14 @@ def translate_command(
     (mt.decode.constrained), the others as without it. An engine that cannot keep terms refuses it.
     `protect`, `case` (--protect, --case/--no-case): decode.protect and decode.case, which apply to
     segmented text and documents (`mt.decode.protected`), not to --no-segment lines.
+    `scores`: 'confidence<TAB>translation' lines (`mt.decode.confidence`: a line's least confident sentence's).
     """
-    src_path = None if input == "-" else Path(input)
-    if src_path is not None and src_path.is_dir():  # a pipe, /dev/stdin or <(zcat f.gz) is input too
-        raise MTError(f"input '{input}': is a folder")
-    if src_path is not None and not src_path.exists():
-        raise MTError(f"input '{input}': file not found")
-    out_path = output_path(output)
+    src_path, out_path = input_path(input), output_path(output)
     # A document format by --format or the extension; a .txt file stays a stream of lines unless --format txt.
     fmt = format_of(input if src_path is not None else "", format)
     fmt = None if fmt == "txt" and format is None else fmt
-    if fmt is not None and (n_best is not None or sampling):
-        raise MTError(f"--n-best and --sampling write lines, not a .{fmt} document")
+    if fmt is not None and (n_best is not None or sampling or scores):
+        raise MTError(f"--n-best, --scores and --sampling write lines, not a .{fmt} document")
     data = _read_document(src_path, DocumentLimits()) if fmt is not None else b""
     if fmt is not None:  # a damaged file fails here, before the model loads
         document_texts(data, fmt, DocumentLimits())
@@ -118,9 +122,13 @@ def translate_command(
     model, cfg, dev = loaded.engine, loaded.config, loaded.device
     decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                             precision=precision)
+                             precision=precision, no_repeat_ngram=no_repeat_ngram,
+                             repetition_penalty=repetition_penalty)
     decode = robust_settings(decode, protect=protect, case=case)
     with_scores = n_best is not None or decode.n_best > 1
+    if scores and with_scores:
+        raise MTError("--scores: n-best lines (--n-best, or decode.n_best > 1 in the config) carry their own scores; "
+                      "use one or the other")
     pair = (source_language(cfg, target_lang), target_lang or cfg.data.target_langs[0])
     segmenter = segmenter_for(*pair)
     terms = glossary_for_model(terms_file, loaded, tokenizer, pair, decode)
@@ -129,9 +137,20 @@ def translate_command(
         _write_document(out_path, translate_document(data, fmt, texts, html, DocumentLimits()))
         return
 
-    render = _line_renderer(model, tokenizer, decode, dev, with_scores=with_scores,
-                            segmenter=segmenter if segment else None, terms=terms)
+    split = segmenter if segment else None
+    render = (_confidence_renderer(model, tokenizer, decode, dev, segmenter=split, terms=terms) if scores else
+              _line_renderer(model, tokenizer, decode, dev, with_scores=with_scores, segmenter=split, terms=terms))
     _stream(render, src_path, out_path)
+
+
+def input_path(input: str) -> Path | None:
+    """The file `-i` names (None for '-', stdin); a folder or a missing file is a one-line error."""
+    src_path = None if input == "-" else Path(input)
+    if src_path is not None and src_path.is_dir():  # a pipe, /dev/stdin or <(zcat f.gz) is input too
+        raise MTError(f"input '{input}': is a folder")
+    if src_path is not None and not src_path.exists():
+        raise MTError(f"input '{input}': file not found")
+    return src_path
 
 
 def _line_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, dev: torch.device | str, *,
@@ -154,6 +173,23 @@ def _line_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, de
                                    segmenter=segmenter, glossary=terms)
         return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
                                glossary=terms)
+
+    return render
+
+
+def _confidence_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, dev: torch.device | str, *,
+                         segmenter: Segmenter | None, terms: TermConstraints | None,
+                         ) -> Callable[[int, list[str], bool], list[str]]:
+    """`_stream`'s render for --scores: 'confidence<TAB>translation' per line."""
+
+    def render(first: int, lines: list[str], progress: bool) -> list[str]:
+        if segmenter is not None:
+            found = translate_texts_scored(model, tokenizer, lines, decode, device=dev, progress=progress,
+                                           first_id=first, segmenter=segmenter, glossary=terms)
+        else:
+            found = [(s.output, s.confidence(decode)) for s in translate_scored(
+                model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first, glossary=terms)]
+        return [f"{confidence:.3f}\t{text}" for text, confidence in found]
 
     return render
 

@@ -23,6 +23,9 @@ Layout in `cfg.run_dir` (ARCHITECTURE.md maps the rest of a run directory): `con
   whose fingerprint differs, is rebuilt; so is one an older mt wrote (its `cache_version`), with a
   one-line notice.
 
+With `augment.*` shares, the training split's pairs are followed by augmented copies as they are
+encoded (upper case, Title Case, placeholders, noise: mt.data.augment), after the tokenizer is trained.
+
 With `clean.enabled`, every pair's training split first goes through the cleaning stage
 (mt.data.clean: rules and language identification on the raw text, into a temporary file both
 passes read); its counts and examples per rule go to `clean_report.json` under `clean`.
@@ -55,6 +58,7 @@ from typing import Any
 from mt.config import Config, PairConfig
 from mt.config_load import config_to_yaml, save_config
 from mt.data import corpus, synthetic
+from mt.data.augment import augment_pairs
 from mt.data.clean import CLEAN_VERSION, CleanStats, clean_for_prepare, read_cleaned
 from mt.data.encode import concatenate_splits, encode_split, split_path, worker_pool
 from mt.data.splits import MANIFEST
@@ -103,6 +107,8 @@ def _shaping_config(cfg: Config) -> dict[str, Any]:
                "cache_version": CACHE_VERSION}
     if cfg.clean.enabled:  # the cleaning stage's settings and version (off: the key of before it existed)
         shaping["clean"] = {**dataclasses.asdict(cfg.clean), "version": CLEAN_VERSION}
+    if cfg.augment.enabled:  # likewise the augmentation's (mt.data.augment)
+        shaping["augment"] = dataclasses.asdict(cfg.augment)
     return shaping
 
 
@@ -262,7 +268,8 @@ def _encode_pair(cfg: Config, pair: PairConfig, splits: list[str], tokenizer: To
         for split in splits:
             is_train = split == pair.train_split
             name = data.split_label(pair, split)
-            pairs = _train_pairs(pair, data.train_limit, stage) if is_train else corpus.iter_split(pair, split)
+            pairs = (augment_pairs(_train_pairs(pair, data.train_limit, stage), cfg.augment) if is_train
+                     else corpus.iter_split(pair, split))
             clean = corpus.CleanLimits.from_config(data, max_positions) if is_train else None
             s, rep, examples = encode_split(pairs, clean, max_positions - 1, tokenizer, pool, workers, staging, name)
             stats[name] = s

@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from mt.data.tokenizer import BOS_ID, EOS_ID
+from mt.decode.repeats import guard_repeats
 from mt.decode.search import (
     Hypothesis,
     SearchCache,
@@ -200,12 +201,15 @@ def beam_search(
     forbid_unk: bool,
     max_len_limit: int | None = None,
     on_done: Callable[[int, list[Hypothesis]], None] | None = None,
+    no_repeat_ngram_size: int = 0,
+    repetition_penalty: float = 1.0,
 ) -> list[list[Hypothesis]]:
     """Beam search. src, src_mask: (B, S) -> for each sentence its `n_best` hypotheses, best first.
 
     Scores are `log_prob / length_penalty(|y|)` with |y| counting EOS (see mt.decode.search).
     `max_len_limit` caps the output length as in `greedy_search`. `on_done(b, hypotheses)` is
     called for sentence b as soon as it stops, with what the returned list will hold for it.
+    `no_repeat_ngram_size`, `repetition_penalty`: the loop guard on each row's history (mt.decode.repeats).
     """
     if beam < 1 or not 1 <= n_best <= beam:
         raise ValueError(f"beam_search: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
@@ -225,6 +229,9 @@ def beam_search(
 
     while state.live:
         log_probs = mask_log_probs(state.decode(model), forbid_unk=forbid_unk, force_eos=state.at_max_length())
+        if no_repeat_ngram_size or repetition_penalty != 1.0:
+            guard_repeats(log_probs, state.history, no_repeat_ngram_size=no_repeat_ngram_size,
+                          repetition_penalty=repetition_penalty)
         candidates = state.topk(log_probs)  # (N, 2K) each
         state.finish(candidates, finished, n_best=n_best)
         state.advance(candidates)

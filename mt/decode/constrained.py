@@ -37,6 +37,7 @@ from torch import Tensor
 
 from mt.data.tokenizer import EOS_ID
 from mt.decode.beam import BeamState
+from mt.decode.repeats import guard_repeats
 from mt.decode.search import (
     Hypothesis,
     Seq2Seq,
@@ -265,12 +266,15 @@ def constrained_beam_search(
     max_len_limit: int | None = None,
     on_done: Callable[[int, list[Hypothesis]], None] | None = None,
     glue: Sequence[int] = (),
+    no_repeat_ngram_size: int = 0,
+    repetition_penalty: float = 1.0,
 ) -> list[list[Hypothesis]]:
     """Beam search whose outputs contain every constraint of their sentence where they fit (the
     output may be longer than `max_len_a * |src| + max_len_b` by the constraints' pieces).
     src, src_mask: (B, S); constraints: B lists of target token-id sequences -> `beam_search`'s
     result (and `on_done`) for each sentence, ranked by constraint tokens met, then score.
-    `glue`: token ids barred right after a completed constraint (module docstring)."""
+    `glue`: token ids barred right after a completed constraint (module docstring).
+    `no_repeat_ngram_size`, `repetition_penalty`: the loop guard (mt.decode.repeats), as in beam search."""
     if beam < 1 or not 1 <= n_best <= beam:
         raise ValueError(f"constrained_beam_search: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
     if len(constraints) != src.size(0) or any(not seq for seqs in constraints for seq in seqs):
@@ -291,6 +295,9 @@ def constrained_beam_search(
     while state.live:
         at_max = state.at_max_length()
         log_probs = mask_log_probs(state.decode(model), forbid_unk=forbid_unk, force_eos=at_max)
+        if no_repeat_ngram_size or repetition_penalty != 1.0:
+            guard_repeats(log_probs, state.history, no_repeat_ngram_size=no_repeat_ngram_size,
+                          repetition_penalty=repetition_penalty)
         log_probs[:, EOS_ID].masked_fill_(~(cons.all_met() | at_max), float("-inf"))  # no end before every term
         if glued.numel() and bool(cons.rows.ended.any()):  # a term's last word ends with the term
             log_probs[cons.rows.ended.nonzero(), glued] = float("-inf")

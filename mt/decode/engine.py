@@ -20,7 +20,7 @@ from mt.data.batching import collate_source
 from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
 from mt.decode.sampling import sample_search
-from mt.decode.search import Hypothesis, greedy_search
+from mt.decode.search import Hypothesis, greedy_hypotheses
 from mt.device import bf16_feature
 from mt.errors import MTError
 from mt.model.ensemble import Ensemble, max_positions
@@ -92,35 +92,60 @@ def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, 
     for it) as soon as the search has it (greedy: its EOS; beam: it stops; sampling: its last sample ends).
     `constraints` (B lists of target token-id sequences, e.g. glossary terms): a constrained beam
     search (mt.decode.constrained) of beam `rows_per_sentence(decode, constrained=True)`; `glue`:
-    tokens barred right after a constraint (they would continue its last word).
+    tokens barred right after a constraint (they would continue its last word). Every search
+    applies decode's loop guard (`no_repeat_ngram_size`, `repetition_penalty`: mt.decode.repeats).
     """
+    if n_best is None:
+        report = _best_tokens(on_done) if on_done is not None else None  # type: ignore[arg-type]
+        found = search_best(model, src, src_mask, decode, sentence_ids=sentence_ids, on_done=report,
+                            constraints=constraints, glue=glue)
+        return [hyps[0].tokens for hyps in found]
+    return _search(model, src, src_mask, decode, n_best, greedy=False, sentence_ids=sentence_ids,
+                   on_done=on_done, constraints=constraints, glue=glue)  # type: ignore[arg-type]
+
+
+def search_best(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+                sentence_ids: list[int] | None = None, on_done: Callable[[int, list[Hypothesis]], None] | None = None,
+                constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
+                ) -> list[list[Hypothesis]]:
+    """The one output `search_batch` gives without `n_best`, as a one-element list of `Hypothesis`
+    per sentence: its tokens with its log-prob and score (greedy search's too, for beam 1)."""
+    greedy = decode.beam == 1 and not decode.sampling and constraints is None
+    return _search(model, src, src_mask, decode, 1, greedy=greedy, sentence_ids=sentence_ids, on_done=on_done,
+                   constraints=constraints, glue=glue)
+
+
+def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, n_best: int, *,
+            greedy: bool, sentence_ids: list[int] | None, on_done: Callable[[int, list[Hypothesis]], None] | None,
+            constraints: list[list[list[int]]] | None, glue: Sequence[int]) -> list[list[Hypothesis]]:
+    """`n_best` hypotheses per sentence from the search `decode` names (`greedy`: greedy search for
+    beam 1; else beam search, also for beam 1), the loop guard (mt.decode.repeats) applied in each."""
     limit = max_positions(model) - 1
-    report = _best_tokens(on_done) if on_done is not None and n_best is None else on_done
+    guard = decode.no_repeat_ngram_size, decode.repetition_penalty
     if constraints is not None:
         if decode.sampling:
             raise MTError("--sampling draws translations freely and cannot keep a glossary's terms; search instead")
-        found = constrained_beam_search(
+        return constrained_beam_search(
             model, src, src_mask, constraints, beam=rows_per_sentence(decode, constrained=True), alpha=decode.alpha,
             length_penalty=decode.length_penalty, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-            n_best=1 if n_best is None else n_best, forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=report,
-            glue=glue)
-        return [hyps[0].tokens for hyps in found] if n_best is None else found
+            n_best=n_best, forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=on_done,
+            glue=glue, no_repeat_ngram_size=guard[0], repetition_penalty=guard[1])
     if decode.sampling:
-        samples = sample_search(model, src, src_mask, n_samples=1 if n_best is None else n_best,
-                                temperature=decode.temperature, top_k=decode.top_k, top_p=decode.top_p,
-                                seed=decode.seed, alpha=decode.alpha, length_penalty=decode.length_penalty,
-                                max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-                                forbid_unk=decode.forbid_unk, sentence_ids=sentence_ids, max_len_limit=limit,
-                                on_done=report)
-        return [hyps[0].tokens for hyps in samples] if n_best is None else samples
-    if n_best is None and decode.beam == 1:
-        return greedy_search(model, src, src_mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-                             forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=on_done)
-    found = beam_search(model, src, src_mask, beam=decode.beam, alpha=decode.alpha,
-                        length_penalty=decode.length_penalty, max_len_a=decode.max_len_a,
-                        max_len_b=decode.max_len_b, n_best=1 if n_best is None else n_best,
-                        forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=report)
-    return [hyps[0].tokens for hyps in found] if n_best is None else found
+        return sample_search(model, src, src_mask, n_samples=n_best, temperature=decode.temperature,
+                             top_k=decode.top_k, top_p=decode.top_p, seed=decode.seed, alpha=decode.alpha,
+                             length_penalty=decode.length_penalty, max_len_a=decode.max_len_a,
+                             max_len_b=decode.max_len_b, forbid_unk=decode.forbid_unk, sentence_ids=sentence_ids,
+                             max_len_limit=limit, on_done=on_done, no_repeat_ngram_size=guard[0],
+                             repetition_penalty=guard[1])
+    if greedy:
+        return greedy_hypotheses(model, src, src_mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
+                                 forbid_unk=decode.forbid_unk, alpha=decode.alpha,
+                                 length_penalty=decode.length_penalty, max_len_limit=limit, on_done=on_done,
+                                 no_repeat_ngram_size=guard[0], repetition_penalty=guard[1])
+    return beam_search(model, src, src_mask, beam=decode.beam, alpha=decode.alpha,
+                       length_penalty=decode.length_penalty, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
+                       n_best=n_best, forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=on_done,
+                       no_repeat_ngram_size=guard[0], repetition_penalty=guard[1])
 
 
 def _best_tokens(on_done: Callable[[int, list[int]], None]) -> Callable[[int, list[Hypothesis]], None]:
@@ -144,7 +169,7 @@ class Engine(Protocol):
                    constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
                    ) -> list[Results]:
         """For each source (ids without EOS): with `n_best` None, the one output `decode` asks for
-        (its score may be NaN); else its `n_best` hypotheses (or samples) with their
+        (with its score where the engine has it, else NaN); else its `n_best` hypotheses (or samples) with their
         length-normalised scores, best first. `sentence_ids` key sampling's random draws.
         `on_result(i, results)`: called with source i's results as soon as the engine has them,
         before the batch's longer sentences are done, where it can tell (an engine may not call
@@ -198,28 +223,23 @@ class NativeEngine:
         model.eval()
         try:
             with torch.inference_mode(), intra_op_threads(1 if small else None):
-                found = search_batch(model, src.to(self.device), src_mask.to(self.device), decode, n_best=n_best,
-                                     sentence_ids=sentence_ids, on_done=self._reporter(n_best, on_result),
-                                     constraints=constraints, glue=glue)
+                src, src_mask, report = src.to(self.device), src_mask.to(self.device), self._reporter(on_result)
+                if n_best is None:  # the one output, with its score (greedy search's too)
+                    found = search_best(model, src, src_mask, decode, sentence_ids=sentence_ids, on_done=report,
+                                        constraints=constraints, glue=glue)
+                else:
+                    found = search_batch(model, src, src_mask, decode, n_best=n_best, sentence_ids=sentence_ids,
+                                         on_done=report, constraints=constraints, glue=glue)
         finally:
             model.train(was_training)
-        if n_best is None:
-            return [_one_best(tokens) for tokens in found]
         return [_scored(hyps) for hyps in found]
 
     @staticmethod
-    def _reporter(n_best: int | None, on_result: Callable[[int, Results], None] | None,
-                  ) -> Callable[[int, list[int]], None] | Callable[[int, list[Hypothesis]], None] | None:
+    def _reporter(on_result: Callable[[int, Results], None] | None) -> Callable[[int, list[Hypothesis]], None] | None:
         """search_batch's `on_done` for `on_result`: each sentence's result in `Results` form."""
         if on_result is None:
             return None
-        if n_best is None:
-            return lambda i, tokens: on_result(i, _one_best(tokens))
         return lambda i, hyps: on_result(i, _scored(hyps))
-
-
-def _one_best(tokens: list[int]) -> Results:
-    return [(tokens, float("nan"))]
 
 
 def _scored(hyps: list[Hypothesis]) -> Results:

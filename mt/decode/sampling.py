@@ -24,6 +24,7 @@ from collections.abc import Callable
 import torch
 
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from mt.decode.repeats import guard_repeats
 from mt.decode.search import Hypothesis, LiveRows, Seq2Seq, mask_log_probs, max_output_lengths
 from mt.decode.search import (
     length_penalty as _length_penalty,  # sample_search's keyword `length_penalty` shadows it
@@ -87,6 +88,17 @@ def draw_tokens(log_probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor
     return torch.minimum(tokens, last)
 
 
+def _samples_of(rows: list[list[int]], values: list[float], *, alpha: float, kind: str) -> list[Hypothesis]:
+    """One sentence's samples from its rows of `out` and `log_prob`, highest score first (stable:
+    equal scores keep draw order)."""
+    hyps = []
+    for row, value in zip(rows, values):
+        toks = row[: row.index(EOS_ID)]  # every row ends in EOS (forced at max length)
+        hyps.append(Hypothesis(toks, value / float(_length_penalty(float(len(toks) + 1), alpha=alpha, kind=kind)),
+                               value))
+    return sorted(hyps, key=lambda h: -h.score)
+
+
 def sample_search(
     model: Seq2Seq,
     src: torch.Tensor,
@@ -105,6 +117,8 @@ def sample_search(
     sentence_ids: list[int] | None = None,
     max_len_limit: int | None = None,
     on_done: Callable[[int, list[Hypothesis]], None] | None = None,
+    no_repeat_ngram_size: int = 0,
+    repetition_penalty: float = 1.0,
 ) -> list[list[Hypothesis]]:
     """Draw `n_samples` translations per sentence from the model (ancestral sampling with
     temperature, top-k and nucleus filtering, see `filter_log_probs`). src, src_mask: (B, S)
@@ -118,13 +132,14 @@ def sample_search(
     forced decoding gives; `score` divides it by the length penalty as beam search does.
     PAD/BOS (and UNK with `forbid_unk`) are never drawn; EOS is forced at the maximum length.
     `on_done(b, samples)` is called for sentence b as soon as its last sample ends, with what the
-    returned list will hold for it.
+    returned list will hold for it. `no_repeat_ngram_size`, `repetition_penalty`: the loop guard
+    (mt.decode.repeats) on the log-probs before filtering; `log_prob` is then the guarded values'.
     """
     if n_samples < 1:
         raise ValueError(f"sample_search: n_samples must be >= 1, got {n_samples}")
     filter_log_probs(torch.zeros(1, 1), temperature=temperature, top_k=top_k, top_p=top_p)  # check early
-    kind, lp = length_penalty, _length_penalty
-    lp(1.0, alpha=alpha, kind=kind)
+    kind = length_penalty
+    _length_penalty(1.0, alpha=alpha, kind=kind)
     batch = src.size(0)
     ids = list(range(batch)) if sentence_ids is None else list(sentence_ids)
     if len(ids) != batch:
@@ -145,13 +160,7 @@ def sample_search(
     live = LiveRows(torch.arange(total, device=device), max_lens, memory, src_mask)
     tokens = torch.full((total, 1), BOS_ID, dtype=torch.long, device=device)
     def samples_of(rows: list[list[int]], values: list[float]) -> list[Hypothesis]:
-        """One sentence's samples from its rows of `out` and `log_prob`, highest score first
-        (stable: equal scores keep draw order)."""
-        hyps = []
-        for row, value in zip(rows, values):
-            toks = row[: row.index(EOS_ID)]  # every row ends in EOS (forced at max length)
-            hyps.append(Hypothesis(toks, value / float(lp(float(len(toks) + 1), alpha=alpha, kind=kind)), value))
-        return sorted(hyps, key=lambda h: -h.score)
+        return _samples_of(rows, values, alpha=alpha, kind=kind)
 
     handed: dict[int, list[Hypothesis]] = {}  # sentences given to on_done, by index
     rows_left = [n_samples] * batch  # per sentence: samples still being drawn
@@ -159,6 +168,9 @@ def sample_search(
     while live.rows.numel() > 0:
         log_probs, live.cache = model.decode_step(tokens, live.memory, live.src_mask, live.cache)  # (R', V)
         log_probs = mask_log_probs(log_probs.float(), forbid_unk=forbid_unk, force_eos=live.max_lens <= step)
+        if no_repeat_ngram_size or repetition_penalty != 1.0:
+            guard_repeats(log_probs, out[live.rows, :step], no_repeat_ngram_size=no_repeat_ngram_size,
+                          repetition_penalty=repetition_penalty)
         sampling = filter_log_probs(log_probs, temperature=temperature, top_k=top_k, top_p=top_p)
         next_tok = draw_tokens(sampling, uniforms[live.rows, step])  # (R',)
         out[live.rows, step] = next_tok

@@ -16,6 +16,9 @@ Conventions (shared by greedy, beam, sampling in mt/decode/sampling.py and force
   in a scored EOS and force-decoding it gives back its `log_prob` exactly.
 - PAD and BOS are never emitted; `forbid_unk` also bans UNK. Banned tokens are set to -inf
   without renormalising, so scores stay the model's own log-probabilities.
+- The loop guard (mt.decode.repeats: `no_repeat_ngram_size`, `repetition_penalty`) works on the
+  same log-probs after those bans, from each hypothesis' own history; a ban keeps scores the
+  model's own, a penalty other than 1 makes them the penalised ones.
 
 Beam search (mt/decode/beam.py) keeps `beam` live hypotheses per sentence in one batch of B*K rows. A sentence
 stops when it has `beam` finished hypotheses (the usual criterion; it makes beam 1 equal to
@@ -35,6 +38,7 @@ import torch
 
 from mt.config import LengthPenalty
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from mt.decode.repeats import guard_repeats
 
 
 class SearchCache(Protocol):
@@ -211,11 +215,13 @@ class LiveRows:
         return next_tok[keep]
 
 
-def _report_ended(rows: list[int], out: torch.Tensor, step: int, on_done: Callable[[int, list[int]], None]) -> None:
-    """Hand each of `rows`, which emitted EOS at `step`, its tokens out[row, :step] (out: (B, W) long)."""
+def _report_ended(rows: list[int], out: torch.Tensor, total: torch.Tensor, step: int, penalty: Callable[[int], float],
+                  on_done: Callable[[int, list[Hypothesis]], None]) -> None:
+    """Hand each of `rows`, which emitted EOS at `step`, its hypothesis: tokens out[row, :step]
+    (out: (B, W) long), log-prob total[row] (total: (B,)), scored with `penalty(|y|)`."""
     if rows:
-        for row, tokens in zip(rows, out[rows, :step].tolist()):
-            on_done(row, tokens)
+        for row, tokens, log_prob in zip(rows, out[rows, :step].tolist(), total[rows].tolist()):
+            on_done(row, [Hypothesis(tokens, log_prob / penalty(step + 1), log_prob)])
 
 
 def greedy_search(
@@ -228,6 +234,8 @@ def greedy_search(
     forbid_unk: bool,
     max_len_limit: int | None = None,
     on_done: Callable[[int, list[int]], None] | None = None,
+    no_repeat_ngram_size: int = 0,
+    repetition_penalty: float = 1.0,
 ) -> list[list[int]]:
     """Pick the most probable token at each step. src, src_mask: (B, S) -> B token lists (no BOS/EOS).
 
@@ -235,27 +243,72 @@ def greedy_search(
     `max_positions - 1`). Finished sentences leave the batch (their cache rows are dropped).
     `on_done(b, tokens)` is called for sentence b as soon as it ends (EOS), with the tokens the
     returned list will hold for it, while longer sentences go on (a server answers its client then).
+    `no_repeat_ngram_size`, `repetition_penalty`: the loop guard (mt.decode.repeats; 0 and 1 = off).
+    `greedy_hypotheses` is the same search with each output's log-prob and score.
     """
+    def report(b: int, hyps: list[Hypothesis]) -> None:
+        on_done(b, hyps[0].tokens)  # type: ignore[misc]  # only passed on when given
+
+    found = greedy_hypotheses(model, src, src_mask, max_len_a=max_len_a, max_len_b=max_len_b, forbid_unk=forbid_unk,
+                              alpha=0.0, length_penalty="none", max_len_limit=max_len_limit,
+                              on_done=report if on_done is not None else None,
+                              no_repeat_ngram_size=no_repeat_ngram_size, repetition_penalty=repetition_penalty)
+    return [hyps[0].tokens for hyps in found]
+
+
+def greedy_hypotheses(
+    model: Seq2Seq,
+    src: torch.Tensor,
+    src_mask: torch.Tensor,
+    *,
+    max_len_a: float,
+    max_len_b: int,
+    forbid_unk: bool,
+    alpha: float,
+    length_penalty: str,
+    max_len_limit: int | None = None,
+    on_done: Callable[[int, list[Hypothesis]], None] | None = None,
+    no_repeat_ngram_size: int = 0,
+    repetition_penalty: float = 1.0,
+) -> list[list[Hypothesis]]:
+    """`greedy_search` with each sentence's output as a one-element list of `Hypothesis`: its
+    log-prob summed over every decision (EOS included) in float32 as beam search sums it, and its
+    score (log_prob / length_penalty(|y|)), so beam 1's hypotheses are these. `on_done(b, [hyp])`."""
     batch = src.size(0)
     if batch == 0:
         return []
+    length_penalty_of(alpha, length_penalty)
     device = src.device
     memory = model.encode(src, src_mask)  # (B, S, D)
     max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
     out = torch.full((batch, int(max_lens.max().item()) + 1), PAD_ID, dtype=torch.long, device=device)
+    total = torch.zeros(batch, device=device)  # (B,) float32 log-prob so far
     live = LiveRows(torch.arange(batch, device=device), max_lens, memory, src_mask)
     tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
     step = 0
     while live.rows.numel() > 0:
         log_probs, live.cache = model.decode_step(tokens, live.memory, live.src_mask, live.cache)  # (R, V)
         log_probs = mask_log_probs(log_probs, forbid_unk=forbid_unk, force_eos=live.max_lens <= step)
+        if no_repeat_ngram_size or repetition_penalty != 1.0:
+            guard_repeats(log_probs, out[live.rows, :step], no_repeat_ngram_size=no_repeat_ngram_size,
+                          repetition_penalty=repetition_penalty)
         next_tok = argmax_rows(log_probs)  # (R,)
         out[live.rows, step] = next_tok
+        total[live.rows] += log_probs.gather(1, next_tok.unsqueeze(1)).squeeze(1).float()
         if on_done is not None:
-            _report_ended(live.rows[next_tok == EOS_ID].tolist(), out, step, on_done)
+            _report_ended(live.rows[next_tok == EOS_ID].tolist(), out, total, step,
+                          length_penalty_of(alpha, length_penalty), on_done)
         step += 1
         tokens = live.drop_finished(next_tok).unsqueeze(1)
     results = []
-    for row in out.tolist():
-        results.append(row[: row.index(EOS_ID)])  # every row ends in EOS (forced at max length)
+    penalty = length_penalty_of(alpha, length_penalty)
+    for row, log_prob in zip(out.tolist(), total.tolist()):
+        toks = row[: row.index(EOS_ID)]  # every row ends in EOS (forced at max length)
+        results.append([Hypothesis(toks, log_prob / penalty(len(toks) + 1), log_prob)])
     return results
+
+
+def length_penalty_of(alpha: float, kind: str) -> Callable[[int], float]:
+    """|y| -> the length penalty's divisor (a float), the kind checked now."""
+    length_penalty(1.0, alpha=alpha, kind=kind)
+    return lambda length: float(length_penalty(float(length), alpha=alpha, kind=kind))

@@ -18,6 +18,10 @@ rendered back with its whitespace where it was. Placeholders, URLs, numbers and 
 verbatim and ALL CAPS / Title Case lines translated in sentence case (`decode.protect`,
 `decode.case`: `mt.decode.protected`); a sentence where none applies is translated as before.
 
+`translate_scored` and `translate_texts_scored` give each output with its confidence
+(`mt.decode.confidence`): the same search and the same outputs as `translate_lines` and
+`translate_texts`.
+
 With a glossary (`mt.decode.terms.TermConstraints`), a sentence in which a term is found is
 translated by the constrained beam search, batched only with other such sentences; every other
 sentence goes through the same batches and search as without a glossary (byte-identical output).
@@ -38,6 +42,7 @@ from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
 from mt.decode.align import aligner_for
+from mt.decode.confidence import Scored, scored, text_confidence
 from mt.decode.engine import Engine, NativeModel, Results, as_engine, rows_per_sentence
 from mt.decode.protected import prepare_segments, render_nbest
 from mt.decode.terms import TermConstraints
@@ -131,6 +136,38 @@ def translate_lines(
     tokens = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[],
                             constraints=None if glossary is None else glossary.for_lines(lines))
     return tokenizer.decode_tgt(tokens)
+
+
+def translate_scored(
+    model: NativeModel | Engine,
+    tokenizer: Tokenizer,
+    lines: Sequence[str],
+    decode: DecodeConfig,
+    *,
+    device: torch.device | str,
+    progress: bool = False,
+    first_id: int = 0,
+    sentence_ids: Sequence[int] | None = None,
+    glossary: TermConstraints | None = None,
+) -> list[Scored]:
+    """`translate_lines` with what each output's confidence is made from (`Scored`: its source,
+    text, source pieces, token count and log-prob); `Scored.confidence(decode)` is the number. The
+    outputs are `translate_lines`' (the same search, which returns each output's score with it)."""
+    engine = as_engine(model, device)
+    keys = sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
+    src_ids: list[list[int]] = [[] for _ in lines]
+
+    def search(ids: list[list[int]], rows: list[int], cons: list[list[list[int]]] | None) -> list[Results]:
+        for row, seq in zip(rows, ids):
+            src_ids[row] = seq
+        return [hyps[:1] for hyps in engine.search_ids(ids, decode, n_best=None, sentence_ids=[keys[r] for r in rows],
+                                                       constraints=cons, glue=_glue(glossary))]
+
+    found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)],
+                           constraints=None if glossary is None else glossary.for_lines(lines))
+    texts = tokenizer.decode_tgt([hyps[0][0] for hyps in found])
+    return [scored(line, text, ids, len(hyps[0][0]), hyps[0][1], decode)
+            for line, text, ids, hyps in zip(lines, texts, src_ids, found)]
 
 
 def translate_nbest(
@@ -238,6 +275,36 @@ def translate_texts_nbest(
                            sentence_ids=sampling_keys(split, first_id), glossary=glossary)
     found = iter(render_nbest(prepared, done, aligner_for(engine, tokenizer)))
     return [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
+
+
+def translate_texts_scored(
+    model: NativeModel | Engine,
+    tokenizer: Tokenizer,
+    texts: Sequence[str],
+    decode: DecodeConfig,
+    *,
+    device: torch.device | str,
+    segmenter: Segmenter,
+    progress: bool = False,
+    first_id: int = 0,
+    glossary: TermConstraints | None = None,
+) -> list[tuple[str, float]]:
+    """`translate_texts` with each text's confidence: its least confident sentence's
+    (`mt.decode.confidence.text_confidence`; 1.0 for a text without words)."""
+    engine = as_engine(model, device)
+    split = segment_for_model(texts, tokenizer, engine.max_positions, segmenter)
+    note = broken_warning(split, engine.max_positions)
+    if note:
+        warnings.warn(note, MTWarning, stacklevel=2)
+    prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
+    done = translate_scored(engine, tokenizer, [p.text for p in prepared], decode, device=device, progress=progress,
+                            sentence_ids=sampling_keys(split, first_id), glossary=glossary)
+    found = iter(zip(render_all(prepared, [s.output for s in done], aligner_for(engine, tokenizer)), done))
+    out = []
+    for text in split:
+        mine = [next(found) for _ in text.segments]
+        out.append((text.render([output for output, _ in mine]), text_confidence([s.confidence(decode) for _, s in mine])))
+    return out
 
 
 SENTENCE_STRIDE = 1 << 32  # sampling keys: sentence j of line i is line i's id + j x this

@@ -27,6 +27,11 @@
   of 1e-30 (|y|^1e-30 == 1.0 in float32) because an exact 0 switches on CTranslate2's early exit,
   a different stopping rule. mt's `gnmt` ((5+|y|)/6)^alpha has no CTranslate2 equivalent: the
   beam runs with |y|^alpha and the `beam` best finished hypotheses are re-ranked with gnmt.
+- Loop guard: `no_repeat_ngram_size` and `repetition_penalty` go to CTranslate2's options of those
+  names. Its n-gram ban, like its other bans, comes before its log-softmax: greedy output is mt's
+  (the argmax is unchanged), but where a ban fires on a token of large probability (a model that
+  loops) beam scores are renormalised and the beam can differ. Its penalty applies to logits (CTRL's
+  rule), mt's to log-probs: the same direction, other numbers.
 - Stopping: both stop a sentence once it has `beam` finished hypotheses (patience 1), and both
   refill the beam from 2*beam candidates, so with `average`/`none` the n-best lists are mt's.
   At the length limit mt finishes each live hypothesis with a forced EOS while CTranslate2
@@ -129,6 +134,8 @@ class CT2Translator:
         forbid_unk: bool,
         max_len_limit: int | None = None,
         exact_scores: bool = False,
+        no_repeat_ngram_size: int = 0,
+        repetition_penalty: float = 1.0,
     ) -> list[Results]:
         """For each source (ids without EOS), its `n_best` (tokens without BOS/EOS, score), best first.
 
@@ -136,7 +143,8 @@ class CT2Translator:
         mt's convention: log-prob / length_penalty(|y| + 1). CTranslate2's log-probs are renormalised
         over the allowed tokens; `exact_scores` re-scores the hypotheses found with `score_batch` (one
         teacher-forced pass) to give the model's own log-probs, as mt does, and ranks by those.
-        See the module docstring for the parity.
+        See the module docstring for the parity. `no_repeat_ngram_size`, `repetition_penalty`: the
+        loop guard, CTranslate2's own options of those names (mt.decode.repeats says where they differ).
         """
         if beam < 1 or not 1 <= n_best <= beam:
             raise ValueError(f"translate_ids: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
@@ -158,7 +166,8 @@ class CT2Translator:
                 [pieces[i] for i in members], max_batch_size=self.max_batch_size, batch_type=self.batch_type,
                 beam_size=beam, patience=1, num_hypotheses=num_hyps, length_penalty=ct2_penalty,
                 disable_unk=forbid_unk, suppress_sequences=_BANNED, return_end_token=True, return_scores=True,
-                max_input_length=0, max_decoding_length=limit, min_decoding_length=0)
+                max_input_length=0, max_decoding_length=limit, min_decoding_length=0,
+                no_repeat_ngram_size=no_repeat_ngram_size, repetition_penalty=repetition_penalty)
 
         # One search at the batch's longest limit: a sentence whose search ended before its own limit
         # is exactly what a search limited to it finds. The few that got that far (their own limit
@@ -234,7 +243,9 @@ class CT2Translator:
                           f"--quantization ({self.info.get('quantization')})")
         found = self.translate_ids(src_ids, beam=decode.beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
                                    max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=n_best or 1,
-                                   forbid_unk=decode.forbid_unk, exact_scores=n_best is not None)
+                                   forbid_unk=decode.forbid_unk, exact_scores=n_best is not None,
+                                   no_repeat_ngram_size=decode.no_repeat_ngram_size,
+                                   repetition_penalty=decode.repetition_penalty)
         return found
 
     constrains = False  # CTranslate2 has no lexically constrained search (mt.decode.constrained)

@@ -104,12 +104,15 @@ def hf_length_penalty(kind: str, alpha: float, max_length: int) -> float:
 
 
 def generation_settings(cfg: Config) -> dict[str, Any]:
-    """generation_config.json's search settings: mt's bans, beam, stopping rule and length penalty
-    (`hf_length_penalty`: mt's gnmt penalty approximated)."""
+    """generation_config.json's search settings: mt's bans, beam, stopping rule, length penalty
+    (`hf_length_penalty`: mt's gnmt penalty approximated) and loop guard's n-gram ban (the same rule:
+    the n-grams transformers sees start with BOS, which is never emitted again)."""
     d = cfg.decode
     banned = [[PAD_ID], [BOS_ID]] + ([[UNK_ID]] if d.forbid_unk else [])
     beam = {} if d.beam == 1 else dict(num_beams=d.beam, early_stopping=True, length_penalty=hf_length_penalty(
         d.length_penalty, d.alpha, cfg.model.max_positions))
+    if d.no_repeat_ngram_size:
+        beam["no_repeat_ngram_size"] = d.no_repeat_ngram_size
     return dict(bad_words_ids=banned, max_length=cfg.model.max_positions, decoder_start_token_id=BOS_ID,
                 pad_token_id=PAD_ID, eos_token_id=EOS_ID, forced_eos_token_id=EOS_ID, **beam)
 

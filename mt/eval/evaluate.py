@@ -7,7 +7,8 @@ signature. BLEU's tokenizer is the caller's choice, made for the target language
 `score` as `mt evaluate`, so the two always agree.
 
 `mt evaluate` either translates test sets (`evaluate_set`: writes `<set>.<ckpt>.beam<K>.hyp`
-and a JSON report beside it) or scores an existing hypothesis file (`score_files`: writes
+and a JSON report beside it, with how well the sentence confidences rank the outputs: Spearman
+with sentence chrF, `confidence_report`) or scores an existing hypothesis file (`score_files`: writes
 `<hyp name>.json`). Both reports come from `build_report`. Nothing here prints except a
 progress bar on request: the functions return what the command line shows.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,12 +31,14 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from mt.config import Config, DecodeConfig, PairConfig
 from mt.data.corpus import read_split, split_available
 from mt.data.tokenizer import Tokenizer
+from mt.decode.confidence import LOW
 from mt.decode.engine import Engine
 from mt.decode.terms import TermConstraints
-from mt.decode.translate import translate_lines
+from mt.decode.translate import translate_scored
 from mt.errors import MTError
 from mt.eval.bleu import DEFAULT as DEFAULT_TOKENIZER
 from mt.eval.bleu import bleu_tokenizer_for
+from mt.eval.confidence import sentence_chrf, spearman
 from mt.eval.terms import TermSuccess, term_success
 from mt.model.ensemble import Ensemble
 from mt.model.transformer import Transformer
@@ -217,6 +221,19 @@ class SetResult:
     hyp_path: Path
     report_path: Path
     terms: TermSuccess | None = None  # with a glossary: the share of its terms kept
+    confidence: dict[str, Any] | None = None  # how the sentence confidences rank the outputs (`confidence_report`)
+
+
+def confidence_report(confidences: Sequence[float], hyps: Sequence[str], refs: Sequence[str],
+                      decode: DecodeConfig) -> dict[str, Any]:
+    """How well the outputs' confidences (`mt.decode.confidence`) rank them: Spearman with sentence chrF,
+    their mean, the share below `LOW`, and whether the calibration is the checkpoint's own."""
+    chrf = sentence_chrf(hyps, refs)
+    finite = [c for c in confidences if not math.isnan(c)]
+    return {"spearman_chrf": round(spearman(confidences, chrf), 4),
+            "mean": round(sum(finite) / len(finite), 4) if finite else None,
+            "low_share": round(sum(c < LOW for c in finite) / len(finite), 4) if finite else None,
+            "low": LOW, "calibrated": bool(decode.confidence)}
 
 
 def evaluate_set(
@@ -243,7 +260,8 @@ def evaluate_set(
     if not test.src:
         raise MTError(f"{test.label}: no sentences to translate")
     t0 = time.perf_counter()
-    hyps = translate_lines(model, tokenizer, test.src, decode, device=device, progress=progress, glossary=glossary)
+    found = translate_scored(model, tokenizer, test.src, decode, device=device, progress=progress, glossary=glossary)
+    hyps = [s.output for s in found]
     translate_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     scores = score(hyps, [r.rstrip() for r in test.ref], tokenize=bleu_tokenize)
@@ -259,8 +277,10 @@ def evaluate_set(
     terms = None if glossary is None else term_success(test.src, hyps, glossary.glossary)
     if terms is not None:
         report.update(glossary=glossary.glossary.name, term_success=terms.to_dict())
+    report["confidence"] = confidence_report([s.confidence(decode) for s in found], hyps,
+                                             [r.rstrip() for r in test.ref], decode)
     write_report(report_path, report)
-    return SetResult(hyps, scores, translate_s, hyp_path, report_path, terms)
+    return SetResult(hyps, scores, translate_s, hyp_path, report_path, terms, report["confidence"])
 
 
 def eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: list[EvalSet],

@@ -18,6 +18,8 @@ Layout of a checkpoint (a plain dict; only tensors, numbers, strings, bytes, lis
                     and `valid` the average's own validation record (written by the trainer), never a source's
     init_from       (fine-tuned runs only) {"path", "sha256", "update"}: the checkpoint the run
                     started from (train.init_from), its sha256 and update count
+    decode_fit, confidence_fit  (fitted checkpoints only) how decode.alpha and decode.confidence were
+                    fitted on val (mt/train/decode_fit.py, mt/train/confidence_fit.py)
 
 Reading: `read_checkpoint(path)` is the one read of a checkpoint file (its one `torch.load`): a
 `Checkpoint` holding the checked state, the parsed config, the tokenizer and the file's sha256.
@@ -400,6 +402,15 @@ def store_decode_fit(path: Path, alpha: float, record: dict[str, Any]) -> None:
     state = load_checkpoint(path)
     state["config"]["decode"]["alpha"] = float(alpha)
     state["decode_fit"] = record
+    save_checkpoint(path, state)
+
+
+def store_confidence_fit(path: Path, weights: Sequence[float], record: dict[str, Any]) -> None:
+    """Rewrite the checkpoint at `path` (atomically) with decode.confidence = `weights` in its config
+    and `record` (how they were fitted) under "confidence_fit" (mt/train/confidence_fit.py)."""
+    state = load_checkpoint(path)
+    state["config"]["decode"]["confidence"] = [float(w) for w in weights]
+    state["confidence_fit"] = record
     save_checkpoint(path, state)
 
 

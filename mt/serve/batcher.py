@@ -48,6 +48,7 @@ import numpy as np
 from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
+from mt.decode.confidence import scored
 from mt.decode.engine import Engine, Results, rows_per_sentence
 from mt.errors import MTError
 from mt.serve.batchparts import BatchStats, Clock, QueueFull, RealClock
@@ -81,6 +82,8 @@ class Job:
     cut: list[bool] = field(default_factory=list)  # per line: cut to the model's limit (`warnings` counts them)
     constraints: list[list[list[int]]] | None = None  # per line: the target pieces of its glossary terms
     glue: tuple[int, ...] = ()  # target pieces barred right after a term (`mt.decode.terms.TermConstraints.glue`)
+    lines: list[str] = field(default_factory=list)  # the source lines (stripped), for their confidence
+    confidence: list[float] = field(default_factory=list)  # per line, its 1-best's (`mt.decode.confidence`), once done
 
 
 @dataclass
@@ -183,7 +186,7 @@ class Batcher:
         if constraints is not None and len(constraints) != len(ids):
             raise ValueError(f"{len(constraints)} constraint lists for {len(ids)} lines")
         job = Job(ids, decode, n_best, self.cut_warning(sum(cut), len(ids)), cut=cut, constraints=constraints,
-                  glue=glue)
+                  glue=glue, lines=[line.strip() for line in lines])
         job.tokens = [None] * len(ids)
         tagged = len(tokenizer.src_prefix)  # a line with no piece but the target tag is empty
         todo = [i for i, seq in enumerate(ids) if len(seq) > tagged]
@@ -417,6 +420,8 @@ class Batcher:
         flat = [tokens for hyps in job.tokens for tokens, _ in hyps]  # type: ignore[union-attr]
         texts = iter(self.tokenizer.decode_tgt(flat))
         result = [[(next(texts), score) for _, score in hyps] for hyps in job.tokens]  # type: ignore[union-attr]
+        job.confidence = [scored(line, hyps[0][0], ids, len(found[0][0]), hyps[0][1], job.decode).confidence(
+            job.decode) for line, hyps, ids, found in zip(job.lines, result, job.ids, job.tokens)]  # type: ignore[index]
         try:
             job.future.set_result(result)
         except concurrent.futures.InvalidStateError:  # cancelled meanwhile (see _fail)

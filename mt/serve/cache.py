@@ -21,6 +21,7 @@ atomic, though the server only calls it from the event loop.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -33,10 +34,12 @@ Key = tuple[Hashable, ...]
 
 @dataclass(frozen=True)
 class Cached:
-    """One segment's answer: its hypotheses and whether its line was cut at the model's limit."""
+    """One segment's answer: its hypotheses, whether its line was cut at the model's limit, and its
+    confidence (`mt.decode.confidence`; NaN when the engine had no score)."""
 
     hyps: Hyps
     cut: bool
+    confidence: float = math.nan
 
 
 CHARS_PER_ENTRY = 1000  # the character budget per entry on average (sources and outputs)

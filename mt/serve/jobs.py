@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from typing import cast
 
 from fastapi import Request
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
+from mt.decode.confidence import text_confidence
 from mt.decode.protected import prepare_segments, render_nbest
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import broken_warning, join_nbest, segment_for_model
@@ -44,7 +46,18 @@ Terms = tuple[list[list[list[int]]], tuple[int, ...]]  # a job's lines' constrai
 async def translate_texts(request: Request, model: ServedModel, settings: ServeSettings, texts: list[str],
                           decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer, source: str,
                           *, segment: bool = True, terms: TermConstraints | None = None) -> tuple[list[Hyps], list[str]]:
-    """(each text's outputs, the job's warnings). Each text is split into sentences by the source
+    """(each text's outputs, the job's warnings): `translate_texts_scored` without the confidences."""
+    found, notes, _ = await translate_texts_scored(request, model, settings, texts, decode, n_best, tokenizer, source,
+                                                   segment=segment, terms=terms)
+    return found, notes
+
+
+async def translate_texts_scored(request: Request, model: ServedModel, settings: ServeSettings, texts: list[str],
+                                 decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer, source: str, *,
+                                 segment: bool = True, terms: TermConstraints | None = None,
+                                 ) -> tuple[list[Hyps], list[str], list[float]]:
+    """(each text's outputs, the job's warnings, each text's confidence: its least confident
+    sentence's, `mt.decode.confidence.text_confidence`). Each text is split into sentences by the source
     language's segmenter (`mt.text.segment`; with `segment` False, into lines), sentences over the
     model's limit broken (one warning for the request); the sentences the model's cache holds are
     answered from it, all others of all texts go to the batcher as ONE job, and each text is put
@@ -73,8 +86,9 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
         glue = terms.glue if terms is not None else ()
         job = await _run_job(request, model, settings, [flat[i] for i in todo], decode, n_best, tokenizer,
                              ([cons[i] for i in todo], glue) if terms is not None else None)
-        for i, hyps, cut in zip(todo, job.future.result(), job.cut):
-            answers[i] = Cached(hyps, cut)
+        sure = job.confidence or [math.nan] * len(todo)  # none: a batcher that does not rate its outputs
+        for i, hyps, cut, confidence in zip(todo, job.future.result(), job.cut, sure):
+            answers[i] = Cached(hyps, cut, confidence)
             model.cache.store(keys[i], answers[i])
     for i, key in enumerate(keys):
         if answers[i] is None:
@@ -86,7 +100,9 @@ async def translate_texts(request: Request, model: ServedModel, settings: ServeS
         log.info("%s", broken)  # once per request, not per sentence
         notes.append(broken)
     found = iter(await _rendered(model, tokenizer, prepared, [answer.hyps for answer in done]))
-    return [join_nbest(text, [next(found) for _ in text.segments]) for text in split], notes
+    joined = [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
+    sure = iter(answer.confidence for answer in done)
+    return joined, notes, [text_confidence([next(sure) for _ in text.segments]) for text in split]
 
 
 async def _rendered(model: ServedModel, tokenizer: Tokenizer, prepared: list[Prepared], hyps: list[Hyps]) -> list[Hyps]:

@@ -142,12 +142,16 @@ class ServedModel:
 
 def server_decode(settings: ServeSettings, cfg: Config) -> tuple[DecodeConfig, int]:
     """(the server's default decode settings, the largest beam a request may ask for): the
-    checkpoint's, with --beam, --max-batch-tokens, --protect and --case."""
+    checkpoint's, with --beam, --max-batch-tokens, --protect, --case and the loop guard's
+    --no-repeat-ngram and --repetition-penalty."""
     max_beam = settings.max_beam or cfg.decode.beam
+    guard = settings.no_repeat_ngram, settings.repetition_penalty
     decode = dataclasses.replace(cfg.decode, beam=max_beam, n_best=min(cfg.decode.n_best, max_beam),
                                  max_tokens=settings.max_batch_tokens or cfg.decode.max_tokens,
                                  protect=cfg.decode.protect if settings.protect is None else settings.protect,
-                                 case=cfg.decode.case if settings.case is None else settings.case)
+                                 case=cfg.decode.case if settings.case is None else settings.case,
+                                 no_repeat_ngram_size=cfg.decode.no_repeat_ngram_size if guard[0] is None else guard[0],
+                                 repetition_penalty=cfg.decode.repetition_penalty if guard[1] is None else guard[1])
     return decode, max_beam
 
 

@@ -8,6 +8,7 @@ rendered: `__repr__` hides them so a logged or printed settings object cannot le
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,10 @@ class ServeSettings:
     max_batch_tokens: int | None = _flag(
         None, "--max-batch-tokens", "Source tokens x beam per decoding batch (default: decode.max_tokens; "
                                     "1 = no batching).")
+    no_repeat_ngram: int | None = _flag(None, "--no-repeat-ngram", "Loop guard: no n-gram of N target pieces twice "
+                                                                   "in an output (0 = off; default: the checkpoint's).")
+    repetition_penalty: float | None = _flag(None, "--repetition-penalty", "Loop guard: emitted pieces' log-probs "
+                                                                           "times P (1 = off; default: the checkpoint's).")
     max_wait_ms: float = _flag(5.0, "--max-wait-ms", "How long a filling batch waits for the next segment "
                                                      "(in all at most 10x this).")
     api_keys: KeyRing = _flag(KeyRing(), "--api-keys", "File of API keys: one per line ('#' comments), or YAML "
@@ -138,6 +143,11 @@ class ServeSettings:
         for flag, opt in (("--beam", self.max_beam), ("--max-batch-tokens", self.max_batch_tokens)):
             if opt is not None and opt < 1:
                 raise MTError(f"{flag}: must be at least 1, got {opt}")
+        if self.no_repeat_ngram is not None and self.no_repeat_ngram < 0:
+            raise MTError(f"--no-repeat-ngram: must be 0 (off) or more, got {self.no_repeat_ngram}")
+        if self.repetition_penalty is not None and not (math.isfinite(self.repetition_penalty)
+                                                        and self.repetition_penalty >= 1.0):
+            raise MTError(f"--repetition-penalty: must be a finite number >= 1 (1 = off), got {self.repetition_penalty}")
         if self.max_alternatives < 0:
             raise MTError(f"--max-alternatives: must be 0 or more, got {self.max_alternatives}")
         if self.cache_size < 0:

@@ -14,6 +14,7 @@ document), other text there joins the piece before it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from html import escape
 from html.parser import HTMLParser
@@ -66,9 +67,15 @@ class _Reader(HTMLParser):
             self.texts[self.last] += data
 
 
+# What XML 1.0 cannot hold: the C0 controls but tab, line feed and carriage return. A model with byte
+# pieces can emit them (a random or barely trained one does), and lxml refuses to write them.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def from_html(markup: str, count: int) -> list[str]:
-    """The text of pieces 0..count-1 in a translated `to_html` fragment."""
+    """The text of pieces 0..count-1 in a translated `to_html` fragment, without the characters
+    XML cannot hold (`_NOT_XML`): the text goes back into a document's XML."""
     reader = _Reader(count)
     reader.feed(markup)
     reader.close()
-    return reader.texts
+    return [_NOT_XML.sub("", text) for text in reader.texts]

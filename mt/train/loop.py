@@ -63,6 +63,7 @@ from mt.model.transformer import Transformer
 from mt.textio import remove_stale_temp_files
 from mt.train import distributed
 from mt.train.averaging import average_or_best
+from mt.train.confidence_fit import fit_and_store_confidence
 from mt.train.decode_fit import fit_and_store
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
@@ -397,6 +398,8 @@ class _Loop:
             best = files.averaged if files.averaged.is_file() else best
             if self.t.fit_alpha and self.info.is_main and "decode_fit" not in read_checkpoint(best).state:
                 fit_and_store(best, self.validator, self.cfg_decode, self.device, self.log.info)  # killed while fitting
+            if self.t.fit_confidence and self.info.is_main and "confidence_fit" not in read_checkpoint(best).state:
+                fit_and_store_confidence(best, self.validator, self.device, self.log.info)
             self.log.info(f"training already finished ({reason.value}) at update {st.update}; nothing to do: {best}")
             return best
         else:
@@ -415,6 +418,8 @@ class _Loop:
                                              "wall": round(self.elapsed(), 2)})
             if self.t.fit_alpha and self.info.is_main:
                 fit_and_store(best, self.validator, self.cfg_decode, self.device, self.log.info, known)
+            if self.t.fit_confidence and self.info.is_main:
+                fit_and_store_confidence(best, self.validator, self.device, self.log.info)
         seconds = self.elapsed() - self.session_elapsed0
         busy = max(seconds - self.timer.seconds.get("validation", 0.0), 1e-9)
         if self.skipped_validations:

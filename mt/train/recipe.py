@@ -399,6 +399,8 @@ def _schedule(recipe: Recipe, s: CorpusSurvey, rung_i: int, rung: Rung, tgt_per_
     recipe.set("train", "log_every", 25, "a training-loss record every 25 updates (the outlook reads them)")
     recipe.set("train", "fit_alpha", True, "after training, the length penalty's alpha chosen by beam BLEU on up "
                "to 1,500 val sentences and stored in the checkpoint (a short run's model is short-spoken)")
+    recipe.set("train", "fit_confidence", True, "after training, the sentence confidence calibrated against sentence "
+               "chrF on the same val sentences (one more beam decode of them) and stored in the checkpoint")
     recipe.set("decode", "beam", 5, "beam 5, alpha 0.6 to start from (mt's evaluation default)")
 
 

@@ -138,11 +138,13 @@ def run_mt(model: object, batches: Batches, decode: DecodeConfig, beam: int) -> 
     for src, mask in batches:
         if beam == 1:
             out += greedy_search(model, src, mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-                                 forbid_unk=decode.forbid_unk)
+                                 forbid_unk=decode.forbid_unk, no_repeat_ngram_size=decode.no_repeat_ngram_size,
+                                 repetition_penalty=decode.repetition_penalty)
         else:
             hyps = beam_search(model, src, mask, beam=beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
                                max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=1,
-                               forbid_unk=decode.forbid_unk)
+                               forbid_unk=decode.forbid_unk, no_repeat_ngram_size=decode.no_repeat_ngram_size,
+                               repetition_penalty=decode.repetition_penalty)
             out += [h[0].tokens for h in hyps]
     return out
 
@@ -153,7 +155,8 @@ def run_ct2(translator: object, id_batches: list[list[list[int]]], decode: Decod
     for batch in id_batches:
         found = translator.translate_ids(batch, beam=beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
                                          max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=1,
-                                         forbid_unk=decode.forbid_unk)
+                                         forbid_unk=decode.forbid_unk, no_repeat_ngram_size=decode.no_repeat_ngram_size,
+                                         repetition_penalty=decode.repetition_penalty)
         out += [hyps[0][0] for hyps in found]
     return out
 

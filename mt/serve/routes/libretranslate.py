@@ -12,13 +12,17 @@ over the served languages; an HTML text by its text, not its markup), sends each
 for its detected pair (texts for one model in one job), and answers `detectedLanguage`
 ({language, confidence} or, for a list `q`, one per text); a text detected in a language this
 server does not translate into the target is a 400 naming it. The pair's `mt serve --glossary`,
-if any, is kept (`mt.serve.glossary`); the request and response shapes stay LibreTranslate's.
+if any, is kept (`mt.serve.glossary`); the request and response shapes stay LibreTranslate's, with one
+extra key for `format` "text": `confidence`, each text's confidence in [0, 1] (`mt.decode.confidence`;
+null where the model has no score), which LibreTranslate's clients ignore (libretranslatepy reads
+`translatedText` alone; Mastodon and Weblate read the keys they know).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -27,7 +31,7 @@ from fastapi.responses import JSONResponse
 from mt.serve.deps import Fields, ReadyFleet, RequireKey, SettingsDep
 from mt.serve.detect import LanguageDetector
 from mt.serve.fleet import Fleet
-from mt.serve.jobs import translate_html, translate_texts
+from mt.serve.jobs import translate_html, translate_texts_scored
 from mt.serve.languages import language_name
 from mt.serve.model import ServedModel
 from mt.serve.requests import LT_SCHEMA, ApiError, body_doc, check_request, get_int, get_str, get_texts
@@ -66,6 +70,7 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
         groups.setdefault((id(model), tgt, sources[i]), []).append(i)
     best: list[str] = [""] * len(texts)
     alts: list[list[str]] = [[] for _ in texts]
+    sure: list[float | None] = [None] * len(texts)  # text format only: an HTML fragment's blocks have several
 
     async def translate_group(indices: list[int]) -> None:
         (model, tgt), src = routes[indices[0]], sources[indices[0]]
@@ -81,10 +86,11 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
         if alternatives:
             n_best = alternatives + 1
             decode = dataclasses.replace(decode, n_best=n_best, beam=max(decode.beam, n_best), sampling=False)
-        hyps, _ = await translate_texts(request, model, settings, [texts[i] for i in indices], decode, n_best,
-                                        tokenizer, src, terms=terms)
-        for i, text_hyps in zip(indices, hyps):
+        hyps, _, confidences = await translate_texts_scored(request, model, settings, [texts[i] for i in indices],
+                                                            decode, n_best, tokenizer, src, terms=terms)
+        for i, text_hyps, confidence in zip(indices, hyps, confidences):
             best[i], alts[i] = text_hyps[0][0], [text for text, _ in text_hyps[1:]]
+            sure[i] = confidence if math.isfinite(confidence) else None
 
     outcomes = await asyncio.gather(*(translate_group(indices) for indices in groups.values()), return_exceptions=True)
     for outcome in outcomes:  # every group has finished: the first failure is the answer
@@ -95,6 +101,8 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
         body["alternatives"] = alts if as_list else alts[0]
     if detected is not None:
         body["detectedLanguage"] = detected if as_list else detected[0]
+    if fragments is None:  # an extra key: libretranslatepy, Mastodon and Weblate read only the ones they know
+        body["confidence"] = sure if as_list else sure[0]
     return JSONResponse(body)
 
 

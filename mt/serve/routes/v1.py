@@ -1,4 +1,5 @@
 """mt's own API under /v1: POST /v1/translate (segments with decoding options: beam, n_best,
+each answered with its text, score (with n_best) and confidence in [0, 1] (`mt.decode.confidence`),
 sampling, the pair's source and target when the server has several models or a multi-pair model;
 each segment split into sentences by the source language's rules unless `segment: false`; a
 `glossary` of terms to keep, replacing the server's `--glossary` for the pair (`mt.serve.glossary`);
@@ -16,10 +17,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from mt.decode.confidence import LOW
 from mt.errors import MTError
 from mt.serve.deps import Fields, ReadyFleet, RequireAdmin, RequireKey, SettingsDep, StateDep
 from mt.serve.glossary import request_glossary, request_terms
-from mt.serve.jobs import translate_texts
+from mt.serve.jobs import translate_texts_scored
 from mt.serve.model import ServedModel, model_card
 from mt.serve.requests import (
     V1_SCHEMA,
@@ -50,12 +52,12 @@ async def v1_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
     decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam, samples=model.samples)
     tokenizer, pair = model.tokenizer_for(target, "target"), _pair(model, source, target)
     terms = request_terms(model, glossary, fleet.terms.get(pair), pair, decode.sampling)
-    found, notes = await translate_texts(request, model, settings, segments, decode, n_best, tokenizer, pair[0],
-                                         segment=get_bool(fields, "segment", True), terms=terms)
+    found, notes, sure = await translate_texts_scored(request, model, settings, segments, decode, n_best, tokenizer,
+                                                      pair[0], segment=get_bool(fields, "segment", True), terms=terms)
     rows = []
-    for hyps in found:
+    for hyps, confidence in zip(found, sure):
         score = hyps[0][1] if n_best is not None else None
-        row: dict[str, Any] = {"text": hyps[0][0], "score": _finite(score)}
+        row: dict[str, Any] = {"text": hyps[0][0], "score": _finite(score), "confidence": _finite(confidence)}
         if n_best is not None:
             row["n_best"] = [{"text": text, "score": _finite(s)} for text, s in hyps]
         rows.append(row)
@@ -69,7 +71,7 @@ async def v1_settings(fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
                          "max_alternatives": settings.max_alternatives, "keys_required": settings.keys_required,
                          "sampling": all(model.samples for model in fleet.models),
                          "glossary": all(model.constrains for model in fleet.models),
-                         "max_glossary_terms": settings.max_glossary_terms,
+                         "max_glossary_terms": settings.max_glossary_terms, "low_confidence": LOW,
                          "languages": [{"source": s, "target": t} for s, t in fleet.languages.pairs]})
 
 

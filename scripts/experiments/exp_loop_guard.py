@@ -1,0 +1,107 @@
+"""What the loop guard (`decode.no_repeat_ngram_size`, `decode.repetition_penalty`) does to BLEU, and
+to odd input, on one checkpoint: how its defaults were chosen.
+
+    python scripts/experiments/exp_loop_guard.py -c runs/multi30k_en_de/checkpoints/best.pt \\
+        --mirror data/multi30k --split val --out docs/data/loop_guard
+
+For every setting (`--ngram` sizes with penalty 1, then `--penalty` values with the n-gram ban off)
+it translates the split with the checkpoint's decode settings and the guard, and writes BLEU and
+chrF, the paired bootstrap against the unguarded run (sacreBLEU's, 1,000 resamples), the sentences
+the guard changed, and for the odd inputs of `ODD` (one word, repeated words, runs of a character),
+translated as `mt translate` takes text (segmented: a line without words comes back as it is), how
+many outputs still repeat a word (case-folded) more often than their input's most repeated word, or
+run a letter longer than max(3, the input's longest run): `loops`. results.json and results.md go to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import time
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU, CHRF
+
+from mt.decode.translate import translate_lines, translate_texts
+from mt.deploy.loading import load_model
+from mt.eval.compare import paired_bootstrap
+from mt.text.segment import segmenter_for
+from mt.textio import read_lines
+
+ODD = ["Yes", "hello", "ha ha ha ha ha ha ha ha", "!!!!!!", "aaaaaaaa", "No", "OK", "Thanks!", "lol", "hmm",
+       "yes yes yes yes", "?????", "la la la la la la", "zzzzzzzzzzzz", "Hi", "Wow", "no no no no no",
+       "hahahahaha", "Okay okay", "...", "Yes!", "hello hello hello", "Goodbye", "Help", "Stop", "Why?",
+       "ok ok ok", "blah blah blah blah", "Hmmmmmm", "A", "I", "Test test test", "Sale", "Cancel", "Save",
+       "Done", "Next", "Back", "Menu", "Settings"]
+
+
+def loops(source: str, output: str) -> bool:
+    """The issue's target, strictly: the output repeats a word, or runs a letter, more often than the input."""
+    def most(text: str) -> int:
+        words = re.findall(r"\w+", text.casefold())
+        return max((words.count(w) for w in set(words)), default=0)
+
+    def run(text: str) -> int:
+        best, last, n = 0, "", 0
+        for c in text:
+            n = n + 1 if c == last else 1
+            last = c
+            if c.isalpha():
+                best = max(best, n)
+        return best
+    return most(output) > most(source) or run(output) > max(run(source), 3)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-c", "--checkpoint", type=Path, required=True)
+    ap.add_argument("--mirror", type=Path, required=True, help="the Multi30k mirror folder ({split}.{lang}.gz)")
+    ap.add_argument("--split", default="val")
+    ap.add_argument("--ngram", type=int, nargs="*", default=[2, 3, 4, 5, 6])
+    ap.add_argument("--penalty", type=float, nargs="*", default=[1.1, 1.3])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    loaded = load_model([args.checkpoint], args.device)
+    cfg = loaded.config
+    pair = cfg.data.pairs[0]
+    src = list(read_lines(args.mirror / f"{args.split}.{pair.src_lang}.gz"))
+    ref = list(read_lines(args.mirror / f"{args.split}.{pair.tgt_lang}.gz"))
+    settings = [(0, 1.0)] + [(n, 1.0) for n in args.ngram] + [(0, p) for p in args.penalty]
+    rows, base, systems = [], None, []
+    for ngram, penalty in settings:
+        decode = dataclasses.replace(cfg.decode, no_repeat_ngram_size=ngram, repetition_penalty=penalty, n_best=1)
+        started = time.perf_counter()
+        hyps = translate_lines(loaded.engine, loaded.tokenizer, src, decode, device=loaded.device)
+        seconds = time.perf_counter() - started
+        odd = translate_texts(loaded.engine, loaded.tokenizer, ODD, decode, device=loaded.device,
+                              segmenter=segmenter_for(pair.src_lang))  # as mt translate and mt serve take them
+        row = {"no_repeat_ngram_size": ngram, "repetition_penalty": penalty, "seconds": round(seconds, 1),
+               "bleu": round(BLEU().corpus_score(hyps, [ref]).score, 2),
+               "chrf": round(CHRF().corpus_score(hyps, [ref]).score, 2),
+               "odd_loops": sum(loops(s, o) for s, o in zip(ODD, odd)), "odd": dict(zip(ODD, odd))}
+        base = hyps if base is None else base
+        row["changed"] = sum(a != b for a, b in zip(base, hyps))
+        systems.append((f"ngram {ngram}, penalty {penalty:g}", hyps))
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "odd"}), flush=True)
+    compared = paired_bootstrap(systems, ref, tokenize="13a")
+    for row, system in zip(rows, compared.systems):
+        row["bleu_p"] = system.bleu_p
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split,
+                                                       "sentences": len(src), "rows": rows}, indent=1,
+                                                      ensure_ascii=False) + "\n")
+    lines = [f"| no_repeat_ngram_size | repetition_penalty | {args.split} BLEU | chrF | sentences changed | "
+             f"p (paired bootstrap) | odd inputs that loop (of {len(ODD)}) |", "|---|---|---|---|---|---|---|"]
+    for row in rows:
+        lines.append(f"| {row['no_repeat_ngram_size']} | {row['repetition_penalty']:g} | {row['bleu']:.2f} | "
+                     f"{row['chrf']:.2f} | {row['changed']} | {row['bleu_p'] if row['bleu_p'] is not None else 'base'} | "
+                     f"{row['odd_loops']} |")
+    (args.out / "results.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -194,6 +194,10 @@ def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: 
         _print_scores(result.scores)
         if result.terms is not None:
             print(f"  terms {result.terms.line()}")
+        if result.placement is not None:
+            p = result.placement
+            print(f"  term placement: {p['exclusive']} of {p['slots']} usual words replaced by the term; term "
+                  f"sentences' BLEU {p['bleu_original']:.2f} (references), {p['bleu_rewritten']:.2f} (term-rewritten)")
         print(f"  hypotheses: {result.hyp_path}  report: {result.report_path}")
         if samples:
             _print_samples(test, result.hyps, samples)

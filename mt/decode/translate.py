@@ -19,10 +19,14 @@ rendered back with its whitespace where it was.
 With a glossary (`mt.decode.terms.TermConstraints`), a sentence in which a term is found is
 translated by the constrained beam search, batched only with other such sentences; every other
 sentence goes through the same batches and search as without a glossary (byte-identical output).
+With the glossary's `first_pass` (mt's own model), those sentences are first translated greedily,
+the words the model gave their terms are avoided by the constrained search, and (`place`) the
+output starts as the first translation does up to the first such word (`term_lines`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -35,8 +39,10 @@ from tqdm import tqdm
 from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
-from mt.decode.engine import Engine, NativeModel, Results, as_engine, rows_per_sentence
-from mt.decode.terms import TermConstraints
+from mt.decode.align import align_words
+from mt.decode.engine import Engine, NativeEngine, NativeModel, Results, as_engine, rows_per_sentence
+from mt.decode.terms import TermConstraints, replacing
+from mt.decode.wanted import Wanted
 from mt.errors import MTWarning
 from mt.text.segment import Segmented, Segmenter, fit
 
@@ -91,6 +97,24 @@ def _map_sentences(
     return results
 
 
+def term_lines(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeConfig, *,
+               device: torch.device | str, glossary: TermConstraints) -> list[Wanted]:
+    """Each line's constraints (`TermConstraints.for_lines`); with `glossary.first_pass` and mt's
+    own model, the lines holding a term avoid the words their greedy translation gave the terms
+    and may start as it does (`mt.decode.terms.replacing`)."""
+    wanted = glossary.for_lines(lines)
+    rows = [i for i, w in enumerate(wanted) if w]
+    if glossary.first_pass == "off" or not rows or not isinstance(engine, NativeEngine):
+        return wanted
+    held = [lines[i] for i in rows]
+    greedy = dataclasses.replace(decode, beam=1, n_best=1)
+    firsts = translate_lines(engine, tokenizer, held, greedy, device=device)
+    aligned = align_words(engine.model, tokenizer, held, firsts, device=device)
+    for i, w in zip(rows, replacing(glossary, held, firsts, aligned, tokenizer)):
+        wanted[i] = w
+    return wanted
+
+
 def _glue(glossary: TermConstraints | None) -> Sequence[int]:
     """The pieces barred after a finished term (`search_ids`' `glue`); none without a glossary."""
     return () if glossary is None else glossary.glue
@@ -124,7 +148,8 @@ def translate_lines(
         return [hyps[0][0] for hyps in found]
 
     tokens = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[],
-                            constraints=None if glossary is None else glossary.for_lines(lines))
+                            constraints=None if glossary is None else term_lines(
+                                engine, tokenizer, lines, decode, device=device, glossary=glossary))
     return tokenizer.decode_tgt(tokens)
 
 
@@ -152,7 +177,8 @@ def translate_nbest(
                                  constraints=cons, glue=_glue(glossary))
 
     found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)],
-                           constraints=None if glossary is None else glossary.for_lines(lines))
+                           constraints=None if glossary is None else term_lines(
+                               engine, tokenizer, lines, decode, device=device, glossary=glossary))
     texts = iter(tokenizer.decode_tgt([tokens for nbest in found for tokens, _ in nbest]))
     return [[(next(texts), s) for _, s in nbest] for nbest in found]
 

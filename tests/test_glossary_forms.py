@@ -160,6 +160,9 @@ def test_own_words_and_placement_follow_the_attention_given() -> None:
     sources, refs = ["A man sleeps", "no term"], ["Ein Mann schläft.", "kein Begriff"]
     assert [[(t.source, w, i) for t, w, i in found] for found in own_words(g, sources, refs, scores)] == [
         [("man", "Mann", 1)], []]
+    # a longer article in lower case ("einem") is not the word of a capitalised term ("Kerl")
+    dative = own_words(g, ["He sat with a man"], ["Er saß mit einem Mann."], [[0, 1, 2, 4, 4]])
+    assert [(w, i) for _, w, i in dative[0]] == [("Mann", 4)]
     hyps = ["Ein Kerl schläft.", "kein Begriff"]
     placed = placement(sources, refs, hyps, g, scores)
     assert (placed.slots, placed.exclusive, placed.rewritten) == (1, 1, ["Ein Kerl schläft.", "kein Begriff"])

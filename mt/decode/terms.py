@@ -42,8 +42,9 @@ from mt.text.lemma import lemmatizer
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark
 # A first, unconstrained translation of a sentence with a term: "off" (none: the term is only
 # required), "avoid" (the word it gave the term is avoided), "place" (that too, and the output
-# starts as the first translation does up to that word, so the term takes its place).
-FIRST_PASS = ("off", "avoid", "place")
+# starts as the first translation does up to that word, so the term takes its place), "both"
+# ("place", and the word the model gives the source term translated alone is avoided too).
+FIRST_PASS = ("off", "avoid", "place", "both")
 UNSPACED = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo"})  # languages written without spaces between words
 
 
@@ -182,13 +183,15 @@ def _cases(words: Sequence[str]) -> list[str]:
 
 
 def own_words(glossary: Glossary, sources: Sequence[str], targets: Sequence[str],
-              alignments: Sequence[Sequence[int]]) -> list[list[tuple[Term, str, int]]]:
+              alignments: Sequence[Sequence[int]], *, last: bool = False) -> list[list[tuple[Term, str, int]]]:
     """For each (source, target) pair, the word of `target` that translates each term occurrence
     of `source` (`Glossary.find`), with its index in `target.split()`: of the target words the
     model aligns with one of the term's source words (`alignments`: `mt.decode.align.align_words`
-    of the pairs, what the server's worker computes too), the longest (the noun rather than its
-    article), the first of equal length. The word is stripped of punctuation; an occurrence no
-    word translates is left out."""
+    of the pairs, what the server's worker computes too): a word not first in the sentence before
+    the first (whose capital says nothing), one starting in the case the term's target starts in
+    (a German noun, not its article "einem"), the longest (the noun rather than "ein"), the first
+    of equal length (`last`: the last, as for a term translated alone, "Eine Frau"). The word is
+    stripped of punctuation; an occurrence no word translates is left out."""
     out: list[list[tuple[Term, str, int]]] = []
     for source, target, aligned in zip(sources, targets, alignments):
         found: list[tuple[Term, str, int]] = []
@@ -196,9 +199,12 @@ def own_words(glossary: Glossary, sources: Sequence[str], targets: Sequence[str]
         spans = [m.span() for m in re.finditer(r"\S+", source)]  # the words of source.split()
         for term, begin, end in glossary.find(source):
             span = {i for i, (ws, we) in enumerate(spans) if ws < end and begin < we}
-            candidates = [(-len(words[t]), t) for t, s in enumerate(aligned[:len(words)]) if s in span and words[t]]
+            ts = [t for t, s in enumerate(aligned[:len(words)]) if s in span and words[t]]
+            case = term.target[:1].isupper()
+            candidates = [(t == 0 and len(ts) > 1, t > 0 and words[t][:1].isupper() != case, -len(words[t]),
+                           -t if last else t) for t in ts]
             if candidates:
-                t = min(candidates)[1]
+                t = abs(min(candidates)[3])
                 found.append((term, words[t], t))
         out.append(found)
     return out
@@ -211,19 +217,23 @@ def _bare(word: str) -> str:
 
 
 def replacing(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str],
-              alignments: Sequence[Sequence[int]], tokenizer: Tokenizer) -> list[Wanted]:
+              alignments: Sequence[Sequence[int]], tokenizer: Tokenizer,
+              alone: dict[str, str] | None = None) -> list[Wanted]:
     """Constraints of `lines` that keep their terms and avoid the words a first translation
     `firsts` (one per line) gave them, with their forms the target vocabulary holds (module
     docstring); with `first_pass` "place", each output starts as its first translation does up
-    to the first such word. `alignments`: `align_words(lines, firsts)`."""
+    to the first such word. `alignments`: `align_words(lines, firsts)`; `alone` ("both"): each
+    term source's word when translated alone (`alone_words`), avoided too."""
     lemma = lemmatizer(terms.language) if terms.language else None
     by_lemma = vocabulary_forms(tokenizer, terms.language) if lemma is not None else {}
     out = []
     found = own_words(terms.glossary, lines, firsts, alignments)
-    first_ids = tokenizer.encode_tgt(list(firsts)) if terms.first_pass == "place" else [[] for _ in firsts]
+    first_ids = tokenizer.encode_tgt(list(firsts)) if terms.first_pass in ("place", "both") else [[] for _ in firsts]
     for line, first, own, ids in zip(lines, firsts, found, first_ids):
         own = [(term, word, at) for term, word, at in own if not occurs_any(terms.targets(term), word)]
-        words = [w for _, word, _ in own for w in (word, *by_lemma.get(lemma(word).casefold() if lemma else "", ()))]
+        extra = [(t, alone[t.source]) for t in terms.glossary.match(line) if alone and alone.get(t.source)]
+        mine = [word for _, word, _ in own] + [w for t, w in extra if not occurs_any(terms.targets(t), w)]
+        words = [w for word in mine for w in (word, *by_lemma.get(lemma(word).casefold() if lemma else "", ()))]
         variants = _cases(words)
         avoid = [seq for seq in tokenizer.encode_tgt(variants) if UNK_ID not in seq] if variants else []
         wanted = terms.wanted(terms.glossary.match(line), avoid)
@@ -235,3 +245,16 @@ def replacing(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str
                 wanted = wanted._replace(prefix=tuple(ids[:starts[at]]), place=True)
         out.append(wanted)
     return out
+
+
+def alone_sources(terms: TermConstraints, lines: Sequence[str]) -> list[str]:
+    """The source sides of the terms found in `lines`, each once: what "both" translates alone."""
+    return list(dict.fromkeys(t.source for line in lines for t in terms.glossary.match(line)))
+
+
+def alone_words(terms: TermConstraints, sources: Sequence[str], outputs: Sequence[str],
+                alignments: Sequence[Sequence[int]]) -> dict[str, str]:
+    """Source term -> the word the model wrote for it translated alone (`own_words`, the last of
+    the longest aligned words: the noun after its article)."""
+    found = own_words(terms.glossary, sources, outputs, alignments, last=True)
+    return {source: own[0][1] for source, own in zip(sources, found) if own}

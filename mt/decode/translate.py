@@ -41,7 +41,7 @@ from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
 from mt.decode.align import align_words
 from mt.decode.engine import Engine, NativeEngine, NativeModel, Results, as_engine, rows_per_sentence
-from mt.decode.terms import TermConstraints, replacing
+from mt.decode.terms import TermConstraints, alone_sources, alone_words, replacing
 from mt.decode.wanted import Wanted
 from mt.errors import MTWarning
 from mt.text.segment import Segmented, Segmenter, fit
@@ -107,10 +107,12 @@ def term_lines(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decod
     if glossary.first_pass == "off" or not rows or not isinstance(engine, NativeEngine):
         return wanted
     held = [lines[i] for i in rows]
+    sources = alone_sources(glossary, held) if glossary.first_pass == "both" else []
     greedy = dataclasses.replace(decode, beam=1, n_best=1)
-    firsts = translate_lines(engine, tokenizer, held, greedy, device=device)
-    aligned = align_words(engine.model, tokenizer, held, firsts, device=device)
-    for i, w in zip(rows, replacing(glossary, held, firsts, aligned, tokenizer)):
+    firsts = translate_lines(engine, tokenizer, held + sources, greedy, device=device)
+    aligned = align_words(engine.model, tokenizer, held + sources, firsts, device=device)
+    alone = alone_words(glossary, sources, firsts[len(held):], aligned[len(held):])
+    for i, w in zip(rows, replacing(glossary, held, firsts[:len(held)], aligned[:len(held)], tokenizer, alone)):
         wanted[i] = w
     return wanted
 

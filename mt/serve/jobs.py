@@ -22,7 +22,7 @@ from fastapi import Request
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
-from mt.decode.terms import TermConstraints, replacing
+from mt.decode.terms import TermConstraints, alone_sources, alone_words, replacing
 from mt.decode.translate import broken_warning, join_nbest, segment_for_model
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
@@ -102,14 +102,16 @@ async def _first_pass(request: Request, model: ServedModel, settings: ServeSetti
     if terms.first_pass == "off" or not rows or not model.constrains:
         return cons
     held = [lines[i] for i in rows]
+    sources = alone_sources(terms, held) if terms.first_pass == "both" else []
     greedy = dataclasses.replace(decode, beam=1, n_best=1)
-    job = await _run_job(request, model, settings, held, greedy, None, tokenizer, None)
+    job = await _run_job(request, model, settings, held + sources, greedy, None, tokenizer, None)
     firsts = [hyps[0][0] for hyps in job.future.result()]
-    aligned = await asyncio.to_thread(model.engine.align, list(tokenizer.src_prefix), held, firsts)
+    aligned = await asyncio.to_thread(model.engine.align, list(tokenizer.src_prefix), held + sources, firsts)
     if aligned is None:
         return cons
+    alone = alone_words(terms, sources, firsts[len(held):], aligned[len(held):])
     out = list(cons)
-    for i, wanted in zip(rows, replacing(terms, held, firsts, aligned, tokenizer)):
+    for i, wanted in zip(rows, replacing(terms, held, firsts[:len(held)], aligned[:len(held)], tokenizer, alone)):
         out[i] = wanted
     return out
 

@@ -64,7 +64,7 @@ import torch
 from mt.data.tokenizer import UNK_ID, Tokenizer
 from mt.decode.align import align_words
 from mt.decode.engine import NativeEngine
-from mt.decode.terms import glue_pieces, term_constraints
+from mt.decode.terms import FIRST_PASS, glue_pieces, term_constraints
 from mt.decode.translate import translate_lines
 from mt.deploy.loading import load_model
 from mt.eval.evaluate import score
@@ -261,18 +261,21 @@ def run_company(a: argparse.Namespace) -> dict:
     plain, plain_s = timed(translate_lines, engine, tokenizer, src, decode, device=device)
     usual = {t: set(words) for t, words in table.items()}
     rows = {"plain": {"hyps": plain, "seconds": plain_s}}
-    for way in ("off", "avoid", "place"):
+    for way in [w for w in a.ways.split(",") if w != "alone"]:
         terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass=way)
         hyps, seconds = timed(translate_lines, engine, tokenizer, src, decode, device=device, glossary=terms)
         rows[way] = {"hyps": hyps, "seconds": seconds}
-    terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass="off")
-    started = time.perf_counter()
-    wanted, alone = alone_constraints(terms, engine, tokenizer, src, decode, device)
-    holder = _Fixed(wanted, terms.glue)
-    hyps = translate_lines(engine, tokenizer, src, decode, device=device, glossary=holder)  # type: ignore[arg-type]
-    rows["alone"] = {"hyps": hyps, "seconds": time.perf_counter() - started}
+    alone: dict[str, str] = {}
+    if "alone" in a.ways.split(","):
+        terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass="off")
+        started = time.perf_counter()
+        wanted, alone = alone_constraints(terms, engine, tokenizer, src, decode, device)
+        holder = _Fixed(wanted, terms.glue)
+        hyps = translate_lines(engine, tokenizer, src, decode, device=device, glossary=holder)  # type: ignore[arg-type]
+        rows["alone"] = {"hyps": hyps, "seconds": time.perf_counter() - started}
     out = {"checkpoint": str(a.checkpoint), "pair": f"{src_lang}-{tgt_lang}", "splits": a.splits, "beam": a.beam,
-           "sentences": len(src), "alone": alone, "device": str(device), "threads": torch.get_num_threads()}
+           "sentences": len(src), "alone_translations": alone, "device": str(device),
+           "threads": torch.get_num_threads(), "ways": ["plain", *rows.keys() - {"plain"}]}
     for name, row in rows.items():
         ts = term_success(src, row["hyps"], glossary)
         kept, beside = usual_words_left(row["hyps"], src, glossary, usual)
@@ -284,11 +287,12 @@ def run_company(a: argparse.Namespace) -> dict:
         (a.out / f"{name}.hyp").write_text("\n".join(row["hyps"]) + "\n", encoding="utf-8")
     (a.out / "ref.rewritten").write_text("\n".join(rewritten) + "\n", encoding="utf-8")
     if others:
-        best = max(("off", "avoid", "place"), key=lambda w: out[w]["bleu_rewritten"])
+        best = max((w for w in rows if w not in ("plain", "alone")), key=lambda w: out[w]["bleu_rewritten"])
         terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass=best)
         plain_o = translate_lines(engine, tokenizer, others, decode, device=device)
         kept_o = translate_lines(engine, tokenizer, others, decode, device=device, glossary=terms)
-        out["without_terms"] = {"sentences": len(others), "identical": sum(x == y for x, y in zip(plain_o, kept_o))}
+        out["without_terms"] = {"sentences": len(others), "identical": sum(x == y for x, y in zip(plain_o, kept_o)),
+                                "way": best}
     return out
 
 
@@ -309,7 +313,7 @@ def company_markdown(r: dict) -> str:
              f"{r['beam']}, {r['device']}, {r['threads']} threads)", "",
              "| | BLEU (references) | BLEU (term-rewritten) | term success | own word left beside the term | "
              "sentences/s |", "|---|---:|---:|---:|---:|---:|"]
-    for name in ("plain", "off", "avoid", "place", "alone"):
+    for name in [w for w in ("plain", *FIRST_PASS, "alone") if w in r.get("ways", ())]:
         x = r[name]
         ts = x["term_success"]
         lines.append(f"| {name} | {x['bleu_original']:.2f} | {x['bleu_rewritten']:.2f} | {ts['rate']:.2f}% "
@@ -330,6 +334,7 @@ def main() -> None:
     p.add_argument("--rewrite", type=Path, help="company terms: target term<TAB>usual word<TAB>replacement")
     p.add_argument("--splits", default="test_2017_flickr,test_2017_mscoco", help="company terms: the test sets")
     p.add_argument("--others", type=int, default=200, help="company terms: sentences without a term checked")
+    p.add_argument("--ways", default="off,avoid,place,both,alone", help="company terms: the ways compared")
     p.add_argument("--src", default="", help="source language (default: the checkpoint's first pair's)")
     p.add_argument("--tgt", default="", help="target language (default: the checkpoint's first pair's)")
     p.add_argument("--beam", type=int, default=5)

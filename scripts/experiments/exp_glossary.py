@@ -33,13 +33,15 @@ the usual words ("man -> Kerl"), which must replace the model's word, not join i
 3. Translated (beam `--beam`) without the glossary, and with it in each way to keep a term
    (`mt.decode.terms.FIRST_PASS`): "off" (the term required, nothing avoided: the search before
    issue 65), "avoid" (the word a first greedy pass gave the term avoided), "place" (that too, and
-   the output starts as the first pass does up to that word: the term takes its place), and
-   "alone" (no first pass: the words the model gives each source term translated on its own are
-   avoided).
+   the output starts as the first pass does up to that word: the term takes its place), "both"
+   ("place", and the word the model gives each source term translated alone avoided too: the
+   library's default), and "alone" (no first pass: every word of 4 letters or more the model writes
+   for each source term translated on its own avoided); `--ways` chooses among them.
 4. For each: BLEU against the original and the rewritten references; term success (any form the
    glossary lists); the share of kept terms whose sentence also holds one of the term's usual
    words (the model's own word left beside the term); sentences/s; and on up to `--others`
-   sentences of the splits without a term, whether the glossary ("place") left them byte-identical.
+   sentences of the splits without a term, whether the glossary (the way with the best rewritten
+   BLEU) left them byte-identical.
 
 Reported (results.json, results.md in --out; the terms in terms.tsv: line, source, target): term
 success unconstrained (0% by construction) and constrained; sacreBLEU (`mt.eval.evaluate.score`)

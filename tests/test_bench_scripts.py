@@ -345,3 +345,33 @@ def test_exp_robust_input_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
     assert report["spans"]["strings"] == 12 and report["spans"]["on"]["kept_exactly_once_pct"] == 100.0
     assert report["identity"]["something_applies"] == 1 and report["identity"]["changed_where_nothing_applies"] == 0
     assert "| upper |" in (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
+
+
+def test_exp_glossary_company_terms_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
+    """exp_glossary.py --terms/--rewrite (issue 65) end to end on a handful of sentences: the
+    sentences holding a term are chosen, their references rewritten, each way of keeping a term
+    reported, and the sentences without a term come out byte-identical."""
+    import gzip
+    import json
+
+    from mt.deploy.tiny import write_random_checkpoint
+    ckpt = write_random_checkpoint(tmp_path / "tiny.pt", seed=1)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    sources = ["the cat sat", "two cats ran", "no term here", "a dog"]
+    refs = ["die katze sass", "zwei katzen liefen", "kein wort", "ein hund"]
+    for lang, lines in (("en", sources), ("de", refs)):
+        with gzip.open(mirror / f"tiny_test.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.write("".join(line + "\n" for line in lines))
+    (tmp_path / "terms.tsv").write_text("cat\tmieze|miezen\n", encoding="utf-8")
+    (tmp_path / "rewrite.tsv").write_text("mieze\tkatze\tmieze\nmieze\tkatzen\tmiezen\n", encoding="utf-8")
+    run("experiments/exp_glossary.py", "-c", str(ckpt), "--mirror", str(mirror), "--splits", "tiny_test",
+        "--terms", str(tmp_path / "terms.tsv"), "--rewrite", str(tmp_path / "rewrite.tsv"), "--beam", "2",
+        "--threads", "1", "--out", str(tmp_path / "out"))
+    report = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert report["sentences"] == 2 and report["plain"]["term_success"]["terms"] == 2
+    assert all(report[way]["term_success"]["rate"] == 100.0 for way in ("off", "avoid", "place", "both", "alone"))
+    assert (report["without_terms"]["sentences"], report["without_terms"]["identical"]) == (2, 2)
+    rewritten = (tmp_path / "out" / "ref.rewritten").read_text(encoding="utf-8").splitlines()
+    assert rewritten == ["die mieze sass", "zwei miezen liefen"]
+    assert "| place |" in (tmp_path / "out" / "results.md").read_text(encoding="utf-8")

@@ -10,6 +10,7 @@ import pytest
 
 from mt.data.tokenizer import UNK_ID
 from mt.decode.terms import TermConstraints, term_constraints
+from mt.decode.wanted import Wanted
 from mt.errors import MTError
 from mt.eval.terms import term_success
 from mt.text.glossary import Glossary, Term, occurs, parse_glossary, read_glossary, suffixes_for
@@ -112,7 +113,9 @@ class Able:
 def test_term_constraints_refuse_terms_the_model_cannot_read_or_write() -> None:
     ok = term_constraints(glossary("cat\tdog\nhorse\n"), Pieces(), Able())
     assert ok.pieces == {"dog": [7, 18, 10], "horse": [11, 18, 21, 22, 8]}
-    assert ok.for_lines(["a cat and a horse", "none", "Cats"]) == [[[7, 18, 10], [11, 18, 21, 22, 8]], [], [[7, 18, 10]]]
+    dog, horse = (7, 18, 10), (11, 18, 21, 22, 8)  # each term one constraint of one form
+    assert ok.for_lines(["a cat and a horse", "none", "Cats"]) == [Wanted(((dog,), (horse,))), Wanted(()),
+                                                                   Wanted(((dog,),))]
     with pytest.raises(MTError, match=r"^glossary terms.tsv:2: target term 'abcdefgh' is 8 pieces; the model writes "
                                       r"at most 7 \(model.max_positions=8\)$"):
         term_constraints(glossary("cat\tdog\nhorse\tabcdefgh\n"), Pieces(), Able())

@@ -66,6 +66,10 @@ def test_evaluate_reports_term_success_beside_bleu(random_ckpt, tmp_path, monkey
     assert "  terms 100.00  (2 of 2 term occurrences kept, in 2 sentences)" in out and "  BLEU " in out
     report = json.loads(next((tmp_path / "kept").glob("*.json")).read_text(encoding="utf-8"))
     assert report["term_success"] == {"terms": 2, "kept": 2, "sentences": 2, "rate": 100.0}
+    # placement: the references already hold the terms, so no usual word is there to be replaced
+    placed = report["term_placement"]
+    assert (placed["sentences"], placed["slots"], placed["exclusivity"]) == (2, 0, None)
+    assert placed["bleu_original"] == placed["bleu_rewritten"] and "term placement: 0 of 0" in out
     code, out, _ = run_cli(monkeypatch, capsys, *common, "--out-dir", tmp_path / "plain")
     assert code == 0 and "terms" not in out
 

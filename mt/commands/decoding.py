@@ -15,7 +15,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.terms import TermConstraints, term_constraints
 from mt.deploy.loading import LoadedModel, load_model
 from mt.errors import MTError
-from mt.text.glossary import Glossary, read_glossary, suffixes_for
+from mt.text.glossary import Glossary, read_glossary
 from mt.text.protect import parse_kinds
 
 T = TypeVar("T")
@@ -115,10 +115,10 @@ def read_glossary_flag(path: Path | None) -> Glossary | None:
 def glossary_for_model(glossary: Glossary | None, loaded: LoadedModel, tokenizer: Tokenizer,
                        pair: tuple[str, str], decode: DecodeConfig) -> TermConstraints | None:
     """The --glossary checked against the model (`term_constraints`) translating `pair` (source,
-    target language), its terms found with the source's inflectional suffixes; None without one."""
+    target language), its terms found with the source's lemmas and suffixes (`Glossary.for_pair`); None without one."""
     if glossary is None:
         return None
     if decode.sampling:
         raise MTError("--glossary: terms are kept by beam search; --sampling draws translations freely")
-    return term_constraints(dataclasses.replace(glossary, suffixes=suffixes_for(pair[0])), tokenizer,
+    return term_constraints(glossary.for_pair(*pair), tokenizer,
                             loaded.engine, target_lang=pair[1])

@@ -204,6 +204,10 @@ def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: 
             c = result.confidence
             print(f"  confidence: Spearman {c['spearman_chrf']:.3f} with sentence chrF; mean {c['mean']}, "
                   f"{c['low_share']:.1%} below {c['low']}{'' if c['calibrated'] else ' (default calibration)'}")
+        if result.placement is not None:
+            p = result.placement
+            print(f"  term placement: {p['exclusive']} of {p['slots']} usual words replaced by the term; term "
+                  f"sentences' BLEU {p['bleu_original']:.2f} (references), {p['bleu_rewritten']:.2f} (term-rewritten)")
         print(f"  hypotheses: {result.hyp_path}  report: {result.report_path}")
         if samples:
             _print_samples(test, result.hyps, samples)

@@ -47,41 +47,81 @@ from mt.decode.search import (
     topk_candidates,
 )
 from mt.decode.search import length_penalty as _length_penalty  # the search's keyword shadows it
+from mt.decode.wanted import Wanted, wanted
 
 
 @dataclass
 class Progress:
     """Constraint state of candidates or rows: what is met and how far into the current one."""
 
-    met: Tensor  # (..., C) bool: constraints contained
-    current: Tensor  # (...,) long: the constraint being written (-1: none)
+    met: Tensor  # (..., C) bool: slots (alternatives) whose constraint is contained
+    current: Tensor  # (...,) long: the slot being written (-1: none)
     progress: Tensor  # (...,) long: its tokens written so far
     count: Tensor  # (...,) long: constraint tokens met (whole constraints met, plus progress)
-    ended: Tensor  # (...,) bool: the last token completed a constraint
+    last: Tensor  # (...,) long: the slot the last token completed (-1: none)
+
+    @property
+    def ended(self) -> Tensor:
+        """(...,) bool: the last token completed a constraint."""
+        return self.last >= 0
+
+    def take(self, index: Tensor) -> Progress:
+        """The progress of rows `index` (a long tensor over the first dimension)."""
+        return Progress(self.met[index], self.current[index], self.progress[index], self.count[index], self.last[index])
 
 
 @dataclass
 class Constraints:
-    """The constraints of the N live sentences (K rows each) and every row's `Progress`."""
+    """The constraints of the N live sentences (K rows each) and every row's `Progress`.
 
-    tokens: Tensor  # (N, C, L) long: constraint c of sentence n, padded with -1
+    Each alternative of a constraint is a slot; meeting one meets its constraint (all its slots).
+    A row writing a slot is in fact writing every slot that shares the prefix written so far
+    (`prefix_eq`), so alternatives with a common start ("Gas|se", "Gas|sen") stay open together."""
+
+    tokens: Tensor  # (N, C, L) long: slot c of sentence n, padded with -1
     lengths: Tensor  # (N, C) long: its length (0: an empty slot)
+    group: Tensor  # (N, C) long: the constraint slot c is an alternative of (-1: empty)
+    credit: Tensor  # (N, C) long: a constraint's longest alternative, on its first slot (0 elsewhere)
+    prefix_eq: Tensor  # (N, C, C, L + 1) bool: slots a and b agree on their first p tokens
+    avoid: Tensor  # (N, A, La) long: sequences to avoid, right-aligned, padded in front with -1
+    prefix: Tensor  # (N, P) long: the tokens each output starts with, padded with -1
+    place: Tensor  # (N,) long: the step at which a required constraint must start (-1: none)
     rows: Progress  # (N*K, ...) each row's progress
 
     @classmethod
-    def start(cls, constraints: list[list[list[int]]], k: int, device: torch.device) -> Constraints:
-        """B sentences' constraints (token-id lists, none empty) before the first step."""
-        n, c = len(constraints), max(1, max(map(len, constraints), default=0))
-        width = max(1, max((len(seq) for seqs in constraints for seq in seqs), default=0))
+    def start(cls, constraints: Sequence[Wanted | Sequence[Sequence[int]]], k: int,
+              device: torch.device) -> Constraints:
+        """B sentences' constraints (token-id sequences, none empty) before the first step."""
+        found = [wanted(x) for x in constraints]
+        slots = [[(g, alt) for g, alts in enumerate(w.require) for alt in alts] for w in found]
+        n, c = len(found), max(1, max(map(len, slots), default=0))
+        width = max(1, max((len(alt) for row in slots for _, alt in row), default=0))
         tokens = torch.full((n, c, width), -1, dtype=torch.long)
         lengths = torch.zeros((n, c), dtype=torch.long)
-        for i, seqs in enumerate(constraints):
-            for j, seq in enumerate(seqs):
-                tokens[i, j, :len(seq)] = torch.tensor(seq, dtype=torch.long)
-                lengths[i, j] = len(seq)
+        group = torch.full((n, c), -1, dtype=torch.long)
+        credit = torch.zeros((n, c), dtype=torch.long)
+        for i, row in enumerate(slots):
+            for j, (g, alt) in enumerate(row):
+                tokens[i, j, :len(alt)] = torch.tensor(alt, dtype=torch.long)
+                lengths[i, j], group[i, j] = len(alt), g
+                if j == 0 or row[j - 1][0] != g:
+                    credit[i, j] = max(map(len, found[i].require[g]))
+        same = (tokens.unsqueeze(2) == tokens.unsqueeze(1)).long().cumprod(dim=3).bool()  # (N, C, C, L)
+        prefix_eq = torch.cat([torch.ones_like(same[..., :1]), same], dim=3)
+        a = max(1, max((len(w.avoid) for w in found), default=0))
+        la = max(1, max((len(seq) for w in found for seq in w.avoid), default=0))
+        avoid = torch.full((n, a, la), -1, dtype=torch.long)
+        for i, w in enumerate(found):
+            for j, seq in enumerate(w.avoid):
+                avoid[i, j, la - len(seq):] = torch.tensor(seq, dtype=torch.long)
+        prefix = torch.full((n, max((len(w.prefix) for w in found), default=0)), -1, dtype=torch.long)
+        for i, w in enumerate(found):
+            prefix[i, :len(w.prefix)] = torch.tensor(w.prefix, dtype=torch.long)
+        place = torch.tensor([len(w.prefix) if w.place else -1 for w in found], dtype=torch.long)
         zeros = torch.zeros(n * k, dtype=torch.long, device=device)
-        rows = Progress(torch.zeros((n * k, c), dtype=torch.bool, device=device), zeros - 1, zeros, zeros, zeros > 0)
-        return cls(tokens.to(device), lengths.to(device), rows)
+        rows = Progress(torch.zeros((n * k, c), dtype=torch.bool, device=device), zeros - 1, zeros, zeros, zeros - 1)
+        return cls(tokens.to(device), lengths.to(device), group.to(device), credit.to(device), prefix_eq.to(device),
+                   avoid.to(device), prefix.to(device), place.to(device), rows)
 
     @property
     def k(self) -> int:
@@ -92,50 +132,105 @@ class Constraints:
         empty = (self.lengths == 0).repeat_interleave(self.k, dim=0)
         return (self.rows.met | empty).all(dim=1)
 
+    def _open(self, sent: Tensor, current: Tensor, progress: Tensor, met: Tensor) -> Tensor:
+        """(..., C) bool: the slots a row inside `current` at `progress` (each (...,), sentences
+        `sent`) is writing too: unmet, longer than the prefix, and agreeing with it."""
+        same = self.prefix_eq[sent, current.clamp(min=0)]  # (..., C, L + 1)
+        agree = same.gather(-1, progress[..., None, None].expand(*same.shape[:-1], 1)).squeeze(-1)
+        return agree & (self.lengths[sent] > progress.unsqueeze(-1)) & ~met & (current >= 0).unsqueeze(-1)
+
+    def _token_at(self, sent: Tensor, at: Tensor) -> Tensor:
+        """(..., C) long: every slot's token at position `at` (...,) of sentences `sent`."""
+        tokens = self.tokens[sent]  # (..., C, L)
+        at = at.clamp(max=tokens.size(-1) - 1)[..., None, None].expand(*tokens.shape[:-1], 1)
+        return tokens.gather(-1, at).squeeze(-1)
+
     def next_tokens(self) -> tuple[Tensor, Tensor]:
-        """(tokens, valid), each (N*K, C): the token that would advance each row on constraint c
-        (its next token while the row is inside c, else c's first), valid where c is unmet and
-        the row is inside c or inside none."""
-        c = self.lengths.size(1)
-        tokens = self.tokens.repeat_interleave(self.k, dim=0)  # (N*K, C, L)
-        lengths = self.lengths.repeat_interleave(self.k, dim=0)
-        inside = torch.arange(c, device=tokens.device) == self.rows.current.unsqueeze(1)  # (N*K, C)
-        at = torch.where(inside, self.rows.progress.unsqueeze(1), 0)
-        valid = (lengths > 0) & ~self.rows.met & (inside | (self.rows.current < 0).unsqueeze(1))
-        return tokens.gather(2, at.unsqueeze(2)).squeeze(2), valid
+        """(tokens, valid), each (N*K, C): the token that would advance each row on slot c
+        (its next token while the row writes c, else c's first), valid where c is unmet and
+        the row writes c (`_open`) or none."""
+        sent = torch.arange(self.lengths.size(0), device=self.lengths.device).repeat_interleave(self.k)
+        rows = self.rows
+        inside = self._open(sent, rows.current, rows.progress, rows.met)
+        free = (rows.current < 0).unsqueeze(1) & ~rows.met & (self.lengths[sent] > 0)
+        at = torch.where(rows.current >= 0, rows.progress, 0)
+        return self._token_at(sent, at), inside | free
 
     def after(self, parents: Tensor, tokens: Tensor) -> Progress:
         """The progress of candidates: row `parents` (N, M) long (absolute rows) extended by
-        `tokens` (N, M) -> Progress with fields (N, M, C) / (N, M)."""
+        `tokens` (N, M) -> Progress with fields (N, M, C) / (N, M). A token that completes a
+        slot is taken as completing it (before a longer slot it also continues)."""
         n, m = parents.shape
-        met, cur, prog = self.rows.met[parents], self.rows.current[parents], self.rows.progress[parents]
+        before = self.rows.take(parents)
+        met, cur, prog = before.met, before.current, before.progress
         sent = torch.arange(n, device=parents.device).unsqueeze(1).expand(n, m)
-        expected = self.tokens[sent, cur.clamp(min=0), prog.clamp(max=self.tokens.size(2) - 1)]  # (N, M)
-        keeps_on = (cur >= 0) & (tokens == expected)
-        starts = (self.tokens[:, None, :, 0] == tokens.unsqueeze(2)) & ~met & (self.lengths.unsqueeze(1) > 0)
+        lengths = self.lengths[sent]  # (N, M, C)
+        goes_on = self._open(sent, cur, prog, met) & (self._token_at(sent, prog) == tokens.unsqueeze(2))
+        starts = (self.tokens[:, None, :, 0] == tokens.unsqueeze(2)) & ~met & (lengths > 0)
+        keeps_on = goes_on.any(dim=2)
         start = ~keeps_on & starts.any(dim=2)  # breaking off a constraint may start one (the same) again
-        cur = torch.where(keeps_on, cur, torch.where(start, starts.int().argmax(dim=2), -1))
-        prog = torch.where(keeps_on, prog + 1, start.long())
-        complete = (cur >= 0) & (prog == self.lengths[sent, cur.clamp(min=0)])
-        met = met | (F.one_hot(cur.clamp(min=0), met.size(2)).bool() & complete.unsqueeze(2))
+        step = torch.where(keeps_on.unsqueeze(2), goes_on, starts)
+        reached = torch.where(keeps_on, prog + 1, start.long())
+        prefer = step.long() * (1 + (lengths == reached.unsqueeze(2)).long())  # a completed slot first
+        cur = torch.where(keeps_on | start, prefer.argmax(dim=2), -1)
+        prog = reached
+        complete = (cur >= 0) & (prog == lengths.gather(2, cur.clamp(min=0).unsqueeze(2)).squeeze(2))
+        groups = self.group[sent]  # (N, M, C)
+        done_group = groups.gather(2, cur.clamp(min=0).unsqueeze(2))  # (N, M, 1)
+        met = met | ((groups == done_group) & complete.unsqueeze(2))
+        last = torch.where(complete, cur, -1)
         cur, prog = torch.where(complete, -1, cur), torch.where(complete, 0, prog)
-        count = (met.long() * self.lengths.unsqueeze(1)).sum(dim=2) + prog
-        return Progress(met, cur, prog, count, complete)
+        count = (met.long() * self.credit.unsqueeze(1)).sum(dim=2) + prog
+        return Progress(met, cur, prog, count, last)
+
+    def continuations(self) -> tuple[Tensor, Tensor]:
+        """(tokens, valid), each (N*K, C): for a row whose last token completed slot d, the tokens
+        that would carry it on into a longer alternative of the same constraint ("Dame" ->
+        "Dame|n"), which the glue may not bar."""
+        sent = torch.arange(self.lengths.size(0), device=self.lengths.device).repeat_interleave(self.k)
+        last = self.rows.last
+        length = self.lengths[sent].gather(1, last.clamp(min=0).unsqueeze(1)).squeeze(1)
+        met = torch.zeros_like(self.rows.met)
+        longer = self._open(sent, last, length, met)
+        same = self.group[sent] == self.group[sent].gather(1, last.clamp(min=0).unsqueeze(1))
+        return self._token_at(sent, length).clamp(min=0), longer & same & (last >= 0).unsqueeze(1)
+
+    def banned(self, history: Tensor) -> tuple[Tensor, Tensor]:
+        """(tokens, valid), each (N*K, A): the token that would complete avoided sequence a after
+        each row's `history` (N*K, T), valid where the history ends with the rest of it."""
+        n, a, la = self.avoid.shape
+        avoid = self.avoid.repeat_interleave(self.k, dim=0)  # (N*K, A, La)
+        if la > 1:
+            tail = history[:, -(la - 1):] if history.size(1) >= la - 1 else F.pad(
+                history, (la - 1 - history.size(1), 0), value=-2)
+            before = avoid[:, :, :-1]
+            matches = ((before == tail.unsqueeze(1)) | (before < 0)).all(dim=2)
+        else:
+            matches = torch.ones(avoid.shape[:2], dtype=torch.bool, device=avoid.device)
+        last = avoid[:, :, -1]
+        return last.clamp(min=0), matches & (last >= 0)
+
+    def forced(self, step: int) -> Tensor:
+        """(N*K,) long: the prefix token each row must write at `step` (-1: none)."""
+        if step >= self.prefix.size(1):
+            return torch.full((self.rows.current.numel(),), -1, dtype=torch.long, device=self.prefix.device)
+        return self.prefix[:, step].repeat_interleave(self.k)
 
     def follow(self, cand: Progress, chosen: Tensor) -> None:
         """The rows become the candidates `chosen` (N, K) (indices into cand's M)."""
         pick = chosen.unsqueeze(2).expand(-1, -1, cand.met.size(2))
         self.rows = Progress(cand.met.gather(1, pick).flatten(0, 1), cand.current.gather(1, chosen).view(-1),
                              cand.progress.gather(1, chosen).view(-1), cand.count.gather(1, chosen).view(-1),
-                             cand.ended.gather(1, chosen).view(-1))
+                             cand.last.gather(1, chosen).view(-1))
 
     def select(self, keep: Tensor) -> None:
         """Keep only sentences `keep` (N',) long, in order (as `BeamState.select`)."""
         k = self.k
         rows = ((keep * k).unsqueeze(1) + torch.arange(k, device=keep.device)).view(-1)
-        self.tokens, self.lengths = self.tokens[keep], self.lengths[keep]
-        self.rows = Progress(self.rows.met[rows], self.rows.current[rows], self.rows.progress[rows],
-                             self.rows.count[rows], self.rows.ended[rows])
+        self.tokens, self.lengths, self.group = self.tokens[keep], self.lengths[keep], self.group[keep]
+        self.credit, self.prefix_eq, self.avoid = self.credit[keep], self.prefix_eq[keep], self.avoid[keep]
+        self.prefix, self.place = self.prefix[keep], self.place[keep]
+        self.rows = self.rows.take(rows)
 
 
 @dataclass
@@ -245,6 +340,13 @@ def done(state: BeamState) -> Tensor:
     return (state.num_finished >= state.k) | (state.max_lens < state.step) | (state.nth_best >= bound)
 
 
+def token_mask(tokens: Tensor, valid: Tensor, vocab: int) -> Tensor:
+    """(R, V) bool: True at `tokens` (R, X) long where `valid` (R, X) (repeats and invalid entries
+    at the same token do not clash, as a scatter of booleans would)."""
+    hits = torch.zeros((tokens.size(0), vocab), dtype=torch.long, device=tokens.device)
+    return hits.scatter_add_(1, tokens, valid.long()) > 0
+
+
 def ranked(found: list[Finished], n_best: int) -> list[Hypothesis]:
     """The `n_best` finished hypotheses meeting the most constraint tokens, best score first among equals."""
     return [f.hypothesis for f in sorted(found, key=lambda f: (-f.count, -f.hypothesis.score))[:n_best]]
@@ -254,7 +356,7 @@ def constrained_beam_search(
     model: Seq2Seq,
     src: Tensor,
     src_mask: Tensor,
-    constraints: list[list[list[int]]],
+    constraints: Sequence[Wanted | Sequence[Sequence[int]]],
     *,
     beam: int,
     alpha: float,
@@ -271,36 +373,57 @@ def constrained_beam_search(
 ) -> list[list[Hypothesis]]:
     """Beam search whose outputs contain every constraint of their sentence where they fit (the
     output may be longer than `max_len_a * |src| + max_len_b` by the constraints' pieces).
-    src, src_mask: (B, S); constraints: B lists of target token-id sequences -> `beam_search`'s
-    result (and `on_done`) for each sentence, ranked by constraint tokens met, then score.
-    `glue`: token ids barred right after a completed constraint (module docstring).
-    `no_repeat_ngram_size`, `repetition_penalty`: the loop guard (mt.decode.repeats), as in beam search."""
+    src, src_mask: (B, S); constraints: B lists of target token-id sequences, or B `Wanted` (each
+    constraint's alternatives, and sequences to avoid) -> `beam_search`'s result (and `on_done`)
+    for each sentence, ranked by constraint tokens met, then score. `glue`: token ids barred right
+    after a completed constraint (module docstring). `no_repeat_ngram_size`, `repetition_penalty`:
+    the loop guard (mt.decode.repeats), as in beam search."""
     if beam < 1 or not 1 <= n_best <= beam:
         raise ValueError(f"constrained_beam_search: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
-    if len(constraints) != src.size(0) or any(not seq for seqs in constraints for seq in seqs):
+    found = [wanted(x) for x in constraints]
+    if len(found) != src.size(0) or any(not alt for w in found for alts in w.require for alt in [*alts, *alts[:1]]):
         raise ValueError("constrained_beam_search: one list of non-empty constraints per sentence")
     if src.size(0) == 0:
         return []
     # room for the terms on top of the usual limit: a short sentence with a long product name still
     # ends after its name (the limit stays within the model's positions)
-    room = torch.tensor([sum(len(seq) for seq in seqs) for seqs in constraints], device=src.device)
+    room = torch.tensor([sum(max(map(len, alts)) for alts in w.require) for w in found], device=src.device)
     max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b) + room
     if max_len_limit is not None:
         max_lens = max_lens.clamp(max=max_len_limit)
     state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, k=beam, alpha=alpha,
                                    kind=length_penalty)
-    cons = Constraints.start(constraints, beam, src.device)
-    finished: list[list[Finished]] = [[] for _ in constraints]
+    cons = Constraints.start(found, beam, src.device)
+    finished: list[list[Finished]] = [[] for _ in found]
     glued = torch.tensor(list(glue), dtype=torch.long, device=src.device)
     while state.live:
         at_max = state.at_max_length()
         log_probs = mask_log_probs(state.decode(model), forbid_unk=forbid_unk, force_eos=at_max)
+        raw = log_probs.clone() if cons.prefix.size(1) > state.step else log_probs  # before the guard: a prefix is kept as it is
         if no_repeat_ngram_size or repetition_penalty != 1.0:
             guard_repeats(log_probs, state.history, no_repeat_ngram_size=no_repeat_ngram_size,
                           repetition_penalty=repetition_penalty)
         log_probs[:, EOS_ID].masked_fill_(~(cons.all_met() | at_max), float("-inf"))  # no end before every term
         if glued.numel() and bool(cons.rows.ended.any()):  # a term's last word ends with the term
+            carry, longer = cons.continuations()  # ... unless it goes on into a longer form of it
+            saved = log_probs.clone() if bool(longer.any()) else None
             log_probs[cons.rows.ended.nonzero(), glued] = float("-inf")
+            if saved is not None:
+                log_probs = torch.where(token_mask(carry, longer, log_probs.size(1)), saved, log_probs)
+        if bool((cons.avoid >= 0).any()):  # the words a term replaces
+            ban, valid = cons.banned(state.history)
+            log_probs = log_probs.masked_fill(token_mask(ban, valid, log_probs.size(1)), float("-inf"))
+        placed = ((cons.place >= 0) & (cons.place <= state.step)).repeat_interleave(beam)
+        here = (cons.place == state.step).repeat_interleave(beam) | (placed & (cons.rows.current >= 0))
+        if bool(here.any()):  # a term starts at its place, and once started there, goes on to its end
+            ctok, valid = cons.next_tokens()
+            allowed = token_mask(ctok.clamp(min=0), valid, log_probs.size(1))
+            log_probs = log_probs.masked_fill(here.unsqueeze(1) & ~allowed, float("-inf"))
+        forced = cons.forced(state.step)
+        if bool((forced >= 0).any()):  # a prefix: only its token, at the model's own log-prob (no ban applies)
+            own = raw.gather(1, forced.clamp(min=0).unsqueeze(1))
+            only = F.one_hot(forced.clamp(min=0), log_probs.size(1)).bool()
+            log_probs = torch.where((forced >= 0).unsqueeze(1), torch.where(only, own, float("-inf")), log_probs)
         cand = gather_candidates(state, cons, log_probs)
         order = allocate(cand.values, cand.progress.count)  # (N, M)
         finish(state, cand, order[:, :beam], finished, n_best=n_best)

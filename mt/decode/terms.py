@@ -11,37 +11,79 @@ mark '▁' before a line's first piece, as before every word after a space, so `
 gives the pieces the term has after a space mid-sentence (and at the start of the output).
 In a target language written with spaces, the term also ends a word: `glue` holds the pieces that
 would continue it (a letter or digit without '▁'), which the search bars right after a term.
+
+**Forms.** A term is kept by any of its target forms (a disjunctive constraint,
+`mt.decode.constrained.Wanted`): the forms its glossary line lists, and, where simplemma knows the
+target language, every word of the target vocabulary whose lemma is the term ("Damen" for "Dame":
+`vocabulary_forms`). The search writes the form the sentence needs.
+
+**Replacing the model's word.** A term is meant to stand where the model's own word would
+(Kerl, not Mann), not beside it. `replacing` takes a first, unconstrained translation of each
+sentence holding a term, finds in it the word the model gave the source term (`own_words`: the
+output word the model's cross-attention aligns with the term's source words, mt.decode.align) and
+adds it, in both initial cases and with its forms in the vocabulary, to the sequences the
+constrained search must avoid, with the words a TBX entry marks deprecated; "place" also makes the
+output start as the first translation does up to that word, so the term takes its place, and
+"both" (`term_constraints`' default) also avoids the word the model gives the source term
+translated alone. On the issue's five company terms (docs/guides/serve.md, Glossaries) "both" left
+the usual word beside the term in 0.8% of 611 cases, "place" in 7.5%, the term only required in
+64%. mt.decode.translate and the server (mt.serve.jobs) run it unless `first_pass` is "off".
 """
 
 from __future__ import annotations
 
+import re
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mt.data.tokenizer import UNK_ID, Tokenizer
 from mt.decode.engine import Engine
+from mt.decode.wanted import Wanted
 from mt.errors import MTError
-from mt.text.glossary import Glossary, Term
+from mt.text.glossary import Glossary, Term, occurs_any
+from mt.text.lemma import lemmatizer
 
+WORD_START = "\u2581"  # sentencepiece's word-boundary mark
+# A first, unconstrained translation of a sentence with a term: "off" (none: the term is only
+# required), "avoid" (the word it gave the term is avoided), "place" (that too, and the output
+# starts as the first translation does up to that word, so the term takes its place), "both"
+# ("place", and the word the model gives the source term translated alone is avoided too).
+FIRST_PASS = ("off", "avoid", "place", "both")
 UNSPACED = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo"})  # languages written without spaces between words
 
 
 @dataclass(frozen=True)
 class TermConstraints:
-    """A checked glossary and each of its target terms' pieces."""
+    """A checked glossary and each of its target forms' pieces."""
 
     glossary: Glossary
-    pieces: dict[str, list[int]]  # target term -> its target piece ids
+    pieces: dict[str, list[int]]  # target form (or avoided word) -> its target piece ids
     glue: tuple[int, ...] = ()  # target pieces that may not follow a term (they would continue its last word)
+    forms: dict[Term, tuple[str, ...]] = field(default_factory=dict)  # a term's forms (default: `Term.targets`)
+    first_pass: str = "off"  # what a first, unconstrained pass is for (FIRST_PASS; `term_constraints` says "both")
+    language: str = ""  # the target language (its lemmas widen the avoided words to their forms)
+
+    def targets(self, term: Term) -> tuple[str, ...]:
+        """The target forms that keep `term` (its glossary forms and those the vocabulary attests)."""
+        return self.forms.get(term, term.targets)
 
     def terms_of(self, lines: Sequence[str]) -> list[list[Term]]:
         """The glossary's terms found in each line (`Glossary.match`)."""
         return [self.glossary.match(line) for line in lines]
 
-    def for_lines(self, lines: Sequence[str]) -> list[list[list[int]]]:
-        """Each line's constraints: the pieces of the target terms of the terms found in it, each
-        target once (two source terms with one target are one constraint)."""
-        return [[self.pieces[t] for t in dict.fromkeys(term.target for term in terms)] for terms in self.terms_of(lines)]
+    def wanted(self, terms: Sequence[Term], avoid: Sequence[Sequence[int]] = ()) -> Wanted:
+        """The constraints of a line holding `terms`: one per distinct set of target forms, each
+        form an alternative; the terms' deprecated words (both initial cases) and `avoid` (piece
+        sequences) to be avoided."""
+        groups = dict.fromkeys(self.targets(term) for term in terms)
+        words = [w for w in _cases([w for term in terms for w in term.avoid]) if w in self.pieces]
+        banned = dict.fromkeys([*(tuple(self.pieces[w]) for w in words), *map(tuple, avoid)])
+        return Wanted(tuple(tuple(tuple(self.pieces[form]) for form in forms) for forms in groups), tuple(banned))
+
+    def for_lines(self, lines: Sequence[str]) -> list[Wanted]:
+        """Each line's constraints (`wanted`); falsy for a line without a term."""
+        return [self.wanted(terms) for terms in self.terms_of(lines)]
 
 
 def refuse_unless_constrains(engine: Engine) -> None:
@@ -70,30 +112,154 @@ def _continues_word(piece: str) -> bool:
     return piece[:1].isalnum()
 
 
+_VOCAB_FORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> {lang: forms by lemma}
+
+
+def vocabulary_forms(tokenizer: Tokenizer, target_lang: str) -> dict[str, tuple[str, ...]]:
+    """The words of the target vocabulary (pieces with the word-start mark, letters only) by their
+    casefolded lemma in `target_lang`; {} where simplemma does not know the language. Computed once
+    per tokenizer and language."""
+    lemma = lemmatizer(target_lang) if target_lang else None
+    if lemma is None:
+        return {}
+    known = _VOCAB_FORMS.setdefault(tokenizer, {})
+    if target_lang not in known:
+        found: dict[str, list[str]] = {}
+        for piece in tokenizer.tgt_pieces(list(range(tokenizer.tgt_vocab_size))):
+            word = piece[1:]
+            if piece.startswith(WORD_START) and word.isalpha() and len(word) > 1:
+                found.setdefault(lemma(word).casefold(), []).append(word)
+        known[target_lang] = {k: tuple(v) for k, v in found.items()}
+    return known[target_lang]
+
+
+def _with_vocabulary(term: Term, by_lemma: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """A term's forms and, for a one-word term, the vocabulary's words of its lemma in its case."""
+    forms = list(term.targets)
+    for form in term.targets:
+        if form.isalpha():
+            forms += [w for w in by_lemma.get(form.casefold(), ()) if w[:1].isupper() == form[:1].isupper()]
+    return tuple(dict.fromkeys(forms))
+
+
 def term_constraints(glossary: Glossary, tokenizer: Tokenizer, engine: Engine, *,
                      target_lang: str = "", glue: tuple[int, ...] | None = None,
-                     where: Callable[[Term], str] | None = None) -> TermConstraints:
+                     where: Callable[[Term], str] | None = None, first_pass: str = "both") -> TermConstraints:
     """`glossary` checked against the model behind `engine`, which translates into `target_lang`
     (see the module docstring). `glue`: `glue_pieces` of that tokenizer and language when the
     caller has them already (a server computes them once per model); `where(term)`: how an error
-    names a term (default `glossary FILE:LINE`)."""
+    names a term (default `glossary FILE:LINE`); `first_pass`: `TermConstraints.first_pass`."""
     refuse_unless_constrains(engine)
     where = where or (lambda term: f"glossary {glossary.name}:{term.line}")
     limit = engine.max_positions - 1  # a source gets an EOS, an output a BOS
     terms = glossary.terms
-    targets = tokenizer.encode_tgt([t.target for t in terms])
+    by_lemma = vocabulary_forms(tokenizer, target_lang) if terms else {}
+    forms = {term: _with_vocabulary(term, by_lemma) for term in terms}
+    written = sorted({form for term in terms for form in term.targets})
+    pieces = dict(zip(written, tokenizer.encode_tgt(written)))
     sources = tokenizer.encode_src([t.source for t in terms])
     prefix = len(tokenizer.src_prefix) if hasattr(tokenizer, "src_prefix") else 0  # a multi-pair model's tag
-    for term, target, source in zip(terms, targets, sources):
+    for term, source in zip(terms, sources):
         at = where(term)
         if len(source) - prefix > limit:
             raise MTError(f"{at}: source term '{term.source}' is {len(source) - prefix} pieces; the model reads "
                           f"at most {limit} (model.max_positions={limit + 1})")
-        if len(target) > limit:
-            raise MTError(f"{at}: target term '{term.target}' is {len(target)} pieces; the model writes at most "
-                          f"{limit} (model.max_positions={limit + 1})")
-        if UNK_ID in target:
-            raise MTError(f"{at}: target term '{term.target}' has characters the model's vocabulary lacks "
-                          "(they would be <unk>)")
-    return TermConstraints(glossary, {t.target: ids for t, ids in zip(terms, targets)},
-                           (glue_pieces(tokenizer, target_lang) if glue is None else glue) if terms else ())
+        for form in term.targets:
+            if len(pieces[form]) > limit:
+                raise MTError(f"{at}: target term '{form}' is {len(pieces[form])} pieces; the model writes at "
+                              f"most {limit} (model.max_positions={limit + 1})")
+            if UNK_ID in pieces[form]:
+                raise MTError(f"{at}: target term '{form}' has characters the model's vocabulary lacks "
+                              "(they would be <unk>)")
+    extra = sorted({w for fs in forms.values() for w in fs} - set(pieces)
+                   | {w for term in terms for w in _cases(term.avoid)} - set(pieces))
+    pieces |= {w: ids for w, ids in zip(extra, tokenizer.encode_tgt(extra)) if UNK_ID not in ids and len(ids) <= limit}
+    forms = {term: tuple(f for f in fs if f in pieces) for term, fs in forms.items()}
+    return TermConstraints(glossary, pieces, (glue_pieces(tokenizer, target_lang) if glue is None else glue)
+                           if terms else (), forms, first_pass, target_lang)
+
+
+def _cases(words: Sequence[str]) -> list[str]:
+    """Each word as written and with its first letter in the other case (where it matters)."""
+    out = []
+    for word in words:
+        out += [word, word[:1].swapcase() + word[1:]]
+    return list(dict.fromkeys(out))
+
+
+def own_words(glossary: Glossary, sources: Sequence[str], targets: Sequence[str],
+              alignments: Sequence[Sequence[int]], *, last: bool = False) -> list[list[tuple[Term, str, int]]]:
+    """For each (source, target) pair, the word of `target` that translates each term occurrence
+    of `source` (`Glossary.find`), with its index in `target.split()`: of the target words the
+    model aligns with one of the term's source words (`alignments`: `mt.decode.align.align_words`
+    of the pairs, what the server's worker computes too): a word not first in the sentence before
+    the first (whose capital says nothing), one starting in the case the term's target starts in
+    (a German noun, not its article "einem"), the longest (the noun rather than "ein"), the first
+    of equal length (`last`: the last, as for a term translated alone, "Eine Frau"). The word is
+    stripped of punctuation; an occurrence no word translates is left out."""
+    out: list[list[tuple[Term, str, int]]] = []
+    for source, target, aligned in zip(sources, targets, alignments):
+        found: list[tuple[Term, str, int]] = []
+        words = [_bare(word) for word in target.split()]
+        spans = [m.span() for m in re.finditer(r"\S+", source)]  # the words of source.split()
+        for term, begin, end in glossary.find(source):
+            span = {i for i, (ws, we) in enumerate(spans) if ws < end and begin < we}
+            ts = [t for t, s in enumerate(aligned[:len(words)]) if s in span and words[t]]
+            case = term.target[:1].isupper()
+            candidates = [(t == 0 and len(ts) > 1, t > 0 and words[t][:1].isupper() != case, -len(words[t]),
+                           -t if last else t) for t in ts]
+            if candidates:
+                t = abs(min(candidates)[3])
+                found.append((term, words[t], t))
+        out.append(found)
+    return out
+
+
+def _bare(word: str) -> str:
+    """A whitespace-separated word without the punctuation around it ('' for punctuation alone)."""
+    found = re.search(r"\w+(?:[-'\u2019]\w+)*", word)
+    return found.group() if found else ""
+
+
+def replacing(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str],
+              alignments: Sequence[Sequence[int]], tokenizer: Tokenizer,
+              alone: dict[str, str] | None = None) -> list[Wanted]:
+    """Constraints of `lines` that keep their terms and avoid the words a first translation
+    `firsts` (one per line) gave them, with their forms the target vocabulary holds (module
+    docstring); with `first_pass` "place" or "both", each output starts as its first translation
+    does up to the first such word. `alignments`: `align_words(lines, firsts)`; `alone` ("both"): each
+    term source's word when translated alone (`alone_words`), avoided too."""
+    lemma = lemmatizer(terms.language) if terms.language else None
+    by_lemma = vocabulary_forms(tokenizer, terms.language) if lemma is not None else {}
+    out = []
+    found = own_words(terms.glossary, lines, firsts, alignments)
+    first_ids = tokenizer.encode_tgt(list(firsts)) if terms.first_pass in ("place", "both") else [[] for _ in firsts]
+    for line, first, own, ids in zip(lines, firsts, found, first_ids):
+        own = [(term, word, at) for term, word, at in own if not occurs_any(terms.targets(term), word)]
+        extra = [(t, alone[t.source]) for t in terms.glossary.match(line) if alone and alone.get(t.source)]
+        mine = [word for _, word, _ in own] + [w for t, w in extra if not occurs_any(terms.targets(t), w)]
+        words = [w for word in mine for w in (word, *by_lemma.get(lemma(word).casefold() if lemma else "", ()))]
+        variants = _cases(words)
+        avoid = [seq for seq in tokenizer.encode_tgt(variants) if UNK_ID not in seq] if variants else []
+        wanted = terms.wanted(terms.glossary.match(line), avoid)
+        if own and ids:  # the first word the model gave a term, where it first stands in its translation
+            words = [_bare(w) for w in first.split()]
+            at = min(words.index(word) if word in words else at for _, word, at in own)
+            starts = [i for i, piece in enumerate(tokenizer.tgt_pieces(ids)) if piece.startswith(WORD_START) or i == 0]
+            if at < len(starts):
+                wanted = wanted._replace(prefix=tuple(ids[:starts[at]]), place=True)
+        out.append(wanted)
+    return out
+
+
+def alone_sources(terms: TermConstraints, lines: Sequence[str]) -> list[str]:
+    """The source sides of the terms found in `lines`, each once: what "both" translates alone."""
+    return list(dict.fromkeys(t.source for line in lines for t in terms.glossary.match(line)))
+
+
+def alone_words(terms: TermConstraints, sources: Sequence[str], outputs: Sequence[str],
+                alignments: Sequence[Sequence[int]]) -> dict[str, str]:
+    """Source term -> the word the model wrote for it translated alone (`own_words`, the last of
+    the longest aligned words: the noun after its article)."""
+    found = own_words(terms.glossary, sources, outputs, alignments, last=True)
+    return {source: own[0][1] for source, own in zip(sources, found) if own}

@@ -25,10 +25,14 @@ verbatim and ALL CAPS / Title Case lines translated in sentence case (`decode.pr
 With a glossary (`mt.decode.terms.TermConstraints`), a sentence in which a term is found is
 translated by the constrained beam search, batched only with other such sentences; every other
 sentence goes through the same batches and search as without a glossary (byte-identical output).
+With the glossary's `first_pass` (mt's own model), those sentences are first translated greedily,
+the words the model gave their terms are avoided by the constrained search, and (`place`) the
+output starts as the first translation does up to the first such word (`term_lines`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -41,11 +45,12 @@ from tqdm import tqdm
 from mt.config import DecodeConfig
 from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
-from mt.decode.align import aligner_for
+from mt.decode.align import align_words, aligner_for
 from mt.decode.confidence import Scored, scored, text_confidence
-from mt.decode.engine import Engine, NativeModel, Results, as_engine, rows_per_sentence
+from mt.decode.engine import Engine, NativeEngine, NativeModel, Results, as_engine, rows_per_sentence
 from mt.decode.protected import prepare_segments, render_nbest
-from mt.decode.terms import TermConstraints
+from mt.decode.terms import TermConstraints, alone_sources, alone_words, replacing
+from mt.decode.wanted import Wanted
 from mt.errors import MTWarning
 from mt.text.protect import render_all
 from mt.text.segment import Segmented, Segmenter, fit
@@ -101,6 +106,26 @@ def _map_sentences(
     return results
 
 
+def term_lines(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeConfig, *,
+               device: torch.device | str, glossary: TermConstraints) -> list[Wanted]:
+    """Each line's constraints (`TermConstraints.for_lines`); with `glossary.first_pass` and mt's
+    own model, the lines holding a term avoid the words their greedy translation gave the terms
+    and may start as it does (`mt.decode.terms.replacing`)."""
+    wanted = glossary.for_lines(lines)
+    rows = [i for i, w in enumerate(wanted) if w]
+    if glossary.first_pass == "off" or not rows or not isinstance(engine, NativeEngine):
+        return wanted
+    held = [lines[i] for i in rows]
+    sources = alone_sources(glossary, held) if glossary.first_pass == "both" else []
+    greedy = dataclasses.replace(decode, beam=1, n_best=1)
+    firsts = translate_lines(engine, tokenizer, held + sources, greedy, device=device)
+    aligned = align_words(engine.model, tokenizer, held + sources, firsts, device=device)
+    alone = alone_words(glossary, sources, firsts[len(held):], aligned[len(held):])
+    for i, w in zip(rows, replacing(glossary, held, firsts[:len(held)], aligned[:len(held)], tokenizer, alone)):
+        wanted[i] = w
+    return wanted
+
+
 def _glue(glossary: TermConstraints | None) -> Sequence[int]:
     """The pieces barred after a finished term (`search_ids`' `glue`); none without a glossary."""
     return () if glossary is None else glossary.glue
@@ -134,7 +159,8 @@ def translate_lines(
         return [hyps[0][0] for hyps in found]
 
     tokens = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[],
-                            constraints=None if glossary is None else glossary.for_lines(lines))
+                            constraints=None if glossary is None else term_lines(
+                                engine, tokenizer, lines, decode, device=device, glossary=glossary))
     return tokenizer.decode_tgt(tokens)
 
 
@@ -194,7 +220,8 @@ def translate_nbest(
                                  constraints=cons, glue=_glue(glossary))
 
     found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)],
-                           constraints=None if glossary is None else glossary.for_lines(lines))
+                           constraints=None if glossary is None else term_lines(
+                               engine, tokenizer, lines, decode, device=device, glossary=glossary))
     texts = iter(tokenizer.decode_tgt([tokens for nbest in found for tokens, _ in nbest]))
     return [[(next(texts), s) for _, s in nbest] for nbest in found]
 

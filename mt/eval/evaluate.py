@@ -31,15 +31,16 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from mt.config import Config, DecodeConfig, PairConfig
 from mt.data.corpus import read_split, split_available
 from mt.data.tokenizer import Tokenizer
+from mt.decode.align import align_words
 from mt.decode.confidence import LOW
-from mt.decode.engine import Engine
+from mt.decode.engine import Engine, NativeEngine, as_engine
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import translate_scored
 from mt.errors import MTError
 from mt.eval.bleu import DEFAULT as DEFAULT_TOKENIZER
 from mt.eval.bleu import bleu_tokenizer_for
 from mt.eval.confidence import sentence_chrf, spearman
-from mt.eval.terms import TermSuccess, term_success
+from mt.eval.terms import TermSuccess, placement, term_success
 from mt.model.ensemble import Ensemble
 from mt.model.transformer import Transformer
 from mt.textio import check_same_length, read_lines, write_lines_atomic
@@ -222,6 +223,7 @@ class SetResult:
     report_path: Path
     terms: TermSuccess | None = None  # with a glossary: the share of its terms kept
     confidence: dict[str, Any] | None = None  # how the sentence confidences rank the outputs (`confidence_report`)
+    placement: dict[str, Any] | None = None  # with a glossary and mt's own model: `term_placement`
 
 
 def confidence_report(confidences: Sequence[float], hyps: Sequence[str], refs: Sequence[str],
@@ -275,12 +277,32 @@ def evaluate_set(
                       torch.get_num_threads(), load_s, translate_s, init_from)
     report = build_report(hyp_path, test.reference, scores, sentences=len(hyps), score_s=score_s, made=made)
     terms = None if glossary is None else term_success(test.src, hyps, glossary.glossary)
-    if terms is not None:
+    placed = None
+    if terms is not None and glossary is not None:
         report.update(glossary=glossary.glossary.name, term_success=terms.to_dict())
+        placed = term_placement(as_engine(model, device), tokenizer, test, hyps, glossary, bleu_tokenize, device)
+    if placed is not None:
+        report.update(term_placement=placed)
     report["confidence"] = confidence_report([s.confidence(decode) for s in found], hyps,
                                              [r.rstrip() for r in test.ref], decode)
     write_report(report_path, report)
-    return SetResult(hyps, scores, translate_s, hyp_path, report_path, terms, report["confidence"])
+    return SetResult(hyps, scores, translate_s, hyp_path, report_path, terms, confidence=report["confidence"],
+                     placement=placed)
+
+
+def term_placement(engine: Engine, tokenizer: Tokenizer, test: EvalSet, hyps: Sequence[str],
+                   glossary: TermConstraints, bleu_tokenize: str, device: torch.device) -> dict[str, Any] | None:
+    """Where the terms went (mt.eval.terms.placement), on the sentences holding a term: exclusivity,
+    and BLEU against the original and the term-rewritten references; None for an engine without
+    cross-attention to align with (an export) or a set without a term."""
+    rows = [i for i, line in enumerate(test.src) if glossary.glossary.match(line)]
+    if not rows or not isinstance(engine, NativeEngine):
+        return None
+    src, refs, held = [test.src[i] for i in rows], [test.ref[i].rstrip() for i in rows], [hyps[i] for i in rows]
+    found = placement(src, refs, held, glossary.glossary, align_words(engine.model, tokenizer, src, refs, device=device))
+    return {**found.to_dict(), "sentences": len(rows),
+            "bleu_original": round(score(held, refs, tokenize=bleu_tokenize).bleu, 2),
+            "bleu_rewritten": round(score(held, found.rewritten, tokenize=bleu_tokenize).bleu, 2)}
 
 
 def eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: list[EvalSet],

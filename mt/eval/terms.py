@@ -1,10 +1,23 @@
-"""Term success: how many of a glossary's terms a translation kept (`mt evaluate --glossary`).
+"""Term success and term placement: how a translation kept a glossary's terms (`mt evaluate --glossary`).
 
-For every sentence, each term whose source side is found in the source (`Glossary.match`: word
-boundaries, case, inflection) is one occurrence; it is kept when its target side stands in the
-hypothesis by the same rules without suffixes (`mt.text.glossary.occurs`): the exact target form,
-as in the term-success figures of Dinu et al. 2019 and the WMT21 terminology task's exact match.
-A term found twice in one sentence counts once.
+**Term success.** For every sentence, each term whose source side is found in the source
+(`Glossary.match`: word boundaries, case, lemmas and suffixes) is one occurrence; it is kept when
+one of its target forms (`Term.targets`: the target, or the forms its line lists) stands in the
+hypothesis by the same rules without inflection (`mt.text.glossary.occurs`): an exact form, as in
+the term-success figures of Dinu et al. 2019 and the WMT21 terminology task's exact match. A term
+found twice in one sentence counts once.
+
+**Placement** (`placement`), for glossaries whose terms replace the usual word (a company's
+"Kerl" for "Mann"), where term success alone reads 100% with the usual word left beside the term:
+- the *usual word* of an occurrence is the reference word that translates the source term (the
+  model's cross-attention over the reference forced through it, `mt.decode.terms.own_words`),
+  where that word is not a form of the term;
+- **exclusivity** is the share of those occurrences whose hypothesis holds a form of the term and
+  not the usual word (the term replaced it rather than joined it);
+- the **term-rewritten reference** is the reference with each usual word replaced by the term: its
+  first form where the source held the term as written, its second (a plural, by the glossary's
+  convention) where the source held an inflected form; BLEU against it says whether the term
+  took the usual word's place in a fluent sentence.
 """
 
 from __future__ import annotations
@@ -13,8 +26,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mt.decode.terms import own_words
 from mt.errors import MTError
-from mt.text.glossary import Glossary, occurs
+from mt.text.glossary import Glossary, occurs, occurs_any
 
 
 @dataclass(frozen=True)
@@ -49,6 +63,65 @@ def term_success(sources: Sequence[str], hyps: Sequence[str], glossary: Glossary
     for source, hyp in zip(sources, hyps):
         found = glossary.match(source)
         terms += len(found)
-        kept += sum(occurs(term.target, hyp) for term in found)
+        kept += sum(occurs_any(term.targets, hyp) for term in found)
         sentences += bool(found)
     return TermSuccess(terms, kept, sentences)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Term occurrences with a usual word in their reference, those whose hypothesis holds the
+    term and not that word, and the term-rewritten references (module docstring)."""
+
+    slots: int
+    exclusive: int
+    rewritten: list[str]
+
+    @property
+    def exclusivity(self) -> float:
+        """Exclusive occurrences in percent (NaN without any)."""
+        return 100.0 * self.exclusive / self.slots if self.slots else math.nan
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return {"slots": self.slots, "exclusive": self.exclusive,
+                "exclusivity": None if not self.slots else round(self.exclusivity, 4)}
+
+
+def placement(sources: Sequence[str], refs: Sequence[str], hyps: Sequence[str], glossary: Glossary,
+              alignments: Sequence[Sequence[int]]) -> Placement:
+    """`Placement` of `hyps` (module docstring); `alignments`: `mt.decode.align.align_words` of
+    (sources, refs) through the model."""
+    if not len(sources) == len(refs) == len(hyps):
+        raise MTError(f"term placement: {len(sources)} sources, {len(refs)} references, {len(hyps)} hypotheses")
+    slots = exclusive = 0
+    rewritten = []
+    for source, ref, hyp, found in zip(sources, refs, hyps, own_words(glossary, sources, refs, alignments)):
+        words = ref.split()
+        spans = {term: (begin, end) for term, begin, end in reversed(glossary.find(source))}  # first match
+        for term, usual, at in found:
+            if occurs_any(term.targets, usual):
+                continue
+            slots += 1
+            exclusive += occurs_any(term.targets, hyp) and not occurs(usual, hyp)
+            begin, end = spans[term]
+            inflected = source[begin:end].casefold() != term.source.casefold() and len(term.targets) > 1
+            words[at] = words[at].replace(usual, term.targets[1 if inflected else 0], 1)
+        rewritten.append(" ".join(words) if found else ref)
+    return Placement(slots, exclusive, rewritten)
+
+
+def usual_words_left(hyps: Sequence[str], sources: Sequence[str], glossary: Glossary,
+                     usual: dict[str, set[str]]) -> tuple[int, int]:
+    """(term occurrences whose hypothesis holds the term, those of them also holding one of the
+    term's usual words) with the usual words given by target term (`usual[term.target]`): the
+    rate at which the model's own word is left beside the term, on a test whose references were
+    rewritten from a known table (scripts/experiments/exp_glossary.py)."""
+    slots = beside = 0
+    for source, hyp in zip(sources, hyps):
+        for term in glossary.match(source):
+            if occurs_any(term.targets, hyp):
+                slots += 1
+                beside += any(occurs(word, hyp) for word in usual.get(term.target, ()))
+    return slots, beside
+
+

@@ -20,7 +20,6 @@ the pair.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +27,7 @@ from mt.decode.terms import TermConstraints, term_constraints
 from mt.errors import MTError
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_text
-from mt.text.glossary import Glossary, Term, suffixes_for
+from mt.text.glossary import Glossary, Term
 
 MAX_TERM_CHARS = 256  # characters in one side of a request's term at most (else 413)
 CT2_REFUSAL = ("glossary: this server runs an `mt export` (CTranslate2) model, whose search cannot keep a "
@@ -41,7 +40,7 @@ def model_terms(model: ServedModel, glossary: Glossary, source: str, target: str
                 request: bool = False) -> TermConstraints:
     """`glossary` checked against `model` translating `source` into `target` (served codes), its
     terms found with the source's suffixes; MTError naming `glossary[i]` (request) or `file:line`."""
-    glossary = dataclasses.replace(glossary, suffixes=suffixes_for(source))
+    glossary = glossary.for_pair(source, target)
     where = (lambda term: f"glossary[{term.line}]") if request else None
     return term_constraints(glossary, model.tokenizer_for(target), model.engine, target_lang=target,
                             glue=model.glue_for(target), where=where)

@@ -7,7 +7,8 @@ the model); the sentences the model's translation cache holds are answered from 
 full) and awaited without blocking the event loop; a client that goes away (499) or waits past
 --timeout (503) has its segments dropped from the queue. `translate_html` does the same for HTML
 fragments: the sentences of their blocks' text as segments, markup kept. With a glossary
-(`mt.serve.glossary`), each sentence goes with the target pieces of the terms found in it.
+(`mt.serve.glossary`), each sentence goes with the target pieces of the terms found in it, and
+(its `first_pass`) the words the model's greedy translation gave them, to be avoided.
 Placeholders, URLs, numbers and the like are taken out of each sentence and put back after it is
 translated, and ALL CAPS / Title Case sentences translated in sentence case (`decode.protect`,
 `decode.case`; `mt.decode.protected`): the cache holds the model's translation of what it read.
@@ -16,6 +17,7 @@ translated, and ALL CAPS / Title Case sentences translated in sentence case (`de
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 from typing import cast
@@ -26,8 +28,9 @@ from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import text_confidence
 from mt.decode.protected import prepare_segments, render_nbest
-from mt.decode.terms import TermConstraints
+from mt.decode.terms import TermConstraints, alone_sources, alone_words, replacing
 from mt.decode.translate import broken_warning, join_nbest, segment_for_model
+from mt.decode.wanted import Wanted
 from mt.errors import MTError
 from mt.serve.batcher import Hyps, Job, QueueFull
 from mt.serve.cache import Cached, Key
@@ -84,6 +87,12 @@ async def translate_texts_scored(request: Request, model: ServedModel, settings:
     todo = [i for i in unique if answers[i] is None]
     if todo:
         glue = terms.glue if terms is not None else ()
+        if terms is not None:  # the model's own word for each term, as `mt translate --glossary` finds it
+            found = await _first_pass(request, model, settings, [flat[i] for i in todo], [cons[i] for i in todo],
+                                      decode, tokenizer, terms)
+            cons = list(cons)
+            for i, wanted in zip(todo, found):
+                cons[i] = wanted
         job = await _run_job(request, model, settings, [flat[i] for i in todo], decode, n_best, tokenizer,
                              ([cons[i] for i in todo], glue) if terms is not None else None)
         sure = job.confidence or [math.nan] * len(todo)  # none: a batcher that does not rate its outputs
@@ -121,15 +130,39 @@ def _aligner(model: ServedModel, tokenizer: Tokenizer) -> Aligner:
     return lambda sources, targets: model.engine.align(list(tokenizer.src_prefix), sources, targets)
 
 
+async def _first_pass(request: Request, model: ServedModel, settings: ServeSettings, lines: list[str],
+                      cons: list[Wanted], decode: DecodeConfig, tokenizer: Tokenizer,
+                      terms: TermConstraints) -> list[Wanted]:
+    """`cons` of `lines` after the glossary's first pass (`mt.decode.translate.term_lines`): the
+    lines holding a term translated greedily by the batcher, aligned by the worker, their terms'
+    own words avoided (`mt.decode.terms.replacing`); `cons` as they are without one."""
+    rows = [i for i, wanted in enumerate(cons) if wanted]
+    if terms.first_pass == "off" or not rows or not model.constrains:
+        return cons
+    held = [lines[i] for i in rows]
+    sources = alone_sources(terms, held) if terms.first_pass == "both" else []
+    greedy = dataclasses.replace(decode, beam=1, n_best=1)
+    job = await _run_job(request, model, settings, held + sources, greedy, None, tokenizer, None)
+    firsts = [hyps[0][0] for hyps in job.future.result()]
+    aligned = await asyncio.to_thread(model.engine.align, list(tokenizer.src_prefix), held + sources, firsts)
+    if aligned is None:
+        return cons
+    alone = alone_words(terms, sources, firsts[len(held):], aligned[len(held):])
+    out = list(cons)
+    for i, wanted in zip(rows, replacing(terms, held, firsts[:len(held)], aligned[:len(held)], tokenizer, alone)):
+        out[i] = wanted
+    return out
+
+
 def segment_key(model: ServedModel, decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer,
-                line: str, terms: list[list[int]] | None = None) -> Key | None:
+                line: str, terms: Wanted | None = None) -> Key | None:
     """The cache key of one sentence: everything its output depends on (with the target pieces of the
     glossary terms it keeps, if any). None (not cached) for an empty one (answered without the model
     anyway) and with sampling (seeded by its index in its request)."""
     if decode.sampling or not line.strip():
         return None
     key = (model.identity.id, decode, n_best, tuple(tokenizer.src_prefix), line)
-    return key + (tuple(map(tuple, terms)),) if terms else key
+    return key + (terms,) if terms else key  # a Wanted: tuples all the way down
 
 
 async def _run_job(request: Request, model: ServedModel, settings: ServeSettings, lines: list[str],

@@ -1,35 +1,45 @@
-"""Glossaries: terms a translation must keep, read from a TSV and found in source sentences.
+"""Glossaries: terms a translation must keep, read from a TSV, CSV or TBX file and found in source sentences.
 
-A glossary file has one term a line: `source term<TAB>target term`, or the source term alone
-(do-not-translate: the target is the source, e.g. a product name). Blank lines are skipped, each
-side is stripped of surrounding spaces, a UTF-8 byte-order mark is allowed. A bad glossary is
-refused whole, in ONE line naming `file:line` and the problem (nothing is half-applied): an
-empty side, three or more columns, a source term given two different targets, more than
-`MAX_TERMS` terms, a file that cannot be read or is not UTF-8. (Terms too long for the model or
-that its vocabulary cannot write are refused where the tokenizer is known: mt.decode.terms.)
+A TSV glossary has one term a line: `source term<TAB>target term`, or the source term alone
+(do-not-translate: the target is the source, e.g. a product name). Either side may list forms
+separated by `|`: `woman<TAB>Dame|Damen` lets the output hold any of the target's forms (the first
+is the term's own; the search picks the one the sentence needs), `bike|bicycle<TAB>Velo|Velos` is
+one term for each source form. Blank lines are skipped, each side and form is stripped of
+surrounding spaces, a UTF-8 byte-order mark is allowed. A `.csv` file is read as CSV and a `.tbx`
+file as TBX (mt.text.termbase: Weblate's, memoQ's and Trados's exports; a TBX term marked
+deprecated is one the output must avoid). A bad glossary is refused whole, in ONE line naming
+`file:line` and the problem (nothing is half-applied): an empty side or form, three or more
+columns, a source term given two different targets, more than `MAX_TERMS` terms, a file that
+cannot be read, is not UTF-8 or (.tbx) is not TBX. (Terms too long for the model or that its
+vocabulary cannot write are refused where the tokenizer is known: mt.decode.terms.)
 
-How a term is found in a sentence (`Glossary.match`):
+How a term is found in a sentence (`Glossary.match`, after `for_pair` set the source language):
 - **Word boundaries.** A term matches only as whole words: no letter or digit (`\\w`) may touch
   it where its own first/last character is one. Scripts written without spaces (Chinese,
   Japanese, Thai) therefore match only where the term stands as a whole `\\w` run.
 - **Case.** A term with a capital letter matches as written ("Apple" never matches "apple"). A
   term all in lower case also matches with its first letter capitalised at the start of the
   sentence ("house" in "House prices rose"), where only punctuation may precede it.
-- **Inflection, where simple.** With `suffixes` (the source language's `SUFFIXES`: plural and
-  case endings of Latin-script languages), a term's last word may carry one of them ("cat"
-  matches "cats"), when that word is at least `MIN_STEM` letters long (so "a" never matches
-  "as"). Suffixing only: no stem change ("mouse"/"mice", German umlaut plurals) is matched.
+- **Inflection.** A term's last word also matches a word whose lemma it is, where simplemma knows
+  the source language (mt.text.lemma: "women" and "men" match "woman" and "man", "Männer" and
+  "Füße" match "Mann" and "Fuß"), the word starting in the same case as the term's. Beside it, and
+  alone where there is no lemmatiser, the suffix rules: with `suffixes` (the source language's
+  `SUFFIXES`: plural and case endings of Latin-script languages), the last word may carry one of
+  them ("cat" matches "cats"), when it is at least `MIN_STEM` letters long (so "a" never matches "as").
 - **Overlaps.** The leftmost match wins, the longest at one position; each term is reported
-  once per sentence, in order of its first match.
+  once per sentence, in order of its first match (`find` gives every match with its span).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from mt.errors import MTError
+from mt.text.lemma import lemmatizer
+from mt.text.termbase import Entry, csv_rows, tbx_entries
 
 MAX_TERMS = 10_000  # terms in one glossary: bounds load time, memory and per-sentence matching
 MAX_BYTES = 16 << 20  # a glossary file larger than this is refused before it is read whole
@@ -59,6 +69,13 @@ class Term:
     source: str
     target: str
     line: int
+    forms: tuple[str, ...] = ()  # every target form the output may hold (target first); () = the target alone
+    avoid: tuple[str, ...] = ()  # target words the output must not hold (a TBX entry's deprecated terms)
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The target forms that keep the term: `forms`, or the target alone."""
+        return self.forms or (self.target,)
 
 
 def _first_word(text: str) -> str:
@@ -79,6 +96,17 @@ def _pattern(term: str, suffixes: tuple[str, ...], capitalise: bool) -> re.Patte
     return re.compile(before + body + after)
 
 
+def _lemma_pattern(term: str, capitalise: bool) -> re.Pattern[str] | None:
+    """The regex of a term whose last word may be any word (its lemma is checked after): the
+    words before it as written; None for a term not ending in a word of letters."""
+    last = _WORD.findall(term)
+    if not last or not last[-1].isalpha() or not term.endswith(last[-1]):
+        return None
+    text = term[:1].upper() + term[1:] if capitalise else term
+    before = r"(?<!\w)" if re.match(r"\w", term) else ""
+    return re.compile(before + re.escape(text[:len(text) - len(last[-1])]) + r"(\w+)(?!\w)")
+
+
 @dataclass(frozen=True)
 class Glossary:
     """Terms read from `name` (a path, for messages), found in sentences by `match`."""
@@ -86,8 +114,10 @@ class Glossary:
     name: str
     terms: tuple[Term, ...]
     suffixes: tuple[str, ...] = ()
+    language: str = ""  # the source language: its lemmatiser finds inflected forms (mt.text.lemma)
+    entries: tuple[Entry, ...] = ()  # a TBX file's concepts: `for_pair` makes them terms
     _by_word: dict[str, list[int]] = field(init=False, compare=False, repr=False)
-    _patterns: dict[tuple[int, bool], re.Pattern[str]] = field(init=False, compare=False, repr=False)
+    _patterns: dict[tuple[int, bool, bool], re.Pattern[str] | None] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         by_word: dict[str, list[int]] = {}
@@ -96,36 +126,109 @@ class Glossary:
         object.__setattr__(self, "_by_word", by_word)  # derived state of a frozen value (replace() rebuilds it)
         object.__setattr__(self, "_patterns", {})
 
-    def _regex(self, i: int, capitalise: bool) -> re.Pattern[str]:
-        key = (i, capitalise)
+    def for_pair(self, source: str, target: str) -> Glossary:
+        """This glossary translating `source` into `target`: its terms found with the source
+        language's lemmas and suffixes; a TBX file's entries made terms for that pair (MTError in
+        one line when none has both languages)."""
+        terms = self.terms if not self.entries else _pair_terms(self.entries, source, target, self.name)
+        return replace(self, terms=terms, suffixes=suffixes_for(source), language=source)
+
+    def _regex(self, i: int, capitalise: bool, lemma: bool = False) -> re.Pattern[str] | None:
+        key = (i, capitalise, lemma)
         if key not in self._patterns:  # compiled on first use: 10,000 terms load in milliseconds
-            self._patterns[key] = _pattern(self.terms[i].source, self.suffixes, capitalise)
+            source = self.terms[i].source
+            self._patterns[key] = (_lemma_pattern(source, capitalise) if lemma
+                                   else _pattern(source, self.suffixes, capitalise))
         return self._patterns[key]
 
-    def _spans(self, i: int, sentence: str) -> list[tuple[int, int]]:
-        spans = [m.span() for m in self._regex(i, False).finditer(sentence)]
+    def _spans(self, i: int, sentence: str, lemma: Callable[[str], str] | None) -> list[tuple[int, int]]:
         source = self.terms[i].source
         first = _WORD.search(sentence)  # a sentence's start: only punctuation before its first word
-        if first and source == source.lower() and source[:1].upper() != source[:1]:
-            at_start = self._regex(i, True).match(sentence, first.start())
-            if at_start is not None:
-                spans.append(at_start.span())
+        lower = source == source.lower() and source[:1].upper() != source[:1]
+        spans = []
+        for capitalise in (False, True) if lower and first else (False,):
+            for by_lemma in (False, True) if lemma else (False,):
+                regex = self._regex(i, capitalise, by_lemma)
+                if regex is None:
+                    continue
+                found = [regex.match(sentence, first.start())] if capitalise and first else regex.finditer(sentence)
+                spans += [m.span() for m in found if m is not None and (not by_lemma or _inflects(
+                    m.group(1), _WORD.findall(source)[-1], lemma, capitalise or not lower))]
         return spans
 
-    def match(self, sentence: str) -> list[Term]:
-        """The terms found in `sentence` (module docstring), each once, in order of first match."""
+    def find(self, sentence: str) -> list[tuple[Term, int, int]]:
+        """Every match in `sentence` (module docstring) with its character span, in order."""
+        lemma = lemmatizer(self.language) if self.language else None
         words = {w.casefold() for w in _WORD.findall(sentence)}
         words |= {w[: -len(s)] for w in words for s in self.suffixes if w.endswith(s)}  # "cats" may be "cat"
-        spans = [(start, -end, i) for word in words for i in self._by_word.get(word, ())
-                 for start, end in self._spans(i, sentence)]
-        found: list[int] = []
+        if lemma is not None:  # "men" may be "man"
+            words |= {lemma(w).casefold() for w in _WORD.findall(sentence)}
+        spans = {(start, -end, i) for word in words for i in self._by_word.get(word, ())
+                 for start, end in self._spans(i, sentence, lemma)}
+        out: list[tuple[Term, int, int]] = []
         reach = 0
         for start, neg_end, i in sorted(spans):
             if start >= reach:
                 reach = -neg_end
-                if i not in found:
-                    found.append(i)
-        return [self.terms[i] for i in found]
+                out.append((self.terms[i], start, -neg_end))
+        return out
+
+    def match(self, sentence: str) -> list[Term]:
+        """The terms found in `sentence` (module docstring), each once, in order of first match."""
+        return list(dict.fromkeys(term for term, _, _ in self.find(sentence)))
+
+
+def _inflects(word: str, last: str, lemma: Callable[[str], str] | None, capital: bool) -> bool:
+    """Whether `word` is an inflected form of the term's last word `last`: its lemma is `last`
+    (casefolded), and it starts in the case `last` has (`capital`: upper case allowed)."""
+    if lemma is None or not word[:1].isalpha() or (word[:1].isupper() and not capital):
+        return False
+    if word[:1].islower() and last[:1].isupper():
+        return False
+    target = last.casefold()
+    return lemma(word).casefold() == target or lemma(word.lower()).casefold() == target
+
+
+def _primary(language: str) -> str:
+    return language.replace("_", "-").split("-")[0].lower()
+
+
+def _pair_terms(entries: tuple[Entry, ...], source: str, target: str, name: str) -> tuple[Term, ...]:
+    """A TBX file's entries as terms from `source` into `target`: every source term of an entry
+    (its deprecated ones too) maps to the entry's target terms that are not deprecated (the first
+    is the term's, the others forms that keep it too); its deprecated target terms are avoided."""
+    src, tgt = _primary(source), _primary(target)
+    terms: list[Term] = []
+    seen: dict[str, Term] = {}
+    for entry in entries:
+        by_lang: dict[str, list] = {}
+        for lang, found in entry.terms.items():
+            by_lang.setdefault(_primary(lang), []).extend(found)
+        sources, targets = by_lang.get(src, []), by_lang.get(tgt, [])
+        keep = tuple(dict.fromkeys(t.text for t in targets if not t.avoid))
+        if not sources or not keep:
+            continue
+        avoid = tuple(dict.fromkeys(t.text for t in targets if t.avoid))
+        for term in sources:
+            made = Term(term.text, keep[0], term.line, keep if len(keep) > 1 else (), avoid)
+            _add(terms, seen, made, f"glossary {name}:{term.line}")
+    if not terms and entries:
+        raise MTError(f"glossary {name}: no entry has terms in both {source} and {target}")
+    return tuple(terms)
+
+
+def _add(terms: list[Term], seen: dict[str, Term], term: Term, where: str, max_terms: int = 0) -> None:
+    """`term` added unless its source is there already with the same targets; MTError when it has others."""
+    if term.source in seen:
+        if seen[term.source].targets != term.targets:
+            said = "|".join(seen[term.source].targets)
+            raise MTError(f"{where}: '{term.source}' -> '{'|'.join(term.targets)}', but line "
+                          f"{seen[term.source].line} says '{said}'; a source term has one target")
+        return
+    if max_terms and len(terms) == max_terms:
+        raise MTError(f"{where}: more than {max_terms:,} terms; split the glossary by subject")
+    seen[term.source] = term
+    terms.append(term)
 
 
 def occurs(term: str, sentence: str) -> bool:
@@ -134,42 +237,76 @@ def occurs(term: str, sentence: str) -> bool:
     return bool(Glossary("", (Term(term, term, 0),)).match(sentence))
 
 
-def _columns(text: str, where: str) -> tuple[str, str]:
+def occurs_any(forms: tuple[str, ...], sentence: str) -> bool:
+    """Whether any of a term's target `forms` stands in `sentence` (`occurs`)."""
+    return any(occurs(form, sentence) for form in forms)
+
+
+def _columns(text: str, where: str) -> tuple[str, str | None]:
     parts = [part.strip() for part in text.split("\t")]
     if len(parts) > 2:
         raise MTError(f"{where}: {len(parts)} tab-separated columns; a glossary line is 'source<TAB>target', "
                       "or a source term alone (kept as it is)")
-    source, target = parts[0], parts[-1]
-    if not source:
-        raise MTError(f"{where}: empty source term")
-    if not target:
-        raise MTError(f"{where}: empty target term (give the source term alone to keep it as it is)")
-    return source, target
+    return parts[0], parts[1] if len(parts) == 2 else None
 
 
-def parse_glossary(data: bytes, name: str, *, suffixes: tuple[str, ...] = (), max_terms: int = MAX_TERMS) -> Glossary:
-    """A glossary file's bytes -> `Glossary`; MTError naming `name:line` for the first problem."""
-    data = data.removeprefix(b"\xef\xbb\xbf")
-    terms: list[Term] = []
-    seen: dict[str, Term] = {}
+def _forms(text: str, side: str, where: str) -> tuple[str, ...]:
+    """A column's `|`-separated forms, each stripped; MTError for an empty one."""
+    forms = tuple(form.strip() for form in text.split("|"))
+    if not text.strip():
+        hint = " (give the source term alone to keep it as it is)" if side == "target" else ""
+        raise MTError(f"{where}: empty {side} term{hint}")
+    if not all(forms):
+        raise MTError(f"{where}: an empty {side} form in '{text.strip()}' (forms are separated by '|')")
+    return tuple(dict.fromkeys(forms))
+
+
+def _line_terms(source: str, target: str | None, line: int, where: str) -> list[Term]:
+    """One glossary line's terms: one per source form, each with every target form (a lone
+    source column, `target` None: the source forms themselves)."""
+    sources = _forms(source, "source", where)
+    targets = _forms(target, "target", where) if target is not None else sources
+    return [Term(s, targets[0], line, targets if len(targets) > 1 else ()) for s in sources]
+
+
+def _rows(data: bytes, name: str) -> list[tuple[int, str, str | None]]:
+    """(line, source column, target column or None) of a TSV (or, by `name`'s extension, CSV)
+    glossary. A CSV row whose target cell is empty is skipped: a term exported untranslated."""
+    if name.lower().endswith(".csv"):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = data[:e.start].count(b"\n") + 1
+            raise MTError(f"glossary {name}:{line}: not UTF-8 ({e.reason} at byte {e.start})") from None
+        return [(n, s.strip(), None if t is None else t.strip()) for n, s, t in csv_rows(text, name)
+                if t is None or t.strip()]
+    rows = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
-        where = f"glossary {name}:{number}"
         try:
             line = raw.removesuffix(b"\r").decode("utf-8")
         except UnicodeDecodeError as e:
-            raise MTError(f"{where}: not UTF-8 ({e.reason} at byte {e.start})") from None
-        if not line.strip():
-            continue
-        source, target = _columns(line, where)
-        if source in seen:
-            if seen[source].target != target:
-                raise MTError(f"{where}: '{source}' -> '{target}', but line {seen[source].line} says "
-                              f"'{seen[source].target}'; a source term has one target")
-            continue
-        if len(terms) == max_terms:
-            raise MTError(f"{where}: more than {max_terms:,} terms; split the glossary by subject")
-        seen[source] = Term(source, target, number)
-        terms.append(seen[source])
+            raise MTError(f"glossary {name}:{number}: not UTF-8 ({e.reason} at byte {e.start})") from None
+        if line.strip():
+            rows.append((number, *_columns(line, f"glossary {name}:{number}")))
+    return rows
+
+
+def parse_glossary(data: bytes, name: str, *, suffixes: tuple[str, ...] = (), max_terms: int = MAX_TERMS) -> Glossary:
+    """A glossary file's bytes -> `Glossary` (TSV; CSV or TBX by `name`'s extension, or TBX when
+    the data is XML); MTError naming `name:line` for the first problem."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    if name.lower().endswith(".tbx") or data.lstrip()[:5] in (b"<?xml", b"<mart", b"<tbx ", b"<tbx>"):
+        entries = tbx_entries(data, name)
+        count = sum(len(found) for entry in entries for found in entry.terms.values())
+        if count > 2 * max_terms:  # both languages of every term: a coarse bound before the pair is known
+            raise MTError(f"glossary {name}: more than {max_terms:,} terms; split the glossary by subject")
+        return Glossary(name, (), suffixes, entries=tuple(entries))
+    terms: list[Term] = []
+    seen: dict[str, Term] = {}
+    for number, source, target in _rows(data, name):
+        where = f"glossary {name}:{number}"
+        for term in _line_terms(source, target, number, where):
+            _add(terms, seen, term, where, max_terms)
     return Glossary(name, tuple(terms), suffixes)
 
 

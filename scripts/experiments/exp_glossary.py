@@ -19,6 +19,30 @@ without the terms.
    through `SentenceTerms`, so the library's routing decides, as for a glossary: sentences with a
    term take the constrained beam search (mt.decode.constrained), the others the plain search.
 
+**Company terms** (`--terms FILE --rewrite FILE`, issue 65): the terms a company chose instead of
+the usual words ("man -> Kerl"), which must replace the model's word, not join it:
+
+    python scripts/experiments/exp_glossary.py -c run/checkpoints/best.pt --mirror /work/shared/data/multi30k \\
+        --splits test_2017_flickr,test_2017_mscoco --terms scripts/experiments/data/company_terms_en_de.tsv \\
+        --rewrite scripts/experiments/data/company_rewrite_de.tsv --out results/company
+
+1. Sentences: those of `--splits` whose source holds a glossary term (`Glossary.match`: lemmas,
+   so "women" holds "woman") and whose reference holds, for every term found, one of its usual
+   words (`--rewrite`: `target term<TAB>usual word<TAB>replacement`, "Kerl<TAB>Männer<TAB>Kerle").
+2. Their references rewritten: each usual word of a term found replaced by its replacement.
+3. Translated (beam `--beam`) without the glossary, and with it in each way to keep a term
+   (`mt.decode.terms.FIRST_PASS`): "off" (the term required, nothing avoided: the search before
+   issue 65), "avoid" (the word a first greedy pass gave the term avoided), "place" (that too, and
+   the output starts as the first pass does up to that word: the term takes its place), "both"
+   ("place", and the word the model gives each source term translated alone avoided too: the
+   library's default), and "alone" (no first pass: every word of 4 letters or more the model writes
+   for each source term translated on its own avoided); `--ways` chooses among them.
+4. For each: BLEU against the original and the rewritten references; term success (any form the
+   glossary lists); the share of kept terms whose sentence also holds one of the term's usual
+   words (the model's own word left beside the term); sentences/s; and on up to `--others`
+   sentences of the splits without a term, whether the glossary (the way with the best rewritten
+   BLEU) left them byte-identical.
+
 Reported (results.json, results.md in --out; the terms in terms.tsv: line, source, target): term
 success unconstrained (0% by construction) and constrained; sacreBLEU (`mt.eval.evaluate.score`)
 on the term sentences and on the whole set, with and without the terms; sentences/s of beam 5
@@ -31,6 +55,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,11 +66,12 @@ import torch
 from mt.data.tokenizer import UNK_ID, Tokenizer
 from mt.decode.align import align_words
 from mt.decode.engine import NativeEngine
-from mt.decode.terms import glue_pieces
+from mt.decode.terms import FIRST_PASS, glue_pieces, term_constraints
 from mt.decode.translate import translate_lines
 from mt.deploy.loading import load_model
 from mt.eval.evaluate import score
-from mt.text.glossary import occurs
+from mt.eval.terms import term_success, usual_words_left
+from mt.text.glossary import occurs, read_glossary
 from mt.textio import read_lines
 
 PUNCT = "\"'.,;:!?()[]{}«»„“”‚‘’-–—/…"
@@ -67,6 +93,7 @@ class SentenceTerms:
 
     constraints: list[list[list[int]]]
     glue: tuple[int, ...]
+    first_pass: str = "off"  # the reference words are the terms: nothing to replace
 
     def for_lines(self, lines: Sequence[str]) -> list[list[list[int]]]:
         if len(lines) != len(self.constraints):
@@ -182,11 +209,134 @@ def markdown(r: dict) -> str:
         f"{same['sentences_per_s']['with_glossary']:.2f} with it.", ""])
 
 
+def rewrite_table(path: Path) -> dict[str, dict[str, str]]:
+    """target term -> {usual word: its replacement}."""
+    table: dict[str, dict[str, str]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            term, usual, replacement = line.split("\t")
+            table.setdefault(term, {})[usual] = replacement
+    return table
+
+
+def alone_constraints(terms, engine, tokenizer, lines, decode, device):  # noqa: ANN001, ANN201
+    """The "alone" way: each line's constraints avoiding what the model writes for its terms'
+    source sides translated on their own (with the words' forms the vocabulary holds)."""
+    sources = sorted({t.source for t in terms.glossary.terms})
+    alone = dict(zip(sources, translate_lines(engine, tokenizer, sources, decode, device=device)))
+    words = {s: [w for w in re.findall(r"\w+", out) if len(w) > 3] for s, out in alone.items()}
+    wanted = []
+    for line in lines:
+        found = terms.glossary.match(line)
+        avoid = [w for t in found for w in words[t.source] if not any(occurs(f, w) for f in terms.targets(t))]
+        variants = [v for w in avoid for v in (w, w[:1].swapcase() + w[1:])]
+        wanted.append(terms.wanted(found, tokenizer.encode_tgt(variants) if variants else []))
+    return wanted, alone
+
+
+def run_company(a: argparse.Namespace) -> dict:
+    loaded = load_model([a.checkpoint], a.device)
+    if not isinstance(loaded.engine, NativeEngine):
+        raise SystemExit(f"{a.checkpoint}: give the .pt checkpoint (an export cannot align nor constrain)")
+    pair = loaded.config.data.pairs[0]
+    src_lang, tgt_lang = pair.src_lang, pair.tgt_lang
+    tokenizer, engine, device = loaded.tokenizer, loaded.engine, loaded.device
+    glossary = read_glossary(a.terms).for_pair(src_lang, tgt_lang)
+    table = rewrite_table(a.rewrite)
+    src, ref, rewritten, others = [], [], [], []
+    for split in a.splits.split(","):
+        for s, r in zip(read_lines(a.mirror / f"{split}.{src_lang}.gz"), read_lines(a.mirror / f"{split}.{tgt_lang}.gz")):
+            found = glossary.match(s)
+            if not found:
+                others.append(s)
+                continue
+            if not all(any(occurs(u, r) for u in table.get(t.target, {})) for t in found):
+                continue
+            swap = {u: v for t in found for u, v in table.get(t.target, {}).items()}
+            src.append(s)
+            ref.append(r)
+            rewritten.append(re.sub(r"\w+", lambda m, swap=swap: swap.get(m.group(), m.group()), r))
+    others = others[:a.others]
+    decode = dataclasses.replace(loaded.config.decode, beam=a.beam, n_best=1, sampling=False)
+    if not src:
+        raise SystemExit("no sentence holds a term whose reference holds one of its usual words")
+    plain, plain_s = timed(translate_lines, engine, tokenizer, src, decode, device=device)
+    usual = {t: set(words) for t, words in table.items()}
+    rows = {"plain": {"hyps": plain, "seconds": plain_s}}
+    for way in [w for w in a.ways.split(",") if w != "alone"]:
+        terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass=way)
+        hyps, seconds = timed(translate_lines, engine, tokenizer, src, decode, device=device, glossary=terms)
+        rows[way] = {"hyps": hyps, "seconds": seconds}
+    alone: dict[str, str] = {}
+    if "alone" in a.ways.split(","):
+        terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass="off")
+        started = time.perf_counter()
+        wanted, alone = alone_constraints(terms, engine, tokenizer, src, decode, device)
+        holder = _Fixed(wanted, terms.glue)
+        hyps = translate_lines(engine, tokenizer, src, decode, device=device, glossary=holder)  # type: ignore[arg-type]
+        rows["alone"] = {"hyps": hyps, "seconds": time.perf_counter() - started}
+    out = {"checkpoint": str(a.checkpoint), "pair": f"{src_lang}-{tgt_lang}", "splits": a.splits, "beam": a.beam,
+           "sentences": len(src), "alone_translations": alone, "device": str(device),
+           "threads": torch.get_num_threads(), "ways": ["plain", *rows.keys() - {"plain"}]}
+    for name, row in rows.items():
+        ts = term_success(src, row["hyps"], glossary)
+        kept, beside = usual_words_left(row["hyps"], src, glossary, usual)
+        out[name] = {"bleu_original": round(score(row["hyps"], ref).bleu, 2),
+                     "bleu_rewritten": round(score(row["hyps"], rewritten).bleu, 2),
+                     "term_success": ts.to_dict(), "kept": kept, "beside": beside,
+                     "beside_rate": round(100.0 * beside / kept, 2) if kept else None,
+                     "sentences_per_s": round(len(src) / row["seconds"], 2)}
+        (a.out / f"{name}.hyp").write_text("\n".join(row["hyps"]) + "\n", encoding="utf-8")
+    (a.out / "ref.rewritten").write_text("\n".join(rewritten) + "\n", encoding="utf-8")
+    if others:
+        best = max((w for w in rows if w not in ("plain", "alone")), key=lambda w: out[w]["bleu_rewritten"])
+        terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass=best)
+        plain_o = translate_lines(engine, tokenizer, others, decode, device=device)
+        kept_o = translate_lines(engine, tokenizer, others, decode, device=device, glossary=terms)
+        out["without_terms"] = {"sentences": len(others), "identical": sum(x == y for x, y in zip(plain_o, kept_o)),
+                                "way": best}
+    return out
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """Precomputed per-line constraints as `translate_lines` reads a `TermConstraints` (no first pass)."""
+
+    wanted: list
+    glue: tuple[int, ...]
+    first_pass: str = "off"
+
+    def for_lines(self, lines: list[str]) -> list:
+        return self.wanted
+
+
+def company_markdown(r: dict) -> str:
+    lines = [f"Company terms on {r['splits']} ({r['pair']}, {r['sentences']} sentences holding a term; beam "
+             f"{r['beam']}, {r['device']}, {r['threads']} threads)", "",
+             "| | BLEU (references) | BLEU (term-rewritten) | term success | own word left beside the term | "
+             "sentences/s |", "|---|---:|---:|---:|---:|---:|"]
+    for name in [w for w in ("plain", *FIRST_PASS, "alone") if w in r.get("ways", ())]:
+        x = r[name]
+        ts = x["term_success"]
+        lines.append(f"| {name} | {x['bleu_original']:.2f} | {x['bleu_rewritten']:.2f} | {ts['rate']:.2f}% "
+                     f"({ts['kept']}/{ts['terms']}) | {x['beside_rate']}% ({x['beside']}/{x['kept']}) | "
+                     f"{x['sentences_per_s']:.2f} |")
+    if "without_terms" in r:
+        w = r["without_terms"]
+        lines += ["", f"Sentences without a term byte-identical with the glossary: {w['identical']} of {w['sentences']}."]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-c", "--checkpoint", type=Path, required=True, help="an mt .pt checkpoint")
     p.add_argument("--mirror", type=Path, required=True, help="the Multi30k mirror folder ({split}.{lang}.gz)")
     p.add_argument("--split", default="test_2016_flickr")
+    p.add_argument("--terms", type=Path, help="company terms: the glossary (TSV, CSV or TBX); needs --rewrite")
+    p.add_argument("--rewrite", type=Path, help="company terms: target term<TAB>usual word<TAB>replacement")
+    p.add_argument("--splits", default="test_2017_flickr,test_2017_mscoco", help="company terms: the test sets")
+    p.add_argument("--others", type=int, default=200, help="company terms: sentences without a term checked")
+    p.add_argument("--ways", default="off,avoid,place,both,alone", help="company terms: the ways compared")
     p.add_argument("--src", default="", help="source language (default: the checkpoint's first pair's)")
     p.add_argument("--tgt", default="", help="target language (default: the checkpoint's first pair's)")
     p.add_argument("--beam", type=int, default=5)
@@ -198,9 +348,11 @@ def main() -> None:
     if a.threads:
         torch.set_num_threads(a.threads)
     a.out.mkdir(parents=True, exist_ok=True)
-    report = run(a)
+    if a.terms and not a.rewrite:
+        raise SystemExit("--terms needs --rewrite (target term<TAB>usual word<TAB>replacement)")
+    report = run_company(a) if a.terms else run(a)
     (a.out / "results.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    table = markdown(report)
+    table = company_markdown(report) if a.terms else markdown(report)
     (a.out / "results.md").write_text(table, encoding="utf-8")
     print(table)
 

@@ -178,3 +178,17 @@ def test_term_constraints_give_each_line_its_forms_and_deprecated_words() -> Non
     assert terms.for_lines(["a bike", "nothing", "bicycle and bike"]) == [
         Wanted((((7,), (7, 8)),), ((9,), (10, 11))), Wanted(()), Wanted((((7,), (7, 8)),), ((9,), (10, 11)))]
     assert not terms.for_lines(["nothing"])[0]
+
+
+def test_a_prefix_longer_than_the_usual_limit_still_ends_in_its_term_under_the_loop_guard() -> None:
+    """A looping model's first pass can run past the usual output limit (1 x |src| + 10 here): the
+    search's limit grows by the prefix, so the term still fits and the sentence gets an output
+    (it got none, and the server answered 500, when the limit ignored the prefix)."""
+    model = make(2)
+    prefix = tuple([12, 13, 14] * 8)  # 24 tokens against a limit of 13 for a 3-token source
+    src, mask = collate_source([[20, 21, 22]])
+    with torch.inference_mode():
+        (found,) = constrained_beam_search(model, src, mask, [Wanted((((30, 31),),), prefix=prefix, place=True)],
+                                           beam=4, alpha=0.6, length_penalty="gnmt", max_len_a=1.0, max_len_b=10,
+                                           n_best=1, forbid_unk=True, no_repeat_ngram_size=3)
+    assert found and list(found[0].tokens[:len(prefix) + 2]) == [*prefix, 30, 31]

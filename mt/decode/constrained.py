@@ -352,6 +352,12 @@ def ranked(found: list[Finished], n_best: int) -> list[Hypothesis]:
     return [f.hypothesis for f in sorted(found, key=lambda f: (-f.count, -f.hypothesis.score))[:n_best]]
 
 
+def _clamped(found: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """`cons.next_tokens()` with its padding (-1) made a valid index (masked by `valid` anyway)."""
+    tokens, valid = found
+    return tokens.clamp(min=0), valid
+
+
 def constrained_beam_search(
     model: Seq2Seq,
     src: Tensor,
@@ -386,9 +392,11 @@ def constrained_beam_search(
     if src.size(0) == 0:
         return []
     # room for the terms on top of the usual limit: a short sentence with a long product name still
-    # ends after its name (the limit stays within the model's positions)
+    # ends after its name (the limit stays within the model's positions), and after a forced prefix,
+    # however long the first pass made it (a looping model's first pass may run past the usual limit)
     room = torch.tensor([sum(max(map(len, alts)) for alts in w.require) for w in found], device=src.device)
-    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b) + room
+    prefix = torch.tensor([len(w.prefix) for w in found], device=src.device)
+    max_lens = torch.maximum(max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b), prefix) + room
     if max_len_limit is not None:
         max_lens = max_lens.clamp(max=max_len_limit)
     state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, k=beam, alpha=alpha,
@@ -399,10 +407,16 @@ def constrained_beam_search(
     while state.live:
         at_max = state.at_max_length()
         log_probs = mask_log_probs(state.decode(model), forbid_unk=forbid_unk, force_eos=at_max)
-        raw = log_probs.clone() if cons.prefix.size(1) > state.step else log_probs  # before the guard: a prefix is kept as it is
-        if no_repeat_ngram_size or repetition_penalty != 1.0:
+        guarded = bool(no_repeat_ngram_size) or repetition_penalty != 1.0
+        raw = log_probs.clone() if guarded or cons.prefix.size(1) > state.step else log_probs  # before the guard
+        placed = ((cons.place >= 0) & (cons.place <= state.step)).repeat_interleave(beam)
+        here = (cons.place == state.step).repeat_interleave(beam) | (placed & (cons.rows.current >= 0))
+        allowed = token_mask(*_clamped(cons.next_tokens()), log_probs.size(1)) if bool(here.any()) else None
+        if guarded:
             guard_repeats(log_probs, state.history, no_repeat_ngram_size=no_repeat_ngram_size,
                           repetition_penalty=repetition_penalty)
+            if allowed is not None:  # a placed term's own pieces are never barred by the guard
+                log_probs = torch.where(here.unsqueeze(1) & allowed, raw, log_probs)
         log_probs[:, EOS_ID].masked_fill_(~(cons.all_met() | at_max), float("-inf"))  # no end before every term
         if glued.numel() and bool(cons.rows.ended.any()):  # a term's last word ends with the term
             carry, longer = cons.continuations()  # ... unless it goes on into a longer form of it
@@ -413,11 +427,7 @@ def constrained_beam_search(
         if bool((cons.avoid >= 0).any()):  # the words a term replaces
             ban, valid = cons.banned(state.history)
             log_probs = log_probs.masked_fill(token_mask(ban, valid, log_probs.size(1)), float("-inf"))
-        placed = ((cons.place >= 0) & (cons.place <= state.step)).repeat_interleave(beam)
-        here = (cons.place == state.step).repeat_interleave(beam) | (placed & (cons.rows.current >= 0))
-        if bool(here.any()):  # a term starts at its place, and once started there, goes on to its end
-            ctok, valid = cons.next_tokens()
-            allowed = token_mask(ctok.clamp(min=0), valid, log_probs.size(1))
+        if allowed is not None:  # a term starts at its place, and once started there, goes on to its end
             log_probs = log_probs.masked_fill(here.unsqueeze(1) & ~allowed, float("-inf"))
         forced = cons.forced(state.step)
         if bool((forced >= 0).any()):  # a prefix: only its token, at the model's own log-prob (no ban applies)

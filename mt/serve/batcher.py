@@ -421,7 +421,8 @@ class Batcher:
         texts = iter(self.tokenizer.decode_tgt(flat))
         result = [[(next(texts), score) for _, score in hyps] for hyps in job.tokens]  # type: ignore[union-attr]
         job.confidence = [scored(line, hyps[0][0], ids, len(found[0][0]), hyps[0][1], job.decode).confidence(
-            job.decode) for line, hyps, ids, found in zip(job.lines, result, job.ids, job.tokens)]  # type: ignore[index]
+            job.decode) if hyps else math.nan  # a search that found nothing (a first pass's step) is not rated
+            for line, hyps, ids, found in zip(job.lines, result, job.ids, job.tokens)]  # type: ignore[index]
         try:
             job.future.set_result(result)
         except concurrent.futures.InvalidStateError:  # cancelled meanwhile (see _fail)

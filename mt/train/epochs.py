@@ -31,6 +31,10 @@ class Epoch:
     batches: list[np.ndarray]  # index arrays into `split`
     src_tokens: np.ndarray  # (len(batches),) float64: source tokens per batch, EOS included
     tgt_tokens: np.ndarray  # (len(batches),) float64: target tokens of the loss per batch, EOS included
+    # (len(batches),) float64: the same summed over the ranks' batches at each position; every rank
+    # knows every rank's batches (a pure function of config and epoch), so no collective is needed
+    global_src: np.ndarray
+    global_tgt: np.ndarray
 
 
 class TrainingData:
@@ -84,7 +88,13 @@ class TrainingData:
         assert sampler is not None
         batches = sampler.epoch_batches(epoch)
         src_len, tgt_len = split.src.lengths() + 1, split.tgt.lengths() + 1  # + EOS
-        result = Epoch(split, batches, np.array([src_len[b].sum() for b in batches], dtype=np.float64),
-                       np.array([tgt_len[b].sum() for b in batches], dtype=np.float64))
+        src_tok, tgt_tok = (np.array([n[b].sum() for b in batches], dtype=np.float64) for n in (src_len, tgt_len))
+        global_src, global_tgt = src_tok, tgt_tok
+        world = self.info.world_size
+        if world > 1:  # position i of every rank: batches i*world .. i*world + world - 1 of the epoch
+            every = sampler.all_batches(epoch)[:len(batches) * world]
+            global_src, global_tgt = (np.array([n[b].sum() for b in every], dtype=np.float64)
+                                      .reshape(len(batches), world).sum(axis=1) for n in (src_len, tgt_len))
+        result = Epoch(split, batches, src_tok, tgt_tok, global_src, global_tgt)
         self._last = (epoch, result)
         return result

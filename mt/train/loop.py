@@ -30,9 +30,15 @@ a second signal aborts at once without saving (`mt.errors.Interrupted`; the CLI 
 signal number: 130 for SIGINT, 143 for SIGTERM, as a shell reports a signal). kill -9 or a power
 cut at any moment loses nothing saved: every write is atomic, the next start removes the temp
 files of cut writes and a torn last line of metrics.jsonl, and --resume continues from last.pt. torchrun forwards SIGTERM to every rank
-and kills them 30 s later, so an update plus a last.pt write must fit in that. NaN/inf losses
-skip the update (no optimizer step); past max_bad_losses of them training stops with an MTError,
-writing nothing, so last.pt keeps the last good state.
+and kills them 30 s later, so an update plus a last.pt write must fit in that.
+
+No host sync inside an update (mt/train/step.py): loss, NLL, gradient norm and the non-finite
+check stay on the device, summed there, and the host reads them once per log line, validation
+and checkpoint (`_Loop._read`); token counts and the ranks' agreement are host numbers. An update
+with a NaN/inf loss or gradient is skipped on the device (the fused optimizer's found_inf: no
+step, moments and step count untouched) but still counts as an update; the next read reports it,
+and past max_bad_losses of them training stops with an MTError, writing nothing, so last.pt keeps
+the last state saved.
 
 Seeds: every rank initialises the model from train.seed (identical weights), then reseeds with
 seed + rank so dropout streams differ between ranks.
@@ -71,22 +77,16 @@ from mt.train.horizon import RunHorizon, plan_lines
 from mt.train.init_from import RunStart, load_init_weights, run_sources
 from mt.train.log import PhaseTimer, TrainLog, Window
 from mt.train.optim import Schedule, build_optimizer, set_lr, training_progress
-from mt.train.precision import (
-    PrecisionChoice,
-    keep_compiled_kernels,
-    pad_multiple_for,
-    resolve_precision,
-    step_speedup,
-)
+from mt.train.precision import PrecisionChoice, run_precision
 from mt.train.state import (
     StopReason,
     StopSignal,
     TrainState,
+    count_bad_updates,
     limit_reached,
     restore,
     rng_state,
     seed_everything,
-    skip_bad_update,
     training_state,
 )
 from mt.train.step import UpdateStep, autocast
@@ -105,18 +105,7 @@ def train(cfg: Config, *, resume: bool = False, start: RunStart | None = None) -
     if cfg.train.threads > 0 and device.type == "cpu":
         torch.set_num_threads(cfg.train.threads)
     distributed.init(info, device)
-    if device.type == "cpu":
-        keep_compiled_kernels()  # before the probe: its bf16 passes are the process's first oneDNN work
-    # A bf16 run would pad (pad_multiple auto) and so reuse its kernels: the probe times that case.
-    bounded_shapes = pad_multiple_for(cfg.train.pad_multiple, "bf16", device) > 1
-    choice = resolve_precision(cfg.train.precision, device, probe=lambda: step_speedup(
-        cfg.model, cfg.tokenizer.vocab_size, cfg.train.max_tokens, repeated_shapes=bounded_shapes))
-    if cfg.train.precision == "auto" and info.enabled:  # each rank timed its own check: follow rank 0
-        bf16 = distributed.broadcast_flag(choice.precision == "bf16", info, device)
-        if bf16 != (choice.precision == "bf16"):
-            choice = PrecisionChoice("bf16" if bf16 else "fp32", "auto: as chosen on rank 0")
-    pad = pad_multiple_for(cfg.train.pad_multiple, choice.precision, device)
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, pad_multiple=pad))
+    cfg, choice = run_precision(cfg, info, device)
     stop = StopSignal()
     stop.install()
     finished = False
@@ -218,6 +207,10 @@ class _Loop:
             self.t.max_updates or self.horizon_updates or self.budget),
             warmup=self.horizon.warmup(state.update, state.elapsed))
         self.flops = model.flops_per_token()
+        # on the device, read at log lines and checkpoints: the window's summed loss and NLL, non-finite updates
+        self.sums = torch.tensor([0.0, 0.0, float(state.bad_losses)], device=device)
+        self.gnorm = torch.zeros((), device=device)
+        self.shown_loss: float | None = None  # the last logged loss, on the progress bar
         self.window = Window()
         self.total_tokens = 0.0
         self.session_start = CLOCK()
@@ -250,11 +243,11 @@ class _Loop:
         while not reason:
             epoch = self.data.epoch(st.epoch)
             self.step.train_split = epoch.split
-            batches, tgt_tokens, src_tokens = epoch.batches, epoch.tgt_tokens, epoch.src_tokens
+            batches = epoch.batches
             while st.position < len(batches) and not reason:
                 end = min(st.position + t.accumulate, len(batches))
-                reason = self._one_update(batches[st.position:end], tgt_tokens[st.position:end].sum(),
-                                          src_tokens[st.position:end].sum(), end)
+                reason = self._one_update(batches[st.position:end], epoch.global_tgt[st.position:end].sum(),
+                                          epoch.global_src[st.position:end].sum(), end)
             if st.position >= len(batches):  # the epoch is done (also after a final update in it)
                 st.epoch += 1
                 st.position = 0
@@ -266,15 +259,16 @@ class _Loop:
                     reason = limit_reached(self.state, self.t)
         return self._finish(reason)
 
-    def _one_update(self, chunk: list[np.ndarray], local_tgt: float, local_src: float, end: int) -> StopReason | None:
-        """Agree with the other ranks, run one update (or skip it), report; returns a stop reason or None."""
+    def _one_update(self, chunk: list[np.ndarray], global_tgt: float, global_src: float, end: int) -> StopReason | None:
+        """Agree with the other ranks, run one update (skipped on the device when not finite), report;
+        returns a stop reason or None. Reads nothing back from the device except at a log line."""
         st, t, info = self.state, self.t, self.info
         self.timer.mark()
         # 1. rank 0's clock, plus the time the closing validation(s) will take, so they fit the budget too
         now = self.elapsed() if info.is_main else 0.0  # (other ranks add 0: rank 0's clock is the one)
-        sync = torch.tensor([local_tgt, local_src, float(self.stop.signum != 0), now + st.final_reserve * info.is_main,
-                             now, self.valid_seconds * info.is_main], dtype=torch.float64, device=self.device)
-        global_tgt, global_src, any_stop, elapsed, now, valid_s = distributed.all_reduce_sum(sync, info).tolist()
+        any_stop, elapsed, now, valid_s = distributed.host_sum(
+            [float(self.stop.signum != 0), now + st.final_reserve * info.is_main, now,
+             self.valid_seconds * info.is_main], info)
         self.valid_share = valid_s / max(now - self.session_elapsed0, 1e-9)  # the same on every rank
         if any_stop:
             return StopReason.SIGNAL
@@ -290,22 +284,24 @@ class _Loop:
         lr = self.schedule.lr_at(st.update + 1, progress)
         set_lr(self.optimizer, lr)
         # 3-4. forward/backward, clip, step
-        loss, nll, gnorm, ok = self.step(chunk, scale=info.world_size / global_tgt)
+        result = self.step(chunk, scale=info.world_size / global_tgt)
         st.position = end
-        if not ok:
-            skip_bad_update(st, t, self.log, self.files.last, loss=loss, gnorm=gnorm)
-            return None
-        st.update += 1
+        st.update += 1  # a non-finite update counts too: skipped on the device, reported at the next read
+        self.sums += torch.stack([result.loss, result.nll, result.bad.to(self.sums.dtype)])
+        self.gnorm = result.gnorm
         if self.ema is not None:
             self.ema.update(st.update)
         # 5. log
         self.total_tokens += global_tgt
-        self.window.add(loss=loss, nll=nll, tgt_tokens=global_tgt, src_tokens=global_src)
-        self.log.step(loss=loss / global_tgt, lr=lr, tok_s=self.window.tgt_tokens / self.window.seconds(),
+        self.window.add(tgt_tokens=global_tgt, src_tokens=global_src)
+        self.log.step(loss=self.shown_loss, lr=lr, tok_s=self.window.tgt_tokens / self.window.seconds(),
                       left_s=(self.budget - elapsed) if self.budget else None)
         if st.update % t.log_every == 0:
+            self.window.loss, self.window.nll, gnorm = self._read()
+            self.shown_loss = self.window.loss / max(self.window.tgt_tokens, 1.0)
             self.log.train(self.window, update=st.update, epoch=st.epoch, wall=self.elapsed(), lr=lr, gnorm=gnorm,
                            flops=self.flops)
+            self.sums[:2].zero_()
             self.window = Window()
         # 6. validate and/or save
         early = False
@@ -318,6 +314,14 @@ class _Loop:
         if early:
             return StopReason.EARLY_STOPPING
         return limit_reached(self.state, self.t)
+
+    def _read(self) -> tuple[float, float, float]:
+        """The host's one read of the device's figures, at log lines, validations and checkpoints:
+        (the window's summed loss, summed NLL, the last update's gradient norm). Non-finite updates
+        are counted from it: too many stop training before anything more is written."""
+        loss, nll, bad, gnorm = torch.cat([self.sums, self.gnorm.reshape(1).to(self.sums.dtype)]).tolist()
+        count_bad_updates(self.state, self.t, self.log, self.files.last, int(bad))
+        return loss, nll, gnorm
 
     def _validation_fits(self) -> bool:
         """False while validations have taken train.valid_max_share of this session (the share as of
@@ -333,6 +337,7 @@ class _Loop:
     def _validate_and_save(self, *, why: str) -> bool:
         """Validate on rank 0, write best/periodic/last checkpoints; True when patience ran out."""
         st, t = self.state, self.t
+        self._read()
         self.timer.mark()
         started = CLOCK()
         early = False
@@ -369,12 +374,14 @@ class _Loop:
         return self.ema.applied() if self.ema is not None else contextlib.nullcontext()
 
     def _save_periodic(self) -> None:
+        self._read()
         if self.info.is_main:
             with self.smoothed():
                 self.files.save_periodic(self.model, update=self.state.update, epoch=self.state.epoch)
 
     def _save_last(self) -> None:
         """Full training state in last.pt (every rank's RNG gathered to rank 0)."""
+        self._read()
         rngs = distributed.gather_objects(rng_state(), self.info, self.device)
         if not self.info.is_main:
             return

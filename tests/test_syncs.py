@@ -117,13 +117,13 @@ def test_a_sync_put_back_is_caught(where: str, tmp_path: Path, tiny_run: Config,
 
     def sabotage() -> None:
         if where == "item_in_loop":
-            real_step = mt.train.step.UpdateStep.run
+            real_step = mt.train.step.UpdateStep.__call__
 
             def step(self: Any, *args: Any, **kwargs: Any) -> Any:
                 result = real_step(self, *args, **kwargs)
                 float(result.loss)
                 return result
-            monkeypatch.setattr(mt.train.step.UpdateStep, "run", step)
+            monkeypatch.setattr(mt.train.step.UpdateStep, "__call__", step)
         else:
             real_loss = mt.train.step.projected_smoothed_nll
             monkeypatch.setattr(mt.train.step, "projected_smoothed_nll",

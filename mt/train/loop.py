@@ -52,13 +52,13 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from mt.config import Config
 from mt.config_checks import parse_duration
 from mt.config_load import save_config
+from mt.data.batching import Batch
 from mt.data.prepare import prepare
 from mt.data.splits import load_split
 from mt.data.tokenizer import Tokenizer
@@ -69,10 +69,12 @@ from mt.model.transformer import Transformer
 from mt.textio import remove_stale_temp_files
 from mt.train import distributed
 from mt.train.averaging import average_or_best
+from mt.train.compiled import StepPlan, compile_forward, plan_step
 from mt.train.decode_fit import fit_and_store
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
 from mt.train.epochs import TrainingData
+from mt.train.feed import epoch_feed
 from mt.train.horizon import RunHorizon, plan_lines
 from mt.train.init_from import RunStart, load_init_weights, run_sources
 from mt.train.log import PhaseTimer, TrainLog, Window
@@ -151,7 +153,9 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     if source is not None and not resume:
         load_init_weights(model, source)  # a new run from trained weights; optimizer, schedule, state fresh
         source.checkpoint.drop_tensors()  # now in the model: not held twice for the whole run
-    optimizer = build_optimizer(model, t)
+    plan = plan_step(t, cfg.model, device, info.world_size)
+    model.attention_kernel = "flex" if plan.flex else "sdpa"
+    optimizer = build_optimizer(model, t, capturable=plan.cuda_graphs)
     scaler = torch.amp.GradScaler("cuda") if precision.precision == "fp16" else None
     ema = WeightEMA(model, t.ema_decay) if t.ema_decay > 0 else None
     log = TrainLog(run_dir, enabled=info.is_main, total_updates=t.max_updates)
@@ -172,14 +176,15 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
         ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None,
                                       forward_sync_buffers=False, gradient_as_bucket_view=True)
 
-    data = TrainingData(cfg, run_dir, train_split, tokenizer, info, log.info)
+    log.info(plan.describe())
+    data = TrainingData(cfg, run_dir, train_split, tokenizer, info, log.info, max_shapes=plan.max_shapes)
     files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints,
                             init_from=source.record if source is not None else None)
-    step = UpdateStep(model=model, ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
-                       device=device, timer=PhaseTimer(), precision=precision.precision)
+    step = UpdateStep(model=model, ddp=ddp, optimizer=optimizer, scaler=scaler, t=t, info=info, device=device,
+                      timer=PhaseTimer(), precision=precision.precision, forward=compile_forward(ddp, plan))
     validator = Validator(cfg, run_dir, tokenizer, device, lambda: autocast(precision.precision, device))
     loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,
-                 data=data, state=state, files=files, log=log, stop=stop, ema=ema)
+                 data=data, state=state, files=files, log=log, stop=stop, ema=ema, plan=plan)
     try:
         return loop.run()
     finally:
@@ -191,11 +196,11 @@ class _Loop:
 
     def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: UpdateStep,
                  validator: Validator, data: TrainingData, state: TrainState,
-                 files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None) -> None:
+                 files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None, plan: StepPlan) -> None:
         self.t, self.info, self.device, self.model, self.step, self.validator = \
             cfg.train, info, device, model, step, validator
         self.cfg_decode = cfg.decode
-        self.ema = ema
+        self.ema, self.plan = ema, plan
         self.data, self.state, self.files, self.log, self.stop = data, state, files, log, stop
         self.optimizer, self.scaler, self.timer = step.optimizer, step.scaler, step.timer
         self.budget = parse_duration(self.t.time_budget)
@@ -242,12 +247,15 @@ class _Loop:
         self.window = Window()
         while not reason:
             epoch = self.data.epoch(st.epoch)
-            self.step.train_split = epoch.split
             batches = epoch.batches
+            feed = epoch_feed(epoch.split, batches, epoch.sampler, st.position, multiple=t.pad_multiple,
+                              workers=self.plan.workers, pin=self.device.type == "cuda")
             while st.position < len(batches) and not reason:
                 end = min(st.position + t.accumulate, len(batches))
-                reason = self._one_update(batches[st.position:end], epoch.global_tgt[st.position:end].sum(),
+                chunk = [next(feed) for _ in range(st.position, end)]
+                reason = self._one_update(chunk, epoch.global_tgt[st.position:end].sum(),
                                           epoch.global_src[st.position:end].sum(), end)
+            feed.close()  # (workers stop)
             if st.position >= len(batches):  # the epoch is done (also after a final update in it)
                 st.epoch += 1
                 st.position = 0
@@ -259,7 +267,7 @@ class _Loop:
                     reason = limit_reached(self.state, self.t)
         return self._finish(reason)
 
-    def _one_update(self, chunk: list[np.ndarray], global_tgt: float, global_src: float, end: int) -> StopReason | None:
+    def _one_update(self, chunk: list[Batch], global_tgt: float, global_src: float, end: int) -> StopReason | None:
         """Agree with the other ranks, run one update (skipped on the device when not finite), report;
         returns a stop reason or None. Reads nothing back from the device except at a log line."""
         st, t, info = self.state, self.t, self.info

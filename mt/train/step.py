@@ -19,13 +19,11 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from mt.config import TrainConfig
-from mt.data.batching import Batch, collate
-from mt.data.splits import EncodedSplit
+from mt.data.batching import Batch
 from mt.model.transformer import Transformer
 from mt.train import distributed
 from mt.train.distributed import DistInfo
@@ -46,11 +44,12 @@ def batch_loss(model: Transformer, ddp: torch.nn.Module, batch: Batch,
     """The training loss of one batch: (summed smoothed loss, summed NLL, target tokens), 0-d tensors.
 
     `ddp` is `model` or its DistributedDataParallel wrapper (forward runs through it, so DDP sees
-    it); the output projection is fused into the loss (mt.train.loss). Runs under the caller's autocast.
+    it), or either compiled; the output projection is fused into the loss (mt.train.loss). Runs
+    under the caller's autocast. The host's real target rows serve the CPU's chunked loss only.
     """
     hidden = ddp(batch.src, batch.src_mask, batch.tgt_in, project=False)  # (B, T, D)
-    return projected_smoothed_nll(hidden, *model.output_layer(), batch.tgt_out, label_smoothing,
-                                  real=batch.real_targets)
+    real = batch.real_targets if hidden.device.type == "cpu" else None
+    return projected_smoothed_nll(hidden, *model.output_layer(), batch.tgt_out, label_smoothing, real=real)
 
 
 @dataclass(frozen=True)
@@ -68,28 +67,21 @@ class UpdateStep:
     the last one), gradient clipping and the optimizer step. `mt.train.loop`'s loop decides when and with what LR."""
 
     def __init__(self, *, model: Transformer, ddp: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 scaler: torch.amp.GradScaler | None, train_split: EncodedSplit, t: TrainConfig, info: DistInfo,
-                 device: torch.device, timer: PhaseTimer, precision: str) -> None:
+                 scaler: torch.amp.GradScaler | None, t: TrainConfig, info: DistInfo,
+                 device: torch.device, timer: PhaseTimer, precision: str, forward: torch.nn.Module | None = None) -> None:
         self.model, self.ddp, self.optimizer, self.scaler = model, ddp, optimizer, scaler
-        self.train_split = train_split
+        self.forward = forward if forward is not None else ddp  # `ddp`, or it compiled (mt.train.compiled)
         self.precision = precision  # train.precision resolved: fp32 | bf16 | fp16
         self.t, self.info, self.device, self.timer = t, info, device, timer
         self.params = [p for p in ddp.parameters() if p.requires_grad]  # a DDP wrapper's are its module's
 
-    def __call__(self, chunk: list[np.ndarray], *, scale: float) -> StepResult:
-        """Run the update over `chunk` (a list of batches' sentence indices); each micro-batch's
-        summed loss is multiplied by `scale` before backward.
+    def __call__(self, batches: list[Batch], *, scale: float) -> StepResult:
+        """Run the update over its collated micro-batches (on the host, pinned for CUDA, or on the
+        device); each micro-batch's summed loss is multiplied by `scale` before backward.
 
         Nothing here reads a value back to the host (see the module docstring): the result's
         figures stay on the device until the loop reads them at a log line or a checkpoint.
         """
-        src_ids, tgt_ids = self.train_split.src, self.train_split.tgt
-        batches = [collate([src_ids[j] for j in idx], [tgt_ids[j] for j in idx], idx, self.t.pad_multiple)
-                   for idx in chunk]
-        return self.run(batches, scale=scale)
-
-    def run(self, batches: list[Batch], *, scale: float) -> StepResult:
-        """The update over collated (host or device) batches; see `__call__`."""
         loss_acc = torch.zeros((), device=self.device)
         nll_acc = torch.zeros((), device=self.device)
         for i, host_batch in enumerate(batches):
@@ -99,7 +91,7 @@ class UpdateStep:
             no_sync = self.ddp.no_sync() if (self.info.enabled and not last) else contextlib.nullcontext()
             with no_sync:
                 with autocast(self.precision, self.device):
-                    loss, nll, _ = batch_loss(self.model, self.ddp, batch, self.t.label_smoothing)
+                    loss, nll, _ = batch_loss(self.model, self.forward, batch, self.t.label_smoothing)
                 scaled = loss * scale
                 (self.scaler.scale(scaled) if self.scaler is not None else scaled).backward()
             loss_acc += loss.detach()

@@ -145,3 +145,36 @@ def test_trainer_feeds_grid_batches_from_a_worker_as_from_the_loop(tmp_path: Pat
         assert "at most 8 batch shapes per epoch" in (cfg.run_dir / "train.log").read_text()
         weights.append(load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")["model"])
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
+
+
+def test_sigterm_to_the_process_group_with_a_data_worker_still_saves(tmp_path: Path, tiny_run: Config) -> None:
+    """SIGTERM to the whole process group (a job scheduler's stop; a Ctrl-C is SIGINT's twin) reaches
+    the DataLoader worker too: it ignores it, so the trainer finishes its update, writes last.pt and
+    exits 0 (a worker killed by it made the loader raise in the middle of the update)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from test_train import copy_run
+
+    from mt.config_load import save_config
+    from mt.model.checkpoint import load_checkpoint
+
+    cfg = copy_run(tiny_run, tmp_path, max_updates=10_000, valid_bleu=False, log_every=1, valid_every=0, threads=1,
+                   data_workers=1, precision="fp32")
+    save_config(cfg, tmp_path / "tiny.yaml")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-m", "mt", "train", str(tmp_path / "tiny.yaml")], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp_path, start_new_session=True)
+    assert proc.stdout is not None
+    lines = []
+    for line in proc.stdout:  # the first update's log line: the worker is running
+        lines.append(line)
+        if line.split(" ", 2)[-1].startswith("update "):
+            break
+    os.killpg(proc.pid, signal.SIGTERM)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, "".join(lines) + out
+    assert "stopped by signal" in out
+    assert load_checkpoint(cfg.run_dir / "checkpoints" / "last.pt")["update"] >= 1

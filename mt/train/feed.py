@@ -9,11 +9,15 @@ step time collating. With 0 workers the loop collates each batch when it needs i
 measured path: a worker would take a core from the step).
 
 The DataLoader gets a generator of its own, so starting one never draws from torch's global RNG:
-dropout streams, and so bit-identical resume, do not depend on where a run was resumed.
+dropout streams, and so bit-identical resume, do not depend on where a run was resumed. Workers
+ignore SIGINT and SIGTERM (a Ctrl-C reaches the whole process group): the trainer finishes its
+update and saves (mt/train/loop.py), and the loader ends its workers when it is closed or the
+trainer exits.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import numpy as np
@@ -42,6 +46,12 @@ class _Batches(Dataset):
         return collate([self.split.src[j] for j in idx], [self.split.tgt[j] for j in idx], idx, self.multiple, shape)
 
 
+def _ignore_signals(worker_id: int) -> None:
+    """A worker's start: leave SIGINT/SIGTERM to the trainer (see the module docstring)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def epoch_feed(split: EncodedSplit, batches: list[np.ndarray], sampler: TokenBatchSampler | None, start: int, *,
                multiple: int, workers: int, pin: bool) -> Iterator[Batch]:
     """The collated batches `batches[start:]` in order (see the module docstring); `sampler` gives
@@ -53,5 +63,5 @@ def epoch_feed(split: EncodedSplit, batches: list[np.ndarray], sampler: TokenBat
         return
     loader = DataLoader(data, batch_size=None, sampler=range(start, len(data)), num_workers=workers,
                         pin_memory=pin, prefetch_factor=PREFETCH, generator=torch.Generator(),
-                        multiprocessing_context="fork")
+                        multiprocessing_context="fork", worker_init_fn=_ignore_signals)
     yield from loader

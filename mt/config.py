@@ -32,6 +32,7 @@ Norm = Literal["post", "pre"]
 Optimizer = Literal["adam", "adamw"]
 Schedule = Literal["inverse_sqrt", "noam", "linear_decay", "constant"]
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
+Switch = Literal["auto", "on", "off"]  # YAML true/false read as on/off
 LengthPenalty = Literal["gnmt", "average", "none"]
 # sentencepiece's normalisation rules (normalization_rule_name); `identity` leaves text as written.
 Normalization = Literal["identity", "cjk_width", "nmt_nfkc", "nfkc", "nmt_nfkc_cf", "nfkc_cf"]
@@ -204,6 +205,10 @@ class TrainConfig:
     average_last: int = 0  # after training, average the last N periodic checkpoints into `averaged.pt` (0 = off)
     ema_decay: float = 0.0  # > 0: validate and save an exponential moving average of the weights (e.g. 0.999; 0 = off)
     init_from: str = ""  # fine-tune: start from this checkpoint's weights and tokenizer (mt/train/init_from.py); "" = off
+    compile: Switch = "auto"  # torch.compile the forward pass (one graph per batch shape); auto: on for CUDA (mt/train/compiled.py)
+    max_shapes: int = 0  # K: at most this many batch shapes (B, S, T) per epoch (a grid of widths and rows); 0 = auto: 32 when compiled, else none
+    cuda_graphs: bool = False  # replay the compiled step as CUDA graphs (compile mode reduce-overhead); needs CUDA, compile, bounded shapes, one process
+    data_workers: int = -1  # processes collating batches ahead of the step (DataLoader); -1 = auto: 1 on CUDA, 0 (in the loop) elsewhere
 
 
 @dataclass(frozen=True)

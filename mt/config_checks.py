@@ -57,7 +57,7 @@ RANGES: dict[str, Range] = {
     "model.decoder_layers": AT_LEAST_1, "model.d_ff": AT_LEAST_1, "model.dropout": FRACTION,
     "model.attention_dropout": FRACTION, "model.max_positions": Range(2),
     "train.seed": AT_LEAST_0, "train.max_tokens": AT_LEAST_1, "train.max_sentences": AT_LEAST_1,
-    "train.pad_multiple": AT_LEAST_0,
+    "train.pad_multiple": AT_LEAST_0, "train.max_shapes": AT_LEAST_0, "train.data_workers": Range(-1),
     "train.accumulate": AT_LEAST_1, "train.lr": POSITIVE, "train.warmup": AT_LEAST_0,  # or a share: SHARE_KEYS
     "train.cooldown": Range(0, 1), "train.betas": FRACTION,
     "train.eps": POSITIVE, "train.weight_decay": AT_LEAST_0, "train.clip_norm": AT_LEAST_0,

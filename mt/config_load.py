@@ -49,6 +49,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if origin is Literal:
         choices = typing.get_args(tp)
+        if isinstance(value, bool) and set(choices) >= {"on", "off"}:  # a switch written as true/false
+            value = "on" if value else "off"
         if not isinstance(value, str):
             raise MTError(f"config key '{where}': expected str, got {short_repr(value)}")
         if value not in choices:

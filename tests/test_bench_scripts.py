@@ -375,3 +375,23 @@ def test_exp_glossary_company_terms_runs_on_the_tiny_checkpoint(tmp_path: Path) 
     rewritten = (tmp_path / "out" / "ref.rewritten").read_text(encoding="utf-8").splitlines()
     assert rewritten == ["die mieze sass", "zwei miezen liefen"]
     assert "| place |" in (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
+
+
+def test_gpu_check_runs_every_stage_on_the_cpu(multi30k_dir: Path, tmp_path: Path) -> None:
+    """scripts/bench/gpu_check.sh with its tiny override (GPU_CHECK_TINY=1: CPU, tiny model, 20 s of
+    training): every stage ends well and the report holds the bench rows (mt eager and compiled),
+    the loop-over-step ratio and a BLEU."""
+    import json
+    import os
+
+    out = tmp_path / "out"
+    env = {**os.environ, "GPU_CHECK_TINY": "1", "DATA": str(multi30k_dir), "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", str(ROOT / "scripts/bench/gpu_check.sh"), str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    report = json.loads((out / "gpu_check.json").read_text())
+    assert report["stages"] == {"bench": "ok", "evaluate": "ok", "loop": "ok", "train": "ok"}, proc.stdout[-3000:]
+    assert {r["model"] for r in report["bench"]["rows"]} == {"mt", "mt compiled"}
+    assert 0 < report["loop"]["loop_over_step"] and report["test_2016_flickr_bleu"] is not None
+    table = (out / "gpu_check.md").read_text()
+    assert "| loop / bare step |" in table and "| BLEU test_2016_flickr after the budget |" in table

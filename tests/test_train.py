@@ -165,32 +165,35 @@ def test_sigterm_leaves_resumable_checkpoint(tmp_path: Path, tiny_run: Config) -
 
 
 def test_nan_losses_are_skipped_then_stop(tmp_path: Path, tiny_run: Config, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A NaN at batch 3 is skipped; NaNs from batch 6 on stop training past max_bad_losses, last.pt intact."""
+    """NaN losses at batches 3 and 6 are skipped on the device (no optimizer step) and reported at the
+    next checkpoint; NaNs from batch 7 on pass max_bad_losses, seen at the next checkpoint, which
+    stops training without writing: last.pt stays the last state saved, finite."""
     cfg = copy_run(tiny_run, tmp_path, max_updates=50, valid_every=0, valid_bleu=False, save_every=2,
                    keep_checkpoints=10, max_bad_losses=2, log_every=1000, threads=1)
     real_loss = mt.train.step.projected_smoothed_nll
     calls = []
 
     def poisoned(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, target: torch.Tensor,
-                 epsilon: float) -> tuple:
+                 epsilon: float, real: torch.Tensor | None = None) -> tuple:
         calls.append(1)
-        loss, nll, n = real_loss(hidden, weight, bias, target, epsilon)
-        if len(calls) == 3 or len(calls) >= 6:
+        loss, nll, n = real_loss(hidden, weight, bias, target, epsilon, real=real)
+        if len(calls) in (3, 6) or len(calls) >= 7:
             return loss * float("nan"), nll * float("nan"), n
         return loss, nll, n
 
     monkeypatch.setattr(mt.train.step, "projected_smoothed_nll", poisoned)
     with pytest.raises(MTError, match="max_bad_losses=2"):
         train(cfg)
-    # batches 1, 2 -> updates 1, 2; batch 3 skipped; 4, 5 -> updates 3, 4; 6 skipped (2 of 2 allowed);
-    # 7 is the third bad loss -> stop
-    assert len(calls) == 7
+    # updates 1-6 (3 and 6 skipped) -> last.pt at 2, 4, 6; 7 and 8 bad -> 4 of 2 allowed, seen at update 8
+    assert len(calls) == 8
     ckpts = cfg.run_dir / "checkpoints"
     last = load_checkpoint(ckpts / "last.pt")
-    assert last["update"] == 4
+    assert last["update"] == 6 and last["training"]["state"]["bad_losses"] == 2
+    assert int(last["training"]["optimizer"]["state"][0]["step"]) == 4  # the fused step skipped 3 and 6 whole
     assert all(torch.isfinite(v).all() for v in last["model"].values())
-    periodic = load_checkpoint(ckpts / "update_4.pt")["model"]
+    periodic = load_checkpoint(ckpts / "update_6.pt")["model"]
     assert all(torch.equal(periodic[k], last["model"][k]) for k in periodic)
+    assert not (ckpts / "update_8.pt").exists()
     log = (cfg.run_dir / "train.log").read_text()
     assert log.count("non-finite loss") == 2
 
@@ -267,7 +270,7 @@ def test_auto_precision_is_chosen_and_logged(tmp_path: Path, tiny_run: Config, m
     import mt.train.precision
 
     monkeypatch.setattr(mt.train.precision, "bf16_feature", lambda device: feature)
-    monkeypatch.setattr(mt.train.loop, "step_speedup", lambda *args, **kwargs: 5.0)
+    monkeypatch.setattr(mt.train.precision, "step_speedup", lambda *args, **kwargs: 5.0)
     cfg = copy_run(tiny_run, tmp_path / "runs", precision="auto", max_updates=2, valid_every=0, valid_bleu=False,
                    keep_checkpoints=0, threads=1)
     train(cfg)

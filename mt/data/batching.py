@@ -41,6 +41,9 @@ class Batch:
     tgt_mask: Tensor  # (B, T) bool, True = a real position of tgt_in / tgt_out
     indices: Tensor  # (B,) long
     num_tgt_tokens: int  # real target tokens (sum of |y| + 1): the loss normaliser
+    # (n,) long: the real positions of tgt_out.reshape(-1), found on the host when collating so that
+    # the training loss needs no `nonzero` (a device sync on a GPU)
+    real_targets: Tensor | None = None
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> Batch:
         """A copy on `device` (non_blocking needs pinned memory to overlap a host-to-GPU copy)."""
@@ -49,7 +52,15 @@ class Batch:
             return t.to(device, non_blocking=non_blocking)
 
         return Batch(move(self.src), move(self.src_mask), move(self.tgt_in), move(self.tgt_out),
-                     move(self.tgt_mask), move(self.indices), self.num_tgt_tokens)
+                     move(self.tgt_mask), move(self.indices), self.num_tgt_tokens,
+                     None if self.real_targets is None else move(self.real_targets))
+
+    def pin_memory(self) -> Batch:
+        """A copy in page-locked memory (what a DataLoader with pin_memory=True calls), so that
+        `to(cuda, non_blocking=True)` overlaps the copy with the GPU's work."""
+        return Batch(self.src.pin_memory(), self.src_mask.pin_memory(), self.tgt_in.pin_memory(),
+                     self.tgt_out.pin_memory(), self.tgt_mask.pin_memory(), self.indices.pin_memory(),
+                     self.num_tgt_tokens, None if self.real_targets is None else self.real_targets.pin_memory())
 
 
 def padded_width(width: np.ndarray | int, multiple: int) -> np.ndarray | int:
@@ -86,11 +97,17 @@ def collate_source(src_seqs: Sequence[Sequence[int]], multiple: int = 1) -> tupl
 
 
 def collate(src_seqs: Sequence[Sequence[int]], tgt_seqs: Sequence[Sequence[int]],
-            indices: Sequence[int] | np.ndarray, multiple: int = 1) -> Batch:
+            indices: Sequence[int] | np.ndarray, multiple: int = 1, shape: tuple[int, int, int] | None = None) -> Batch:
     """Pad a list of (source, target) id sequences without BOS/EOS into a `Batch`; S and T are
-    rounded up to a multiple of `multiple` (see TokenBatchSampler's `pad_multiple`)."""
+    rounded up to a multiple of `multiple` (see TokenBatchSampler's `pad_multiple`).
+
+    `shape` (B, S, T): the batch's grid shape (`TokenBatchSampler.shape_of`) instead; rows beyond
+    the pairs are empty (source EOS then PAD, so no attention row is fully masked; target all PAD,
+    so out of the loss; index -1)."""
     if len(src_seqs) != len(tgt_seqs) or len(src_seqs) != len(indices):
         raise MTError(f"batch: {len(src_seqs)} sources, {len(tgt_seqs)} targets, {len(indices)} indices")
+    if shape is not None:
+        return _to_shape(collate(src_seqs, tgt_seqs, indices), shape)
     src, src_mask = collate_source(src_seqs, multiple)
     tgt_in, tgt_mask = _pad(tgt_seqs, BOS_ID, None, multiple)
     # tgt_out is tgt_in shifted left by one, with EOS written where BOS + y ends.
@@ -99,7 +116,27 @@ def collate(src_seqs: Sequence[Sequence[int]], tgt_seqs: Sequence[Sequence[int]]
     lengths = tgt_mask.sum(axis=1)  # |y| + 1
     tgt_out[np.arange(len(tgt_seqs)), lengths - 1] = EOS_ID
     return Batch(src, src_mask, torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), torch.from_numpy(tgt_mask),
-                 torch.as_tensor(np.asarray(indices, dtype=np.int64)), int(lengths.sum()))
+                 torch.as_tensor(np.asarray(indices, dtype=np.int64)), int(lengths.sum()),
+                 torch.from_numpy(np.flatnonzero(tgt_mask)))
+
+
+def _to_shape(b: Batch, shape: tuple[int, int, int]) -> Batch:
+    """`b` padded to shape (B, S, T) with empty rows (see `collate`)."""
+    n, (rows, s, t) = b.src.size(0), shape
+    if n > rows or b.src.size(1) > s or b.tgt_in.size(1) > t:
+        raise MTError(f"batch: {n} pairs of widths {b.src.size(1)}, {b.tgt_in.size(1)} exceed the shape {shape}")
+
+    def grow(x: Tensor, width: int, fill: int | bool) -> Tensor:
+        out = torch.full((rows, width), fill, dtype=x.dtype)
+        out[:n, :x.size(1)] = x
+        return out
+
+    src, src_mask = grow(b.src, s, PAD_ID), grow(b.src_mask, s, False)
+    src[n:, 0], src_mask[n:, 0] = EOS_ID, True
+    tgt_mask = grow(b.tgt_mask, t, False)
+    indices = torch.cat([b.indices, torch.full((rows - n,), -1, dtype=b.indices.dtype)])
+    return Batch(src, src_mask, grow(b.tgt_in, t, PAD_ID), grow(b.tgt_out, t, PAD_ID), tgt_mask, indices,
+                 b.num_tgt_tokens, torch.from_numpy(np.flatnonzero(tgt_mask.numpy())))
 
 
 def _pack(src_width: np.ndarray, tgt_width: np.ndarray, max_tokens: int, max_sentences: int) -> list[int]:
@@ -138,6 +175,48 @@ def pair_sample_counts(sizes: Sequence[int], temperature: float) -> list[int]:
     return counts.tolist()
 
 
+def _buckets(width: np.ndarray, n: int, multiple: int) -> np.ndarray:
+    """Each width rounded up to the next of at most n bucket widths (multiples of `multiple`, the
+    widest among them), chosen to add the fewest padded positions: dynamic programming over the
+    candidate widths, cost(bucket (a, b]) = sum over its widths w of (b - w).  # (N,)"""
+    cands = np.arange(multiple, int(padded_width(int(width.max()), multiple)) + 1, multiple)  # (M,)
+    slot = np.searchsorted(cands, width)  # (N,) the candidate each width rounds up to
+    count = np.concatenate([[0], np.cumsum(np.bincount(slot, minlength=len(cands)))])  # (M + 1,) prefix sums
+    total = np.concatenate([[0], np.cumsum(np.bincount(slot, weights=width, minlength=len(cands)))])
+    # cost[a, b]: the widths of candidates a..b-1 (0-based, b exclusive) padded to cands[b - 1]
+    a, b = np.arange(len(cands) + 1)[:, None], np.arange(len(cands) + 1)[None, :]
+    top = cands[np.maximum(b - 1, 0)]
+    cost = np.where(a < b, top * (count[b] - count[a]) - (total[b] - total[a]), np.inf)  # (M + 1, M + 1)
+    best = np.full(len(cands) + 1, np.inf)
+    best[0] = 0.0
+    choice = []
+    for _ in range(min(n, len(cands))):
+        step = best[:, None] + cost  # (M + 1, M + 1): a bucket (a, b] after a best split of the first a
+        choice.append(step.argmin(axis=0))
+        best = np.minimum(best, step.min(axis=0))  # at most, not exactly, this many buckets
+    bounds, end = [], len(cands)  # walk back from the widest candidate
+    for back in reversed(choice):
+        if end == 0:
+            break
+        bounds.append(cands[end - 1])
+        end = int(back[end])
+    bounds = np.array(sorted(set(bounds)))
+    return bounds[np.searchsorted(bounds, width)]
+
+
+def shape_grid(src_width: np.ndarray, tgt_width: np.ndarray, max_shapes: int,
+               multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Source and target widths (N,) rounded to a grid with at most `max_shapes` occupied (source,
+    target) cells: the most quantile buckets per side (`_buckets`) that keep within the bound."""
+    best = _buckets(src_width, 1, multiple), _buckets(tgt_width, 1, multiple)  # one cell: the widest
+    for n in range(2, max_shapes + 1):
+        grid = _buckets(src_width, n, multiple), _buckets(tgt_width, n, multiple)
+        if len(np.unique(grid[0] * (int(grid[1].max()) + 1) + grid[1])) > max_shapes:
+            break
+        best = grid
+    return best
+
+
 def _split(order: np.ndarray, sizes: list[int]) -> list[np.ndarray]:
     return np.split(order, np.cumsum(sizes)[:-1]) if sizes else []
 
@@ -171,11 +250,18 @@ class TokenBatchSampler:
     temperature): resume skips batches exactly as in the bilingual case. With one pair (or no
     `pair_sizes`) there is nothing to mix, and the sampler draws exactly what it always did.
     `pair_counts` gives the m_i directly (real and synthetic parts, `mt.data.synthetic.epoch_mix`).
+
+    `max_shapes` K > 0 (a compiled training step: one graph per batch shape) bounds the epoch to at
+    most K batch shapes (B, S, T), as fairseq's num_batch_buckets and required_seq_len_multiple do:
+    widths are rounded up to a grid of quantile buckets per side (`shape_grid`), each grid cell
+    (S, T) is packed on its own, and every batch of a cell has B = min(max_sentences,
+    max_tokens // (S + T)) rows, the last one filled with empty rows (`shape_of`, `collate(shape=)`).
     """
 
     def __init__(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, max_tokens: int, max_sentences: int,
                  seed: int, rank: int = 0, world_size: int = 1, pad_multiple: int = 1,
-                 pair_sizes: Sequence[int] = (), temperature: float = 1.0, pair_counts: Sequence[int] = ()) -> None:
+                 pair_sizes: Sequence[int] = (), temperature: float = 1.0, pair_counts: Sequence[int] = (),
+                 max_shapes: int = 0) -> None:
         src_lengths, tgt_lengths = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
         if src_lengths.shape != tgt_lengths.shape or src_lengths.ndim != 1:
             raise MTError(f"sampler: {src_lengths.shape} source lengths vs {tgt_lengths.shape} target lengths")
@@ -190,6 +276,9 @@ class TokenBatchSampler:
         self.seed, self.rank, self.world_size = seed, rank, world_size
         self._src_width = padded_width(src_lengths + 1, pad_multiple)  # (N,) EOS included
         self._tgt_width = padded_width(tgt_lengths + 1, pad_multiple)  # (N,) BOS included
+        self.max_shapes = max_shapes
+        if max_shapes > 0:
+            self._src_width, self._tgt_width = shape_grid(src_lengths + 1, tgt_lengths + 1, max_shapes, pad_multiple)
         # One int64 sort key: source width major, target width minor.
         self._key = self._src_width * (int(self._tgt_width.max()) + 1) + self._tgt_width
         self.pair_sizes = [int(n) for n in pair_sizes]
@@ -220,9 +309,21 @@ class TokenBatchSampler:
         else:
             perm = rng.permutation(len(self._key))
         order = perm[np.argsort(self._key[perm], kind="stable")]  # (N,) ties in random order
-        sizes = _pack(self._src_width[order], self._tgt_width[order], self.max_tokens, self.max_sentences)
-        batches = _split(order, sizes)
+        if self.max_shapes > 0:  # each grid cell packed on its own: a batch never spans two shapes
+            cells = np.split(order, np.flatnonzero(np.diff(self._key[order])) + 1)
+            batches = [b for c in cells for b in _split(
+                c, _pack(self._src_width[c], self._tgt_width[c], self.max_tokens, self.max_sentences))]
+        else:
+            sizes = _pack(self._src_width[order], self._tgt_width[order], self.max_tokens, self.max_sentences)
+            batches = _split(order, sizes)
         return [batches[i] for i in rng.permutation(len(batches))]
+
+    def shape_of(self, batch: np.ndarray) -> tuple[int, int, int] | None:
+        """The grid shape (B, S, T) `collate` pads `batch` to; None without `max_shapes` (as packed)."""
+        if self.max_shapes <= 0:
+            return None
+        s, t = int(self._src_width[batch[0]]), int(self._tgt_width[batch[0]])
+        return max(1, min(self.max_sentences, self.max_tokens // (s + t))), s, t
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
         """This rank's batches (index arrays into the split) for `epoch`, in training order."""

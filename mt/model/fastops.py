@@ -7,7 +7,10 @@ changes (profiles and ratios: docs/performance.md).
   SDPA picks its fused flash kernel, whose backward runs ~6-13x slower than in fp32 and was a third
   of a bf16 training step; the explicit form (scores by a matrix product, softmax in float32,
   probabilities by a matrix product) runs the backward on the bf16 matrix units instead.
-  Inference and fp32 keep SDPA.
+  Inference and fp32 keep SDPA. A FlexAttention `BlockMask` in place of the boolean mask (the
+  GPU training path, `key_block_mask`) runs `flex_attention`, which skips fully padded key blocks
+  and needs no dense (B, 1, 1, S) mask in the kernel: the same maths (tests compare forward and
+  backward with masked SDPA on heavily padded batches).
 - `dropout` / `dropout_add`: on CPU, `F.dropout` draws one float from torch's mt19937 generator
   per element (`bernoulli_`, ~10% of a training step). Here each element gets 16 random bits
   instead (one 64-bit draw serves four elements), kept when the bits are at or above p·2^16, and
@@ -22,17 +25,34 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 
 _BITS = 16  # random bits per dropout decision
 _LEVELS = 1 << _BITS
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout_p: float, is_causal: bool) -> Tensor:
+def key_block_mask(key_mask: Tensor, queries: int) -> BlockMask:
+    """FlexAttention's block mask for key padding: key_mask (B, S) bool (True = real) -> a BlockMask
+    over (B, any head, `queries`, S), built on key_mask's device (given explicitly: its default is CUDA)."""
+    def real_key(b: Tensor, h: Tensor, q: Tensor, kv: Tensor) -> Tensor:
+        return key_mask[b, kv]
+
+    return create_block_mask(real_key, B=key_mask.size(0), H=None, Q_LEN=queries, KV_LEN=key_mask.size(1),
+                             device=key_mask.device)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | BlockMask | None, dropout_p: float,
+              is_causal: bool) -> Tensor:
     """Attention of q (B, H, T, d_k) over k/v (B, H, S, d_k) -> (B, H, T, d_k).
 
-    mask: bool, True = attend, broadcastable to (B, H, T, S), or None; is_causal: query t sees keys
-    <= t (then mask must be None). Rows with no key to attend give zeros, as SDPA does in torch >= 2.5.
+    mask: bool, True = attend, broadcastable to (B, H, T, S), or a `key_block_mask` (FlexAttention:
+    no dropout), or None; is_causal: query t sees keys <= t (then mask must be None). Rows with no
+    key to attend give zeros, as SDPA does in torch >= 2.5.
     """
+    if isinstance(mask, BlockMask):
+        if dropout_p > 0:
+            raise ValueError("attention: FlexAttention has no attention dropout; use a boolean mask")
+        return flex_attention(q, k, v, block_mask=mask)
     slow_fused_backward = (q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16)
                            and torch.is_grad_enabled() and q.requires_grad)
     if not slow_fused_backward:

@@ -21,6 +21,12 @@ Attention and dropout go through `mt.model.fastops`: the same maths, computed in
 fastest on CPU (explicit attention for bf16 training, 16-bit dropout masks, dropout fused with
 the residual sum).
 
+Key padding on the GPU (`attention_kernel = "flex"`, which the trainer sets for a compiled CUDA
+step without attention dropout): encoder self-attention and cross-attention take FlexAttention
+block masks (`fastops.key_block_mask`, built once per batch) instead of the dense (B, 1, 1, S)
+mask, in training mode only (validation and search keep SDPA); decoder self-attention stays
+`is_causal=True` with no mask, SDPA's flash path. The CPU keeps "sdpa" (fastops' measured paths).
+
 Fully masked rows (a source with no real token; impossible through `mt.data.batching`, which ends
 every source with EOS) give zeros from SDPA in torch >= 2.5 rather than NaN, and
 `cross_attention` zeroes them explicitly.
@@ -51,7 +57,7 @@ from torch import Tensor, nn
 from mt.config import ModelConfig
 from mt.errors import MTError
 from mt.model.decoder_cache import DecoderCache
-from mt.model.fastops import attention, dropout, dropout_add
+from mt.model.fastops import BlockMask, attention, dropout, dropout_add, key_block_mask
 
 
 def sinusoidal_positions(max_positions: int, d_model: int, layout: str = "interleaved") -> Tensor:
@@ -112,14 +118,14 @@ class SelfAttention(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, self.d_k).permute(2, 0, 3, 1, 4)
         return q, k, v
 
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool) -> Tensor:
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | BlockMask | None, is_causal: bool) -> Tensor:
         """Attention of (B, H, T, d_k) queries over (B, H, S, d_k) keys/values -> (B, T, D)."""
         p = self.attention_dropout if self.training else 0.0
         y = attention(q, k, v, mask, p, is_causal)
         return self.out(merge_heads(y))  # (B, T, D)
 
-    def forward(self, x: Tensor, mask: Tensor | None, is_causal: bool = False) -> Tensor:
-        """x (B, T, D), mask broadcastable to (B, H, T, T) or None -> (B, T, D)."""
+    def forward(self, x: Tensor, mask: Tensor | BlockMask | None, is_causal: bool = False) -> Tensor:
+        """x (B, T, D), mask broadcastable to (B, H, T, T), a block mask, or None -> (B, T, D)."""
         q, k, v = self.project(x)
         return self.attend(q, k, v, mask, is_causal)
 
@@ -145,8 +151,8 @@ class CrossAttention(nn.Module):
         B, T, _ = x.shape
         return self.q(x).view(B, T, self.heads, self.d_k).transpose(1, 2)
 
-    def forward(self, x: Tensor, k: Tensor, v: Tensor, src_mask: Tensor) -> Tensor:
-        """x (B, T, D), k/v (B, H, S, d_k), src_mask (B, 1, 1, S) -> (B, T, D)."""
+    def forward(self, x: Tensor, k: Tensor, v: Tensor, src_mask: Tensor | BlockMask) -> Tensor:
+        """x (B, T, D), k/v (B, H, S, d_k), src_mask (B, 1, 1, S) or a block mask -> (B, T, D)."""
         p = self.attention_dropout if self.training else 0.0
         y = attention(self.query(x), k, v, src_mask, p, False)
         return self.out(merge_heads(y))  # (B, T, D)
@@ -213,8 +219,8 @@ class EncoderLayer(nn.Module):
         self.norm_attn, self.norm_ff = (ResidualNorm(cfg.d_model, pre_norm=cfg.norm == "pre", dropout=cfg.dropout)
                                         for _ in range(2))
 
-    def forward(self, x: Tensor, key_mask: Tensor) -> Tensor:
-        """x (B, S, D), key_mask (B, 1, 1, S) -> (B, S, D)."""
+    def forward(self, x: Tensor, key_mask: Tensor | BlockMask) -> Tensor:
+        """x (B, S, D), key_mask (B, 1, 1, S) or a block mask -> (B, S, D)."""
         x = self.norm_attn.around(x, lambda h: self.attn(h, key_mask))
         return self.norm_ff.around(x, self.ff)
 
@@ -230,8 +236,9 @@ class DecoderLayer(nn.Module):
         self.norm_self, self.norm_cross, self.norm_ff = (
             ResidualNorm(cfg.d_model, pre_norm=cfg.norm == "pre", dropout=cfg.dropout) for _ in range(3))
 
-    def forward(self, x: Tensor, mem_k: Tensor, mem_v: Tensor, key_mask: Tensor, tgt_mask: Tensor | None) -> Tensor:
-        """x (B, T, D); mem_k/mem_v (B, H, S, d_k); key_mask (B, 1, 1, S);
+    def forward(self, x: Tensor, mem_k: Tensor, mem_v: Tensor, key_mask: Tensor | BlockMask,
+                tgt_mask: Tensor | None) -> Tensor:
+        """x (B, T, D); mem_k/mem_v (B, H, S, d_k); key_mask (B, 1, 1, S) or a block mask;
         tgt_mask None (causal fast path) or (B, 1, T, T) -> (B, T, D)."""
         x = self.norm_self.around(x, lambda h: self.self_attn(h, tgt_mask, is_causal=tgt_mask is None))
         x = self.norm_cross.around(x, lambda h: self.cross_attn(h, mem_k, mem_v, key_mask))
@@ -279,6 +286,7 @@ class Transformer(nn.Module):
         if joint_vocab and src_vocab_size != tgt_vocab_size:
             raise MTError(f"model: joint vocabulary needs equal sizes, got {src_vocab_size} and {tgt_vocab_size}")
         self.cfg, self.d_model = cfg, cfg.d_model
+        self.attention_kernel = "sdpa"  # "flex": key padding by FlexAttention block masks while training
         self.tgt_embed = nn.Embedding(tgt_vocab_size, cfg.d_model)
         share_src = joint_vocab and cfg.tie_embeddings
         self.src_embed = self.tgt_embed if share_src else nn.Embedding(src_vocab_size, cfg.d_model)
@@ -348,9 +356,16 @@ class Transformer(nn.Module):
         """h (..., D) -> logits (..., V)."""
         return F.linear(h, *self.output_layer())
 
+    def key_mask(self, src_mask: Tensor, queries: int) -> Tensor | BlockMask:
+        """The source key-padding mask every layer shares for `queries` queries: (B, 1, 1, S) bool, or
+        a FlexAttention block mask while training with `attention_kernel` "flex" (module docstring)."""
+        if self.attention_kernel == "flex" and self.training:
+            return key_block_mask(src_mask, queries)
+        return key_padding_mask(src_mask)
+
     def encode(self, src: Tensor, src_mask: Tensor) -> Tensor:
         """src (B, S) long, src_mask (B, S) bool (True = real) -> memory (B, S, D)."""
-        key_mask = key_padding_mask(src_mask)  # shared by every layer
+        key_mask = self.key_mask(src_mask, src.size(1))  # shared by every layer
         x = self._embed(self.src_embed, src, 0)
         for layer in self.encoder:
             x = layer(x, key_mask)
@@ -364,7 +379,7 @@ class Transformer(nn.Module):
         tgt_mask None (training, search): right-padded targets on the causal fast path. Given a
         (B, T) bool mask, attention uses causal AND key padding explicitly (any padding layout).
         """
-        key_mask = key_padding_mask(src_mask)
+        key_mask = self.key_mask(src_mask, tgt_in.size(1))
         self_mask = None
         if tgt_mask is not None:
             T = tgt_in.size(1)

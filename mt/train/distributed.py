@@ -31,6 +31,8 @@ from mt.errors import MTError
 
 # The newest collectives' handles (see the module docstring); older ones were freed long since.
 _recent_work: deque[dist.Work] = deque(maxlen=8)
+# A gloo group beside NCCL for `host_sum`: host values agreed without touching the GPU's stream.
+_host_group: dist.ProcessGroup | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ def init(info: DistInfo, device: torch.device) -> None:
         torch.cuda.set_device(device)
     # generous timeout: rank 0 alone validates and writes checkpoints while the others wait
     dist.init_process_group(backend=backend, timeout=timedelta(minutes=60))
+    global _host_group
+    _host_group = dist.new_group(backend="gloo") if backend == "nccl" else None
 
 
 def shutdown(info: DistInfo, *, finished: bool) -> None:
@@ -77,6 +81,8 @@ def shutdown(info: DistInfo, *, finished: bool) -> None:
         return
     if finished:
         _finish(dist.barrier(async_op=True))
+    global _host_group
+    _host_group = None
     dist.destroy_process_group()
     _recent_work.clear()  # the collectives' tensors are freed here, on this thread (module docstring)
 
@@ -93,6 +99,16 @@ def all_reduce_sum(tensor: torch.Tensor, info: DistInfo) -> torch.Tensor:
     if info.enabled:
         _finish(dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True))
     return tensor
+
+
+def host_sum(values: list[float], info: DistInfo) -> list[float]:
+    """`values` (host numbers) summed over ranks, through gloo on the CPU: the update loop's
+    agreement (stop signal, rank 0's clock) never waits for the GPU's queue. One process: `values`."""
+    if not info.enabled:
+        return values
+    t = torch.tensor(values, dtype=torch.float64)
+    _finish(dist.all_reduce(t, op=dist.ReduceOp.SUM, group=_host_group, async_op=True))
+    return t.tolist()
 
 
 def broadcast_flag(flag: bool, info: DistInfo, device: torch.device) -> bool:

@@ -31,15 +31,21 @@ class Epoch:
     batches: list[np.ndarray]  # index arrays into `split`
     src_tokens: np.ndarray  # (len(batches),) float64: source tokens per batch, EOS included
     tgt_tokens: np.ndarray  # (len(batches),) float64: target tokens of the loss per batch, EOS included
+    # (len(batches),) float64: the same summed over the ranks' batches at each position; every rank
+    # knows every rank's batches (a pure function of config and epoch), so no collective is needed
+    global_src: np.ndarray
+    global_tgt: np.ndarray
+    sampler: TokenBatchSampler  # its shape_of(batch): the batch's grid shape (None without train.max_shapes)
 
 
 class TrainingData:
     """The training split and its batch plan, epoch by epoch; a pure function of (config, epoch)."""
 
     def __init__(self, cfg: Config, run_dir: Path, split: EncodedSplit, tokenizer: Tokenizer, info: DistInfo,
-                 report: Callable[[str], None]) -> None:
+                 report: Callable[[str], None], max_shapes: int = 0) -> None:
         t, tok = cfg.train, cfg.tokenizer
         self.cfg, self.split, self.info, self.report = cfg, split, info, report
+        self.max_shapes = max_shapes  # train.max_shapes resolved (mt.train.compiled.plan_step)
         self.pair_sizes = [p["train_sentences"] for p in prepared_pairs(run_dir)]
         self.pair_counts: list[int] = []
         synthetic = prepared_synthetic(run_dir)
@@ -68,7 +74,7 @@ class TrainingData:
                                  max_sentences=t.max_sentences, seed=t.seed, rank=self.info.rank,
                                  world_size=self.info.world_size, pad_multiple=t.pad_multiple,
                                  pair_sizes=self.pair_sizes, temperature=self.cfg.data.pair_temperature,
-                                 pair_counts=self.pair_counts)
+                                 pair_counts=self.pair_counts, max_shapes=self.max_shapes)
 
     def epoch(self, epoch: int) -> Epoch:
         """Epoch `epoch`'s split and batches (the same object when asked twice in a row)."""
@@ -84,7 +90,13 @@ class TrainingData:
         assert sampler is not None
         batches = sampler.epoch_batches(epoch)
         src_len, tgt_len = split.src.lengths() + 1, split.tgt.lengths() + 1  # + EOS
-        result = Epoch(split, batches, np.array([src_len[b].sum() for b in batches], dtype=np.float64),
-                       np.array([tgt_len[b].sum() for b in batches], dtype=np.float64))
+        src_tok, tgt_tok = (np.array([n[b].sum() for b in batches], dtype=np.float64) for n in (src_len, tgt_len))
+        global_src, global_tgt = src_tok, tgt_tok
+        world = self.info.world_size
+        if world > 1:  # position i of every rank: batches i*world .. i*world + world - 1 of the epoch
+            every = sampler.all_batches(epoch)[:len(batches) * world]
+            global_src, global_tgt = (np.array([n[b].sum() for b in every], dtype=np.float64)
+                                      .reshape(len(batches), world).sum(axis=1) for n in (src_len, tgt_len))
+        result = Epoch(split, batches, src_tok, tgt_tok, global_src, global_tgt, sampler)
         self._last = (epoch, result)
         return result

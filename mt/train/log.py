@@ -104,11 +104,12 @@ class TrainLog:
                   f"ppl {record['ppl']:.2f}{scores}{' | new best' if improved else ''}"
                   f"{' | early stopping' if early else ''}")
 
-    def step(self, *, loss: float, lr: float, tok_s: float, left_s: float | None) -> None:
-        """Advance the bar by one update and show the running figures."""
+    def step(self, *, loss: float | None, lr: float, tok_s: float, left_s: float | None) -> None:
+        """Advance the bar by one update and show the running figures (`loss`: the last logged one,
+        None before the first log line; the loop reads the device only at log lines)."""
         if self.bar is None:
             return
-        post = {"loss": f"{loss:.3f}", "lr": f"{lr:.2e}", "tok/s": f"{tok_s:.0f}"}
+        post = {"loss": "-" if loss is None else f"{loss:.3f}", "lr": f"{lr:.2e}", "tok/s": f"{tok_s:.0f}"}
         if left_s is not None:
             post["left"] = f"{int(left_s) // 60}:{int(left_s) % 60:02d}"
         self.bar.set_postfix(post, refresh=False)
@@ -129,17 +130,15 @@ class TrainLog:
 class Window:
     """Training figures summed over the updates since the last train log line, and when it began."""
 
-    loss: float = 0.0  # summed label-smoothed loss (over target tokens, all ranks)
-    nll: float = 0.0  # summed NLL
+    loss: float = 0.0  # summed label-smoothed loss (over target tokens, all ranks), read at the log line
+    nll: float = 0.0  # summed NLL, read at the log line
     tgt_tokens: float = 0.0
     src_tokens: float = 0.0
     updates: int = 0
     start: float = field(default_factory=time.perf_counter)
 
-    def add(self, *, loss: float, nll: float, tgt_tokens: float, src_tokens: float) -> None:
-        """One more update's sums."""
-        self.loss += loss
-        self.nll += nll
+    def add(self, *, tgt_tokens: float, src_tokens: float) -> None:
+        """One more update's token counts (its loss stays on the device until the log line)."""
         self.tgt_tokens += tgt_tokens
         self.src_tokens += src_tokens
         self.updates += 1

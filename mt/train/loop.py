@@ -30,9 +30,15 @@ a second signal aborts at once without saving (`mt.errors.Interrupted`; the CLI 
 signal number: 130 for SIGINT, 143 for SIGTERM, as a shell reports a signal). kill -9 or a power
 cut at any moment loses nothing saved: every write is atomic, the next start removes the temp
 files of cut writes and a torn last line of metrics.jsonl, and --resume continues from last.pt. torchrun forwards SIGTERM to every rank
-and kills them 30 s later, so an update plus a last.pt write must fit in that. NaN/inf losses
-skip the update (no optimizer step); past max_bad_losses of them training stops with an MTError,
-writing nothing, so last.pt keeps the last good state.
+and kills them 30 s later, so an update plus a last.pt write must fit in that.
+
+No host sync inside an update (mt/train/step.py): loss, NLL, gradient norm and the non-finite
+check stay on the device, summed there, and the host reads them once per log line, validation
+and checkpoint (`_Loop._read`); token counts and the ranks' agreement are host numbers. An update
+with a NaN/inf loss or gradient is skipped on the device (the fused optimizer's found_inf: no
+step, moments and step count untouched) but still counts as an update; the next read reports it,
+and past max_bad_losses of them training stops with an MTError, writing nothing, so last.pt keeps
+the last state saved.
 
 Seeds: every rank initialises the model from train.seed (identical weights), then reseeds with
 seed + rank so dropout streams differ between ranks.
@@ -46,13 +52,13 @@ import math
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from mt.config import Config
 from mt.config_checks import parse_duration
 from mt.config_load import save_config
+from mt.data.batching import Batch
 from mt.data.prepare import prepare
 from mt.data.splits import load_split
 from mt.data.tokenizer import Tokenizer
@@ -64,30 +70,26 @@ from mt.textio import remove_stale_temp_files
 from mt.train import distributed
 from mt.train.averaging import average_or_best
 from mt.train.confidence_fit import fit_and_store_confidence
+from mt.train.compiled import StepPlan, compile_forward, plan_step
 from mt.train.decode_fit import fit_and_store
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
 from mt.train.epochs import TrainingData
+from mt.train.feed import epoch_feed
 from mt.train.horizon import RunHorizon, plan_lines
 from mt.train.init_from import RunStart, load_init_weights, run_sources
 from mt.train.log import PhaseTimer, TrainLog, Window
 from mt.train.optim import Schedule, build_optimizer, set_lr, training_progress
-from mt.train.precision import (
-    PrecisionChoice,
-    keep_compiled_kernels,
-    pad_multiple_for,
-    resolve_precision,
-    step_speedup,
-)
+from mt.train.precision import PrecisionChoice, run_precision
 from mt.train.state import (
     StopReason,
     StopSignal,
     TrainState,
+    count_bad_updates,
     limit_reached,
     restore,
     rng_state,
     seed_everything,
-    skip_bad_update,
     training_state,
 )
 from mt.train.step import UpdateStep, autocast
@@ -106,18 +108,7 @@ def train(cfg: Config, *, resume: bool = False, start: RunStart | None = None) -
     if cfg.train.threads > 0 and device.type == "cpu":
         torch.set_num_threads(cfg.train.threads)
     distributed.init(info, device)
-    if device.type == "cpu":
-        keep_compiled_kernels()  # before the probe: its bf16 passes are the process's first oneDNN work
-    # A bf16 run would pad (pad_multiple auto) and so reuse its kernels: the probe times that case.
-    bounded_shapes = pad_multiple_for(cfg.train.pad_multiple, "bf16", device) > 1
-    choice = resolve_precision(cfg.train.precision, device, probe=lambda: step_speedup(
-        cfg.model, cfg.tokenizer.vocab_size, cfg.train.max_tokens, repeated_shapes=bounded_shapes))
-    if cfg.train.precision == "auto" and info.enabled:  # each rank timed its own check: follow rank 0
-        bf16 = distributed.broadcast_flag(choice.precision == "bf16", info, device)
-        if bf16 != (choice.precision == "bf16"):
-            choice = PrecisionChoice("bf16" if bf16 else "fp32", "auto: as chosen on rank 0")
-    pad = pad_multiple_for(cfg.train.pad_multiple, choice.precision, device)
-    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, pad_multiple=pad))
+    cfg, choice = run_precision(cfg, info, device)
     stop = StopSignal()
     stop.install()
     finished = False
@@ -163,7 +154,9 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     if source is not None and not resume:
         load_init_weights(model, source)  # a new run from trained weights; optimizer, schedule, state fresh
         source.checkpoint.drop_tensors()  # now in the model: not held twice for the whole run
-    optimizer = build_optimizer(model, t)
+    plan = plan_step(t, cfg.model, device, info.world_size)
+    model.attention_kernel = "flex" if plan.flex else "sdpa"
+    optimizer = build_optimizer(model, t, capturable=plan.cuda_graphs)
     scaler = torch.amp.GradScaler("cuda") if precision.precision == "fp16" else None
     ema = WeightEMA(model, t.ema_decay) if t.ema_decay > 0 else None
     log = TrainLog(run_dir, enabled=info.is_main, total_updates=t.max_updates)
@@ -184,14 +177,15 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
         ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None,
                                       forward_sync_buffers=False, gradient_as_bucket_view=True)
 
-    data = TrainingData(cfg, run_dir, train_split, tokenizer, info, log.info)
+    log.info(plan.describe())
+    data = TrainingData(cfg, run_dir, train_split, tokenizer, info, log.info, max_shapes=plan.max_shapes)
     files = CheckpointFiles(ckpt_dir, cfg, tokenizer, keep=t.keep_checkpoints,
                             init_from=source.record if source is not None else None)
-    step = UpdateStep(model=model, ddp=ddp, optimizer=optimizer, scaler=scaler, train_split=train_split, t=t, info=info,
-                       device=device, timer=PhaseTimer(), precision=precision.precision)
+    step = UpdateStep(model=model, ddp=ddp, optimizer=optimizer, scaler=scaler, t=t, info=info, device=device,
+                      timer=PhaseTimer(), precision=precision.precision, forward=compile_forward(ddp, plan))
     validator = Validator(cfg, run_dir, tokenizer, device, lambda: autocast(precision.precision, device))
     loop = _Loop(cfg=cfg, info=info, device=device, model=model, step=step, validator=validator,
-                 data=data, state=state, files=files, log=log, stop=stop, ema=ema)
+                 data=data, state=state, files=files, log=log, stop=stop, ema=ema, plan=plan)
     try:
         return loop.run()
     finally:
@@ -203,11 +197,11 @@ class _Loop:
 
     def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: UpdateStep,
                  validator: Validator, data: TrainingData, state: TrainState,
-                 files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None) -> None:
+                 files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None, plan: StepPlan) -> None:
         self.t, self.info, self.device, self.model, self.step, self.validator = \
             cfg.train, info, device, model, step, validator
         self.cfg_decode = cfg.decode
-        self.ema = ema
+        self.ema, self.plan = ema, plan
         self.data, self.state, self.files, self.log, self.stop = data, state, files, log, stop
         self.optimizer, self.scaler, self.timer = step.optimizer, step.scaler, step.timer
         self.budget = parse_duration(self.t.time_budget)
@@ -219,6 +213,10 @@ class _Loop:
             self.t.max_updates or self.horizon_updates or self.budget),
             warmup=self.horizon.warmup(state.update, state.elapsed))
         self.flops = model.flops_per_token()
+        # on the device, read at log lines and checkpoints: the window's summed loss and NLL, non-finite updates
+        self.sums = torch.tensor([0.0, 0.0, float(state.bad_losses)], device=device)
+        self.gnorm = torch.zeros((), device=device)
+        self.shown_loss: float | None = None  # the last logged loss, on the progress bar
         self.window = Window()
         self.total_tokens = 0.0
         self.session_start = CLOCK()
@@ -250,12 +248,15 @@ class _Loop:
         self.window = Window()
         while not reason:
             epoch = self.data.epoch(st.epoch)
-            self.step.train_split = epoch.split
-            batches, tgt_tokens, src_tokens = epoch.batches, epoch.tgt_tokens, epoch.src_tokens
+            batches = epoch.batches
+            feed = epoch_feed(epoch.split, batches, epoch.sampler, st.position, multiple=t.pad_multiple,
+                              workers=self.plan.workers, pin=self.device.type == "cuda")
             while st.position < len(batches) and not reason:
                 end = min(st.position + t.accumulate, len(batches))
-                reason = self._one_update(batches[st.position:end], tgt_tokens[st.position:end].sum(),
-                                          src_tokens[st.position:end].sum(), end)
+                chunk = [next(feed) for _ in range(st.position, end)]
+                reason = self._one_update(chunk, epoch.global_tgt[st.position:end].sum(),
+                                          epoch.global_src[st.position:end].sum(), end)
+            feed.close()  # (workers stop)
             if st.position >= len(batches):  # the epoch is done (also after a final update in it)
                 st.epoch += 1
                 st.position = 0
@@ -267,15 +268,16 @@ class _Loop:
                     reason = limit_reached(self.state, self.t)
         return self._finish(reason)
 
-    def _one_update(self, chunk: list[np.ndarray], local_tgt: float, local_src: float, end: int) -> StopReason | None:
-        """Agree with the other ranks, run one update (or skip it), report; returns a stop reason or None."""
+    def _one_update(self, chunk: list[Batch], global_tgt: float, global_src: float, end: int) -> StopReason | None:
+        """Agree with the other ranks, run one update (skipped on the device when not finite), report;
+        returns a stop reason or None. Reads nothing back from the device except at a log line."""
         st, t, info = self.state, self.t, self.info
         self.timer.mark()
         # 1. rank 0's clock, plus the time the closing validation(s) will take, so they fit the budget too
         now = self.elapsed() if info.is_main else 0.0  # (other ranks add 0: rank 0's clock is the one)
-        sync = torch.tensor([local_tgt, local_src, float(self.stop.signum != 0), now + st.final_reserve * info.is_main,
-                             now, self.valid_seconds * info.is_main], dtype=torch.float64, device=self.device)
-        global_tgt, global_src, any_stop, elapsed, now, valid_s = distributed.all_reduce_sum(sync, info).tolist()
+        any_stop, elapsed, now, valid_s = distributed.host_sum(
+            [float(self.stop.signum != 0), now + st.final_reserve * info.is_main, now,
+             self.valid_seconds * info.is_main], info)
         self.valid_share = valid_s / max(now - self.session_elapsed0, 1e-9)  # the same on every rank
         if any_stop:
             return StopReason.SIGNAL
@@ -291,22 +293,24 @@ class _Loop:
         lr = self.schedule.lr_at(st.update + 1, progress)
         set_lr(self.optimizer, lr)
         # 3-4. forward/backward, clip, step
-        loss, nll, gnorm, ok = self.step(chunk, scale=info.world_size / global_tgt)
+        result = self.step(chunk, scale=info.world_size / global_tgt)
         st.position = end
-        if not ok:
-            skip_bad_update(st, t, self.log, self.files.last, loss=loss, gnorm=gnorm)
-            return None
-        st.update += 1
+        st.update += 1  # a non-finite update counts too: skipped on the device, reported at the next read
+        self.sums += torch.stack([result.loss, result.nll, result.bad.to(self.sums.dtype)])
+        self.gnorm = result.gnorm
         if self.ema is not None:
             self.ema.update(st.update)
         # 5. log
         self.total_tokens += global_tgt
-        self.window.add(loss=loss, nll=nll, tgt_tokens=global_tgt, src_tokens=global_src)
-        self.log.step(loss=loss / global_tgt, lr=lr, tok_s=self.window.tgt_tokens / self.window.seconds(),
+        self.window.add(tgt_tokens=global_tgt, src_tokens=global_src)
+        self.log.step(loss=self.shown_loss, lr=lr, tok_s=self.window.tgt_tokens / self.window.seconds(),
                       left_s=(self.budget - elapsed) if self.budget else None)
         if st.update % t.log_every == 0:
+            self.window.loss, self.window.nll, gnorm = self._read()
+            self.shown_loss = self.window.loss / max(self.window.tgt_tokens, 1.0)
             self.log.train(self.window, update=st.update, epoch=st.epoch, wall=self.elapsed(), lr=lr, gnorm=gnorm,
                            flops=self.flops)
+            self.sums[:2].zero_()
             self.window = Window()
         # 6. validate and/or save
         early = False
@@ -319,6 +323,14 @@ class _Loop:
         if early:
             return StopReason.EARLY_STOPPING
         return limit_reached(self.state, self.t)
+
+    def _read(self) -> tuple[float, float, float]:
+        """The host's one read of the device's figures, at log lines, validations and checkpoints:
+        (the window's summed loss, summed NLL, the last update's gradient norm). Non-finite updates
+        are counted from it: too many stop training before anything more is written."""
+        loss, nll, bad, gnorm = torch.cat([self.sums, self.gnorm.reshape(1).to(self.sums.dtype)]).tolist()
+        count_bad_updates(self.state, self.t, self.log, self.files.last, int(bad))
+        return loss, nll, gnorm
 
     def _validation_fits(self) -> bool:
         """False while validations have taken train.valid_max_share of this session (the share as of
@@ -334,6 +346,7 @@ class _Loop:
     def _validate_and_save(self, *, why: str) -> bool:
         """Validate on rank 0, write best/periodic/last checkpoints; True when patience ran out."""
         st, t = self.state, self.t
+        self._read()
         self.timer.mark()
         started = CLOCK()
         early = False
@@ -370,12 +383,14 @@ class _Loop:
         return self.ema.applied() if self.ema is not None else contextlib.nullcontext()
 
     def _save_periodic(self) -> None:
+        self._read()
         if self.info.is_main:
             with self.smoothed():
                 self.files.save_periodic(self.model, update=self.state.update, epoch=self.state.epoch)
 
     def _save_last(self) -> None:
         """Full training state in last.pt (every rank's RNG gathered to rank 0)."""
+        self._read()
         rngs = distributed.gather_objects(rng_state(), self.info, self.device)
         if not self.info.is_main:
             return

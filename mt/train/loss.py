@@ -215,17 +215,20 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
 
 
 def projected_smoothed_nll(hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
-                           epsilon: float, pad_id: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+                           epsilon: float, pad_id: int = 0, real: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """`label_smoothed_nll(F.linear(hidden, weight, bias), target, epsilon, pad_id)`, in row chunks.
 
     hidden: (B, T, D) the decoder's final states; weight (V, D) and bias (V,) or None: the output
     projection; target: (B, T) long, `pad_id` where padded. Returns the summed smoothed loss
     (differentiable), the summed NLL (detached) and the number of real target tokens, 0-d tensors.
+    `real`: (n,) long, the non-PAD positions of target.reshape(-1) when the caller knows them
+    (`Batch.real_targets`, found on the host), else found here with `nonzero`.
     """
     if hidden.device.type != "cpu" or not torch.is_grad_enabled():
         return label_smoothed_nll(F.linear(hidden, weight, bias), target, epsilon, pad_id)
     flat_target = target.reshape(-1)  # (N,)
-    real = flat_target.ne(pad_id).nonzero().squeeze(1)  # (n,) indices of real target positions
+    if real is None:
+        real = flat_target.ne(pad_id).nonzero().squeeze(1)  # (n,) indices of real target positions
     dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hidden.dtype
     with torch.autocast("cpu", enabled=False):  # the products' dtype is chosen explicitly above
         loss, nll = _ProjectedSmoothedNLL.apply(hidden.reshape(-1, hidden.size(-1)).index_select(0, real), weight,

@@ -28,8 +28,9 @@ COOLDOWN = TrainConfig.cooldown  # fraction of the horizon over which the learni
 FLOOR = 0.0  # learning rate at the horizon, as a fraction of the base schedule's value there
 
 
-def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.Optimizer:
-    """Adam or AdamW; weight decay only on matrices (not on biases or LayerNorm gains)."""
+def build_optimizer(model: torch.nn.Module, train: TrainConfig, capturable: bool = False) -> torch.optim.Optimizer:
+    """Adam or AdamW, fused; weight decay only on matrices (not on biases or LayerNorm gains).
+    `capturable` (CUDA graphs): the step count stays on the device, so a graph may replay the step."""
     decay, no_decay = [], []
     for _, p in model.named_parameters():  # shared (tied) parameters appear once
         if not p.requires_grad:
@@ -41,8 +42,9 @@ def build_optimizer(model: torch.nn.Module, train: TrainConfig) -> torch.optim.O
     ]
     # fused kernels exist for CPU and CUDA in torch >= 2.4 and are the fastest step
     if train.optimizer == "adamw":
-        return torch.optim.AdamW(groups, lr=train.lr, betas=train.betas, eps=train.eps, fused=True)
-    return torch.optim.Adam(groups, lr=train.lr, betas=train.betas, eps=train.eps, fused=True)
+        return torch.optim.AdamW(groups, lr=train.lr, betas=train.betas, eps=train.eps, fused=True,
+                                 capturable=capturable)
+    return torch.optim.Adam(groups, lr=train.lr, betas=train.betas, eps=train.eps, fused=True, capturable=capturable)
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -17,6 +17,7 @@ one-line reason for the training log.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -25,10 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from mt.config import ModelConfig
+from mt.config import Config, ModelConfig
 from mt.data.batching import collate
 from mt.device import bf16_feature
 from mt.model.transformer import Transformer
+from mt.train import distributed
+from mt.train.distributed import DistInfo
 from mt.train.step import autocast, batch_loss
 
 # A training step is not only matrix products (casts, softmax, LayerNorm, the optimizer stay as
@@ -152,3 +155,20 @@ def resolve_precision(requested: str, device: torch.device,
         return PrecisionChoice("fp32", f"auto: the CPU has {feature}, but {what} ran only {speedup:.2f}x as fast "
                                        f"as fp32 here (bf16 needs {needed:.1f}x)")
     return PrecisionChoice("bf16", f"auto: the CPU has {feature} and {what} ran {speedup:.2f}x as fast as fp32 here")
+
+
+def run_precision(cfg: Config, info: DistInfo, device: torch.device) -> tuple[Config, PrecisionChoice]:
+    """The training run's precision (auto resolved by timing this model's step; DDP ranks follow
+    rank 0) and `cfg` with train.pad_multiple resolved for it."""
+    if device.type == "cpu":
+        keep_compiled_kernels()  # before the probe: its bf16 passes are the process's first oneDNN work
+    # A bf16 run would pad (pad_multiple auto) and so reuse its kernels: the probe times that case.
+    bounded_shapes = pad_multiple_for(cfg.train.pad_multiple, "bf16", device) > 1
+    choice = resolve_precision(cfg.train.precision, device, probe=lambda: step_speedup(
+        cfg.model, cfg.tokenizer.vocab_size, cfg.train.max_tokens, repeated_shapes=bounded_shapes))
+    if cfg.train.precision == "auto" and info.enabled:  # each rank timed its own check: follow rank 0
+        bf16 = distributed.broadcast_flag(choice.precision == "bf16", info, device)
+        if bf16 != (choice.precision == "bf16"):
+            choice = PrecisionChoice("bf16" if bf16 else "fp32", "auto: as chosen on rank 0")
+    pad = pad_multiple_for(cfg.train.pad_multiple, choice.precision, device)
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, pad_multiple=pad)), choice

@@ -178,13 +178,16 @@ def limit_reached(st: TrainState, t: TrainConfig) -> StopReason | None:
     return None
 
 
-def skip_bad_update(st: TrainState, t: TrainConfig, log: TrainLog, last: Path, *, loss: float,
-                     gnorm: float) -> None:
-    """Count a non-finite loss or gradient (the update was not applied); too many stop training."""
-    st.bad_losses += 1
-    if st.bad_losses > t.max_bad_losses:  # no checkpoint now: last.pt keeps the last good state
-        raise MTError(f"train: {st.bad_losses} non-finite losses (train.max_bad_losses={t.max_bad_losses}); "
+def count_bad_updates(st: TrainState, t: TrainConfig, log: TrainLog, last: Path, total: int) -> None:
+    """`total` updates so far had a non-finite loss or gradient (a device counter, read at a log line
+    or checkpoint); each was skipped by the optimizer. New ones are logged; past train.max_bad_losses
+    training stops, writing nothing, so last.pt keeps the last state saved before them."""
+    if total <= st.bad_losses:
+        return
+    new, st.bad_losses = total - st.bad_losses, total
+    if total > t.max_bad_losses:
+        raise MTError(f"train: {total} non-finite losses (train.max_bad_losses={t.max_bad_losses}); "
                       f"stopped at update {st.update}, the last good state is in {last}; "
                       f"try a lower train.lr or fp32")
-    log.info(f"warning: non-finite loss/gradient at update {st.update + 1} (loss {loss}, grad norm "
-             f"{gnorm}); update skipped ({st.bad_losses}/{t.max_bad_losses})")
+    log.info(f"warning: {new} update(s) with a non-finite loss/gradient by update {st.update}, "
+             f"skipped ({total}/{t.max_bad_losses})")

@@ -69,8 +69,8 @@ from mt.model.transformer import Transformer
 from mt.textio import remove_stale_temp_files
 from mt.train import distributed
 from mt.train.averaging import average_or_best
-from mt.train.confidence_fit import fit_and_store_confidence
 from mt.train.compiled import StepPlan, compile_forward, plan_step
+from mt.train.confidence_fit import fit_and_store_confidence
 from mt.train.decode_fit import fit_and_store
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA

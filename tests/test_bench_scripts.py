@@ -378,7 +378,7 @@ def test_exp_glossary_company_terms_runs_on_the_tiny_checkpoint(tmp_path: Path) 
 
 
 def test_gpu_check_runs_every_stage_on_the_cpu(multi30k_dir: Path, tmp_path: Path) -> None:
-    """scripts/bench/gpu_check.sh with its tiny override (GPU_CHECK_TINY=1: CPU, tiny model, 20 s of
+    """scripts/bench/gpu_check.sh with its tiny override (GPU_CHECK_TINY=1: CPU, tiny model, 8 s of
     training): every stage ends well and the report holds the bench rows (mt eager and compiled),
     the loop-over-step ratio and a BLEU."""
     import json

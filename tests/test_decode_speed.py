@@ -106,13 +106,13 @@ def test_translating_a_batch_equals_translating_each_line_alone(model: Transform
 def test_small_searches_run_on_one_thread_and_restore_the_count(model: Transformer,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
-    real = engine_module.search_batch
+    real = engine_module.search_best  # n_best None: the one output with its score
 
     def spy(*args, **kwargs):  # the thread count the search itself runs with
         seen.append(torch.get_num_threads())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine_module, "search_batch", spy)
+    monkeypatch.setattr(engine_module, "search_best", spy)
     torch.set_num_threads(2)
     try:
         native = NativeEngine(model, "cpu")
@@ -126,7 +126,7 @@ def test_small_searches_run_on_one_thread_and_restore_the_count(model: Transform
         def fail(*args, **kwargs):
             raise RuntimeError("boom")
 
-        monkeypatch.setattr(engine_module, "search_batch", fail)
+        monkeypatch.setattr(engine_module, "search_best", fail)
         with pytest.raises(RuntimeError, match="boom"):
             native.search_ids([[5]], greedy, n_best=None, sentence_ids=[0])
         assert torch.get_num_threads() == 2  # restored on errors too

@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from mt.config import Config, DecodeConfig
 from mt.config_load import config_from_dict, config_to_dict
 from mt.data.prepare import prepare
 from mt.data.splits import load_split, prepared_pairs
@@ -22,6 +24,12 @@ from tests.data.pairs_v2.make_fixtures import LINES, corpus, raw_config
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "pairs_v2"
 EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))["translations"]
+
+
+def unguarded(cfg: Config) -> DecodeConfig:
+    """The checkpoint's decode settings without the loop guard (issue 62), which is on for old
+    checkpoints too: the recorded translations of these random models loop, as they did then."""
+    return replace(cfg.decode, no_repeat_ngram_size=0)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -59,9 +67,10 @@ def test_an_old_bilingual_checkpoint_is_one_untagged_pair() -> None:
     assert not cfg.data.target_tags and [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs] == [("en", "de")]
     assert tokenizer.targets == ("de",) and tokenizer.target_tags() == {}
     assert config_from_dict(config_to_dict(cfg)) == cfg
-    got = translate_lines(model, tokenizer.for_target(None), LINES, cfg.decode, device="cpu")
+    decode = unguarded(cfg)
+    got = translate_lines(model, tokenizer.for_target(None), LINES, decode, device="cpu")
     assert got == EXPECTED["bilingual"]["None"]
-    assert translate_lines(model, tokenizer.for_target("de"), LINES, cfg.decode, device="cpu") == got
+    assert translate_lines(model, tokenizer.for_target("de"), LINES, decode, device="cpu") == got
     with pytest.raises(MTError, match=r"^target language fr: the model does not translate into 'fr'; it knows de$"):
         tokenizer.for_target("fr")
 
@@ -71,7 +80,7 @@ def test_an_old_multi_pair_checkpoint_keeps_its_tags() -> None:
     assert cfg.data.target_tags and cfg.data.target_langs == ("de", "ru")
     assert config_from_dict(config_to_dict(cfg)) == cfg
     for lang in ("de", "ru"):
-        assert translate_lines(model, tokenizer.for_target(lang), LINES, cfg.decode, device="cpu") == \
+        assert translate_lines(model, tokenizer.for_target(lang), LINES, unguarded(cfg), device="cpu") == \
             EXPECTED["multi"][lang]
 
 
@@ -81,13 +90,14 @@ def test_old_checkpoints_through_the_cli(tmp_path: Path, monkeypatch: pytest.Mon
 
     src = tmp_path / "in.en"
     src.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
+    off = ("--no-repeat-ngram", "0")  # as recorded: before the loop guard
     for args, want in [((), EXPECTED["bilingual"]["None"]), (("--target-lang", "de"), EXPECTED["bilingual"]["None"])]:
-        code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", FIXTURES / "bilingual.pt", "-i", src, *args)
+        code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", FIXTURES / "bilingual.pt", "-i", src, *off, *args)
         assert code == 0 and out.splitlines() == want, err
     code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", FIXTURES / "bilingual.pt", "-i", src,
                              "--target-lang", "fr")
     assert code == 2 and "--target-lang fr: the model does not translate into 'fr'; it knows de" in err
-    code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", FIXTURES / "multi.pt", "-i", src,
+    code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", FIXTURES / "multi.pt", "-i", src, *off,
                              "--target-lang", "ru")
     assert code == 0 and out.splitlines() == EXPECTED["multi"]["ru"], err
     code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", FIXTURES / "multi.pt", "-i", src)

@@ -118,7 +118,9 @@ def test_train_logs_the_mix_and_translate_has_no_tag(mixed_run, synthetic_dir, m
     src = tmp_path / "in.en"
     src.write_text(f"two dogs run .\n{SYNTHETIC_TAG} a man\n\n", encoding="utf-8")
     ckpt = tmp_path / "runs" / "tiny" / "checkpoints" / "last.pt"
-    code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", ckpt, "-i", src, "--beam", "2")
+    # --protect none: a literal "<BT>" in a person's text is an `<x>` placeholder to protection, kept
+    # verbatim; here the question is whether the model itself ever writes the tag.
+    code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", ckpt, "-i", src, "--beam", "2", "--protect", "none")
     assert code == 0, err
     assert len(out.split("\n")) == 4 and SYNTHETIC_TAG not in out
 

@@ -160,14 +160,17 @@ def _train_spm(sentences: Sequence[str], cfg: TokenizerConfig, writer: io.BytesI
         model_type=cfg.type, vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
         pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
         pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
-        normalization_rule_name="identity" if rule_file else cfg.normalization, normalization_rule_tsv=rule_file,
-        byte_fallback=cfg.byte_fallback, hard_vocab_limit=cfg.hard_vocab_limit,
+        normalization_rule_name="identity" if rule_file else cfg.normalization, byte_fallback=cfg.byte_fallback,
         # identity means text as written: runs of spaces too (the other rules collapse them).
         remove_extra_whitespaces=cfg.normalization not in ("identity", "cjk_width"),
         # The sample is already drawn (seeded) by the caller: no second sampling or shuffling.
         input_sentence_size=0, shuffle_input_sentence=False,
         num_threads=TRAIN_THREADS, max_sentence_length=_MAX_SENTENCE_BYTES, minloglevel=2,
-        **({"control_symbols": list(tags)} if tags else {}),  # absent: bilingual models stay byte-identical
+        # Each option only when set: an option given is stored in the model, and models trained with
+        # the defaults stay byte-identical to earlier ones.
+        **({"control_symbols": list(tags)} if tags else {}),
+        **({"normalization_rule_tsv": rule_file} if rule_file else {}),
+        **({} if cfg.hard_vocab_limit else {"hard_vocab_limit": False}),
     )
 
 

@@ -12,7 +12,7 @@
 #
 # Environment: PYTHON (default python), DATA (default data/multi30k: `mt data fetch multi30k`),
 # DEVICE (default cuda). GPU_CHECK_TINY=1 is the test suite's override: CPU, the tiny config,
-# a few steps and a 20 s budget, so every stage and the report run anywhere in a minute or two.
+# a few steps and an 8 s budget, so every stage and the report run anywhere in about a minute.
 set -euo pipefail
 OUT=${1:-gpu_check_out}
 PY=${PYTHON:-python}
@@ -25,7 +25,7 @@ if [[ "${GPU_CHECK_TINY:-0}" == 1 ]]; then
   DEVICE=cpu
   BENCH=(--config configs/tiny.yaml --size config --lengths wmt --max-tokens 300 --precision fp32 --modes eager compiled
          --backend aot_eager --max-shapes 4 --steps 2 --warmup 0 --rounds 1 --threads 1 --no-reference --no-sampler)
-  BUDGET=20s
+  BUDGET=8s
   TRAIN_SET=(--set tokenizer.vocab_size=400 --set data.train_limit=600 --set train.threads=1 --set train.valid_max_sentences=20
              --set model.d_model=32 --set model.d_ff=64 --set model.heads=2 --set model.encoder_layers=1 --set model.decoder_layers=1
              --set train.average_last=0 --set train.fit_alpha=false)

@@ -96,6 +96,9 @@ def test_case_styles_and_the_model_truecaser() -> None:
     assert case_style("Two Dogs Are Playing in the Snow.".split()) == "title"
     assert case_style("John and Mary visit New York today.".split()) == "none"
     assert case_style("A man plugs a USB stick into the NASA computer.".split()) == "none"
+    # a script without case around a few capitals is not shouting (issue 61's Japanese input)
+    assert case_style("ＡＢＣの本を読みました。".split()) == "none" and case_style("NHKのニュースを見た".split()) == "none"
+    assert case_style("ПРИВЕТ МИР СЕГОДНЯ".split()) == "upper"
     assert case_style(["OK"]) == "none" and case_style(["CANCEL"]) == "upper"
     words = "TWO DOGS IN NEW YORK.".split()
     assert sentence_case(words, "upper", count) == ["Two", "dogs", "in", "new", "York."]  # York: 1 piece capitalised

@@ -53,8 +53,9 @@ def _starts_upper(word: str) -> bool:
 def case_style(words: Sequence[str]) -> Style:
     """The case style of a sentence's words (module docstring): "upper", "title" or "none"."""
     lettered = [w for w in words if _cased(w)]
-    if not lettered:
-        return "none"
+    letters = "".join(c for w in words for c in w if c.isalpha())
+    if not lettered or 2 * sum(c.isupper() or c.islower() for c in letters) < len(letters):
+        return "none"  # mostly a script without case (ＡＢＣの本を読みました。 is not shouting)
     if all(_is_upper(w) for w in lettered):
         big = [w for w in lettered if _letters(w) >= 2]
         return "upper" if len(big) >= 2 or any(_letters(w) >= 4 for w in lettered) else "none"

@@ -109,15 +109,16 @@ demo: data
 # pytest exits 5 when it collected no tests: that is a failure, not a pass.
 # tests/test_page.py drives a real headless Chromium: Debian's chromium + chromium-driver, installed
 # here when missing (as root, or through sudo). It fails loudly when it cannot; the test itself
-# fails, never skips, without a browser.
+# fails, never skips, without a browser. Debian's gettext comes with them: tests/test_documents_l10n.py
+# checks a translated .po with `msgfmt --check`.
 browser-deps:
-	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
-	echo "browser-deps: installing Debian's chromium and chromium-driver for tests/test_page.py"; \
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v msgfmt >/dev/null; then exit 0; fi; \
+	echo "browser-deps: installing Debian's chromium, chromium-driver and gettext for tests/test_page.py and msgfmt"; \
 	SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
-	$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium chromium-driver \
-	  || { echo "browser-deps: FAILED to install chromium + chromium-driver (apt-get); the browser tests need them" >&2; exit 1; }; \
-	command -v chromium >/dev/null && command -v chromedriver >/dev/null \
-	  || { echo "browser-deps: chromium/chromedriver still missing after apt-get" >&2; exit 1; }
+	$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium chromium-driver gettext \
+	  || { echo "browser-deps: FAILED to install chromium + chromium-driver + gettext (apt-get); the tests need them" >&2; exit 1; }; \
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v msgfmt >/dev/null \
+	  || { echo "browser-deps: chromium/chromedriver/msgfmt still missing after apt-get" >&2; exit 1; }
 
 # The documentation site (mkdocs.yml; pages in docs/, the configuration reference generated from
 # mt/config.py by the hook scripts/tools/config_reference.py). --strict: a broken link or anchor, a page

@@ -93,6 +93,9 @@ def _onednn_linear() -> bool:
 
 
 NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
+    "msgfmt": (lambda: shutil.which("msgfmt") is not None, "gettext's msgfmt checks translated .po files: "
+                                                              "install gettext (Debian: apt-get install gettext; "
+                                                              "`make browser-deps` does)"),
     "c++ compiler": (_cxx_compiler, "torch.compile on CPU builds its kernels with a C++ compiler: install g++ "
                                     "(Debian: apt-get install g++) or point $CXX at one"),
     "onednn packed linear": (_onednn_linear, "this torch build has no torch.ops.mkldnn._reorder_linear_weight / "

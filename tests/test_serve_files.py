@@ -36,7 +36,8 @@ def test_subtitles_and_a_document_through_the_server(tiny, files_server: str) ->
 
     settings = httpx.get(files_server + "/frontend/settings", timeout=30).json()
     assert settings["filesTranslation"] is True
-    assert settings["supportedFilesFormat"] == [".txt", ".html", ".htm", ".srt", ".vtt", ".docx", ".odt"]
+    assert settings["supportedFilesFormat"] == [".txt", ".html", ".htm", ".srt", ".vtt", ".docx", ".odt", ".md",
+                                                ".markdown", ".po", ".xlf", ".xliff"]
     r = _send(files_server, "film.srt", SRT.encode())
     assert r.status_code == 200, r.text
     url = r.json()["translatedFileUrl"]
@@ -54,6 +55,27 @@ def test_subtitles_and_a_document_through_the_server(tiny, files_server: str) ->
     assert document.sections[0].header.paragraphs[0].text not in ("", "the header")
 
 
+@pytest.mark.requires("polib", "markdown_it", "msgfmt")
+def test_a_po_file_keeps_its_placeholders_through_the_server(files_server: str, tmp_path) -> None:
+    """The server's callables protect placeholders (mt.text.protect): a random model's c-format
+    translation still holds %d and %s once each, in order, and the catalogue passes msgfmt --check."""
+    import subprocess
+
+    import polib
+    from test_documents_l10n import _catalogue
+
+    r = _send(files_server, "app.po", _catalogue())
+    assert r.status_code == 200, r.text
+    path = tmp_path / "app.de.po"
+    path.write_bytes(httpx.get(r.json()["translatedFileUrl"], timeout=30).content)
+    entry = polib.pofile(str(path)).find("Saved %d files in %s")
+    assert entry is not None and entry.fuzzy and entry.msgstr.count("%d") == entry.msgstr.count("%s") == 1
+    assert entry.msgstr.index("%d") < entry.msgstr.index("%s")
+    check = subprocess.run(["msgfmt", "--check", "--use-fuzzy", "-o", "/dev/null", str(path)], capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stderr
+
+
 @pytest.mark.parametrize(("name", "data", "fields", "status", "error"), [
     (None, b"", {}, 400, "Invalid request: missing file parameter"),
     ("a.txt", b"Hello", {"target": ""}, 400, "Invalid request: missing target parameter"),
@@ -63,6 +85,8 @@ def test_subtitles_and_a_document_through_the_server(tiny, files_server: str) ->
     ("bad.odt", b"PK\x03\x04broken", {}, 400, "bad.odt: not a readable .odt file"),
     ("bad.srt", b"1\n00:00:01,000 --> 00:00:0x\nhi\n", {}, 400, "bad.srt: .srt: cue 1 ends before it starts"),
     ("bad.vtt", b"00:00:01.000 --> 00:00:02.000\nhi\n", {}, 400, "bad.vtt: .vtt: not a WebVTT file"),
+    ("bad.po", b'msgid "a"\nmsgstr "b" "c\n', {}, 400, "bad.po: .po: Syntax error"),
+    ("bad.xlf", b"<!DOCTYPE x [<!ENTITY a 'a'>]><xliff/>", {}, 400, "bad.xlf: XLIFF: a DOCTYPE"),
     ("big.txt", b"x" * 200_000, {}, 413, "body: "),
 ])
 def test_bad_files_are_one_json_error(files_server: str, name, data, fields, status, error) -> None:

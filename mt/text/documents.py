@@ -14,7 +14,9 @@ Formats (docs/guides/documents.md has the table of what each keeps):
 .txt (`translate_txt`: paragraphs between blank lines, each one text, line breaks and blank
 lines as they were), .html/.htm (`translate_html_document`: the whole page through the HTML
 path, doctype kept, `<title>` translated, scripts, styles and attributes not), .srt/.vtt
-(`mt.text.subtitles`), .docx (`mt.text.docx`), .odt (`mt.text.odt`).
+(`mt.text.subtitles`), .docx (`mt.text.docx`), .odt (`mt.text.odt`); .md/.markdown
+(`mt.text.markdown`), gettext .po (`mt.text.po`: untranslated messages filled, marked fuzzy),
+XLIFF 1.2/2.0 .xlf/.xliff (`mt.text.xliff`: empty targets filled, marked for review).
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ from mt.text.limits import DocumentError, DocumentLimits, check_units, decode_te
 
 Translate = Callable[[list[str]], list[str]]
 EXTENSIONS = {".txt": "txt", ".html": "html", ".htm": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx",
-              ".odt": "odt"}
-FORMATS = ("txt", "html", "srt", "vtt", "docx", "odt")
+              ".odt": "odt", ".md": "md", ".markdown": "md", ".po": "po", ".xlf": "xliff", ".xliff": "xliff"}
+FORMATS = ("txt", "html", "srt", "vtt", "docx", "odt", "md", "po", "xliff")
 MEDIA_TYPES = {"txt": "text/plain; charset=utf-8", "html": "text/html; charset=utf-8",
                "srt": "application/x-subrip; charset=utf-8", "vtt": "text/vtt; charset=utf-8",
                "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-               "odt": "application/vnd.oasis.opendocument.text"}
+               "odt": "application/vnd.oasis.opendocument.text", "md": "text/markdown; charset=utf-8",
+               "po": "text/x-gettext-translation; charset=utf-8", "xliff": "application/xliff+xml"}
 
 
 def format_of(name: str, given: str | None = None) -> str | None:
@@ -107,6 +110,12 @@ def translate_document(data: bytes, fmt: str, translate_texts: Translate, transl
         return getattr(_module("subtitles"), f"translate_{fmt}")(data, translate_texts, translate_html, limits)
     if fmt in ("docx", "odt"):
         return getattr(_module(fmt), f"translate_{fmt}")(data, translate_html, limits)
+    if fmt == "md":
+        return _module("markdown").translate_md(data, translate_html, limits)
+    if fmt == "po":
+        return _module("po").translate_po(data, translate_texts, limits)
+    if fmt == "xliff":
+        return _module("xliff").translate_xliff(data, translate_texts, translate_html, limits)
     raise DocumentError(f"format {fmt!r}: not supported; one of {', '.join(FORMATS)}")
 
 

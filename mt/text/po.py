@@ -1,0 +1,98 @@
+"""gettext catalogues (.po): the untranslated messages filled in and marked fuzzy for review.
+
+Read and written with polib (the library Weblate's and many projects' scripts use; pure Python,
+MIT). What a pre-translation pass is expected to do, as `msgmerge` and translate-toolkit's
+`pretranslate` do it:
+
+- only messages with no translation are filled: a translated, fuzzy or obsolete (`#~`) entry and
+  the header are left as they were, and so is a plural entry with some forms already written;
+- each filled message gets the `fuzzy` flag, so gettext does not use it (`msgfmt` skips fuzzy
+  entries) until a person has reviewed it in their editor;
+- plural entries (`msgid_plural`): `msgstr[0]` is the translation of `msgid` and every other form
+  up to the header's `nplurals` (`Plural-Forms`; 2 when the header has none) that of
+  `msgid_plural`;
+- `msgctxt` is never translated and keeps entries with the same `msgid` apart; translator and
+  extracted comments, references, flags (`c-format`, `python-format`...), previous msgids and the
+  header are written back as they were.
+
+Placeholders (`%s`, `%(name)s`, `{0}`, ...) are not this module's job: the `translate_texts` the
+command and the server pass apply `decode.protect` (mt.text.protect), which takes them out of what
+the model reads and puts them back verbatim, so a `c-format` message still passes `msgfmt --check`.
+The file is written by polib with gettext's own line wrapping (79 columns), the layout
+`msgmerge` and Weblate write, so such a file keeps its layout. It must be UTF-8 (the header's
+charset is what gettext tools check; other charsets are refused in one line). A syntax error is a
+DocumentError with the line polib names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import polib
+
+from mt.text.limits import DocumentError, DocumentLimits, check_units, decode_text
+
+MAX_PLURALS = 10  # forms per message at most (Arabic has 6): a header asking for more is refused
+_NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
+_CHARSET = re.compile(r"charset\s*=\s*([\w.-]+)", re.I)
+
+
+def _catalogue(data: bytes) -> polib.POFile:
+    """The parsed .po file; DocumentError when it is not UTF-8 or not valid gettext syntax."""
+    text = decode_text(data, ".po")
+    if "\n" not in text:  # polib reads a one-line string naming an existing file as that file
+        text += "\n"
+    try:
+        po = polib.pofile(text, wrapwidth=78, encoding="utf-8")
+    except (OSError, ValueError, UnicodeError) as e:
+        raise DocumentError(f".po: {' '.join(str(e).split())}") from None
+    charset = _CHARSET.search(po.metadata.get("Content-Type", ""))
+    if charset and charset.group(1).lower().replace("_", "-") not in ("utf-8", "utf8", "charset"):
+        raise DocumentError(f".po: charset {charset.group(1)}; only UTF-8 catalogues are translated "
+                            f"(msgconv --to-code=UTF-8 converts one)")
+    return po
+
+
+def nplurals(po: polib.POFile) -> int:
+    """How many plural forms the catalogue's language has (its header's Plural-Forms; 2 without one)."""
+    found = _NPLURALS.search(po.metadata.get("Plural-Forms", ""))
+    count = int(found.group(1)) if found else 2
+    if not 1 <= count <= MAX_PLURALS:
+        raise DocumentError(f".po: Plural-Forms says nplurals={count}; between 1 and {MAX_PLURALS} are translated")
+    return count
+
+
+def _untranslated(entry: polib.POEntry) -> bool:
+    if entry.obsolete or entry.fuzzy or not entry.msgid:  # msgid "" is the header
+        return False
+    if entry.msgid_plural:
+        return not any(entry.msgstr_plural.values())
+    return not entry.msgstr
+
+
+def _same_ends(source: str, translation: str) -> str:
+    """`translation` with the source's leading and trailing line breaks (msgfmt --check wants them equal)."""
+    core = translation.strip("\n")
+    lead = source[:len(source) - len(source.lstrip("\n"))]
+    trail = source[len(source.rstrip("\n")):]
+    return lead + core + trail
+
+
+def translate_po(data: bytes, translate_texts: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
+    """The .po `data` with every untranslated message filled and marked fuzzy (module docstring)."""
+    po = _catalogue(data)
+    forms = nplurals(po)
+    todo = [entry for entry in po if _untranslated(entry)]
+    texts = [text for entry in todo for text in ((entry.msgid, entry.msgid_plural) if entry.msgid_plural
+                                                 else (entry.msgid,))]
+    check_units(len(texts), "messages", limits)
+    found = iter([_same_ends(source, text) for source, text in zip(texts, translate_texts(texts) if texts else [])])
+    for entry in todo:
+        if entry.msgid_plural:
+            one, other = next(found), next(found)
+            entry.msgstr_plural = {n: one if n == 0 else other for n in range(forms)}
+        else:
+            entry.msgstr = next(found)
+        entry.flags.append("fuzzy")
+    return str(po).encode("utf-8")

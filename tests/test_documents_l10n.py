@@ -203,12 +203,24 @@ def test_po_fills_untranslated_entries_only_and_marks_them_fuzzy() -> None:
     assert all("fuzzy" in e.flags for e in filled if e.msgid not in ("Close",))
     assert got[(None, "Close")].msgstr == "Zamknij" and got[(None, "Close")].flags == []  # translated: kept
     assert got[(None, "Quit")].msgstr == "Wyjdź"  # fuzzy: left alone
-    assert got[(None, "Saved %d files in %s")].flags == ["c-format", "fuzzy"]
+    assert got[(None, "Saved %d files in %s")].flags == ["fuzzy", "c-format"]  # first, as msgmerge writes it
     obsolete = [e for e in after if e.obsolete]
     assert len(obsolete) == 1 and obsolete[0].msgstr == ""
     assert sorted(upper.seen) == sorted(["Open the file", "Saved %d files in %s", "Hello %(name)s, welcome back",
                                          "One file deleted", "%d files deleted", "Open", "Open",
                                          "Line one\nline two\n"])
+
+
+def test_po_written_as_gettext_writes_it_only_its_translations_new() -> None:
+    """A hand-written catalogue (no header comment) comes back line for line but for its empty
+    msgstr lines filled and a fuzzy flag before each filled entry's own flags."""
+    source = ('msgid ""\nmsgstr ""\n"Language: de\\n"\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+              '#: app.py:10\n#, python-format\nmsgid "Hello %(name)s"\nmsgstr ""\n\n'
+              'msgid "Bye"\nmsgstr ""\n')
+    out = translate(source.encode(), "po", Upper()).decode()
+    assert out == ('msgid ""\nmsgstr ""\n"Language: de\\n"\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+                   '#: app.py:10\n#, fuzzy, python-format\nmsgid "Hello %(name)s"\nmsgstr "HELLO %(name)s"\n\n'
+                   '#, fuzzy\nmsgid "Bye"\nmsgstr "BYE"\n')
 
 
 @pytest.mark.requires("msgfmt")

@@ -94,5 +94,8 @@ def translate_po(data: bytes, translate_texts: Callable[[list[str]], list[str]],
             entry.msgstr_plural = {n: one if n == 0 else other for n in range(forms)}
         else:
             entry.msgstr = next(found)
-        entry.flags.append("fuzzy")
-    return str(po).encode("utf-8")
+        entry.flags.insert(0, "fuzzy")  # first, as msgmerge and Weblate write it: "#, fuzzy, c-format"
+    out = str(po)
+    if out.startswith("#\n") and not data.lstrip(b"\xef\xbb\xbf").startswith(b"#"):
+        out = out[2:]  # polib writes an empty header comment ("#") the file did not have
+    return out.encode("utf-8")

@@ -162,8 +162,9 @@ def translate(
     target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language to translate into, for a "
                                               "model of several pairs (required when it has several target languages)."),
     format: Optional[str] = typer.Option(
-        None, "--format", help="Translate the input as a document: txt (paragraphs), html, srt, vtt, docx, odt, md, "
-                               "po, xliff; default from the input's extension (.txt stays one line per segment)."),
+        None, "--format", help="Translate the input as a document: txt (paragraphs), html, srt, vtt, docx, odt, pptx, "
+                               "odp, epub, md, po, xliff; default from the input's extension (.txt stays one line per "
+                               "segment)."),
     segment: bool = typer.Option(True, "--segment/--no-segment", help="Split each line into sentences and translate "
                                  "them one by one (default; whitespace kept); --no-segment translates each line as "
                                  "one segment (pre-split corpora, evaluation)."),
@@ -180,7 +181,8 @@ def translate(
     Each line is split into sentences (a paragraph per line translates sentence by sentence; the
     spaces between sentences are kept); --no-segment takes each line as one sentence. Beam search by default;
     --sampling draws instead. Several -c checkpoints make an ensemble. An input named .srt, .vtt, .html, .docx,
-    .odt, .md, .po or .xlf (or --format) is translated as that document, its layout kept (docs/guides/documents.md).
+    .odt, .pptx, .odp, .epub, .md, .po or .xlf (or --format) is translated as that document, its layout kept
+    (docs/guides/documents.md).
     """
     from mt.commands.translate import translate_command
 

@@ -257,7 +257,16 @@ def test_bench_beam_steps_counts_every_step(tmp_path: Path) -> None:
 @pytest.mark.requires("lxml", "srt", "webvtt", "docx", "odf")
 def test_bench_documents_runs() -> None:
     out = run("bench/bench_documents.py", "--units", "20")
-    assert [line.split()[0] for line in out.splitlines()[:4]] == ["docx", "odt", "srt", "vtt"] and "CPU: " in out
+    assert [line.split()[0] for line in out.splitlines()[:7]] == ["docx", "odt", "srt", "vtt", "pptx", "odp", "epub"]
+    assert "CPU: " in out
+
+
+@pytest.mark.requires("lxml", "pptx", "ebooklib")
+def test_bench_documents_against_txt_runs(tmp_path: Path) -> None:
+    """bench_documents.py -c: a deck and a book against their paragraphs as .txt, one ratio each."""
+    ckpt, _ = tiny_checkpoint_and_source(tmp_path, 2, 3)
+    out = run("bench/bench_documents.py", "-c", str(ckpt), "--slides", "2", "--pages", "1", "--repeat", "2")
+    assert [line.split()[0] for line in out.splitlines()[:2]] == ["pptx", "epub"] and out.count("ratio ") == 2
 
 
 def test_bench_serve_paragraph_mode_and_bench_segment_run(tmp_path: Path, mirror_dir: Path) -> None:

@@ -36,8 +36,9 @@ def test_subtitles_and_a_document_through_the_server(tiny, files_server: str) ->
 
     settings = httpx.get(files_server + "/frontend/settings", timeout=30).json()
     assert settings["filesTranslation"] is True
-    assert settings["supportedFilesFormat"] == [".txt", ".html", ".htm", ".srt", ".vtt", ".docx", ".odt", ".md",
-                                                ".markdown", ".po", ".xlf", ".xliff"]
+    assert settings["supportedFilesFormat"] == [".txt", ".html", ".htm", ".srt", ".vtt", ".docx", ".odt",
+                                                ".pptx", ".odp", ".epub", ".md", ".markdown", ".po", ".xlf",
+                                                ".xliff"]
     r = _send(files_server, "film.srt", SRT.encode())
     assert r.status_code == 200, r.text
     url = r.json()["translatedFileUrl"]
@@ -83,6 +84,8 @@ def test_a_po_file_keeps_its_placeholders_through_the_server(files_server: str, 
     ("a.txt", b"Hello", {"target": "zz"}, 400, "language pair en-zz: not served"),
     ("bad.docx", b"not a zip", {}, 400, "bad.docx: not a readable .docx file"),
     ("bad.odt", b"PK\x03\x04broken", {}, 400, "bad.odt: not a readable .odt file"),
+    ("bad.pptx", b"PK\x03\x04broken", {}, 400, "bad.pptx: not a readable .pptx file"),
+    ("bad.epub", b"not a zip", {}, 400, "bad.epub: not a readable .epub file"),
     ("bad.srt", b"1\n00:00:01,000 --> 00:00:0x\nhi\n", {}, 400, "bad.srt: .srt: cue 1 ends before it starts"),
     ("bad.vtt", b"00:00:01.000 --> 00:00:02.000\nhi\n", {}, 400, "bad.vtt: .vtt: not a WebVTT file"),
     ("bad.po", b'msgid "a"\nmsgstr "b" "c\n', {}, 400, "bad.po: .po: Syntax error"),

@@ -96,8 +96,8 @@ def translate_command(
     with --sampling. Sampled line i depends only on the seed, i and its text, so file, pipe and
     interactive input, and any chunking, give the same output.
 
-    A document (`format`, i.e. --format, or an input named .srt, .vtt, .html, .docx, .odt, .md, .po or .xlf; a
-    .txt file stays a stream of lines unless --format txt) is read whole (within
+    A document (`format`, i.e. --format, or an input named .srt, .vtt, .html, .docx, .odt, .pptx,
+    .odp, .epub, .md, .po or .xlf; a .txt file stays a stream of lines unless --format txt) is read whole (within
     `DocumentLimits`), translated by `mt.text.documents.translate_document` with the callables of
     `document_translators`, and written atomically: a damaged file is an MTError, no output.
 

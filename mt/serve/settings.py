@@ -95,8 +95,8 @@ class ServeSettings:
     cache_size: int = _flag(10_000, "--cache-size", "Translated segments kept to answer a repeated one without "
                                                      "the model (least recently used out first; 0 = no cache).")
     files: bool = _flag(True, "--files/--no-files", "POST /translate_file: translate documents, subtitles and "
-                                                    "localisation files (.txt .html .srt .vtt .docx .odt .md .po "
-                                                    ".xlf), as LibreTranslate does.")
+                                                    "localisation files (.txt .html .srt .vtt .docx .odt .pptx "
+                                                    ".odp .epub .md .po .xlf), as LibreTranslate does.")
     max_file_bytes: int = _flag(10 << 20, "--max-file-bytes", "A file to translate may hold this many bytes at most "
                                                                "(else 413).")
     device: str = _flag("auto", "--device", "auto | cpu | cuda | cuda:N.")

@@ -14,7 +14,8 @@ Formats (docs/guides/documents.md has the table of what each keeps):
 .txt (`translate_txt`: paragraphs between blank lines, each one text, line breaks and blank
 lines as they were), .html/.htm (`translate_html_document`: the whole page through the HTML
 path, doctype kept, `<title>` translated, scripts, styles and attributes not), .srt/.vtt
-(`mt.text.subtitles`), .docx (`mt.text.docx`), .odt (`mt.text.odt`); .md/.markdown
+(`mt.text.subtitles`), .docx (`mt.text.docx`), .odt and .odp (`mt.text.odt`), .pptx
+(`mt.text.pptx`), .epub (`mt.text.epub`: its chapters through the HTML path); .md/.markdown
 (`mt.text.markdown`), gettext .po (`mt.text.po`: untranslated messages filled, marked fuzzy),
 XLIFF 1.2/2.0 .xlf/.xliff (`mt.text.xliff`: empty targets filled, marked for review).
 """
@@ -30,13 +31,17 @@ from mt.text.limits import DocumentError, DocumentLimits, check_units, decode_te
 
 Translate = Callable[[list[str]], list[str]]
 EXTENSIONS = {".txt": "txt", ".html": "html", ".htm": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx",
-              ".odt": "odt", ".md": "md", ".markdown": "md", ".po": "po", ".xlf": "xliff", ".xliff": "xliff"}
-FORMATS = ("txt", "html", "srt", "vtt", "docx", "odt", "md", "po", "xliff")
+              ".odt": "odt", ".pptx": "pptx", ".odp": "odp", ".epub": "epub", ".md": "md", ".markdown": "md",
+              ".po": "po", ".xlf": "xliff", ".xliff": "xliff"}
+FORMATS = ("txt", "html", "srt", "vtt", "docx", "odt", "pptx", "odp", "epub", "md", "po", "xliff")
 MEDIA_TYPES = {"txt": "text/plain; charset=utf-8", "html": "text/html; charset=utf-8",
                "srt": "application/x-subrip; charset=utf-8", "vtt": "text/vtt; charset=utf-8",
                "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-               "odt": "application/vnd.oasis.opendocument.text", "md": "text/markdown; charset=utf-8",
-               "po": "text/x-gettext-translation; charset=utf-8", "xliff": "application/xliff+xml"}
+               "odt": "application/vnd.oasis.opendocument.text",
+               "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+               "odp": "application/vnd.oasis.opendocument.presentation", "epub": "application/epub+zip",
+               "md": "text/markdown; charset=utf-8", "po": "text/x-gettext-translation; charset=utf-8",
+               "xliff": "application/xliff+xml"}
 
 
 def format_of(name: str, given: str | None = None) -> str | None:
@@ -108,8 +113,8 @@ def translate_document(data: bytes, fmt: str, translate_texts: Translate, transl
         return translate_html_document(data, translate_html, limits)
     if fmt in ("srt", "vtt"):
         return getattr(_module("subtitles"), f"translate_{fmt}")(data, translate_texts, translate_html, limits)
-    if fmt in ("docx", "odt"):
-        return getattr(_module(fmt), f"translate_{fmt}")(data, translate_html, limits)
+    if fmt in ("docx", "odt", "pptx", "odp", "epub"):  # .odp is .odt's XML: mt.text.odt
+        return getattr(_module("odt" if fmt == "odp" else fmt), f"translate_{fmt}")(data, translate_html, limits)
     if fmt == "md":
         return _module("markdown").translate_md(data, translate_html, limits)
     if fmt == "po":

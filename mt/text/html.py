@@ -229,7 +229,12 @@ class _Run:
             if end and word[:-end].strip() and not self.texts[j].rstrip().endswith(tuple(TRAILING_PUNCTUATION)):
                 slots[j], slots[j + 1] = word[:-end], word[-end:] + slots[j][len(word):] + slots[j + 1]
         slots[0] = self.lead + slots[0]
-        slots[last] = slots[last].rstrip() + self.trail
+        # The block's closing whitespace where the source had it: a `<li><a>Title</a>\n  </li>` keeps
+        # its line break after the link, not inside it.
+        end = max(j for j, text in enumerate(self.texts) if text.strip())
+        slots[last] = slots[last].rstrip() + self.texts[end][len(self.texts[end].rstrip()):]
+        for j in range(end + 1, len(slots)):
+            slots[j] += self.texts[j]
         out, j = [], 0
         for kind, text, _ in self.items:
             if kind == "markup":

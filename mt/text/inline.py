@@ -69,13 +69,23 @@ class _Reader(HTMLParser):
 
 # What XML 1.0 cannot hold: the C0 controls but tab, line feed and carriage return. A model with byte
 # pieces can emit them (a random or barely trained one does), and lxml refuses to write them.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 def from_html(markup: str, count: int) -> list[str]:
     """The text of pieces 0..count-1 in a translated `to_html` fragment, without the characters
-    XML cannot hold (`_NOT_XML`): the text goes back into a document's XML."""
+    XML cannot hold (`NOT_XML`): the text goes back into a document's XML."""
     reader = _Reader(count)
     reader.feed(markup)
     reader.close()
-    return [_NOT_XML.sub("", text) for text in reader.texts]
+    return [NOT_XML.sub("", text) for text in reader.texts]
+
+
+def pieces_back(markup: str, pieces: list[Piece]) -> list[str]:
+    """`from_html` for `pieces`, each translation ending as its source did before a tab or line
+    break: the HTML path leaves the space it stood for at the end of the words before it."""
+    texts = from_html(markup, len(pieces))
+    for k in range(len(pieces) - 1):
+        if pieces[k + 1].before and not pieces[k].text[-1:].isspace():
+            texts[k] = texts[k].rstrip()
+    return texts

@@ -22,8 +22,8 @@ class DocumentLimits:
     """What one document may hold at most (defaults fit a 200-page report or a feature film's subtitles)."""
 
     max_bytes: int = 20 << 20  # the file as given
-    max_unzipped_bytes: int = 100 << 20  # .docx/.odt: all zip members, uncompressed (a zip bomb stops here)
-    max_members: int = 2_000  # .docx/.odt: files inside the zip
+    max_unzipped_bytes: int = 100 << 20  # zip formats: all members, uncompressed (a zip bomb stops here)
+    max_members: int = 2_000  # zip formats (.docx .odt .pptx .odp .epub): files inside the zip
     max_units: int = 50_000  # paragraphs, table cells, cues: texts sent to the model
 
 

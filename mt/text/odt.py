@@ -1,5 +1,7 @@
-"""OpenDocument text (.odt): every paragraph and heading of the body, tables, frames, headers,
-footers and footnotes translated, each span keeping its style.
+"""OpenDocument text (.odt) and presentations (.odp): every paragraph and heading of the body,
+tables, frames, headers, footers and footnotes translated, each span keeping its style; in a
+presentation, every slide's frames and shapes (groups and tables included), its speaker notes
+(`presentation:notes`) and the footer and header texts its slides show.
 
 Built on lxml over `content.xml` (the body, footnotes, tables, frames) and `styles.xml` (the
 master pages' headers and footers) (`mt.text.zipparts`), not odfpy: odfpy loads the whole
@@ -14,6 +16,11 @@ one is a piece (`mt.text.inline`), with its formatting read from the style it is
 `fo:font-weight`, italics `fo:font-style`, underline `style:text-underline-style`, from the
 automatic and common styles) and `text:a` links. A footnote's body is its own paragraphs; its
 citation (the number) is never sent to the model.
+
+A presentation is the same XML: its slides (`draw:page`) hold frames, shapes and tables whose
+text is `text:p` and `text:span` as in a text document, so it goes through the same code. Only
+the parts holding a translated paragraph are written back (a document without a header keeps
+its styles.xml byte for byte).
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from collections.abc import Callable
 
 from lxml import etree
 
-from mt.text.inline import Piece, from_html, to_html
+from mt.text.inline import Piece, pieces_back, to_html
 from mt.text.limits import DocumentError, DocumentLimits, check_units
 from mt.text.zipparts import parse_xml, read_zip, write_zip, xml_bytes
 
@@ -30,7 +37,11 @@ TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0"
 FO = "urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"
 XLINK = "http://www.w3.org/1999/xlink"
-PARAGRAPHS = frozenset((f"{{{TEXT}}}p", f"{{{TEXT}}}h"))
+OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+PRESENTATION = "urn:oasis:names:tc:opendocument:xmlns:presentation:1.0"
+# Paragraphs, and the text a presentation's slides show in their footers and headers.
+PARAGRAPHS = frozenset((f"{{{TEXT}}}p", f"{{{TEXT}}}h", f"{{{PRESENTATION}}}footer-decl",
+                        f"{{{PRESENTATION}}}header-decl"))
 SKIPPED = frozenset((f"{{{TEXT}}}note-citation", f"{{{TEXT}}}tracked-changes", f"{{{TEXT}}}bookmark-ref"))
 PARTS = ("content.xml", "styles.xml")
 SPACING = frozenset(f"{{{TEXT}}}{name}" for name in ("tab", "line-break", "s", "note"))
@@ -97,18 +108,31 @@ def _pieces(paragraph: etree._Element, styles: dict[str, tuple[str, ...]]) -> li
     return found
 
 
-def translate_odt(data: bytes, translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
-    """The .odt `data` with every paragraph translated (see the module docstring)."""
-    members = read_zip(data, ".odt", limits)
+def _translate(data: bytes, translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits,
+               what: str, body: str) -> bytes:
+    """An OpenDocument file's paragraphs translated; `body` is the `office:body` child it must hold."""
+    members = read_zip(data, what, limits)
     if "content.xml" not in members:
-        raise DocumentError(".odt: no content.xml inside (not an OpenDocument file)")
+        raise DocumentError(f"{what}: no content.xml inside (not an OpenDocument file)")
     roots = {name: parse_xml(members[name], name) for name in PARTS if name in members}
+    if roots["content.xml"].find(f"{{{OFFICE}}}body/{{{OFFICE}}}{body}") is None:
+        raise DocumentError(f"{what}: content.xml holds no office:{body} (not an OpenDocument {body})")
     styles = _style_tags(list(roots.values()))
-    paragraphs = [pieces for root in roots.values() for p in root.iter(*PARAGRAPHS)
+    paragraphs = [(name, pieces) for name, root in roots.items() for p in root.iter(*PARAGRAPHS)
                   if (pieces := _pieces(p, styles)) and any(piece.text.strip() for piece, _ in pieces)]
     check_units(len(paragraphs), "paragraphs", limits)
-    translated = translate_html([to_html([piece for piece, _ in pieces]) for pieces in paragraphs])
-    for pieces, markup in zip(paragraphs, translated):
-        for (_, (node, where)), text in zip(pieces, from_html(markup, len(pieces))):
+    translated = translate_html([to_html([piece for piece, _ in pieces]) for _, pieces in paragraphs])
+    for (_, pieces), markup in zip(paragraphs, translated):
+        for (_, (node, where)), text in zip(pieces, pieces_back(markup, [piece for piece, _ in pieces])):
             setattr(node, where, text)
-    return write_zip(data, {name: xml_bytes(root) for name, root in roots.items()})
+    return write_zip(data, {name: xml_bytes(roots[name]) for name in {name for name, _ in paragraphs}})
+
+
+def translate_odt(data: bytes, translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
+    """The .odt `data` with every paragraph translated (see the module docstring)."""
+    return _translate(data, translate_html, limits, ".odt", "text")
+
+
+def translate_odp(data: bytes, translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
+    """The .odp `data` with every paragraph of its slides and notes translated (see the module docstring)."""
+    return _translate(data, translate_html, limits, ".odp", "presentation")

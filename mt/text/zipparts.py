@@ -1,4 +1,4 @@
-"""The zip container of .docx and .odt, read within bounds and written back member for member.
+"""The zip container of .docx, .odt, .pptx, .odp and .epub, read within bounds and written back member for member.
 
 `read_zip` refuses before decompressing anything: a file that is not a zip (or is cut short), more
 members than `DocumentLimits.max_members`, or declared uncompressed sizes over
@@ -41,11 +41,18 @@ def read_zip(data: bytes, what: str, limits: DocumentLimits) -> dict[str, bytes]
     return members
 
 
-def write_zip(original: bytes, replaced: dict[str, bytes]) -> bytes:
-    """The archive `original` with the members named in `replaced` given new bytes, all else as it was."""
+def write_zip(original: bytes, replaced: dict[str, bytes], first: str | None = None) -> bytes:
+    """The archive `original` with the members named in `replaced` given new bytes, all else as it
+    was; `first` (EPUB's `mimetype`), when there, is made the first member, stored, without extra
+    fields, as OCF requires (moved only when it was not so already)."""
     out = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(original)) as source, zipfile.ZipFile(out, "w") as target:
-        for info in source.infolist():
+        infos = source.infolist()
+        lead = next((info for info in infos if info.filename == first), None)
+        if lead is not None and (lead is not infos[0] or lead.compress_type != zipfile.ZIP_STORED or lead.extra):
+            infos.remove(lead)
+            target.writestr(zipfile.ZipInfo(lead.filename, lead.date_time), source.read(lead), zipfile.ZIP_STORED)
+        for info in infos:
             target.writestr(info, replaced[info.filename] if info.filename in replaced else source.read(info))
     return out.getvalue()
 

@@ -61,6 +61,8 @@ def _module(name: str) -> ModuleType:
     try:
         return importlib.import_module(f"mt.text.{name}")
     except ImportError as e:
+        if (e.name or "mt").split(".")[0] == "mt":  # mt's own code broken, not a library missing: say so
+            raise
         raise DocumentError(f"documents need the files extra ({e.name} is missing): "
                             f"pip install -e \".[files]\"") from None
 

@@ -41,7 +41,7 @@ from html.parser import HTMLParser
 
 from lxml import etree
 
-from mt.text.inline import _NOT_XML
+from mt.text.inline import NOT_XML
 from mt.text.limits import DocumentError, DocumentLimits, check_units
 from mt.text.zipparts import parse_xml
 
@@ -117,7 +117,7 @@ class _Builder(HTMLParser):
         parent = self.open[-1]
         if parent is None:
             return
-        data = _NOT_XML.sub("", data)
+        data = NOT_XML.sub("", data)
         if len(parent):
             parent[-1].tail = (parent[-1].tail or "") + data
         else:
@@ -186,7 +186,7 @@ def translate_xliff(data: bytes, translate_texts: Translate, translate_html: Tra
     texts = translate_texts([slots[k][0].text or "" for k in plain]) if plain else []
     markup = translate_html(fragments) if fragments else []
     for k, text in zip(plain, texts):
-        _place(*slots[k], version).text = _NOT_XML.sub("", text)
+        _place(*slots[k], version).text = NOT_XML.sub("", text)
     for k, html in zip(marked, markup):
         builder = _Builder(_place(*slots[k], version), codes[k])
         builder.feed(html)

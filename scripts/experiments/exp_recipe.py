@@ -195,7 +195,8 @@ def main() -> None:
              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
     for r in rows:
         sysa, sysb = r["comparison"]["systems"][:2]
-        lines.append(f"| {r['direction']} | {r['pairs']:,} | {r['budget']} | {r['demo']['bleu']:.2f} ± {sysa['ci']:.2f} ({r['demo']['updates']}) | "
+        pairs = f"{r['pairs']:,}" if r["pairs"] else "the whole corpus"  # --corpus: trained on all of it
+        lines.append(f"| {r['direction']} | {pairs} | {r['budget']} | {r['demo']['bleu']:.2f} ± {sysa['ci']:.2f} ({r['demo']['updates']}) | "
                      f"{r['recipe']['bleu']:.2f} ± {sysb['ci']:.2f} ({r['recipe']['updates']}) | {r['recipe']['bleu'] - r['demo']['bleu']:+.2f} | "
                      f"{sysb['p_value']:.4f} | {r['demo'].get('chrf') or 0:.2f} / {r['recipe'].get('chrf') or 0:.2f} | "
                      f"{r['recipe'].get('chose', '')} |")

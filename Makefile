@@ -110,14 +110,14 @@ demo: data
 # tests/test_page.py drives a real headless Chromium: Debian's chromium + chromium-driver, installed
 # here when missing (as root, or through sudo). It fails loudly when it cannot; the test itself
 # fails, never skips, without a browser. Debian's gettext comes with them: tests/test_documents_l10n.py
-# checks a translated .po with `msgfmt --check`.
+# checks a translated .po with `msgfmt --check`; a JRE for EPUBCheck (tests/test_documents_slides.py).
 browser-deps:
-	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v msgfmt >/dev/null; then exit 0; fi; \
-	echo "browser-deps: installing Debian's chromium, chromium-driver and gettext for tests/test_page.py and msgfmt"; \
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v msgfmt >/dev/null && command -v java >/dev/null; then exit 0; fi; \
+	echo "browser-deps: installing Debian's chromium, chromium-driver, gettext and a JRE for tests/test_page.py, msgfmt and EPUBCheck"; \
 	SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
-	$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium chromium-driver gettext \
+	$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium chromium-driver gettext default-jre-headless \
 	  || { echo "browser-deps: FAILED to install chromium + chromium-driver + gettext (apt-get); the tests need them" >&2; exit 1; }; \
-	command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v msgfmt >/dev/null \
+	command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v msgfmt >/dev/null && command -v java >/dev/null \
 	  || { echo "browser-deps: chromium/chromedriver/msgfmt still missing after apt-get" >&2; exit 1; }
 
 # The documentation site (mkdocs.yml; pages in docs/, the configuration reference generated from

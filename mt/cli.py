@@ -163,8 +163,7 @@ def translate(
                                               "model of several pairs (required when it has several target languages)."),
     format: Optional[str] = typer.Option(
         None, "--format", help="Translate the input as a document: txt (paragraphs), html, srt, vtt, docx, odt, pptx, "
-                               "odp, epub, md, po, xliff; default from the input's extension (.txt stays one line per "
-                               "segment)."),
+                               "odp, epub, md, po, xliff; default: the input's extension (.txt: a line a segment)."),
     segment: bool = typer.Option(True, "--segment/--no-segment", help="Split each line into sentences and translate "
                                  "them one by one (default; whitespace kept); --no-segment translates each line as "
                                  "one segment (pre-split corpora, evaluation)."),
@@ -180,9 +179,8 @@ def translate(
 
     Each line is split into sentences (a paragraph per line translates sentence by sentence; the
     spaces between sentences are kept); --no-segment takes each line as one sentence. Beam search by default;
-    --sampling draws instead. Several -c checkpoints make an ensemble. An input named .srt, .vtt, .html, .docx,
-    .odt, .pptx, .odp, .epub, .md, .po or .xlf (or --format) is translated as that document, its layout kept
-    (docs/guides/documents.md).
+    --sampling draws instead. Several -c checkpoints make an ensemble. A document (.srt .vtt .html .docx .odt .pptx
+    .odp .epub .md .po .xlf, or --format) is translated with its layout kept (docs/guides/documents.md).
     """
     from mt.commands.translate import translate_command
 

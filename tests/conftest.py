@@ -93,6 +93,9 @@ def _onednn_linear() -> bool:
 
 
 NEEDS: dict[str, tuple[Callable[[], bool], str]] = {
+    "java": (lambda: shutil.which("java") is not None, "W3C's EPUBCheck (tests/test_documents_slides.py) runs on "
+                                                        "Java: install a JRE (Debian: apt-get install "
+                                                        "default-jre-headless; `make browser-deps` does)"),
     "msgfmt": (lambda: shutil.which("msgfmt") is not None, "gettext's msgfmt checks translated .po files: "
                                                               "install gettext (Debian: apt-get install gettext; "
                                                               "`make browser-deps` does)"),

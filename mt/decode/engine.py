@@ -19,8 +19,10 @@ from mt.config import DecodeConfig
 from mt.data.batching import collate_source
 from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
+from mt.decode.forced import choose_outputs
 from mt.decode.sampling import sample_search
 from mt.decode.search import Hypothesis, greedy_hypotheses
+from mt.decode.wanted import Wanted
 from mt.device import bf16_feature
 from mt.errors import MTError
 from mt.model.ensemble import Ensemble, max_positions
@@ -115,6 +117,38 @@ def search_best(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, d
                    constraints=constraints, glue=glue)
 
 
+def _constrained(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, n_best: int,
+                 constraints: Sequence[Wanted | Sequence[Sequence[int]]], *,
+                 on_done: Callable[[int, list[Hypothesis]], None] | None, glue: Sequence[int]) -> list[list[Hypothesis]]:
+    """`_search` with constraints: the sentences whose `Wanted.choose` holds outputs get the best of
+    them by the model's score (`choose_outputs`, one teacher-forced pass), the others the
+    constrained beam search (mt.decode.constrained); results in input order."""
+    picks = [i for i, c in enumerate(constraints) if isinstance(c, Wanted) and c.choose]
+    found: list[list[Hypothesis]] = [[] for _ in constraints]
+    if picks:
+        index = torch.tensor(picks, device=src.device)
+        chosen = choose_outputs(model, src[index], src_mask[index], [constraints[i].choose for i in picks],  # type: ignore[union-attr]
+                                alpha=decode.alpha, kind=decode.length_penalty, n_best=n_best)
+        for i, hyps in zip(picks, chosen):
+            found[i] = hyps
+            if on_done is not None:
+                on_done(i, hyps)
+    rest = sorted(set(range(len(constraints))) - set(picks))
+    if rest:
+        index = torch.tensor(rest, device=src.device)
+        report = (lambda b, hyps: on_done(rest[b], hyps)) if on_done is not None else None
+        searched = constrained_beam_search(
+            model, src[index], src_mask[index], [constraints[i] for i in rest],
+            beam=rows_per_sentence(decode, constrained=True), alpha=decode.alpha,
+            length_penalty=decode.length_penalty, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
+            n_best=n_best, forbid_unk=decode.forbid_unk, max_len_limit=max_positions(model) - 1, on_done=report,
+            glue=glue, no_repeat_ngram_size=decode.no_repeat_ngram_size,
+            repetition_penalty=decode.repetition_penalty)
+        for i, hyps in zip(rest, searched):
+            found[i] = hyps
+    return found
+
+
 def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, n_best: int, *,
             greedy: bool, sentence_ids: list[int] | None, on_done: Callable[[int, list[Hypothesis]], None] | None,
             constraints: list[list[list[int]]] | None, glue: Sequence[int]) -> list[list[Hypothesis]]:
@@ -125,11 +159,7 @@ def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decod
     if constraints is not None:
         if decode.sampling:
             raise MTError("--sampling draws translations freely and cannot keep a glossary's terms; search instead")
-        return constrained_beam_search(
-            model, src, src_mask, constraints, beam=rows_per_sentence(decode, constrained=True), alpha=decode.alpha,
-            length_penalty=decode.length_penalty, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-            n_best=n_best, forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=on_done,
-            glue=glue, no_repeat_ngram_size=guard[0], repetition_penalty=guard[1])
+        return _constrained(model, src, src_mask, decode, n_best, constraints, on_done=on_done, glue=glue)
     if decode.sampling:
         return sample_search(model, src, src_mask, n_samples=n_best, temperature=decode.temperature,
                              top_k=decode.top_k, top_p=decode.top_p, seed=decode.seed, alpha=decode.alpha,

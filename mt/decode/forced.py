@@ -6,7 +6,8 @@ decisions `y_1 .. y_n EOS` after BOS, `log_prob` sums their log-probabilities, a
 length-normalised score divides it by the decode config's length penalty of |y| = n + 1,
 so scoring a beam search output gives back exactly that hypothesis' `log_prob` and `score`.
 Scores come from the full (uncached) teacher-forced decoder, an independent check of the
-cached incremental decoding that search uses.
+cached incremental decoding that search uses. `choose_outputs` ranks given candidate outputs of a
+source the same way (a glossary term put in place of the model's word, in each of its forms).
 """
 
 from __future__ import annotations
@@ -23,16 +24,18 @@ from tqdm import tqdm
 from mt.config import DecodeConfig
 from mt.data.batching import collate_source, pair_batches
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from mt.decode.search import Seq2Seq, length_penalty
+from mt.decode.search import Hypothesis, Seq2Seq, length_penalty
 from mt.errors import MTError, MTWarning
 from mt.model.ensemble import Ensemble
 from mt.model.transformer import Transformer
 
 
-def force_decode_score(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt: list[list[int]]) -> torch.Tensor:
+def force_decode_score(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, tgt: list[list[int]],
+                       memory: torch.Tensor | None = None) -> torch.Tensor:
     """Log-probability of each target `y EOS` under teacher forcing with the full (uncached)
     decoder. `model` has the search interface (a Transformer, an Ensemble, a test double);
-    src, src_mask: (B, S); tgt: B token lists without BOS/EOS -> (B,) float32."""
+    src, src_mask: (B, S); tgt: B token lists without BOS/EOS -> (B,) float32. `memory` (B, S, D):
+    a Transformer's encoding of `src`, when the caller has it (several targets of one source)."""
     batch = len(tgt)
     width = max((len(t) for t in tgt), default=0) + 1
     tgt_in = torch.full((batch, width), PAD_ID, dtype=torch.long, device=src.device)  # BOS y PAD..
@@ -40,11 +43,90 @@ def force_decode_score(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor
     for i, seq in enumerate(tgt):
         tgt_in[i, : len(seq) + 1] = torch.tensor([BOS_ID, *seq], dtype=torch.long)
         tgt_out[i, : len(seq) + 1] = torch.tensor([*seq, EOS_ID], dtype=torch.long)
-    log_probs = torch.log_softmax(model.forward(src, src_mask, tgt_in).float(), dim=-1)  # (B, T, V)
+    if memory is not None and isinstance(model, Transformer):
+        logits = model.decode(tgt_in, memory, src_mask)
+    else:
+        logits = model.forward(src, src_mask, tgt_in)
+    log_probs = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
     picked = log_probs.gather(2, tgt_out.unsqueeze(2)).squeeze(2)  # (B, T)
     lengths = torch.tensor([len(t) for t in tgt], device=src.device)
     real = torch.arange(width, device=src.device).unsqueeze(0) <= lengths.unsqueeze(1)  # (B, T) y and EOS
     return picked.masked_fill(~real, 0.0).sum(dim=1)
+
+
+CHOICE_ROWS = 64  # candidate outputs scored in one teacher-forced pass (bounds its (rows, T, V) log-probs)
+
+
+def choose_outputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor,
+                   choices: Sequence[Sequence[Sequence[int]]], *, alpha: float, kind: str,
+                   n_best: int) -> list[list[Hypothesis]]:
+    """Each source's candidate outputs ranked as beam search ranks its hypotheses: by log-prob
+    (teacher-forced, as `force_decode_score`) over the length penalty of |y| + 1, the `n_best` first.
+    src, src_mask: (B, S); choices: B non-empty lists of token lists (no BOS/EOS) -> B lists of
+    `Hypothesis`. A source's candidates run together, at most `CHOICE_ROWS` rows a pass (more only
+    for one source with more). A Transformer encodes each source once, and projects onto the
+    vocabulary (the costliest part of a decoder position) only its first candidate's positions
+    before the point where the candidates part: those log-probs are the same for all of them."""
+    if not isinstance(model, Transformer):  # an ensemble, a test double: the full pass for each candidate
+        return _ranked(choices, [force_decode_score(model, src[[b] * len(seqs)], src_mask[[b] * len(seqs)],
+                                                    [list(seq) for seq in seqs]).tolist()
+                                 for b, seqs in enumerate(choices)], alpha, kind, n_best)
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    log_probs: list[list[float]] = []
+    group: list[int] = []
+    for b in range(len(choices) + 1):
+        if group and (b == len(choices) or sum(len(choices[i]) for i in [*group, b]) > CHOICE_ROWS):
+            log_probs += _shared_prefix_scores(model, memory[group], src_mask[group], [choices[i] for i in group])
+            group = []
+        group.append(b)
+    return _ranked(choices, log_probs, alpha, kind, n_best)
+
+
+def _shared_prefix_scores(model: Transformer, memory: torch.Tensor, src_mask: torch.Tensor,
+                          choices: Sequence[Sequence[Sequence[int]]]) -> list[list[float]]:
+    """The log-prob of each candidate `y EOS` of each source (memory (B, S, D), src_mask (B, S)):
+    one teacher-forced pass over all candidates; positions before a source's candidates part are
+    projected for its first candidate only and their log-probs copied to the others."""
+    rows = [(b, list(seq)) for b, seqs in enumerate(choices) for seq in seqs]
+    width = max(len(seq) for _, seq in rows) + 1
+    tgt_in = torch.full((len(rows), width), PAD_ID, dtype=torch.long)  # BOS y PAD..
+    tgt_out = torch.full((len(rows), width), PAD_ID, dtype=torch.long)  # y EOS PAD..
+    shared, first, keep = [], [], torch.zeros((len(rows), width), dtype=torch.bool)
+    for seqs in choices:
+        same = 0  # tokens all candidates of the source begin with: positions < same predict the same token
+        while all(len(seq) > same for seq in seqs) and len({seq[same] for seq in seqs}) == 1:
+            same += 1
+        shared.append(same)
+    for r, (b, seq) in enumerate(rows):
+        tgt_in[r, :len(seq) + 1] = torch.tensor([BOS_ID, *seq], dtype=torch.long)
+        tgt_out[r, :len(seq) + 1] = torch.tensor([*seq, EOS_ID], dtype=torch.long)
+        lead = r == 0 or rows[r - 1][0] != b
+        first.append(r if lead else first[-1])
+        keep[r, 0 if lead else shared[b]:len(seq) + 1] = True
+    device = memory.device
+    rows_of = torch.arange(len(rows)).unsqueeze(1).expand(-1, width)[keep]
+    index = torch.tensor([b for b, _ in rows])
+    states = model.decode(tgt_in.to(device), memory[index.to(device)], src_mask[index.to(device)], project=False)
+    picked = torch.log_softmax(model._logits(states[keep.to(device)]).float(), dim=-1)  # (kept positions, V)
+    picked = picked.gather(1, tgt_out[keep].to(device).unsqueeze(1)).squeeze(1).cpu()
+    totals = torch.zeros(len(rows)).index_add_(0, rows_of, picked)
+    before = (torch.arange(width).unsqueeze(0) < torch.tensor([shared[b] for b, _ in rows]).unsqueeze(1))[keep]
+    prefix = torch.zeros(len(rows)).index_add_(0, rows_of[before], picked[before])  # lead rows' shared part
+    out: list[list[float]] = [[] for _ in choices]
+    for r, (b, _) in enumerate(rows):
+        out[b].append(float(totals[r] + (prefix[first[r]] if first[r] != r else 0.0)))
+    return out
+
+
+def _ranked(choices: Sequence[Sequence[Sequence[int]]], log_probs: Sequence[Sequence[float]], alpha: float,
+            kind: str, n_best: int) -> list[list[Hypothesis]]:
+    """Each source's candidates as `Hypothesis`, best score (log-prob / length penalty) first, `n_best` of them."""
+    out = []
+    for seqs, values in zip(choices, log_probs):
+        hyps = [Hypothesis(list(seq), lp / float(length_penalty(float(len(seq) + 1), alpha=alpha, kind=kind)), lp)
+                for seq, lp in zip(seqs, values)]
+        out.append(sorted(hyps, key=lambda h: -h.score)[:n_best])
+    return out
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,16 @@ from mt.decode.align import align_words, aligner_for
 from mt.decode.confidence import Scored, scored, text_confidence
 from mt.decode.engine import Engine, NativeEngine, NativeModel, Results, as_engine, rows_per_sentence
 from mt.decode.protected import prepare_segments, render_nbest
-from mt.decode.terms import TermConstraints, alone_sources, alone_words, replacing
+from mt.decode.terms import (
+    TermConstraints,
+    alone_alignments,
+    alone_decode,
+    alone_sources,
+    alone_word_sets,
+    alone_words,
+    replacing,
+    swapping,
+)
 from mt.decode.wanted import Wanted
 from mt.errors import MTWarning
 from mt.text.protect import render_all
@@ -116,12 +125,23 @@ def term_lines(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decod
     if glossary.first_pass == "off" or not rows or not isinstance(engine, NativeEngine):
         return wanted
     held = [lines[i] for i in rows]
-    sources = alone_sources(glossary, held) if glossary.first_pass == "both" else []
-    greedy = dataclasses.replace(decode, beam=1, n_best=1)
-    firsts = translate_lines(engine, tokenizer, held + sources, greedy, device=device)
-    aligned = align_words(engine.model, tokenizer, held + sources, firsts, device=device)
-    alone = alone_words(glossary, sources, firsts[len(held):], aligned[len(held):])
-    for i, w in zip(rows, replacing(glossary, held, firsts[:len(held)], aligned[:len(held)], tokenizer, alone)):
+
+    def align(src: list[str], tgt: list[str]) -> list[list[int]]:
+        return align_words(engine.model, tokenizer, src, tgt, device=device)
+
+    if glossary.first_pass == "swap":  # the search's own output; the terms alone in their n-best
+        firsts = translate_lines(engine, tokenizer, held, dataclasses.replace(decode, n_best=1), device=device)
+        sources = alone_sources(glossary, held)
+        nbest = translate_nbest(engine, tokenizer, sources, alone_decode(decode), device=device)
+        alone = alone_word_sets(glossary, sources, [[text for text, _ in hyps] for hyps in nbest], align)
+        found = swapping(glossary, held, firsts, tokenizer, alone, align)  # aligns only what the lemmas miss
+    else:
+        sources = alone_sources(glossary, held) if glossary.first_pass == "both" else []
+        firsts = translate_lines(engine, tokenizer, held + sources, dataclasses.replace(decode, beam=1, n_best=1),
+                                 device=device)
+        alone = alone_words(glossary, sources, firsts[len(held):], alone_alignments(sources, firsts[len(held):], align))
+        found = replacing(glossary, held, firsts[:len(held)], align(held, firsts[:len(held)]), tokenizer, alone)
+    for i, w in zip(rows, found):
         wanted[i] = w
     return wanted
 
@@ -190,7 +210,8 @@ def translate_scored(
                                                        constraints=cons, glue=_glue(glossary))]
 
     found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)],
-                           constraints=None if glossary is None else glossary.for_lines(lines))
+                           constraints=None if glossary is None else term_lines(
+                               engine, tokenizer, lines, decode, device=device, glossary=glossary))
     texts = tokenizer.decode_tgt([hyps[0][0] for hyps in found])
     return [scored(line, text, ids, len(hyps[0][0]), hyps[0][1], decode)
             for line, text, ids, hyps in zip(lines, texts, src_ids, found)]

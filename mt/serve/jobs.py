@@ -28,7 +28,16 @@ from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import text_confidence
 from mt.decode.protected import prepare_segments, render_nbest
-from mt.decode.terms import TermConstraints, alone_sources, alone_words, replacing
+from mt.decode.terms import (
+    TermConstraints,
+    alone_alignments,
+    alone_decode,
+    alone_sources,
+    alone_word_sets,
+    alone_words,
+    replacing,
+    swapping,
+)
 from mt.decode.translate import broken_warning, join_nbest, segment_for_model
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
@@ -134,22 +143,43 @@ async def _first_pass(request: Request, model: ServedModel, settings: ServeSetti
                       cons: list[Wanted], decode: DecodeConfig, tokenizer: Tokenizer,
                       terms: TermConstraints) -> list[Wanted]:
     """`cons` of `lines` after the glossary's first pass (`mt.decode.translate.term_lines`): the
-    lines holding a term translated greedily by the batcher, aligned by the worker, their terms'
-    own words avoided (`mt.decode.terms.replacing`); `cons` as they are without one."""
+    lines holding a term translated by the batcher ("swap": by the request's search, each term then
+    put in place of the model's word, `mt.decode.terms.swapping`; else greedily, the model's words
+    avoided, `mt.decode.terms.replacing`), aligned by the worker; `cons` as they are without one."""
     rows = [i for i, wanted in enumerate(cons) if wanted]
     if terms.first_pass == "off" or not rows or not model.constrains:
         return cons
     held = [lines[i] for i in rows]
-    sources = alone_sources(terms, held) if terms.first_pass == "both" else []
-    greedy = dataclasses.replace(decode, beam=1, n_best=1)
-    job = await _run_job(request, model, settings, held + sources, greedy, None, tokenizer, None)
-    firsts = [hyps[0][0] for hyps in job.future.result()]
-    aligned = await asyncio.to_thread(model.engine.align, list(tokenizer.src_prefix), held + sources, firsts)
-    if aligned is None:
-        return cons
-    alone = alone_words(terms, sources, firsts[len(held):], aligned[len(held):])
+
+    def align(src: list[str], tgt: list[str]) -> list[list[int]] | None:  # in the worker, off the event loop
+        return model.engine.align(list(tokenizer.src_prefix), src, tgt)
+
+    if terms.first_pass == "swap":  # the search's own output; the terms alone in their n-best
+        sources = alone_sources(terms, held)
+        job = await _run_job(request, model, settings, held, dataclasses.replace(decode, n_best=1), None, tokenizer,
+                             None)
+        firsts = [hyps[0][0] for hyps in job.future.result()]
+        many = alone_decode(decode)
+        alone_job = await _run_job(request, model, settings, sources, many, many.n_best, tokenizer, None)
+        outputs = [[text for text, _ in hyps] for hyps in alone_job.future.result()]
+
+        def first_pass() -> list[Wanted]:
+            alone = alone_word_sets(terms, sources, outputs, align)
+            return swapping(terms, held, firsts, tokenizer, alone, align)  # aligns only what the lemmas miss
+    else:
+        sources = alone_sources(terms, held) if terms.first_pass == "both" else []
+        greedy = dataclasses.replace(decode, beam=1, n_best=1)
+        job = await _run_job(request, model, settings, held + sources, greedy, None, tokenizer, None)
+        firsts = [hyps[0][0] for hyps in job.future.result()]
+
+        def first_pass() -> list[Wanted]:
+            alone = alone_words(terms, sources, firsts[len(held):], alone_alignments(sources, firsts[len(held):], align))
+            return replacing(terms, held, firsts[:len(held)], align(held, firsts[:len(held)]) or [[] for _ in held],
+                             tokenizer, alone)
+
+    found = await asyncio.to_thread(first_pass)
     out = list(cons)
-    for i, wanted in zip(rows, replacing(terms, held, firsts[:len(held)], aligned[:len(held)], tokenizer, alone)):
+    for i, wanted in zip(rows, found):
         out[i] = wanted
     return out
 

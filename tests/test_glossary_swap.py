@@ -1,0 +1,173 @@
+"""The glossary's "swap" first pass (mt.decode.terms.swapping): each term put in the place of the
+model's own word in the search's own output, its form chosen by the model's score
+(mt.decode.forced.choose_outputs), and the engine answering such sentences without a search."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from mt.config import DecodeConfig
+from mt.data.batching import collate_source
+from mt.decode import forced
+from mt.decode.constrained import constrained_beam_search
+from mt.decode.engine import search_batch
+from mt.decode.forced import choose_outputs, force_decode_score
+from mt.decode.search import length_penalty
+from mt.decode.terms import TermConstraints, _case_like, _swapped, alone_alignments, swapping
+from mt.decode.wanted import Wanted
+from mt.text.glossary import parse_glossary
+from tests.test_constrained import V, make
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+WORD_START = "\u2581"
+
+
+class WordTokenizer:
+    """A stand-in target tokenizer: one piece per whitespace-separated word (ids given on first sight)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def encode_tgt(self, lines: list[str]) -> list[list[int]]:
+        return [[self.ids.setdefault(WORD_START + w, len(self.ids) + 7) for w in line.split()] for line in lines]
+
+    @property
+    def tgt_vocab_size(self) -> int:
+        return len(self.ids) + 7
+
+    def tgt_pieces(self, ids: list[int]) -> list[str]:
+        names = {i: p for p, i in self.ids.items()}
+        return [names.get(i, "<s>") for i in ids]
+
+    def decode(self, ids: tuple[int, ...]) -> str:
+        return " ".join(p[1:] for p in self.tgt_pieces(list(ids)))
+
+
+def test_choose_outputs_ranks_candidates_by_their_forced_score_over_the_length_penalty(monkeypatch) -> None:
+    model, rng = make(0), random.Random(1)
+    sources = [[rng.randint(7, V - 1) for _ in range(rng.randint(2, 7))] for _ in range(3)]
+    choices = [[[rng.randint(7, V - 1) for _ in range(rng.randint(1, 6))] for _ in range(k)] for k in (1, 4, 3)]
+    choices[2] = [[9, 10, 11, 12], [9, 10, 13], [9, 10]]  # candidates sharing their first tokens (a term's forms)
+    src, mask = collate_source(sources)
+    with torch.inference_mode():
+        ranked = choose_outputs(model, src, mask, choices, alpha=0.6, kind="gnmt", n_best=2)
+        for b, (cands, hyps) in enumerate(zip(choices, ranked)):
+            rows = torch.tensor([b] * len(cands))
+            log_probs = force_decode_score(model, src[rows], mask[rows], cands).tolist()
+            scores = [lp / length_penalty(len(c) + 1.0, alpha=0.6, kind="gnmt") for c, lp in zip(cands, log_probs)]
+            best = sorted(range(len(cands)), key=lambda i: -scores[i])[:2]
+            assert [h.tokens for h in hyps] == [cands[i] for i in best]
+            assert [h.score for h in hyps] == pytest.approx([scores[i] for i in best], abs=1e-5)
+            assert [h.log_prob for h in hyps] == pytest.approx([log_probs[i] for i in best], abs=1e-5)
+        monkeypatch.setattr(forced, "CHOICE_ROWS", 2)  # the candidates split over passes: the same ranking
+        again = choose_outputs(model, src, mask, choices, alpha=0.6, kind="gnmt", n_best=2)
+    assert [[h.tokens for h in hyps] for hyps in again] == [[h.tokens for h in hyps] for hyps in ranked]
+
+
+def test_the_engine_picks_among_given_outputs_and_searches_the_other_constrained_sentences() -> None:
+    model, rng = make(1), random.Random(2)
+    sources = [[rng.randint(7, V - 1) for _ in range(5)] for _ in range(4)]
+    picks = ((9, 10, 11), (9, 12), (13, 9, 10))
+    cons = [Wanted((((9,),),), choose=picks), Wanted((((20, 21),),)), Wanted((((9,),),), choose=picks[:1]),
+            Wanted((((22,),),))]
+    decode = DecodeConfig(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=10)
+    src, mask = collate_source(sources)
+    seen: dict[int, list] = {}
+    with torch.inference_mode():
+        found = search_batch(model, src, mask, decode, n_best=2, constraints=cons,
+                             on_done=lambda b, hyps: seen.setdefault(b, hyps))
+        chosen = choose_outputs(model, src[[0, 2]], mask[[0, 2]], [picks, picks[:1]], alpha=0.6, kind="gnmt", n_best=2)
+        searched = constrained_beam_search(model, src[[1, 3]], mask[[1, 3]], [cons[1], cons[3]], beam=4, alpha=0.6,
+                                           length_penalty="gnmt", max_len_a=1.0, max_len_b=10, n_best=2,
+                                           forbid_unk=decode.forbid_unk, max_len_limit=63,
+                                           no_repeat_ngram_size=decode.no_repeat_ngram_size,
+                                           repetition_penalty=decode.repetition_penalty)
+    assert [h.tokens for h in found[0]] == [h.tokens for h in chosen[0]] and len(found[0]) == 2
+    assert [h.tokens for h in found[2]] == [list(picks[0])]  # one candidate: the n-best holds it alone
+    assert [h.tokens for h in found[1]] == [h.tokens for h in searched[0]]
+    assert [h.tokens for h in found[3]] == [h.tokens for h in searched[1]]
+    assert sorted(seen) == [0, 1, 2, 3] and all(seen[b] == found[b] for b in seen)
+
+
+def test_a_swapped_word_keeps_its_punctuation_and_takes_the_case_it_stood_in() -> None:
+    assert _swapped("Ein Mann, der schläft.", {1: ("Mann", ("Kerl", "Kerle"))}) == [
+        "Ein Kerl, der schläft.", "Ein Kerle, der schläft."]
+    assert _swapped("(Männer) und Männer.", {0: ("Männer", ("Kerle",)), 2: ("Männer", ("Kerle",))}) == [
+        "(Kerle) und Kerle."]
+    assert _swapped("Nothing here.", {}) == ["Nothing here."]
+    assert _case_like("bloke", "Man", True) == "Bloke" and _case_like("bloke", "man", False) == "bloke"
+    assert _case_like("Kerl", "MANN", False) == "KERL" and _case_like("Kerl", "Mann", True) == "Kerl"
+    assert _case_like("bloke", "Man", False) == "bloke"  # a capital mid-sentence is the word's, not the term's
+
+
+def test_swapping_offers_the_first_translation_with_each_term_in_place_of_the_models_word() -> None:
+    g = parse_glossary(b"man\tKerl|Kerle\ndog\tVierbeiner\n", "t.tsv").for_pair("en", "de")
+    tok = WordTokenizer()
+    forms = ["Kerl", "Kerle", "Vierbeiner"]
+    terms = TermConstraints(g, dict(zip(forms, tok.encode_tgt(forms))), first_pass="swap")
+    lines = ["A man sleeps", "A man and a man", "A dog sleeps", "A man sleeps", "A man sleeps", "A man sleeps"]
+    firsts = ["Ein Mann schläft.", "Ein Mann und ein Mann.", "Ein Kerl und ein Hund schlafen.", "Ein Kerl schläft.",
+              "Es schläft.", "Ein Junge schläft."]
+    # each target word's source word; the fifth output has no word for "man", the sixth only "Ein" (an article)
+    aligned = [[1, 1, 2], [0, 1, 2, 3, 4], [1, 1, 1, 1, 1, 2], [1, 1, 2], [2, 2], [1, 0, 2]]
+    alone = {"man": ("Mann",), "dog": ("Hund",)}
+    asked: list[list[str]] = []
+
+    def align(sources: list[str], targets: list[str]) -> list[list[int]]:
+        asked.append(sources)
+        return [aligned[lines.index(s) if s != "A man sleeps" else firsts.index(t)] for s, t in zip(sources, targets)]
+
+    found = swapping(terms, lines, firsts, tok, alone, align)  # type: ignore[arg-type]
+    texts = [[tok.decode(c) for c in w.choose] for w in found]
+    assert texts[0] == ["Ein Kerl schläft.", "Ein Kerle schläft."]
+    assert texts[1] == ["Ein Kerl und ein Kerl.", "Ein Kerl und ein Kerle.", "Ein Kerle und ein Kerl.",
+                        "Ein Kerle und ein Kerle."]  # every occurrence of the model's word
+    assert texts[2] == ["Ein Kerl und ein Vierbeiner schlafen."]  # the word found by what "dog" alone gives
+    assert texts[3] == ["Ein Kerl schläft."]  # the term already there: the first translation is the one choice
+    assert texts[4] == [] and texts[5] == []  # no word to replace: the constrained search instead
+    assert all(w.require for w in found) and found[4].avoid  # ... which avoids the model's word for the term
+    assert asked == [["A man sleeps", "A man sleeps"]]  # only the lines the lemmas left without a word are aligned
+
+
+@pytest.mark.requires("simplemma")
+def test_an_inflected_word_of_the_model_is_found_by_its_lemma() -> None:
+    g = parse_glossary(b"man\tKerl|Kerle\n", "t.tsv").for_pair("en", "de")
+    tok = WordTokenizer()
+    terms = TermConstraints(g, dict(zip(["Kerl", "Kerle"], tok.encode_tgt(["Kerl", "Kerle"]))), first_pass="swap",
+                            language="de")
+    # attention put nothing on "Männer": what "man" alone gives ("Mann") finds it by its lemma
+    found = swapping(terms, ["Three men sit"], ["Drei Männer sitzen."], tok, {"man": ("Mann",)},  # type: ignore[arg-type]
+                     lambda sources, targets: pytest.fail("aligned although the lemma found the word"))
+    assert [tok.decode(c) for c in found[0].choose] == ["Drei Kerl sitzen.", "Drei Kerle sitzen."]
+
+
+def test_a_one_word_term_translated_alone_is_aligned_without_the_model() -> None:
+    calls: list[list[str]] = []
+
+    def align(sources: list[str], targets: list[str]) -> list[list[int]]:
+        calls.append(sources)
+        return [[1] * len(t.split()) for t in targets]
+
+    assert alone_alignments(["man", "fire truck"], ["Ein Mann", "Das rote Feuerwehrauto"], align) == [
+        [0, 0], [1, 1, 1]]
+    assert calls == [["fire truck"]]
+
+
+def test_an_article_aligned_with_the_term_is_never_swapped_and_unspaced_targets_keep_the_search() -> None:
+    g = parse_glossary(b"Fahrrad\tcycle|cycles\n", "t.tsv").for_pair("de", "en")
+    tok = WordTokenizer()
+    terms = TermConstraints(g, dict(zip(["cycle", "cycles"], tok.encode_tgt(["cycle", "cycles"]))), first_pass="swap")
+    # the model said "bike", its translations alone "bicycle": attention put "Fahrrad" on "a" alone
+    found = swapping(terms, ["Er fährt Fahrrad"], ["He rides a bike."], tok, {"Fahrrad": ("bicycle",)},  # type: ignore[arg-type]
+                     lambda sources, targets: [[0, 1, 2, 1]])
+    assert not found[0].choose and found[0].require  # no swap of "a": the constrained search
+    found = swapping(terms, ["Er fährt Fahrrad"], ["He rides a bike."], tok, {"Fahrrad": ("bicycle", "bike")},  # type: ignore[arg-type]
+                     lambda sources, targets: pytest.fail("aligned although an alone word was found"))
+    assert [tok.decode(c) for c in found[0].choose] == ["He rides a cycle.", "He rides a cycles."]
+    ja = TermConstraints(g, terms.pieces, first_pass="swap", language="ja")
+    found = swapping(ja, ["Er fährt Fahrrad"], ["彼は自転車に乗る。"], tok, {"Fahrrad": ("自転車",)},  # type: ignore[arg-type]
+                     lambda sources, targets: [[2]])
+    assert not found[0].choose and found[0].require  # a whole clause is one "word": never swapped

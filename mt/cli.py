@@ -134,13 +134,14 @@ PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only
 GlossaryOpt = typer.Option(None, "--glossary", help="Terms to keep: TSV lines 'source<TAB>target' or 'source'.")
 NoRepeatOpt = typer.Option(None, "--no-repeat-ngram", help="Loop guard: no n-gram of N pieces twice (0 = off).")
 PenaltyOpt = typer.Option(None, "--repetition-penalty", help="Loop guard: emitted pieces' log-probs times P (1 = off).")
+CaseOpt = typer.Option(None, "--case/--no-case", help="ALL CAPS / Title Case read in sentence case and given back (default: on).")
+EndingOpt = typer.Option(None, "--ending/--no-ending", help="A sentence ending without punctuation gets no full stop (default: on).")
 
 
 @app.command()
 def translate(
     checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
-    input: str = typer.Option("-", "--input", "-i", help="Source text (paragraphs: each line split into sentences); "
-                              "'-' = stdin."),
+    input: str = typer.Option("-", "--input", "-i", help="Source text (each line split into sentences); '-' = stdin."),
     output: str = typer.Option("-", "--output", "-o", help="Where to write translations; '-' = stdout."),
     beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the checkpoint config."),
     alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
@@ -170,8 +171,7 @@ def translate(
     glossary: Optional[Path] = GlossaryOpt,
     protect: Optional[str] = typer.Option(None, help="Spans kept verbatim: all, none, or some of placeholders,urls,"
                                           "emails,handles,hashtags,numbers,code (default: decode.protect, all)."),
-    case: Optional[bool] = typer.Option(None, "--case/--no-case", help="ALL CAPS / Title Case lines translated in "
-                                        "sentence case, their style given back (default: decode.case, on)."),
+    case: Optional[bool] = CaseOpt, ending: Optional[bool] = EndingOpt,
     no_repeat_ngram: Optional[int] = NoRepeatOpt, repetition_penalty: Optional[float] = PenaltyOpt,
     scores: bool = typer.Option(False, "--scores", help="Write 'confidence<TAB>translation', confidence in [0, 1]."),
 ) -> None:
@@ -188,7 +188,7 @@ def translate(
                       sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, device=device, case=case,
                       precision=precision, target_lang=target_lang, format=format, segment=segment, glossary=glossary,
                       protect=protect, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty,
-                      scores=scores)
+                      ending=ending, scores=scores)
 
 
 @app.command()

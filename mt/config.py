@@ -232,6 +232,7 @@ class DecodeConfig:
     seed: int = 0  # sampling: same seed and input, same output
     protect: tuple[ProtectKind, ...] = typing.get_args(ProtectKind)  # spans a person's text keeps verbatim (mt translate, mt serve; not mt evaluate)
     case: bool = True  # ALL CAPS / Title Case lines translated in sentence case, their style given back
+    ending: bool = True  # a segment without final punctuation gets none added (mt translate, mt serve; not mt evaluate)
     no_repeat_ngram_size: int = 3  # loop guard: no n-gram of target pieces twice in an output (0 = off; mt/decode/repeats.py)
     repetition_penalty: float = 1.0  # loop guard: a piece already in the output has its log-prob times this (1 = off)
     confidence: tuple[float, ...] = ()  # sentence confidence's calibration, fitted on val (mt/decode/confidence.py; () = default)

@@ -1,7 +1,8 @@
 """Protected spans and case styles (mt.text.protect, mt.text.case, mt.decode.protected): every kind
 found and put back verbatim exactly once where the alignment puts its words; what matches no kind
 (an unknown style, an unbalanced brace) translated as text; a sentence where nothing applies
-byte-identical to a translation without them; linear time on a 10,000-character line."""
+byte-identical to a translation without them; linear time on a 10,000-character line. The ending and
+the word after an opening span: tests/test_endings.py."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from mt.decode.translate import translate_lines, translate_texts, translate_text
 from mt.deploy.loading import load_model
 from mt.errors import MTError, MTWarning
 from mt.text.case import case_style, restyle, sentence_case, shouted
-from mt.text.protect import KINDS, find_spans, parse_kinds, prepare, span_links
+from mt.text.protect import KINDS, drop_full_stop, find_spans, parse_kinds, prepare, span_links
 from mt.text.segment import segmenter_for
 from tests.support.scaling import assert_linear
 
@@ -140,10 +141,10 @@ def test_translations_keep_spans_and_leave_other_sentences_identical(random_ckpt
     loaded = load_model([random_ckpt], "cpu")
     engine, tok = loaded.engine, loaded.tokenizer
     decode = dataclasses.replace(loaded.config.decode, beam=2)
-    off = dataclasses.replace(decode, protect=(), case=False)
+    off = dataclasses.replace(decode, protect=(), case=False, ending=False)
     seg = segmenter_for("en")
     texts = ["Click {0} to see {1} people. A man rides a bike.", "Visit https://example.org/a to see %d dogs.",
-             "the cat sat on the mat", "{0}", "TWO DOGS ARE PLAYING IN THE SNOW."]
+             "the cat sat on the mat.", "{0}", "TWO DOGS ARE PLAYING IN THE SNOW.", "the cat sat on the mat"]
     on = translate_texts(engine, tok, texts, decode, device="cpu", segmenter=seg)
     plain = translate_texts(engine, tok, texts, off, device="cpu", segmenter=seg)
     for text, out in zip(texts, on):
@@ -153,11 +154,13 @@ def test_translations_keep_spans_and_leave_other_sentences_identical(random_ckpt
     assert on[2] == plain[2] == translate_lines(engine, tok, [texts[2]], decode, device="cpu")[0]
     assert on[0].endswith(" " + translate_lines(engine, tok, ["A man rides a bike."], decode, device="cpu")[0])
     assert on[3] == "{0}" and on[4] == on[4].upper()
+    bare = translate_lines(engine, tok, [texts[5]], decode, device="cpu")[0]  # no final punctuation: a full
+    assert plain[5] == bare and on[5] == drop_full_stop(bare)                  # stop the model adds is dropped
     nbest = translate_texts_nbest(engine, tok, texts[:2], dataclasses.replace(decode, n_best=2), device="cpu",
                                   segmenter=seg)
     assert all(text.count("{0}") == 1 and text.count("{1}") == 1 for text, _ in nbest[0])
     assert all(text.count("https://example.org/a") == 1 for text, _ in nbest[1])
-    assert DecodeConfig().protect == KINDS and DecodeConfig().case
+    assert DecodeConfig().protect == KINDS and DecodeConfig().case and DecodeConfig().ending
 
 
 class CopyEngine:

@@ -85,11 +85,13 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
     return decode
 
 
-def robust_settings(decode: DecodeConfig, *, protect: str | None, case: bool | None) -> DecodeConfig:
-    """`decode` with --protect (all, none or kinds separated by commas: `parse_kinds`) and
-    --case/--no-case applied (None = the checkpoint's)."""
+def robust_settings(decode: DecodeConfig, *, protect: str | None, case: bool | None,
+                    ending: bool | None = None) -> DecodeConfig:
+    """`decode` with --protect (all, none or kinds separated by commas: `parse_kinds`),
+    --case/--no-case and --ending/--no-ending applied (None = the checkpoint's)."""
     kinds = decode.protect if protect is None else parse_kinds(protect)
-    return dataclasses.replace(decode, protect=kinds, case=decode.case if case is None else case)
+    return dataclasses.replace(decode, protect=kinds, case=decode.case if case is None else case,
+                               ending=decode.ending if ending is None else ending)
 
 
 def output_path(output: str) -> Path | None:

@@ -4,12 +4,14 @@ translations rendered back with its own word alignment (`mt.decode.align`). What
 `translate_texts_nbest` and the server's routes share; evaluation on test sets does not use it.
 
 Only the segments that need it are aligned (spans between words, or a shouted word), in one forced
-pass per call; a segment where nothing applies keeps its translation byte for byte.
+pass per call; a segment where nothing applies keeps its translation byte for byte. Whether a word
+after an opening span keeps its capital is the target vocabulary's answer (`truecaser`), asked
+only for such a word: no model call.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
@@ -23,16 +25,29 @@ def piece_counter(tokenizer: Tokenizer) -> Count:
     return lambda words: [len(ids) - skip for ids in tokenizer.encode_src(words)]
 
 
+def truecaser(tokenizer: Tokenizer) -> Callable[[str], bool]:
+    """Whether the target language writes a capitalised word ("Mädchen", "Blonde") capitalised
+    mid-sentence: the model's target pieces spell it in fewer pieces than with its first letter
+    in lower case, ties keeping the capital. A vocabulary holds the casings its corpus wrote most,
+    so German nouns keep theirs and "blonde" loses it, with no rule per language."""
+    def keeps(word: str) -> bool:
+        at = next((i for i, c in enumerate(word) if c.isalpha()), 0)
+        capital, lower = tokenizer.encode_tgt([word, word[:at] + word[at:at + 1].lower() + word[at + 1:]])
+        return len(capital) <= len(lower)
+    return keeps
+
+
 def prepare_segments(segments: Sequence[str], tokenizer: Tokenizer, decode: DecodeConfig) -> list[Prepared]:
-    """Each segment made ready for the model by `decode.protect` and `decode.case` (`Prepared.text`
-    is what it translates; the segment itself where nothing applies)."""
+    """Each segment made ready for the model by `decode.protect`, `decode.case` and `decode.ending`
+    (`Prepared.text` is what it translates; the segment itself where nothing applies)."""
     count = piece_counter(tokenizer)
-    return [prepare(segment, decode.protect, decode.case, count) for segment in segments]
+    return [prepare(segment, decode.protect, decode.case, count, decode.ending) for segment in segments]
 
 
-def render_nbest(prepared: Sequence[Prepared], found: Sequence[list[tuple[str, float]]],
-                 align: Aligner | None) -> list[list[tuple[str, float]]]:
-    """Every alternative of every segment rendered (`render_all`, one alignment call), scores kept."""
+def render_nbest(prepared: Sequence[Prepared], found: Sequence[list[tuple[str, float]]], align: Aligner | None,
+                 *, truecase: Callable[[str], bool] | None = None) -> list[list[tuple[str, float]]]:
+    """Every alternative of every segment rendered (`render_all` with `truecase`, one alignment
+    call), scores kept."""
     flat = [(p, text) for p, hyps in zip(prepared, found) for text, _ in hyps]
-    texts = iter(render_all([p for p, _ in flat], [t for _, t in flat], align))
+    texts = iter(render_all([p for p, _ in flat], [t for _, t in flat], align, truecase=truecase))
     return [[(next(texts), score) for _, score in hyps] for hyps in found]

@@ -15,8 +15,9 @@ sentence-aligned sets). `translate_texts` is what a person's text goes through: 
 split into sentences (`mt.text.segment`), sentences over the model's limit broken (never cut),
 all texts' segments translated together in the same length-sorted batches, and each text
 rendered back with its whitespace where it was. Placeholders, URLs, numbers and the like are kept
-verbatim and ALL CAPS / Title Case lines translated in sentence case (`decode.protect`,
-`decode.case`: `mt.decode.protected`); a sentence where none applies is translated as before.
+verbatim, ALL CAPS / Title Case lines translated in sentence case and a sentence without final
+punctuation given none (`decode.protect`, `decode.case`, `decode.ending`: `mt.decode.protected`);
+a sentence where none applies is translated as before.
 
 `translate_scored` and `translate_texts_scored` give each output with its confidence
 (`mt.decode.confidence`): the same search and the same outputs as `translate_lines` and
@@ -48,7 +49,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.align import align_words, aligner_for
 from mt.decode.confidence import Scored, scored, text_confidence
 from mt.decode.engine import Engine, NativeEngine, NativeModel, Results, as_engine, rows_per_sentence
-from mt.decode.protected import prepare_segments, render_nbest
+from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.terms import (
     TermConstraints,
     alone_alignments,
@@ -294,7 +295,7 @@ def translate_texts(
     prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
     done = translate_lines(engine, tokenizer, [p.text for p in prepared], decode, device=device, progress=progress,
                            sentence_ids=sampling_keys(split, first_id), glossary=glossary)
-    found = iter(render_all(prepared, done, aligner_for(engine, tokenizer)))
+    found = iter(render_all(prepared, done, aligner_for(engine, tokenizer), truecase=truecaser(tokenizer)))
     return [text.render([next(found) for _ in text.segments]) for text in split]
 
 
@@ -321,7 +322,7 @@ def translate_texts_nbest(
     prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
     done = translate_nbest(engine, tokenizer, [p.text for p in prepared], decode, device=device, progress=progress,
                            sentence_ids=sampling_keys(split, first_id), glossary=glossary)
-    found = iter(render_nbest(prepared, done, aligner_for(engine, tokenizer)))
+    found = iter(render_nbest(prepared, done, aligner_for(engine, tokenizer), truecase=truecaser(tokenizer)))
     return [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
 
 
@@ -347,7 +348,8 @@ def translate_texts_scored(
     prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
     done = translate_scored(engine, tokenizer, [p.text for p in prepared], decode, device=device, progress=progress,
                             sentence_ids=sampling_keys(split, first_id), glossary=glossary)
-    found = iter(zip(render_all(prepared, [s.output for s in done], aligner_for(engine, tokenizer)), done))
+    rendered = render_all(prepared, [s.output for s in done], aligner_for(engine, tokenizer), truecase=truecaser(tokenizer))
+    found = iter(zip(rendered, done))
     out = []
     for text in split:
         mine = [next(found) for _ in text.segments]

@@ -10,8 +10,9 @@ fragments: the sentences of their blocks' text as segments, markup kept. With a 
 (`mt.serve.glossary`), each sentence goes with the target pieces of the terms found in it, and
 (its `first_pass`) the words the model's greedy translation gave them, to be avoided.
 Placeholders, URLs, numbers and the like are taken out of each sentence and put back after it is
-translated, and ALL CAPS / Title Case sentences translated in sentence case (`decode.protect`,
-`decode.case`; `mt.decode.protected`): the cache holds the model's translation of what it read.
+translated, ALL CAPS / Title Case sentences translated in sentence case and a sentence without
+final punctuation given none (`decode.protect`, `decode.case`, `decode.ending`;
+`mt.decode.protected`): the cache holds the model's translation of what it read.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from fastapi import Request
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import text_confidence
-from mt.decode.protected import prepare_segments, render_nbest
+from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.terms import (
     TermConstraints,
     alone_alignments,
@@ -124,12 +125,13 @@ async def translate_texts_scored(request: Request, model: ServedModel, settings:
 
 
 async def _rendered(model: ServedModel, tokenizer: Tokenizer, prepared: list[Prepared], hyps: list[Hyps]) -> list[Hyps]:
-    """Each sentence's outputs with its protected spans and case style back (`render_nbest`), aligned
-    in the worker off the event loop; a request where nothing applies is returned as it is."""
+    """Each sentence's outputs with its protected spans, case style and ending back (`render_nbest`),
+    aligned in the worker off the event loop; a request where nothing applies is returned as it is."""
     if all(p.identity for p in prepared):
         return hyps
     try:
-        return await asyncio.to_thread(render_nbest, prepared, hyps, _aligner(model, tokenizer))
+        return await asyncio.to_thread(render_nbest, prepared, hyps, _aligner(model, tokenizer),
+                                       truecase=truecaser(tokenizer))
     except MTError as e:
         raise ApiError(503, f"the model could not align the protected spans: {e}", {"Retry-After": "5"}) from None
 

@@ -142,7 +142,7 @@ class ServedModel:
 
 def server_decode(settings: ServeSettings, cfg: Config) -> tuple[DecodeConfig, int]:
     """(the server's default decode settings, the largest beam a request may ask for): the
-    checkpoint's, with --beam, --max-batch-tokens, --protect, --case and the loop guard's
+    checkpoint's, with --beam, --max-batch-tokens, --protect, --case, --ending and the loop guard's
     --no-repeat-ngram and --repetition-penalty."""
     max_beam = settings.max_beam or cfg.decode.beam
     guard = settings.no_repeat_ngram, settings.repetition_penalty
@@ -150,6 +150,7 @@ def server_decode(settings: ServeSettings, cfg: Config) -> tuple[DecodeConfig, i
                                  max_tokens=settings.max_batch_tokens or cfg.decode.max_tokens,
                                  protect=cfg.decode.protect if settings.protect is None else settings.protect,
                                  case=cfg.decode.case if settings.case is None else settings.case,
+                                 ending=cfg.decode.ending if settings.ending is None else settings.ending,
                                  no_repeat_ngram_size=cfg.decode.no_repeat_ngram_size if guard[0] is None else guard[0],
                                  repetition_penalty=cfg.decode.repetition_penalty if guard[1] is None else guard[1])
     return decode, max_beam

@@ -114,6 +114,8 @@ class ServeSettings:
         option_type=str | None)
     case: bool | None = _flag(None, "--case/--no-case", "Translate ALL CAPS / Title Case lines in sentence case and "
                                                         "give their style back (default: decode.case, on).")
+    ending: bool | None = _flag(None, "--ending/--no-ending", "Add no full stop to a sentence that ends without "
+                                                              "punctuation (default: decode.ending, on).")
     max_body_bytes: int = 1 << 20
     keys_file: Path | None = None  # what --api-keys named: SIGHUP re-reads it
 

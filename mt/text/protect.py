@@ -2,9 +2,9 @@
 text the model reads well, and the spans put back verbatim, each exactly once, where the words
 around them went. For every model, old checkpoints included: nothing is learnt.
 
-`prepare(segment, kinds, case, count) -> Prepared`: the spans of `kinds` found in one segment (a
-sentence from `mt.text.segment`) are taken OUT of the text the model translates (`Prepared.text`),
-and an ALL CAPS or Title Case sentence is put in sentence case (`mt.text.case`).
+`prepare(segment, kinds, case, count, ending) -> Prepared`: the spans of `kinds` found in one
+segment (a sentence from `mt.text.segment`) are taken OUT of the text the model translates
+(`Prepared.text`), and an ALL CAPS or Title Case sentence is put in sentence case (`mt.text.case`).
 `Prepared.render(translation, alignment)` gives the translation the sentence's case style back and
 puts each span between the translated words as inline markup is placed (`mt.text.html`): the
 source's text between spans is a row of *slots*, the word alignment (`mt.decode.align`, the
@@ -12,9 +12,16 @@ model's cross-attention between `Prepared.text` and the translation) says which 
 translated word belongs in, `aligned_bounds` (html's dynamic programme) keeps the slots in order,
 and a slot's trailing full stop or comma that the source had after the span moves past it
 ("Write to <x>." -> "Schreiben Sie an <x>."). Without an alignment (an engine with no attention to
-read) words are placed in proportion, as html does, and a shouted word's emphasis is not placed. A segment where nothing applies is `identity`:
-its text is the segment and `render` returns the translation unchanged, so such a sentence comes
-out byte-identical to a translation without this module.
+read) words are placed in proportion, as html does, and a shouted word's emphasis is not placed.
+When a span opens the segment and the source word after it starts lower case, the translated word
+placed after it loses the capital the model gave a sentence's first word ("2 blond girls": "2
+blonde Mädchen") unless `truecase` (the target vocabulary's answer, `mt.decode.protected`) says the
+language writes it capitalised. With `ending`, a *bare* segment (ending in a letter, a digit or a
+span: "Save changes", "Visit {url}") gets no full stop the source never had: a single final '.',
+'。' or '．' of its translation is dropped ('...', '…', '?', '!' and an abbreviation's 'z.B.' are
+kept); the model still reads the segment itself, unaligned. A segment where nothing applies is
+`identity`: its text is the segment and `render` returns the translation unchanged, so such a
+sentence comes out byte-identical to a translation without this module.
 
 The kinds (`mt.config.ProtectKind`, each switched off by leaving it out of `decode.protect`):
 - `placeholders`: printf `%s %d %5.2f %1$s %(name)s %@`, `{0} {0:N2} {name} {user.name}` (ICU,
@@ -62,6 +69,7 @@ PATTERNS: dict[str, str] = {
 }
 _URL_TAIL = ".,;:!?'\")]}"  # punctuation after a URL belongs to the sentence
 _AROUND = ".,;:!?'\"«»“”"  # punctuation a sentence puts around a word
+FULL_STOPS = ".。．"  # a final full stop the model adds to a segment that had none (not '...', '…', '?', '!')
 
 
 def parse_kinds(value: str, flag: str = "--protect") -> tuple[ProtectKind, ...]:
@@ -133,7 +141,8 @@ class Prepared:
     """One segment made ready for the model: `text` is what it translates; `render` makes its
     translation the segment's (module docstring). `slots`: the source between the spans (one more
     than `spans`); `word_slots`: the slot each word of `text` begins in; `loud`: the indices of
-    `text`'s shouted words; `style`: the segment's case style."""
+    `text`'s shouted words; `style`: the segment's case style; `bare`: the segment ends without
+    final punctuation (and `ending` was on), so a full stop ending its translation is dropped."""
 
     source: str
     text: str
@@ -142,34 +151,43 @@ class Prepared:
     word_slots: tuple[int, ...] = ()
     style: Style = "none"
     loud: tuple[int, ...] = field(default=())
+    bare: bool = False
 
     @property
     def identity(self) -> bool:
         """Nothing applies: the model translates the segment itself and its translation is kept as it is."""
-        return not self.spans and self.style == "none" and not self.loud
+        return not self.spans and self.style == "none" and not self.loud and not self.bare
 
     @property
     def needs_alignment(self) -> bool:
         """Whether `render` places words by an alignment: spans between words, or a shouted word."""
         return bool(self.loud) or len(set(self.word_slots)) > 1
 
-    def render(self, translation: str, alignment: list[int] | None = None) -> str:
+    def render(self, translation: str, alignment: list[int] | None = None, *,
+               truecase: Callable[[str], bool] | None = None) -> str:
         """The segment's translation from `translation` (of `text`): case style back, spans put
         back verbatim between the words `alignment` (for each word of `translation.split()`, the
-        index of the word of `text` it translates, or -1) places in each slot."""
+        index of the word of `text` it translates, or -1) places in each slot, the full stop the
+        model added to a bare segment dropped. `truecase(word)`: whether the target language writes
+        a capitalised word so mid-sentence (None: a word after an opening span is left as it is)."""
         if self.identity:
             return translation
         if not any(c.isalnum() for c in self.text):
             return self.source  # only spans and punctuation: nothing was translated
+        if self.bare and not self.spans and self.style == "none" and not self.loud:
+            return drop_full_stop(translation)  # only the ending applies: the rest as it came
         words = restyle(translation.split(), self.style)
+        tail = " ".join(words[-2:])
+        if self.bare and len(drop_full_stop(tail)) < len(tail):
+            words[-1] = words[-1][:-1]  # "" for a full stop of its own: the words keep their places
         usable = alignment is not None and len(alignment) == len(words)
         if self.loud and usable and words:
             words = _emphasise(words, alignment or [], self.loud)
         if not self.spans:
-            return " ".join(words)
-        return self._place(words, alignment if usable else None)
+            return " ".join(word for word in words if word)
+        return self._place(words, alignment if usable else None, truecase)
 
-    def _place(self, words: list[str], alignment: list[int] | None) -> str:
+    def _place(self, words: list[str], alignment: list[int] | None, truecase: Callable[[str], bool] | None) -> str:
         k, m = len(self.slots), len(words)
         starts, begun = [], 0  # starts[j]: words of `text` begun before slot j
         for j in range(k):
@@ -180,13 +198,17 @@ class Prepared:
         bounds = even
         if alignment is not None and m and m * k * k <= MAX_PLACEMENT_WORK:  # html's bound on the DP's work
             bounds = aligned_bounds(alignment, list(self.word_slots), even, k)
-        texts = [" ".join(words[bounds[j]:bounds[j + 1]]) for j in range(k)]
+        texts = [" ".join(word for word in words[bounds[j]:bounds[j + 1]] if word) for j in range(k)]
         for j in range(k - 1):  # a full stop the source has after the span goes after it (and after
             word = texts[j]     # the spans that follow it with only whitespace between them)
             cut = len(word) - len(word.rstrip(TRAILING_PUNCTUATION))
             if cut and word[:-cut].strip() and not self.slots[j].rstrip().endswith(tuple(TRAILING_PUNCTUATION)):
                 to = next((i for i in range(j + 1, k) if self.slots[i].strip() or texts[i]), k - 1)
                 texts[j], texts[to] = word[:-cut].rstrip(), (word[-cut:] + " " + texts[to]).strip()
+        if truecase is not None and not texts[0] and self._opens_lower():
+            after = next((j for j in range(1, k) if texts[j]), None)  # the sentence's first word follows a span:
+            if after is not None:  # no capital for being first ("2 blond girls": "2 blonde Mädchen")
+                texts[after] = _uncapitalised(texts[after], truecase)
         out = texts[0]
         for span, after in zip(self.spans, texts[1:]):
             out += span.before(out) + span.text
@@ -195,6 +217,39 @@ class Prepared:
             elif span.space_after:
                 out += " "
         return out.rstrip()
+
+    def _opens_lower(self) -> bool:
+        """A span opens the segment and the first source word after it starts lower case."""
+        if self.style != "none" or self.slots[0].strip():
+            return False
+        first = next((c for slot in self.slots[1:] for c in slot if c.isalpha()), "")
+        return first.islower()
+
+
+def drop_full_stop(translation: str) -> str:
+    """`translation` without the one full stop that ends it (`FULL_STOPS`, trailing whitespace
+    aside; a space before it goes with it): none after another full stop or an ellipsis ('...',
+    '…', '。。'), nor an abbreviation's, whose word holds a period inside ('z.B.', 'U.S.', and a
+    URL's or a number's), nor the only thing there."""
+    end = len(translation.rstrip())
+    body = translation[:end - 1]
+    if not end or translation[end - 1] not in FULL_STOPS or not body.strip() or body[-1] in FULL_STOPS + "…":
+        return translation
+    word = "" if body[-1].isspace() else body.split()[-1]
+    return translation if "." in word else body.rstrip() + translation[end:]
+
+
+def _uncapitalised(text: str, truecase: Callable[[str], bool]) -> str:
+    """`text` with its first word's capital made lower case (punctuation before it aside), unless
+    the word is in capitals (an acronym) or `truecase` says the target language writes it so."""
+    at = next((i for i, c in enumerate(text) if c.isalpha()), None)
+    if at is None or not text[at].isupper():
+        return text
+    word = text[text.rfind(" ", 0, at) + 1:].split(" ", 1)[0]
+    second = next((c for c in text[at + 1:at + len(word)] if c.isalpha()), "")
+    if second.isupper() or truecase(word.strip(_AROUND + "()[]")):  # "USB-Sticks": an acronym's capitals
+        return text
+    return text[:at] + text[at].lower() + text[at + 1:]
 
 
 def _emphasise(words: list[str], alignment: list[int], loud: Sequence[int]) -> list[str]:
@@ -212,12 +267,15 @@ def _emphasise(words: list[str], alignment: list[int], loud: Sequence[int]) -> l
     return out
 
 
-def prepare(segment: str, kinds: Sequence[str], case: bool, count: Count) -> Prepared:
+def prepare(segment: str, kinds: Sequence[str], case: bool, count: Count, ending: bool = False) -> Prepared:
     """`segment` (one sentence) made ready for the model (module docstring): spans of `kinds` out,
-    an upper or title line in sentence case (with `case`), shouted words noted."""
+    an upper or title line in sentence case (with `case`), shouted words noted, a segment without
+    final punctuation marked `bare` (with `ending`)."""
     found = find_spans(segment, kinds)
+    last = len(segment.rstrip())  # a bare ending: a letter, a digit or a span
+    bare = ending and last > 0 and (segment[last - 1].isalnum() or bool(found) and found[-1][1] == last)
     if not found and not (case and any(c.isupper() for c in segment)):
-        return Prepared(segment, segment)  # the common case: no span, no capital to look at
+        return Prepared(segment, segment, bare=bare)  # the common case: no span, no capital to look at
     spans, slots, at = [], [], 0
     for start, end, _ in found:
         slots.append(segment[at:start])
@@ -242,20 +300,22 @@ def prepare(segment: str, kinds: Sequence[str], case: bool, count: Count) -> Pre
     if loud:
         model_words = [w.lower() if i in loud else w for i, w in enumerate(model_words)]
     if not spans and style == "none" and not loud:
-        return Prepared(segment, segment)
-    return Prepared(segment, " ".join(model_words), tuple(spans), tuple(slots), tuple(word_slots), style, loud)
+        return Prepared(segment, segment, bare=bare)
+    return Prepared(segment, " ".join(model_words), tuple(spans), tuple(slots), tuple(word_slots), style, loud, bare)
 
 
 Aligner = Callable[[list[str], list[str]], "list[list[int]] | None"]
 
 
-def render_all(prepared: Sequence[Prepared], translations: Sequence[str], align: Aligner | None) -> list[str]:
-    """Each prepared segment's translation rendered (`Prepared.render`); `align(sources, targets)`
-    (mt.decode.align) is called once for the segments that need an alignment (None: by position)."""
+def render_all(prepared: Sequence[Prepared], translations: Sequence[str], align: Aligner | None, *,
+               truecase: Callable[[str], bool] | None = None) -> list[str]:
+    """Each prepared segment's translation rendered (`Prepared.render`, with `truecase`);
+    `align(sources, targets)` (mt.decode.align) is called once for the segments that need an
+    alignment (None: by position)."""
     todo = [i for i, p in enumerate(prepared) if p.needs_alignment and translations[i].strip()]
     found = align([prepared[i].text for i in todo], [translations[i] for i in todo]) if todo and align else None
     alignments: dict[int, list[int]] = dict(zip(todo, found or []))
-    return [p.render(t, alignments.get(i)) for i, (p, t) in enumerate(zip(prepared, translations))]
+    return [p.render(t, alignments.get(i), truecase=truecase) for i, (p, t) in enumerate(zip(prepared, translations))]
 
 
 def _whole_span(word: str, kinds: Sequence[str]) -> bool:

@@ -187,7 +187,7 @@ def main() -> None:
     lines = list(read_lines(next(args.mirror.glob(f"{args.split}.{src}*"))))
     refs = list(read_lines(next(args.mirror.glob(f"{args.split}.{loaded.config.data.tgt_lang}*"))))
     on = loaded.config.decode if args.beam is None else dataclasses.replace(loaded.config.decode, beam=args.beam)
-    off = dataclasses.replace(on, protect=(), case=False)
+    off = dataclasses.replace(on, protect=(), case=False, ending=False)
     strings = app_strings(lines, args.strings, args.seed)
     spans, rows = spans_section(loaded, strings, on, off)
     case_lines = lines[200:200 + args.case_sentences] or lines[:args.case_sentences]  # other lines than the strings'

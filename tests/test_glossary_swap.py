@@ -46,7 +46,7 @@ class WordTokenizer:
         return " ".join(p[1:] for p in self.tgt_pieces(list(ids)))
 
 
-def test_choose_outputs_ranks_candidates_by_their_forced_score_over_the_length_penalty(monkeypatch) -> None:
+def test_choose_outputs_ranks_candidates_by_their_forced_log_prob_and_scores_them_as_beam_search(monkeypatch) -> None:
     model, rng = make(0), random.Random(1)
     sources = [[rng.randint(7, V - 1) for _ in range(rng.randint(2, 7))] for _ in range(3)]
     choices = [[[rng.randint(7, V - 1) for _ in range(rng.randint(1, 6))] for _ in range(k)] for k in (1, 4, 3)]
@@ -58,7 +58,7 @@ def test_choose_outputs_ranks_candidates_by_their_forced_score_over_the_length_p
             rows = torch.tensor([b] * len(cands))
             log_probs = force_decode_score(model, src[rows], mask[rows], cands).tolist()
             scores = [lp / length_penalty(len(c) + 1.0, alpha=0.6, kind="gnmt") for c, lp in zip(cands, log_probs)]
-            best = sorted(range(len(cands)), key=lambda i: -scores[i])[:2]
+            best = sorted(range(len(cands)), key=lambda i: -log_probs[i])[:2]
             assert [h.tokens for h in hyps] == [cands[i] for i in best]
             assert [h.score for h in hyps] == pytest.approx([scores[i] for i in best], abs=1e-5)
             assert [h.log_prob for h in hyps] == pytest.approx([log_probs[i] for i in best], abs=1e-5)

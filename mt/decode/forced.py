@@ -60,8 +60,11 @@ CHOICE_ROWS = 64  # candidate outputs scored in one teacher-forced pass (bounds 
 def choose_outputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor,
                    choices: Sequence[Sequence[Sequence[int]]], *, alpha: float, kind: str,
                    n_best: int) -> list[list[Hypothesis]]:
-    """Each source's candidate outputs ranked as beam search ranks its hypotheses: by log-prob
-    (teacher-forced, as `force_decode_score`) over the length penalty of |y| + 1, the `n_best` first.
+    """Each source's candidate outputs ranked by their log-prob (teacher-forced, as
+    `force_decode_score`), the `n_best` first, each with beam search's score (log-prob over the
+    length penalty of |y| + 1). Not by that score: the candidates are one translation in several
+    forms of a word ("hound", "hounds"), and the penalty, a search's remedy for short hypotheses,
+    would favour the form with more pieces whatever the sentence needs.
     src, src_mask: (B, S); choices: B non-empty lists of token lists (no BOS/EOS) -> B lists of
     `Hypothesis`. A source's candidates run together, at most `CHOICE_ROWS` rows a pass (more only
     for one source with more). A Transformer encodes each source once, and projects onto the
@@ -120,12 +123,12 @@ def _shared_prefix_scores(model: Transformer, memory: torch.Tensor, src_mask: to
 
 def _ranked(choices: Sequence[Sequence[Sequence[int]]], log_probs: Sequence[Sequence[float]], alpha: float,
             kind: str, n_best: int) -> list[list[Hypothesis]]:
-    """Each source's candidates as `Hypothesis`, best score (log-prob / length penalty) first, `n_best` of them."""
+    """Each source's candidates as `Hypothesis` (score: log-prob / length penalty), most probable first, `n_best` of them."""
     out = []
     for seqs, values in zip(choices, log_probs):
         hyps = [Hypothesis(list(seq), lp / float(length_penalty(float(len(seq) + 1), alpha=alpha, kind=kind)), lp)
                 for seq, lp in zip(seqs, values)]
-        out.append(sorted(hyps, key=lambda h: -h.score)[:n_best])
+        out.append(sorted(hyps, key=lambda h: -h.log_prob)[:n_best])
     return out
 
 

@@ -34,9 +34,11 @@ the usual words ("man -> Kerl"), which must replace the model's word, not join i
    (`mt.decode.terms.FIRST_PASS`): "off" (the term required, nothing avoided: the search before
    issue 65), "avoid" (the word a first greedy pass gave the term avoided), "place" (that too, and
    the output starts as the first pass does up to that word: the term takes its place), "both"
-   ("place", and the word the model gives each source term translated alone avoided too: the
-   library's default), and "alone" (no first pass: every word of 4 letters or more the model writes
-   for each source term translated on its own avoided); `--ways` chooses among them.
+   ("place", and the word the model gives each source term translated alone avoided too), "swap"
+   (the library's default: the search's own output with the model's word replaced by the term's
+   form the model scores best, no constrained search where that word is found), and "alone" (no
+   first pass: every word of 4 letters or more the model writes for each source term translated on
+   its own avoided); `--ways` chooses among them.
 4. For each: BLEU against the original and the rewritten references; term success (any form the
    glossary lists); the share of kept terms whose sentence also holds one of the term's usual
    words (the model's own word left beside the term); sentences/s; and on up to `--others`
@@ -336,7 +338,7 @@ def main() -> None:
     p.add_argument("--rewrite", type=Path, help="company terms: target term<TAB>usual word<TAB>replacement")
     p.add_argument("--splits", default="test_2017_flickr,test_2017_mscoco", help="company terms: the test sets")
     p.add_argument("--others", type=int, default=200, help="company terms: sentences without a term checked")
-    p.add_argument("--ways", default="off,avoid,place,both,alone", help="company terms: the ways compared")
+    p.add_argument("--ways", default="off,avoid,place,both,swap,alone", help="company terms: the ways compared")
     p.add_argument("--src", default="", help="source language (default: the checkpoint's first pair's)")
     p.add_argument("--tgt", default="", help="target language (default: the checkpoint's first pair's)")
     p.add_argument("--beam", type=int, default=5)

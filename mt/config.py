@@ -236,6 +236,7 @@ class DecodeConfig:
     no_repeat_ngram_size: int = 3  # loop guard: no n-gram of target pieces twice in an output (0 = off; mt/decode/repeats.py)
     repetition_penalty: float = 1.0  # loop guard: a piece already in the output has its log-prob times this (1 = off)
     confidence: tuple[float, ...] = ()  # sentence confidence's calibration, fitted on val (mt/decode/confidence.py; () = default)
+    confidence_min_pieces: int = 0  # the shortest source (pieces) the calibration was fitted on: a shorter one gets at most UNCALIBRATED (0 = none)
 
 
 @dataclass(frozen=True)

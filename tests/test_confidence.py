@@ -20,7 +20,17 @@ import mt.train.loop
 from mt.commands.decoding import decode_settings
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import UNK_ID
-from mt.decode.confidence import DEFAULT, FEATURES, FLAGGED, Scored, calibrated, log_prob_of, text_confidence
+from mt.decode.confidence import (
+    DEFAULT,
+    FEATURES,
+    FLAGGED,
+    LOW,
+    UNCALIBRATED,
+    Scored,
+    calibrated,
+    log_prob_of,
+    text_confidence,
+)
 from mt.decode.search import length_penalty
 from mt.decode.translate import translate_lines, translate_scored, translate_texts, translate_texts_scored
 from mt.errors import MTError
@@ -54,7 +64,7 @@ def test_fit_weights_recovers_a_known_logistic_and_zeroes_a_constant_feature():
 
 
 def scored(source: str, output: str, log_prob: float, tokens: int = 5) -> Scored:
-    return Scored(source, output, [10, 11, UNK_ID], tokens, log_prob)
+    return Scored(source, output, [10, 11, 12, 13, UNK_ID], tokens, log_prob)
 
 
 def test_confidence_from_a_score_a_repetition_and_nothing():
@@ -64,13 +74,19 @@ def test_confidence_from_a_score_a_repetition_and_nothing():
     assert log_prob_of(score, 6, decode) == pytest.approx(log_prob)  # the engine's score, undone exactly
     good, bad = scored("A man rides.", "Ein Mann fährt.", -1.0), scored("A man rides.", "Ein Mann fährt.", -20.0)
     assert 0.0 < bad.confidence(decode) < good.confidence(decode) < 1.0
-    assert good.features()[FEATURES.index("unknown_share")] == pytest.approx(1 / 3)
+    assert good.features()[FEATURES.index("unknown_share")] == pytest.approx(1 / 5)
     assert good.confidence(decode) == calibrated(good.features(), DEFAULT)  # no calibration: the default
     calibrated_decode = dataclasses.replace(decode, confidence=(0.0,) * len(FEATURES) + (2.0,))
     assert good.confidence(calibrated_decode) == pytest.approx(1 / (1 + math.exp(-2.0)))
     loop = scored("A man rides.", "Ein Mannnnnnnnnn fährt.", -1.0)  # same log-prob, a character loop
     assert loop.confidence(decode) <= FLAGGED < good.confidence(decode)
     assert scored("  ", "", 0.0).confidence(decode) == 1.0  # an empty line: certainly empty
+    # a source shorter than the calibration's shortest: at most UNCALIBRATED, however probable its output
+    sure = dataclasses.replace(calibrated_decode, confidence=(0.0,) * len(FEATURES) + (5.0,), confidence_min_pieces=5)
+    short = Scored("Menu", "Männer.", [10, 11], 2, -0.1)
+    assert short.confidence(sure) == UNCALIBRATED < LOW < good.confidence(sure)
+    assert short.confidence(dataclasses.replace(sure, confidence_min_pieces=0)) > LOW  # a fit without the bound
+    assert short.confidence(decode) <= UNCALIBRATED  # DEFAULT's bound (DEFAULT_MIN_PIECES)
     assert math.isnan(scored("A man.", "Ein Mann.", math.nan).confidence(decode))
     assert text_confidence([0.9, 0.2, 0.7]) == 0.2 and text_confidence([]) == 1.0
     with pytest.raises(ValueError, match="confidence weights"):
@@ -125,5 +141,6 @@ def test_a_run_with_fit_confidence_stores_its_calibration(tmp_path: Path, tiny_r
     assert fit["valid_sentences"] == 20 and fit["features"] == list(FEATURES)
     assert state["config"]["decode"]["confidence"] == fit["weights"] and len(fit["weights"]) == len(FEATURES) + 1
     assert read_checkpoint(final).config.decode.confidence == tuple(fit["weights"])  # what translate and serve use
+    assert read_checkpoint(final).config.decode.confidence_min_pieces == fit["min_source_pieces"] > 0
     assert "confidence fitted on 20 val sentences" in (cfg.run_dir / "train.log").read_text()
     assert torch.isfinite(torch.tensor(fit["weights"])).all()

@@ -17,7 +17,8 @@ has, each cheap (`FEATURES`, one row per sentence):
     log_length      log(|y| + 1): short outputs' log-probs say less than long ones'
 
 mapped by a logistic function `sigmoid(w . features + b)` (at most `FLAGGED` for an output the
-repetition check flags) whose weights are fitted on the
+repetition check flags, at most `UNCALIBRATED` for a source shorter than any the fit saw) whose
+weights are fitted on the
 validation set against sentence chrF / 100 (`mt.train.confidence_fit`, a soft-label logistic
 regression): the confidence is the sentence chrF the model can expect, and its ranking of
 sentences is measured by `mt evaluate` (Spearman with sentence chrF). The weights are
@@ -55,6 +56,13 @@ LOW = 0.3
 # An output the repetition check flags (`repetition_excess` > 0) gets at most this, whatever its
 # log-prob: val holds too few loops for the fit to weigh the flag, and a loop is never a good line.
 FLAGGED = 0.15
+# A source shorter (in pieces) than every sentence the calibration was fitted on gets at most this,
+# under LOW: the fit has seen nothing like it, and a word alone is where a model guesses its sense
+# ("Menu" -> "Männer" 0.44, "Cancel" -> "Kranken" 0.43 before this bound, on the demo model).
+# `decode.confidence_min_pieces` is stored with the fitted weights; `DEFAULT_MIN_PIECES`: the
+# shortest val source of DEFAULT's fit (Multi30k val by the demo's tokenizer: 5 pieces).
+UNCALIBRATED = 0.25
+DEFAULT_MIN_PIECES = 5
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -77,6 +85,8 @@ class Scored:
             return 1.0  # an empty line is translated as an empty line, certainly
         values = self.features()
         confidence = calibrated(values, weights_of(decode))
+        if len(self.src_ids) < min_pieces_of(decode):
+            confidence = min(confidence, UNCALIBRATED)
         return min(confidence, FLAGGED) if values[1] > 0 else confidence  # values[1]: the repetition flag
 
 
@@ -109,6 +119,11 @@ def calibrated(values: Sequence[float], weights: Sequence[float]) -> float:
 def weights_of(decode: DecodeConfig) -> tuple[float, ...]:
     """The calibration `decode` carries (`decode.confidence`), else `DEFAULT`."""
     return decode.confidence if decode.confidence else DEFAULT
+
+
+def min_pieces_of(decode: DecodeConfig) -> int:
+    """The shortest source the calibration `decode` carries was fitted on (`DEFAULT_MIN_PIECES` with `DEFAULT`)."""
+    return decode.confidence_min_pieces if decode.confidence else DEFAULT_MIN_PIECES
 
 
 def log_prob_of(score: float, out_tokens: int, decode: DecodeConfig) -> float:

@@ -77,7 +77,8 @@ def fit_scored(found: Sequence[Scored], chrf: Sequence[float], seconds: float) -
               "valid_spearman": round(spearman(after, chrf), 4),
               "valid_spearman_mean_log_prob": round(spearman([r[0] for r in rows], chrf), 4),
               "valid_mean_chrf": round(sum(chrf) / max(1, len(chrf)), 2),
-              "valid_mean_confidence": round(100 * sum(after) / max(1, len(after)), 2), "seconds": round(seconds, 1)}
+              "valid_mean_confidence": round(100 * sum(after) / max(1, len(after)), 2), "seconds": round(seconds, 1),
+              "min_source_pieces": min((len(s.src_ids) for s in found), default=0)}
     return weights, record
 
 

@@ -212,8 +212,10 @@ def _attack_floods(url: str) -> dict[str, list[int]]:
     def one(address: str, text: str = "a", forwarded: str | None = None) -> int:
         headers = {"X-Forwarded-For": forwarded} if forwarded else {}
         with _client(address) as client:
-            return client.post(url + "/translate", json={"q": text, "source": "en", "target": "de"},
-                               headers=headers).status_code
+            r = client.post(url + "/translate", json={"q": text, "source": "en", "target": "de"}, headers=headers)
+        if r.status_code == 429 and "queue full" in r.text:
+            return 503  # the model's queue on a loaded machine, not the limiter: let through, then dropped
+        return r.status_code
 
     with ThreadPoolExecutor(4) as pool:
         many = list(pool.map(one, [f"127.0.1.{i % 200 + 1}" for i in range(200)]))
@@ -327,8 +329,8 @@ def test_hostile_clients_do_not_stall_or_grow_the_server(tmp_path: Path, request
     spoofed = outcomes["X-Forwarded-For spoofed"]
     # One bucket, whatever the header says: the limiter refuses exactly the 100 requests past its
     # 40,000 characters (refilling 0.46 a second, it cannot pass a 201st 200-character request
-    # within the flood's 60 s). What it let through is answered, or dropped by --timeout while a
-    # reload and the other clients load a slow machine (a 503, counted as let through): counting
+    # within the flood's 60 s). What it let through is answered, or dropped by --timeout or a full
+    # queue while a reload and the other clients load a slow machine (a 503, counted as let through): counting
     # the limiter's decisions, not the machine's speed.
     assert spoofed.count(429) == 100, spoofed
     assert set(spoofed) <= {200, 429, 503}, spoofed

@@ -192,3 +192,6 @@ def test_an_output_that_still_loops_is_searched_again_with_the_strictest_guard(m
         assert hyps[0][0] == (strict[i][0][0] if better else plain[i][0][0])
     assert any(found[i] != plain[i] for i in flagged)
     assert sorted(handed) == list(range(6)) and handed[-len(flagged):] == flagged  # the retried ones last, once
+    off = dataclasses.replace(decode, no_repeat_ngram_size=0)  # the guard off: nothing is retried
+    assert (NativeEngine(model, "cpu", loops=excess).search_ids(src_ids, off, n_best=None, sentence_ids=list(range(6)))
+            == NativeEngine(model, "cpu").search_ids(src_ids, off, n_best=None, sentence_ids=list(range(6))))

@@ -255,11 +255,12 @@ class NativeEngine:
                    constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
                    ) -> list[Results]:
         """`Engine.search_ids`; `on_result` follows the search's sentences as they end. With `loops`
-        (beam or greedy search, no constraints), a sentence whose output still repeats beyond its
+        (beam or greedy search, no constraints, the loop guard on), a sentence whose output still repeats beyond its
         source is searched again with the guard at its strictest (`RETRY_NGRAM`) and keeps the
         retry where it repeats less; its result is handed over after the retry."""
         report = self._reporter(on_result)
-        retry = (self.loops is not None and not decode.sampling and constraints is None
+        guarded = decode.no_repeat_ngram_size > 0 or decode.repetition_penalty != 1.0  # the guard off: no retry
+        retry = (self.loops is not None and guarded and not decode.sampling and constraints is None
                  and decode.no_repeat_ngram_size != RETRY_NGRAM)
         if retry and report is not None:
             def report_unless_looping(i: int, hyps: list[Hypothesis], hand_on=report) -> None:  # type: ignore[no-untyped-def]

@@ -237,6 +237,7 @@ class DecodeConfig:
     repetition_penalty: float = 1.0  # loop guard: a piece already in the output has its log-prob times this (1 = off)
     confidence: tuple[float, ...] = ()  # sentence confidence's calibration, fitted on val (mt/decode/confidence.py; () = default)
     confidence_min_pieces: int = 0  # the shortest source (pieces) the calibration was fitted on: a shorter one gets at most UNCALIBRATED (0 = none)
+    confidence_min_distinct: float = 0.0  # the lowest share of distinct words in a source the calibration was fitted on: a more repetitive one gets at most UNCALIBRATED (0 = none)
 
 
 @dataclass(frozen=True)

@@ -72,6 +72,7 @@ RANGES: dict[str, Range] = {
     "decode.temperature": POSITIVE, "decode.top_k": AT_LEAST_0, "decode.top_p": Range(0, 1, lo_open=True),
     "decode.seed": AT_LEAST_0, "decode.no_repeat_ngram_size": AT_LEAST_0, "decode.repetition_penalty": AT_LEAST_1,
     "decode.confidence": Range(), "decode.confidence_min_pieces": AT_LEAST_0,
+    "decode.confidence_min_distinct": Range(0, 1),
     "clean.max_words": AT_LEAST_0, "clean.max_char_ratio": AT_LEAST_0, "clean.ratio_min_chars": AT_LEAST_0,
     "clean.max_overlap": Range(0, 1), "clean.min_script_share": Range(0, 1), "clean.langid_threshold": Range(0, 1),
     "clean.max_drop": Range(0, 1), "clean.samples": AT_LEAST_0, "clean.seed": AT_LEAST_0,

@@ -87,6 +87,9 @@ def test_confidence_from_a_score_a_repetition_and_nothing():
     assert short.confidence(sure) == UNCALIBRATED < LOW < good.confidence(sure)
     assert short.confidence(dataclasses.replace(sure, confidence_min_pieces=0)) > LOW  # a fit without the bound
     assert short.confidence(decode) <= UNCALIBRATED  # DEFAULT's bound (DEFAULT_MIN_PIECES)
+    said_again = Scored("no no no no no", "freie nackte Oberkörper", [10, 10, 10, 10, 10], 4, -0.1)
+    assert said_again.confidence(dataclasses.replace(sure, confidence_min_distinct=0.6)) == UNCALIBRATED
+    assert said_again.confidence(dataclasses.replace(sure, confidence_min_distinct=0.2)) > LOW  # as repetitive as the fit's
     assert math.isnan(scored("A man.", "Ein Mann.", math.nan).confidence(decode))
     assert text_confidence([0.9, 0.2, 0.7]) == 0.2 and text_confidence([]) == 1.0
     with pytest.raises(ValueError, match="confidence weights"):
@@ -142,5 +145,6 @@ def test_a_run_with_fit_confidence_stores_its_calibration(tmp_path: Path, tiny_r
     assert state["config"]["decode"]["confidence"] == fit["weights"] and len(fit["weights"]) == len(FEATURES) + 1
     assert read_checkpoint(final).config.decode.confidence == tuple(fit["weights"])  # what translate and serve use
     assert read_checkpoint(final).config.decode.confidence_min_pieces == fit["min_source_pieces"] > 0
+    assert read_checkpoint(final).config.decode.confidence_min_distinct == fit["min_distinct_share"] > 0
     assert "confidence fitted on 20 val sentences" in (cfg.run_dir / "train.log").read_text()
     assert torch.isfinite(torch.tensor(fit["weights"])).all()

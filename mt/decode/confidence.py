@@ -17,7 +17,8 @@ has, each cheap (`FEATURES`, one row per sentence):
     log_length      log(|y| + 1): short outputs' log-probs say less than long ones'
 
 mapped by a logistic function `sigmoid(w . features + b)` (at most `FLAGGED` for an output the
-repetition check flags, at most `UNCALIBRATED` for a source shorter than any the fit saw) whose
+repetition check flags, at most `UNCALIBRATED` for a source unlike any the fit saw: shorter, or more
+repetitive, `outside_calibration`) whose
 weights are fitted on the
 validation set against sentence chrF / 100 (`mt.train.confidence_fit`, a soft-label logistic
 regression): the confidence is the sentence chrF the model can expect, and its ranking of
@@ -56,13 +57,16 @@ LOW = 0.3
 # An output the repetition check flags (`repetition_excess` > 0) gets at most this, whatever its
 # log-prob: val holds too few loops for the fit to weigh the flag, and a loop is never a good line.
 FLAGGED = 0.15
-# A source shorter (in pieces) than every sentence the calibration was fitted on gets at most this,
-# under LOW: the fit has seen nothing like it, and a word alone is where a model guesses its sense
-# ("Menu" -> "Männer" 0.44, "Cancel" -> "Kranken" 0.43 before this bound, on the demo model).
-# `decode.confidence_min_pieces` is stored with the fitted weights; `DEFAULT_MIN_PIECES`: the
-# shortest val source of DEFAULT's fit (Multi30k val by the demo's tokenizer: 5 pieces).
+# A source outside what the calibration was fitted on gets at most this, under LOW: shorter (in
+# pieces) than its shortest sentence, or with a smaller share of distinct words than its most
+# repetitive one. The fit has seen nothing like it, and a word alone or a word said over and over
+# is where a model guesses ("Menu" -> "Männer" 0.44, "no no no no no" -> "freie nackte nackte
+# nackte Oberkörper Oberkörper" 0.52 before this bound, on the demo model). The two bounds are
+# stored with the fitted weights (`decode.confidence_min_pieces`, `decode.confidence_min_distinct`);
+# DEFAULT's: its fit's val set (Multi30k val, by the demo's tokenizer: 5 pieces, 0.643).
 UNCALIBRATED = 0.25
 DEFAULT_MIN_PIECES = 5
+DEFAULT_MIN_DISTINCT = 0.643
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -85,7 +89,7 @@ class Scored:
             return 1.0  # an empty line is translated as an empty line, certainly
         values = self.features()
         confidence = calibrated(values, weights_of(decode))
-        if len(self.src_ids) < min_pieces_of(decode):
+        if outside_calibration(self.source, self.src_ids, decode):
             confidence = min(confidence, UNCALIBRATED)
         return min(confidence, FLAGGED) if values[1] > 0 else confidence  # values[1]: the repetition flag
 
@@ -121,9 +125,20 @@ def weights_of(decode: DecodeConfig) -> tuple[float, ...]:
     return decode.confidence if decode.confidence else DEFAULT
 
 
-def min_pieces_of(decode: DecodeConfig) -> int:
-    """The shortest source the calibration `decode` carries was fitted on (`DEFAULT_MIN_PIECES` with `DEFAULT`)."""
-    return decode.confidence_min_pieces if decode.confidence else DEFAULT_MIN_PIECES
+def outside_calibration(source: str, src_ids: Sequence[int], decode: DecodeConfig) -> bool:
+    """Whether a source is unlike every one the calibration `decode` carries was fitted on: fewer
+    pieces than its shortest, or a smaller share of distinct words than its most repetitive
+    (DEFAULT's bounds with `DEFAULT`)."""
+    fitted = bool(decode.confidence)
+    shortest = decode.confidence_min_pieces if fitted else DEFAULT_MIN_PIECES
+    least = decode.confidence_min_distinct if fitted else DEFAULT_MIN_DISTINCT
+    return len(src_ids) < shortest or distinct_share(source) < least
+
+
+def distinct_share(source: str) -> float:
+    """The share of distinct words (casefolded) among a source's words; 1.0 without a word."""
+    words = _WORD.findall(source.casefold())
+    return len(set(words)) / len(words) if words else 1.0
 
 
 def log_prob_of(score: float, out_tokens: int, decode: DecodeConfig) -> float:

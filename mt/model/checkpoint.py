@@ -406,12 +406,13 @@ def store_decode_fit(path: Path, alpha: float, record: dict[str, Any]) -> None:
 
 
 def store_confidence_fit(path: Path, weights: Sequence[float], record: dict[str, Any]) -> None:
-    """Rewrite the checkpoint at `path` (atomically) with decode.confidence = `weights` and
-    decode.confidence_min_pieces = the record's "min_source_pieces" in its config, and `record` (how
-    they were fitted) under "confidence_fit" (mt/train/confidence_fit.py)."""
+    """Rewrite the checkpoint at `path` (atomically) with decode.confidence = `weights` and the
+    record's bounds (decode.confidence_min_pieces, decode.confidence_min_distinct) in its config, and
+    `record` (how they were fitted) under "confidence_fit" (mt/train/confidence_fit.py)."""
     state = load_checkpoint(path)
     state["config"]["decode"]["confidence"] = [float(w) for w in weights]
     state["config"]["decode"]["confidence_min_pieces"] = int(record.get("min_source_pieces", 0))
+    state["config"]["decode"]["confidence_min_distinct"] = float(record.get("min_distinct_share", 0.0))
     state["confidence_fit"] = record
     save_checkpoint(path, state)
 

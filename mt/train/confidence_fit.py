@@ -27,7 +27,7 @@ import torch
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
-from mt.decode.confidence import FEATURES, Scored, calibrated
+from mt.decode.confidence import FEATURES, Scored, calibrated, distinct_share
 from mt.decode.engine import Engine, NativeModel
 from mt.decode.translate import translate_scored
 from mt.eval.confidence import sentence_chrf, spearman
@@ -78,7 +78,8 @@ def fit_scored(found: Sequence[Scored], chrf: Sequence[float], seconds: float) -
               "valid_spearman_mean_log_prob": round(spearman([r[0] for r in rows], chrf), 4),
               "valid_mean_chrf": round(sum(chrf) / max(1, len(chrf)), 2),
               "valid_mean_confidence": round(100 * sum(after) / max(1, len(after)), 2), "seconds": round(seconds, 1),
-              "min_source_pieces": min((len(s.src_ids) for s in found), default=0)}
+              "min_source_pieces": min((len(s.src_ids) for s in found), default=0),
+              "min_distinct_share": round(min((distinct_share(s.source) for s in found), default=0.0), 4)}
     return weights, record
 
 

@@ -76,7 +76,8 @@ def main() -> None:
                                "repetition_penalty": decode.repetition_penalty}}
     if args.fit or not decode.confidence:
         weights, record = fit_confidence(engine, tok, *[x[:1500] for x in split("val")], decode, loaded.device)
-        decode = dataclasses.replace(decode, confidence=weights)
+        decode = dataclasses.replace(decode, confidence=weights, confidence_min_pieces=record["min_source_pieces"],
+                                     confidence_min_distinct=record["min_distinct_share"])  # as stored
         result["fit"] = record
         print("fit:", json.dumps(record), flush=True)
         if args.store:

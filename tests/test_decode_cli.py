@@ -19,6 +19,7 @@ from test_evaluate import ckpt, run_cli, small_data, val_lines  # noqa: F401  (f
 from mt.commands.decoding import decode_settings
 from mt.config_load import load_config
 from mt.data.tokenizer import EOS_ID, Tokenizer
+from mt.decode.engine import NativeEngine
 from mt.decode.forced import score_pairs
 from mt.decode.translate import translate_lines
 from mt.errors import MTError
@@ -74,7 +75,9 @@ def test_sampling_same_seed_same_file_other_seed_other_file(ckpt, source, tmp_pa
     alone = [translate_lines(model, tokenizer, [line], decode, device="cpu", first_id=i)[0]
              for i, line in enumerate(lines)]
     assert alone == first
-    greedy = translate_lines(model, tokenizer, lines, dataclasses.replace(decode, sampling=False, beam=1), device="cpu")
+    # the greedy search as it is (a sample is never searched again for a loop: NativeEngine.loops)
+    greedy = translate_lines(NativeEngine(model, "cpu"), tokenizer, lines, dataclasses.replace(decode, sampling=False,
+                                                                                           beam=1), device="cpu")
     assert greedy != first  # sampling is not search
     cold = sample("cold.txt", "--temperature", "1e-6")
     assert cold == greedy

@@ -13,6 +13,7 @@ import os
 import pty
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -152,9 +153,16 @@ def test_translate_interactive_flushes_each_line(ckpt, loaded, small_data):
             if select.select([fd], [], [], 1.0)[0]:
                 seen += os.read(fd, 4096)
         assert expected.encode("utf-8") in seen.replace(b"\r", b""), seen
-        os.write(fd, b"\x04")  # EOF
     finally:
-        _, status = os.waitpid(pid, 0)
+        os.write(fd, b"\x04")  # EOF, also after a failed assertion (the child would wait on stdin for ever)
+        for _ in range(100):  # 10 s to end, then killed: a failing test fails, it never hangs the suite
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
         os.close(fd)
     assert os.waitstatus_to_exitcode(status) == 0
 

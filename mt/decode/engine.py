@@ -18,9 +18,11 @@ import torch
 
 from mt.config import DecodeConfig
 from mt.data.batching import collate_source
+from mt.data.tokenizer import Tokenizer
 from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
 from mt.decode.forced import choose_outputs
+from mt.decode.repeats import loop_check
 from mt.decode.sampling import sample_search
 from mt.decode.search import Hypothesis, greedy_hypotheses
 from mt.decode.wanted import Wanted
@@ -316,6 +318,9 @@ def _scored(hyps: list[Hypothesis]) -> Results:
     return [(h.tokens, h.score) for h in hyps]
 
 
-def as_engine(model: NativeModel | Engine, device: torch.device | str) -> Engine:
-    """A Transformer or Ensemble wrapped in a `NativeEngine`; an engine as it is."""
-    return NativeEngine(model, device) if isinstance(model, (Transformer, Ensemble)) else model
+def as_engine(model: NativeModel | Engine, device: torch.device | str, tokenizer: Tokenizer | None = None) -> Engine:
+    """A Transformer or Ensemble wrapped in a `NativeEngine` (with `tokenizer`, one that searches
+    a looping output again: `loops`, as a loaded checkpoint's); an engine as it is."""
+    if not isinstance(model, (Transformer, Ensemble)):
+        return model
+    return NativeEngine(model, device, loops=loop_check(tokenizer) if tokenizer is not None else None)

@@ -25,8 +25,8 @@ import torch
 from mt.config import Config
 from mt.config_load import config_from_dict
 from mt.data.tokenizer import Tokenizer
-from mt.decode.engine import Engine, Loops, NativeEngine
-from mt.decode.repeats import repetition_excess
+from mt.decode.engine import Engine, NativeEngine
+from mt.decode.repeats import loop_check
 from mt.deploy.card import CardSource, checkpoint_card_source, export_card_source
 from mt.deploy.export import WEIGHTS_FILE, is_export_dir
 from mt.device import resolve_device
@@ -114,13 +114,4 @@ def _load_checkpoints(paths: Sequence[Path], device: torch.device) -> LoadedMode
     return LoadedModel(NativeEngine(model, device, loops=loop_check(tokenizers[0])), tokenizers[0], cfg, device,
                        provenance)
 
-
-def loop_check(tokenizer: Tokenizer) -> Loops:
-    """`NativeEngine.loops` for a model's tokenizer: `repetition_excess` of the source's text (a
-    multi-pair model's target tag left out) and the output's."""
-    skip = len(tokenizer.src_prefix)
-
-    def loops(src: list[int], out: list[int]) -> int:
-        return repetition_excess(tokenizer.decode_pieces("src", [src[skip:]])[0], tokenizer.decode_tgt([out])[0])
-    return loops
 

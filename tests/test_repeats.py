@@ -14,7 +14,7 @@ from mt.config import DecodeConfig, ModelConfig
 from mt.data.batching import collate_source
 from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
-from mt.decode.engine import RETRY_NGRAM, NativeEngine, search_batch
+from mt.decode.engine import search_batch
 from mt.decode.repeats import ban_repeated_ngrams, penalise_repeats, repetition_excess
 from mt.decode.sampling import sample_search
 from mt.decode.search import greedy_hypotheses, greedy_search
@@ -166,32 +166,3 @@ def test_mt_serve_flags_set_the_guard_over_the_checkpoints():
         ServeSettings(repetition_penalty=0.9)
     with pytest.raises(MTError, match="--no-repeat-ngram: must be 0"):
         ServeSettings(no_repeat_ngram=-2)
-
-
-def test_an_output_that_still_loops_is_searched_again_with_the_strictest_guard(model):
-    """`NativeEngine.loops`: a sentence whose output the check flags gets the search with
-    `RETRY_NGRAM` (kept where it repeats less), handed over once, after the retry; the others are
-    the plain search's, byte for byte; without `loops` nothing is retried."""
-    g = torch.Generator().manual_seed(1)
-    src_ids = [torch.randint(4, 12, (n,), generator=g).tolist() for n in (9, 3, 12, 6, 7, 10)]
-    decode = DecodeConfig(beam=4, alpha=0.6, max_len_a=2.0, max_len_b=6, no_repeat_ngram_size=3)
-
-    def excess(src: list[int], out: list[int]) -> int:  # a piece more often than the source's most repeated one
-        return max(0, max(map(out.count, out), default=0) - max(map(src.count, src)) - 1)
-
-    plain = NativeEngine(model, "cpu").search_ids(src_ids, decode, n_best=None, sentence_ids=list(range(6)))
-    strict = NativeEngine(model, "cpu").search_ids(src_ids, dataclasses.replace(decode, no_repeat_ngram_size=RETRY_NGRAM),
-                                                   n_best=None, sentence_ids=list(range(6)))
-    flagged = [i for i, hyps in enumerate(plain) if excess(src_ids[i], hyps[0][0])]
-    assert flagged and len(flagged) < len(src_ids)  # the random model loops on some sources, not all
-    handed: list[int] = []
-    found = NativeEngine(model, "cpu", loops=excess).search_ids(src_ids, decode, n_best=None, sentence_ids=list(range(6)),
-                                                                on_result=lambda i, hyps: handed.append(i))
-    for i, hyps in enumerate(found):
-        better = i in flagged and excess(src_ids[i], strict[i][0][0]) < excess(src_ids[i], plain[i][0][0])
-        assert hyps[0][0] == (strict[i][0][0] if better else plain[i][0][0])
-    assert any(found[i] != plain[i] for i in flagged)
-    assert sorted(handed) == list(range(6)) and handed[-len(flagged):] == flagged  # the retried ones last, once
-    off = dataclasses.replace(decode, no_repeat_ngram_size=0)  # the guard off: nothing is retried
-    assert (NativeEngine(model, "cpu", loops=excess).search_ids(src_ids, off, n_best=None, sentence_ids=list(range(6)))
-            == NativeEngine(model, "cpu").search_ids(src_ids, off, n_best=None, sentence_ids=list(range(6))))

@@ -9,7 +9,6 @@ exported to CTranslate2). `mt.deploy.loading.load_model` picks one from what `-c
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol, overload
@@ -18,11 +17,9 @@ import torch
 
 from mt.config import DecodeConfig
 from mt.data.batching import collate_source
-from mt.data.tokenizer import Tokenizer
 from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
 from mt.decode.forced import choose_outputs
-from mt.decode.repeats import loop_check
 from mt.decode.sampling import sample_search
 from mt.decode.search import Hypothesis, greedy_hypotheses
 from mt.decode.wanted import Wanted
@@ -67,13 +64,6 @@ def rows_per_sentence(decode: DecodeConfig, *, constrained: bool = False) -> int
 
 
 NativeModel = Transformer | Ensemble  # mt's own model (a NativeEngine runs it)
-# (source ids, output ids) -> how far the output repeats beyond its source, 0 when it does not
-# (mt.decode.repeats.repetition_excess of their texts: `mt.deploy.loading.loop_check`)
-Loops = Callable[[list[int], list[int]], int]
-# The loop guard a looping output is searched again with: no target piece twice. Too strict for
-# every sentence (n=2 already cost the demo model 0.9 val BLEU), it is only tried where the usual
-# guard (decode.no_repeat_ngram_size) let a loop through: "I" -> "I I Ichchch I I." becomes "Ich.".
-RETRY_NGRAM = 1
 
 
 @overload
@@ -234,12 +224,10 @@ class NativeEngine:
 
     constrains = True  # keeps glossary terms (mt.decode.constrained)
 
-    def __init__(self, model: NativeModel, device: torch.device | str, *, small_rows: int = SINGLE_THREAD_ROWS,
-                 loops: Loops | None = None) -> None:
+    def __init__(self, model: NativeModel, device: torch.device | str, *, small_rows: int = SINGLE_THREAD_ROWS) -> None:
         self.model, self.device = model, device
         self.max_positions = max_positions(model)
         self.small_rows = small_rows
-        self.loops = loops
         self._bf16: NativeModel | None = None
 
     def _model_for(self, decode: DecodeConfig) -> NativeModel:
@@ -256,39 +244,7 @@ class NativeEngine:
                    sentence_ids: list[int], on_result: Callable[[int, Results], None] | None = None,
                    constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
                    ) -> list[Results]:
-        """`Engine.search_ids`; `on_result` follows the search's sentences as they end. With `loops`
-        (beam or greedy search, no constraints, the loop guard on), a sentence whose output still repeats beyond its
-        source is searched again with the guard at its strictest (`RETRY_NGRAM`) and keeps the
-        retry where it repeats less; its result is handed over after the retry."""
-        report = self._reporter(on_result)
-        guarded = decode.no_repeat_ngram_size > 0 or decode.repetition_penalty != 1.0  # the guard off: no retry
-        retry = (self.loops is not None and guarded and not decode.sampling and constraints is None
-                 and decode.no_repeat_ngram_size != RETRY_NGRAM)
-        if retry and report is not None:
-            def report_unless_looping(i: int, hyps: list[Hypothesis], hand_on=report) -> None:  # type: ignore[no-untyped-def]
-                if not (hyps and self.loops(src_ids[i], hyps[0].tokens)):  # type: ignore[misc]
-                    hand_on(i, hyps)
-            report = report_unless_looping
-        found = self._search(src_ids, decode, n_best, sentence_ids, report, constraints, glue)
-        if retry:
-            excess = [self.loops(src_ids[i], hyps[0].tokens) if hyps else 0  # type: ignore[misc]
-                      for i, hyps in enumerate(found)]
-            flagged = [i for i, e in enumerate(excess) if e > 0]
-            if flagged:
-                strict = dataclasses.replace(decode, no_repeat_ngram_size=RETRY_NGRAM)
-                again = self._search([src_ids[i] for i in flagged], strict, n_best, [sentence_ids[i] for i in flagged],
-                                     None, None, ())
-                for i, hyps in zip(flagged, again):
-                    if hyps and self.loops(src_ids[i], hyps[0].tokens) < excess[i]:  # type: ignore[misc]
-                        found[i] = hyps
-                    if on_result is not None:
-                        on_result(i, _scored(found[i]))
-        return [_scored(hyps) for hyps in found]
-
-    def _search(self, src_ids: list[list[int]], decode: DecodeConfig, n_best: int | None, sentence_ids: list[int],
-                report: Callable[[int, list[Hypothesis]], None] | None, constraints: list[list[list[int]]] | None,
-                glue: Sequence[int]) -> list[list[Hypothesis]]:
-        """One search over `src_ids` in eval mode, without autograd, on one thread when small."""
+        """`Engine.search_ids`; `on_result` follows the search's sentences as they end."""
         model = self._model_for(decode)
         src, src_mask = collate_source(src_ids)
         rows = len(src_ids) * rows_per_sentence(decode, constrained=constraints is not None)
@@ -297,14 +253,16 @@ class NativeEngine:
         model.eval()
         try:
             with torch.inference_mode(), intra_op_threads(1 if small else None):
-                src, src_mask = src.to(self.device), src_mask.to(self.device)
+                src, src_mask, report = src.to(self.device), src_mask.to(self.device), self._reporter(on_result)
                 if n_best is None:  # the one output, with its score (greedy search's too)
-                    return search_best(model, src, src_mask, decode, sentence_ids=sentence_ids, on_done=report,
-                                       constraints=constraints, glue=glue)
-                return search_batch(model, src, src_mask, decode, n_best=n_best, sentence_ids=sentence_ids,
-                                    on_done=report, constraints=constraints, glue=glue)
+                    found = search_best(model, src, src_mask, decode, sentence_ids=sentence_ids, on_done=report,
+                                        constraints=constraints, glue=glue)
+                else:
+                    found = search_batch(model, src, src_mask, decode, n_best=n_best, sentence_ids=sentence_ids,
+                                         on_done=report, constraints=constraints, glue=glue)
         finally:
             model.train(was_training)
+        return [_scored(hyps) for hyps in found]
 
     @staticmethod
     def _reporter(on_result: Callable[[int, Results], None] | None) -> Callable[[int, list[Hypothesis]], None] | None:
@@ -318,9 +276,6 @@ def _scored(hyps: list[Hypothesis]) -> Results:
     return [(h.tokens, h.score) for h in hyps]
 
 
-def as_engine(model: NativeModel | Engine, device: torch.device | str, tokenizer: Tokenizer | None = None) -> Engine:
-    """A Transformer or Ensemble wrapped in a `NativeEngine` (with `tokenizer`, one that searches
-    a looping output again: `loops`, as a loaded checkpoint's); an engine as it is."""
-    if not isinstance(model, (Transformer, Ensemble)):
-        return model
-    return NativeEngine(model, device, loops=loop_check(tokenizer) if tokenizer is not None else None)
+def as_engine(model: NativeModel | Engine, device: torch.device | str) -> Engine:
+    """A Transformer or Ensemble wrapped in a `NativeEngine`; an engine as it is."""
+    return NativeEngine(model, device) if isinstance(model, (Transformer, Ensemble)) else model

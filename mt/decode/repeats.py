@@ -24,11 +24,8 @@ signal `mt.decode.confidence` turns into a low confidence.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 import torch
-
-from mt.data.tokenizer import Tokenizer
 
 WORD = re.compile(r"\w+", re.UNICODE)
 # A run of one character counts when it is longer than this, and longer than the source's longest:
@@ -115,13 +112,3 @@ def repetition_excess(source: str, output: str) -> int:
     words = _most_repeated(output) - (_most_repeated(source) + WORD_COUNT_FREE)
     units = _unit_repeats(output) - max(UNIT_REPEATS_FREE, _unit_repeats(source))
     return max(0, runs, words, units)
-
-
-def loop_check(tokenizer: Tokenizer) -> Callable[[list[int], list[int]], int]:
-    """`NativeEngine.loops` for a model's tokenizer: (source ids, output ids) -> `repetition_excess`
-    of the source's text (a multi-pair model's target tag left out) and the output's."""
-    skip = len(tokenizer.src_prefix)
-
-    def loops(src: list[int], out: list[int]) -> int:
-        return repetition_excess(tokenizer.decode_pieces("src", [src[skip:]])[0], tokenizer.decode_tgt([out])[0])
-    return loops

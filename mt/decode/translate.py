@@ -171,7 +171,7 @@ def translate_lines(
     give the same output however they are batched (or fed one by one with matching first_id);
     `sentence_ids` (one per line) replaces `first_id + i` as line i's key. With `glossary`, a
     line holding its terms is translated by the constrained beam search (module docstring)."""
-    engine = as_engine(model, device, tokenizer)
+    engine = as_engine(model, device)
     keys = sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
 
     def search(src_ids: list[list[int]], rows: list[int], cons: list[list[list[int]]] | None) -> list[list[int]]:
@@ -200,7 +200,7 @@ def translate_scored(
     """`translate_lines` with what each output's confidence is made from (`Scored`: its source,
     text, source pieces, token count and log-prob); `Scored.confidence(decode)` is the number. The
     outputs are `translate_lines`' (the same search, which returns each output's score with it)."""
-    engine = as_engine(model, device, tokenizer)
+    engine = as_engine(model, device)
     keys = sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
     src_ids: list[list[int]] = [[] for _ in lines]
 
@@ -234,7 +234,7 @@ def translate_nbest(
     best first (beam search, also for beam 1), or `decode.n_best` samples when decode.sampling
     (highest score first; keyed as in `translate_lines`). An empty line gives [("", 0.0)].
     `glossary` as in `translate_lines` (hypotheses meeting more of the terms first)."""
-    engine = as_engine(model, device, tokenizer)
+    engine = as_engine(model, device)
     keys = sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
 
     def search(src_ids: list[list[int]], rows: list[int], cons: list[list[list[int]]] | None) -> list[Results]:
@@ -287,7 +287,7 @@ def translate_texts(
     keys segment j of text i by `sampling_keys`: a one-sentence text draws what `translate_lines`
     draws for it as line `first_id + i`, and any chunking or line-by-line feeding gives the same.
     `glossary`: terms are found in each sentence and kept there (`translate_lines`)."""
-    engine = as_engine(model, device, tokenizer)
+    engine = as_engine(model, device)
     split = segment_for_model(texts, tokenizer, engine.max_positions, segmenter)
     note = broken_warning(split, engine.max_positions)
     if note:
@@ -314,7 +314,7 @@ def translate_texts_nbest(
     """`translate_texts` with `decode.n_best` alternatives per text: the k-th alternative puts
     every segment's k-th best (its last when it has fewer) between the gaps, scored by the mean of
     those segments' scores (0.0 for a text without words, which comes back as it was)."""
-    engine = as_engine(model, device, tokenizer)
+    engine = as_engine(model, device)
     split = segment_for_model(texts, tokenizer, engine.max_positions, segmenter)
     note = broken_warning(split, engine.max_positions)
     if note:
@@ -340,7 +340,7 @@ def translate_texts_scored(
 ) -> list[tuple[str, float]]:
     """`translate_texts` with each text's confidence: its least confident sentence's
     (`mt.decode.confidence.text_confidence`; 1.0 for a text without words)."""
-    engine = as_engine(model, device, tokenizer)
+    engine = as_engine(model, device)
     split = segment_for_model(texts, tokenizer, engine.max_positions, segmenter)
     note = broken_warning(split, engine.max_positions)
     if note:

@@ -26,7 +26,6 @@ from mt.config import Config
 from mt.config_load import config_from_dict
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine, NativeEngine
-from mt.decode.repeats import loop_check
 from mt.deploy.card import CardSource, checkpoint_card_source, export_card_source
 from mt.deploy.export import WEIGHTS_FILE, is_export_dir
 from mt.device import resolve_device
@@ -111,7 +110,5 @@ def _load_checkpoints(paths: Sequence[Path], device: torch.device) -> LoadedMode
     cfg, update, card = first
     model = ensemble_of(paths, models, tokenizers, configs)
     provenance = ModelProvenance(tuple(Path(p) for p in paths), tuple(shas), update, tuple(inits), card)
-    return LoadedModel(NativeEngine(model, device, loops=loop_check(tokenizers[0])), tokenizers[0], cfg, device,
-                       provenance)
-
+    return LoadedModel(NativeEngine(model, device), tokenizers[0], cfg, device, provenance)
 

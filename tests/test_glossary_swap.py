@@ -171,3 +171,16 @@ def test_an_article_aligned_with_the_term_is_never_swapped_and_unspaced_targets_
     found = swapping(ja, ["Er fährt Fahrrad"], ["彼は自転車に乗る。"], tok, {"Fahrrad": ("自転車",)},  # type: ignore[arg-type]
                      lambda sources, targets: [[2]])
     assert not found[0].choose and found[0].require  # a whole clause is one "word": never swapped
+
+
+def test_the_most_probable_candidate_wins_where_the_length_penalty_would_pick_a_longer_one() -> None:
+    """A strong length penalty ranks a longer candidate first by score; the choice follows log-prob."""
+    model = make(0)
+    src, mask = collate_source([[7, 8, 9, 10]])
+    cands = [[9], [9, 12, 13, 14, 15, 16, 17, 18]]
+    with torch.inference_mode():
+        log_probs = force_decode_score(model, src[[0, 0]], mask[[0, 0]], cands).tolist()
+        (hyps,) = choose_outputs(model, src, mask, [cands], alpha=3.0, kind="average", n_best=2)
+    scores = [lp / length_penalty(len(c) + 1.0, alpha=3.0, kind="average") for c, lp in zip(cands, log_probs)]
+    assert (log_probs[0] > log_probs[1]) != (scores[0] > scores[1])  # the two rankings disagree here
+    assert hyps[0].tokens == cands[max(range(2), key=lambda i: log_probs[i])]

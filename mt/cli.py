@@ -136,6 +136,7 @@ NoRepeatOpt = typer.Option(None, "--no-repeat-ngram", help="Loop guard: no n-gra
 PenaltyOpt = typer.Option(None, "--repetition-penalty", help="Loop guard: emitted pieces' log-probs times P (1 = off).")
 CaseOpt = typer.Option(None, "--case/--no-case", help="ALL CAPS / Title Case read in sentence case and given back (default: on).")
 EndingOpt = typer.Option(None, "--ending/--no-ending", help="A sentence ending without punctuation gets no full stop (default: on).")
+RetryOpt = typer.Option(None, "--loop-retry/--no-loop-retry", help="Search a looping output again, no piece twice (default: on).")
 
 
 @app.command()
@@ -171,16 +172,15 @@ def translate(
     glossary: Optional[Path] = GlossaryOpt,
     protect: Optional[str] = typer.Option(None, help="Spans kept verbatim: all, none, or some of placeholders,urls,"
                                           "emails,handles,hashtags,numbers,code (default: decode.protect, all)."),
-    case: Optional[bool] = CaseOpt, ending: Optional[bool] = EndingOpt,
+    case: Optional[bool] = CaseOpt, ending: Optional[bool] = EndingOpt, loop_retry: Optional[bool] = RetryOpt,
     no_repeat_ngram: Optional[int] = NoRepeatOpt, repetition_penalty: Optional[float] = PenaltyOpt,
     scores: bool = typer.Option(False, "--scores", help="Write 'confidence<TAB>translation', confidence in [0, 1]."),
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order; or a document.
 
-    Each line is split into sentences (a paragraph per line translates sentence by sentence; the
-    spaces between sentences are kept); --no-segment takes each line as one sentence. Beam search by default;
-    --sampling draws instead. Several -c checkpoints make an ensemble. A document (.srt .vtt .html .docx .odt .pptx
-    .odp .epub .md .po .xlf, or --format) is translated with its layout kept (docs/guides/documents.md).
+    Each line is split into sentences (the spaces between them kept); --no-segment takes each line as one
+    sentence. Beam search by default; --sampling draws instead. Several -c checkpoints make an ensemble. A
+    document (.srt .vtt .html .docx .odt .pptx .odp .epub .md .po .xlf, or --format) keeps its layout.
     """
     from mt.commands.translate import translate_command
 
@@ -188,7 +188,7 @@ def translate(
                       sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, device=device, case=case,
                       precision=precision, target_lang=target_lang, format=format, segment=segment, glossary=glossary,
                       protect=protect, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty,
-                      ending=ending, scores=scores)
+                      ending=ending, loop_retry=loop_retry, scores=scores)
 
 
 @app.command()

@@ -235,6 +235,7 @@ class DecodeConfig:
     ending: bool = True  # a segment without final punctuation gets none added (mt translate, mt serve; not mt evaluate)
     no_repeat_ngram_size: int = 3  # loop guard: no n-gram of target pieces twice in an output (0 = off; mt/decode/repeats.py)
     repetition_penalty: float = 1.0  # loop guard: a piece already in the output has its log-prob times this (1 = off)
+    loop_retry: bool = True  # an output that still loops is searched again with no target piece twice (mt translate, mt serve; not mt evaluate)
     confidence: tuple[float, ...] = ()  # sentence confidence's calibration, fitted on val (mt/decode/confidence.py; () = default)
     confidence_min_pieces: int = 0  # the shortest source (pieces) the calibration was fitted on: a shorter one gets at most UNCALIBRATED (0 = none)
     confidence_min_distinct: float = 0.0  # the lowest share of distinct words in a source the calibration was fitted on: a more repetitive one gets at most UNCALIBRATED (0 = none)

@@ -90,6 +90,11 @@ def test_confidence_from_a_score_a_repetition_and_nothing():
     said_again = Scored("no no no no no", "freie nackte Oberkörper", [10, 10, 10, 10, 10], 4, -0.1)
     assert said_again.confidence(dataclasses.replace(sure, confidence_min_distinct=0.6)) == UNCALIBRATED
     assert said_again.confidence(dataclasses.replace(sure, confidence_min_distinct=0.2)) > LOW  # as repetitive as the fit's
+    # a letter drawn out past any word's spelling (four in a row, any case) is outside every calibration
+    drawn = Scored("Hmmmmmm okay then", "Menschen beim Hirmen", [10, 11, 12, 13, 14, 15], 4, -0.1)
+    assert drawn.confidence(sure) == UNCALIBRATED and Scored("NOOOO way, man", "x", [10] * 6, 1, -0.1).confidence(sure) == UNCALIBRATED
+    assert Scored("Schifffahrt is fun", "y", [10, 11, 12, 13, 14, 15], 1, -0.1).confidence(sure) > LOW  # three: a word
+    assert Scored("It costs 10000 dollars....", "z", [10, 11, 12, 13, 14, 15], 1, -0.1).confidence(sure) > LOW  # not letters
     assert math.isnan(scored("A man.", "Ein Mann.", math.nan).confidence(decode))
     assert text_confidence([0.9, 0.2, 0.7]) == 0.2 and text_confidence([]) == 1.0
     with pytest.raises(ValueError, match="confidence weights"):

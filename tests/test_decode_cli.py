@@ -21,11 +21,12 @@ from mt.config_load import load_config
 from mt.data.tokenizer import EOS_ID, Tokenizer
 from mt.decode.engine import NativeEngine
 from mt.decode.forced import score_pairs
-from mt.decode.translate import translate_lines
+from mt.decode.translate import translate_lines, translate_texts
 from mt.errors import MTError
 from mt.model.checkpoint import inference_state, load_checkpoint, load_for_inference, save_checkpoint
 from mt.model.ensemble import Ensemble, max_positions
 from mt.model.transformer import Transformer
+from mt.text.segment import segmenter_for
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 REPO = Path(__file__).resolve().parents[1]
@@ -134,7 +135,8 @@ def test_ensemble_translate_and_evaluate(ckpt, ckpt2, small_data, source, tmp_pa
     a, tok, cfg = load_for_inference(ckpt, "cpu")
     b, _, _ = load_for_inference(ckpt2, "cpu")
     decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=None)
-    assert mixed.splitlines() == translate_lines(Ensemble([a, b]), tok, lines, decode, device="cpu")
+    segmenter = segmenter_for(cfg.data.src_lang, cfg.data.tgt_lang)  # mt translate splits lines into sentences
+    assert mixed.splitlines() == translate_texts(Ensemble([a, b]), tok, lines, decode, device="cpu", segmenter=segmenter)
     assert mixed != single
 
     code, out, err = run_cli(monkeypatch, capsys, "evaluate", "-c", ckpt, "-c", ckpt2, "--split", "val",
@@ -192,7 +194,8 @@ def test_input_from_process_substitution_pipe_and_dev_null(ckpt, tmp_path):  # n
     """`-i <(zcat corpus.gz)`, a named pipe and /dev/null are input like a file; a folder is one clear line."""
     model, tokenizer, cfg = load_for_inference(ckpt, "cpu")
     lines = ["A dog.", "", "Two men are playing football on the grass."]
-    want = translate_lines(model, tokenizer, lines, cfg.decode, device="cpu")
+    want = translate_texts(model, tokenizer, lines, cfg.decode, device="cpu",  # mt translate's text, rules and all
+                           segmenter=segmenter_for(cfg.data.src_lang, cfg.data.tgt_lang))
     text = "".join(line + "\n" for line in lines)
     (tmp_path / "in.txt").write_text(text, encoding="utf-8")
     subprocess.run(["gzip", "-k", str(tmp_path / "in.txt")], check=True)

@@ -24,14 +24,15 @@ import torch
 
 from mt.cli import main
 from mt.commands.decoding import decode_settings
-from mt.config import Config
+from mt.config import Config, DecodeConfig
 from mt.data.corpus import read_split
 from mt.data.tokenizer import EOS_ID, Tokenizer
-from mt.decode.translate import translate_lines
+from mt.decode.translate import translate_lines, translate_texts, translate_texts_nbest
 from mt.errors import MTError
 from mt.eval.evaluate import score
 from mt.model.checkpoint import inference_state, load_for_inference, save_checkpoint
 from mt.model.transformer import Transformer
+from mt.text.segment import Segmenter, segmenter_for
 
 BIN = Path(sys.executable).parent
 N = 8
@@ -86,6 +87,17 @@ def val_lines(small_data: Path, lang: str = "en") -> list[str]:
     return (small_data / f"val.{lang}").read_text(encoding="utf-8").splitlines()
 
 
+def segmenter_of(cfg: Config) -> Segmenter:
+    """The sentence splitter `mt translate` uses for the model's pair."""
+    return segmenter_for(cfg.data.src_lang, cfg.data.tgt_lang)
+
+
+def as_mt_translate(loaded: tuple[Transformer, Tokenizer, Config], lines: list[str], decode: DecodeConfig) -> list[str]:
+    """What `mt translate` (segmented, its text rules and loop retry) writes for `lines`."""
+    model, tokenizer, cfg = loaded
+    return translate_texts(model, tokenizer, lines, decode, device="cpu", segmenter=segmenter_of(cfg))
+
+
 def test_translate_keeps_line_count_and_order(ckpt, loaded, small_data, tmp_path, monkeypatch, capsys):
     src = val_lines(small_data)
     lines = [src[0], "", src[1], "   ", src[2], src[3], "", src[4]]
@@ -100,7 +112,7 @@ def test_translate_keeps_line_count_and_order(ckpt, loaded, small_data, tmp_path
     assert got[3] == "   "  # segmenting keeps a line's whitespace as it was
     model, tokenizer, cfg = loaded
     decode = decode_settings(cfg.decode, beam=1, alpha=None, n_best=None, max_tokens=None)
-    alone = [translate_lines(model, tokenizer, [line], decode, device="cpu")[0] or line for line in lines]
+    alone = [as_mt_translate(loaded, [line], decode)[0] for line in lines]
     assert got == alone  # batched, length-sorted translation comes back in input order (one sentence a line)
     assert len(set(got) - {"", "   "}) == 5  # five different non-empty sentences, five different outputs
 
@@ -110,8 +122,7 @@ def test_translate_keeps_line_count_and_order(ckpt, loaded, small_data, tmp_path
     assert code == 0, err
     decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=None)
     assert decode.beam == 2
-    assert stdout.split("\n") == [t or line for t, line in zip(translate_lines(model, tokenizer, lines, decode,
-                                                                             device="cpu"), lines)] + [""]
+    assert stdout.split("\n") == as_mt_translate(loaded, lines, decode) + [""]
 
 
 def test_translate_nbest_format(ckpt, loaded, small_data, tmp_path, monkeypatch, capsys):
@@ -133,7 +144,8 @@ def test_translate_nbest_format(ckpt, loaded, small_data, tmp_path, monkeypatch,
     for i in (0, 2, 3):
         scores = [s for _, s in by_line[i]]
         assert len(scores) == 3 and scores == sorted(scores, reverse=True)
-        assert by_line[i][0][0] == translate_lines(model, tokenizer, [lines[i]], decode, device="cpu")[0]
+        assert by_line[i][0][0] == translate_texts_nbest(model, tokenizer, [lines[i]], decode, device="cpu",
+                                                         segmenter=segmenter_of(cfg))[0][0][0]
 
 
 def test_translate_interactive_flushes_each_line(ckpt, loaded, small_data):
@@ -141,7 +153,7 @@ def test_translate_interactive_flushes_each_line(ckpt, loaded, small_data):
     model, tokenizer, cfg = loaded
     line = val_lines(small_data)[5]
     decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=None)
-    expected = translate_lines(model, tokenizer, [line], decode, device="cpu")[0]
+    expected = as_mt_translate(loaded, [line], decode)[0]
     pid, fd = pty.fork()
     if pid == 0:  # child: the real console script on a pseudo-terminal
         os.execve(str(BIN / "mt"), [str(BIN / "mt"), "translate", "-c", str(ckpt), "--device", "cpu"],

@@ -118,8 +118,8 @@ def test_paragraphs_translate_as_their_sentences_on_every_path(lang: str, random
     ckpt, target = (random_ckpt, "de") if lang == "en" else (fr_ckpt, "en")
     model, tokenizer, cfg = load_for_inference(ckpt, "cpu")
     groups = paragraphs(mirror_dir, lang, 6)
-    one_by_one = iter(translate_lines(model, tokenizer, [s for group in groups for s in group], cfg.decode,
-                                      device="cpu"))
+    one_by_one = iter(translate_texts(model, tokenizer, [s for group in groups for s in group], cfg.decode,
+                                      device="cpu", segmenter=Segmenter(lang)))  # each sentence alone
     expected = [" ".join(next(one_by_one) for _ in group) for group in groups]
     texts = [" ".join(group) for group in groups]
     assert [list(Segmenter(lang).split(t).segments) for t in texts] == groups
@@ -152,7 +152,8 @@ def test_paragraphs_translate_as_their_sentences_on_every_path(lang: str, random
         hits, misses = metric(url, "mt_cache_hits_total"), metric(url, "mt_cache_misses_total")
         r = post("/translate", {"q": "Zebras walk home. Zebras walk home.\nZebras walk home.", "source": "en",
                                 "target": "de"})
-        once = translate_lines(model, tokenizer, ["Zebras walk home."], cfg.decode, device="cpu")[0]
+        once = translate_texts(model, tokenizer, ["Zebras walk home."], cfg.decode, device="cpu",
+                               segmenter=Segmenter("en"))[0]
         assert r.json()["translatedText"] == f"{once} {once}\n{once}"
         assert (metric(url, "mt_cache_misses_total") - misses, metric(url, "mt_cache_hits_total") - hits) == (1, 0)
         post("/translate", {"q": "Zebras walk home.", "source": "en", "target": "de"})

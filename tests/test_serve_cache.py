@@ -141,7 +141,8 @@ def test_cache_size_zero_never_hits() -> None:
 def test_a_repeated_request_is_answered_from_the_cache_without_a_batch(tiny) -> None:
     ckpt, lines = tiny
     long = " ".join(lines[:80])  # more than the tiny model's 255 pieces: cut, with a warning, when not segmented
-    with server(ckpt, "--beam", "2", "--max-alternatives", "2", "--threads", "1") as (url, _):
+    # no loop retry: each miss is one batch (a looping output would take a second)
+    with server(ckpt, "--beam", "2", "--max-alternatives", "2", "--threads", "1", "--no-loop-retry") as (url, _):
         def post(route: str, body: dict) -> httpx.Response:
             reply = httpx.post(url + route, json=body, timeout=120)
             assert reply.status_code == 200, reply.text

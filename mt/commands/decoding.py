@@ -86,12 +86,13 @@ def decode_settings(base: DecodeConfig, *, beam: int | None, alpha: float | None
 
 
 def robust_settings(decode: DecodeConfig, *, protect: str | None, case: bool | None,
-                    ending: bool | None = None) -> DecodeConfig:
+                    ending: bool | None = None, loop_retry: bool | None = None) -> DecodeConfig:
     """`decode` with --protect (all, none or kinds separated by commas: `parse_kinds`),
-    --case/--no-case and --ending/--no-ending applied (None = the checkpoint's)."""
+    --case/--no-case, --ending/--no-ending and --loop-retry/--no-loop-retry applied (None = the checkpoint's)."""
     kinds = decode.protect if protect is None else parse_kinds(protect)
     return dataclasses.replace(decode, protect=kinds, case=decode.case if case is None else case,
-                               ending=decode.ending if ending is None else ending)
+                               ending=decode.ending if ending is None else ending,
+                               loop_retry=decode.loop_retry if loop_retry is None else loop_retry)
 
 
 def output_path(output: str) -> Path | None:

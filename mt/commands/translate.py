@@ -68,10 +68,10 @@ def translate_command(
     device: str,
     precision: str | None = None,
     target_lang: str | None = None,
-    format: str | None = None,
-    segment: bool = True,
+    format: str | None = None, segment: bool = True,
     glossary: Path | None = None, protect: str | None = None, case: bool | None = None, ending: bool | None = None,
     no_repeat_ngram: int | None = None, repetition_penalty: float | None = None, scores: bool = False,
+    loop_retry: bool | None = None,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
@@ -104,8 +104,8 @@ def translate_command(
     `glossary` (--glossary terms.tsv, mt.text.glossary): read and checked before the model loads,
     then against it; every sentence holding a term is translated by the constrained beam search
     (mt.decode.constrained), the others as without it. An engine that cannot keep terms refuses it.
-    `protect`, `case`, `ending` (--protect, --[no-]case, --[no-]ending): the decode settings of those
-    names, which apply to segmented text and documents (`mt.decode.protected`), not to --no-segment lines.
+    `protect`, `case`, `ending`, `loop_retry` (--protect, --[no-]case, --[no-]ending, --[no-]loop-retry):
+    the decode settings of those names, which apply to segmented text and documents (`mt.decode.protected`), not to --no-segment lines.
     `scores`: 'confidence<TAB>translation' lines (`mt.decode.confidence`: a line's least confident sentence's).
     """
     src_path, out_path = input_path(input), output_path(output)
@@ -124,7 +124,7 @@ def translate_command(
                              sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                              precision=precision, no_repeat_ngram=no_repeat_ngram,
                              repetition_penalty=repetition_penalty)
-    decode = robust_settings(decode, protect=protect, case=case, ending=ending)
+    decode = robust_settings(decode, protect=protect, case=case, ending=ending, loop_retry=loop_retry)
     with_scores = n_best is not None or decode.n_best > 1
     if scores and with_scores:
         raise MTError("--scores: n-best lines (--n-best, or decode.n_best > 1 in the config) carry their own scores; "

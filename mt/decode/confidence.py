@@ -17,8 +17,8 @@ has, each cheap (`FEATURES`, one row per sentence):
     log_length      log(|y| + 1): short outputs' log-probs say less than long ones'
 
 mapped by a logistic function `sigmoid(w . features + b)` (at most `FLAGGED` for an output the
-repetition check flags, at most `UNCALIBRATED` for a source unlike any the fit saw: shorter, or more
-repetitive, `outside_calibration`) whose
+repetition check flags, at most `UNCALIBRATED` for a source unlike any the fit saw: shorter, more
+repetitive, or drawn out, `outside_calibration`) whose
 weights are fitted on the
 validation set against sentence chrF / 100 (`mt.train.confidence_fit`, a soft-label logistic
 regression): the confidence is the sentence chrF the model can expect, and its ranking of
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import UNK_ID
-from mt.decode.repeats import repetition_excess
+from mt.decode.repeats import CHAR_RUN_FREE, repetition_excess
 from mt.decode.search import length_penalty
 
 FEATURES = ("mean_log_prob", "repetition", "length_ratio", "length_ratio_sq", "unknown_share", "copy_share",
@@ -63,11 +63,15 @@ FLAGGED = 0.15
 # is where a model guesses ("Menu" -> "Männer" 0.44, "no no no no no" -> "freie nackte nackte
 # nackte Oberkörper Oberkörper" 0.52 before this bound, on the demo model). The two bounds are
 # stored with the fitted weights (`decode.confidence_min_pieces`, `decode.confidence_min_distinct`);
-# DEFAULT's: its fit's val set (Multi30k val, by the demo's tokenizer: 5 pieces, 0.643).
+# DEFAULT's: its fit's val set (Multi30k val, by the demo's tokenizer: 5 pieces, 0.643). A source
+# that runs one letter more than CHAR_RUN_FREE times ("Hmmmmmm", "Nooooo") is outside too: no word
+# is written so (German's longest run is three, "Schifffahrt"), so no corpus the fit saw has one
+# ("Hmmmmmm" -> "Menschen beim Hirmen" 0.300 before this bound, on the demo model).
 UNCALIBRATED = 0.25
 DEFAULT_MIN_PIECES = 5
 DEFAULT_MIN_DISTINCT = 0.643
 _WORD = re.compile(r"\w+", re.UNICODE)
+_DRAWN_OUT = re.compile(rf"([^\W\d_])\1{{{CHAR_RUN_FREE},}}", re.UNICODE)  # a letter CHAR_RUN_FREE + 1 times in a row
 
 
 @dataclass(frozen=True)
@@ -127,12 +131,13 @@ def weights_of(decode: DecodeConfig) -> tuple[float, ...]:
 
 def outside_calibration(source: str, src_ids: Sequence[int], decode: DecodeConfig) -> bool:
     """Whether a source is unlike every one the calibration `decode` carries was fitted on: fewer
-    pieces than its shortest, or a smaller share of distinct words than its most repetitive
-    (DEFAULT's bounds with `DEFAULT`)."""
+    pieces than its shortest, a smaller share of distinct words than its most repetitive (DEFAULT's
+    bounds with `DEFAULT`), or a letter drawn out beyond any word's spelling (`_DRAWN_OUT`)."""
     fitted = bool(decode.confidence)
     shortest = decode.confidence_min_pieces if fitted else DEFAULT_MIN_PIECES
     least = decode.confidence_min_distinct if fitted else DEFAULT_MIN_DISTINCT
-    return len(src_ids) < shortest or distinct_share(source) < least
+    return (len(src_ids) < shortest or distinct_share(source) < least
+            or _DRAWN_OUT.search(source.casefold()) is not None)
 
 
 def distinct_share(source: str) -> float:

@@ -19,13 +19,25 @@ over the vocabulary):
 `repetition_excess(source, output)` is the check on the text that comes out: how far the output
 repeats one word, or runs one character, beyond what the source does (0 when it does not), the
 signal `mt.decode.confidence` turns into a low confidence.
+
+The retry (`decode.loop_retry`): a sentence whose output the check still flags, with the guard on,
+is searched again with the guard at its strictest (`retry_decode`: no target piece twice) and keeps
+that output where it repeats less (`retry_wins`). Banning every repeated piece is too strict for every
+sentence (n = 2 already cost the demo model 0.9 val BLEU), so it is tried only where the usual
+guard let a loop through: "I" -> "I I Ichchch I I" becomes "Ich". The retry belongs to the text a
+person sends (`translate_texts*`, the server), with the span, case and ending rules: `translate_lines`
+and `mt evaluate` stay the plain search, as mt's exports (CTranslate2, `transformers`) run it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Callable, Sequence
 
 import torch
+
+from mt.config import DecodeConfig
 
 WORD = re.compile(r"\w+", re.UNICODE)
 # A run of one character counts when it is longer than this, and longer than the source's longest:
@@ -38,6 +50,8 @@ _UNIT = re.compile(r"([^\W\d_]{2,4}?)\1{2,}", re.UNICODE)  # letters only: 10000
 # A word repeated up to this many times more than the source's most repeated word is normal
 # (`ein Mann und ein Hund`: the source has `a man and a dog`, but the article repeats by gender too).
 WORD_COUNT_FREE = 1
+# The loop guard a looping output is searched again with: no target piece twice.
+RETRY_NGRAM = 1
 
 
 def ban_repeated_ngrams(log_probs: torch.Tensor, history: torch.Tensor, size: int) -> torch.Tensor:
@@ -112,3 +126,30 @@ def repetition_excess(source: str, output: str) -> int:
     words = _most_repeated(output) - (_most_repeated(source) + WORD_COUNT_FREE)
     units = _unit_repeats(output) - max(UNIT_REPEATS_FREE, _unit_repeats(source))
     return max(0, runs, words, units)
+
+
+def retry_decode(decode: DecodeConfig) -> DecodeConfig | None:
+    """The settings a sentence whose output still loops is searched again with: `decode` with no
+    target piece twice (`RETRY_NGRAM`). None where nothing is retried: `decode.loop_retry` off, the
+    guard off (a user who switched it off wants the plain search), sampling (a draw is not a search
+    to correct), or the guard already at its strictest."""
+    guarded = decode.no_repeat_ngram_size > 0 or decode.repetition_penalty != 1.0
+    if not decode.loop_retry or not guarded or decode.sampling or decode.no_repeat_ngram_size == RETRY_NGRAM:
+        return None
+    return dataclasses.replace(decode, no_repeat_ngram_size=RETRY_NGRAM)
+
+
+def to_retry(decode: DecodeConfig, sources: Sequence[str], outputs: Sequence[str],
+             exempt: Callable[[int], bool] | None = None) -> tuple[DecodeConfig | None, list[int]]:
+    """(`retry_decode(decode)`, the indices of the outputs that repeat beyond their sources:
+    `repetition_excess` > 0, those `exempt` names left out); (None, []) where nothing is retried."""
+    strict = retry_decode(decode)
+    if strict is None:
+        return None, []
+    rows = [i for i, (source, output) in enumerate(zip(sources, outputs)) if repetition_excess(source, output) > 0]
+    return strict, [i for i in rows if exempt is None or not exempt(i)]
+
+
+def retry_wins(source: str, first: str, retried: str) -> bool:
+    """Whether the retried output repeats less than the first (ties keep the first: the usual search's)."""
+    return repetition_excess(source, retried) < repetition_excess(source, first)

@@ -50,6 +50,7 @@ from mt.decode.align import align_words, aligner_for
 from mt.decode.confidence import Scored, scored, text_confidence
 from mt.decode.engine import Engine, NativeEngine, NativeModel, Results, as_engine, rows_per_sentence
 from mt.decode.protected import prepare_segments, render_nbest, truecaser
+from mt.decode.repeats import retry_wins, to_retry
 from mt.decode.terms import (
     TermConstraints,
     alone_alignments,
@@ -293,8 +294,12 @@ def translate_texts(
     if note:
         warnings.warn(note, MTWarning, stacklevel=2)
     prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
-    done = translate_lines(engine, tokenizer, [p.text for p in prepared], decode, device=device, progress=progress,
-                           sentence_ids=sampling_keys(split, first_id), glossary=glossary)
+    sources, keys = [p.text for p in prepared], sampling_keys(split, first_id)
+    done = translate_lines(engine, tokenizer, sources, decode, device=device, progress=progress, sentence_ids=keys,
+                           glossary=glossary)
+    done = retry_loops(sources, done, str, lambda rows, strict: translate_lines(
+        engine, tokenizer, [sources[i] for i in rows], strict, device=device, sentence_ids=[keys[i] for i in rows]),
+        decode, glossary)
     found = iter(render_all(prepared, done, aligner_for(engine, tokenizer), truecase=truecaser(tokenizer)))
     return [text.render([next(found) for _ in text.segments]) for text in split]
 
@@ -320,8 +325,12 @@ def translate_texts_nbest(
     if note:
         warnings.warn(note, MTWarning, stacklevel=2)
     prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
-    done = translate_nbest(engine, tokenizer, [p.text for p in prepared], decode, device=device, progress=progress,
-                           sentence_ids=sampling_keys(split, first_id), glossary=glossary)
+    sources, keys = [p.text for p in prepared], sampling_keys(split, first_id)
+    done = translate_nbest(engine, tokenizer, sources, decode, device=device, progress=progress, sentence_ids=keys,
+                           glossary=glossary)
+    done = retry_loops(sources, done, lambda hyps: hyps[0][0], lambda rows, strict: translate_nbest(
+        engine, tokenizer, [sources[i] for i in rows], strict, device=device, sentence_ids=[keys[i] for i in rows]),
+        decode, glossary)
     found = iter(render_nbest(prepared, done, aligner_for(engine, tokenizer), truecase=truecaser(tokenizer)))
     return [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
 
@@ -346,14 +355,38 @@ def translate_texts_scored(
     if note:
         warnings.warn(note, MTWarning, stacklevel=2)
     prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
-    done = translate_scored(engine, tokenizer, [p.text for p in prepared], decode, device=device, progress=progress,
-                            sentence_ids=sampling_keys(split, first_id), glossary=glossary)
+    sources, keys = [p.text for p in prepared], sampling_keys(split, first_id)
+    done = translate_scored(engine, tokenizer, sources, decode, device=device, progress=progress, sentence_ids=keys,
+                            glossary=glossary)
+    done = retry_loops(sources, done, lambda s: s.output, lambda rows, strict: translate_scored(
+        engine, tokenizer, [sources[i] for i in rows], strict, device=device, sentence_ids=[keys[i] for i in rows]),
+        decode, glossary)
     rendered = render_all(prepared, [s.output for s in done], aligner_for(engine, tokenizer), truecase=truecaser(tokenizer))
     found = iter(zip(rendered, done))
     out = []
     for text in split:
         mine = [next(found) for _ in text.segments]
         out.append((text.render([output for output, _ in mine]), text_confidence([s.confidence(decode) for _, s in mine])))
+    return out
+
+
+def retry_loops(sources: Sequence[str], found: list[T], text_of: Callable[[T], str],
+                again: Callable[[list[int], DecodeConfig], list[T]], decode: DecodeConfig,
+                glossary: TermConstraints | None = None) -> list[T]:
+    """`found` (one result per source sentence, `text_of` its output) with every output that still
+    loops searched again by `again(indices, the strict settings)` and replaced where the retry
+    repeats less (`decode.loop_retry`: `mt.decode.repeats`). A sentence holding a glossary term keeps
+    its constrained search's output: no piece twice could make a term impossible to write."""
+    def holds_term(i: int) -> bool:
+        return glossary is not None and bool(glossary.for_lines([sources[i]])[0])
+
+    strict, rows = to_retry(decode, sources, [text_of(result) for result in found], holds_term)
+    if strict is None or not rows:
+        return found
+    out = list(found)
+    for i, result in zip(rows, again(rows, strict)):
+        if retry_wins(sources[i], text_of(found[i]), text_of(result)):
+            out[i] = result
     return out
 
 

@@ -12,7 +12,9 @@ fragments: the sentences of their blocks' text as segments, markup kept. With a 
 Placeholders, URLs, numbers and the like are taken out of each sentence and put back after it is
 translated, ALL CAPS / Title Case sentences translated in sentence case and a sentence without
 final punctuation given none (`decode.protect`, `decode.case`, `decode.ending`;
-`mt.decode.protected`): the cache holds the model's translation of what it read.
+`mt.decode.protected`): the cache holds the model's translation of what it read. A sentence whose
+output still loops is searched again by a second job with no target piece twice, as
+`mt translate` does it (`decode.loop_retry`, `mt.decode.repeats`); the cache holds the one kept.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import text_confidence
 from mt.decode.protected import prepare_segments, render_nbest, truecaser
+from mt.decode.repeats import retry_wins, to_retry
 from mt.decode.terms import (
     TermConstraints,
     alone_alignments,
@@ -105,10 +108,18 @@ async def translate_texts_scored(request: Request, model: ServedModel, settings:
                 cons[i] = wanted
         job = await _run_job(request, model, settings, [flat[i] for i in todo], decode, n_best, tokenizer,
                              ([cons[i] for i in todo], glue) if terms is not None else None)
-        sure = job.confidence or [math.nan] * len(todo)  # none: a batcher that does not rate its outputs
-        for i, hyps, cut, confidence in zip(todo, job.future.result(), job.cut, sure):
-            answers[i] = Cached(hyps, cut, confidence)
-            model.cache.store(keys[i], answers[i])
+        fresh = _answers(job)
+        strict, again = to_retry(decode, [flat[i] for i in todo], [a.hyps[0][0] for a in fresh],
+                                 lambda j: bool(cons[todo[j]]))  # a line keeping a term keeps its search's output
+        if strict is not None and again:
+            retried = _answers(await _run_job(request, model, settings, [flat[todo[j]] for j in again], strict, n_best,
+                                              tokenizer, None))
+            for j, answer in zip(again, retried):
+                if retry_wins(flat[todo[j]], fresh[j].hyps[0][0], answer.hyps[0][0]):
+                    fresh[j] = answer
+        for i, answer in zip(todo, fresh):
+            answers[i] = answer
+            model.cache.store(keys[i], answer)
     for i, key in enumerate(keys):
         if answers[i] is None:
             answers[i] = answers[first[cast(tuple, key)]]
@@ -122,6 +133,13 @@ async def translate_texts_scored(request: Request, model: ServedModel, settings:
     joined = [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
     sure = iter(answer.confidence for answer in done)
     return joined, notes, [text_confidence([next(sure) for _ in text.segments]) for text in split]
+
+
+def _answers(job: Job) -> list[Cached]:
+    """An answered job's lines as the cache holds them: outputs, whether cut, confidence (NaN from a
+    batcher that does not rate its outputs)."""
+    sure = job.confidence or [math.nan] * len(job.cut)
+    return [Cached(hyps, cut, confidence) for hyps, cut, confidence in zip(job.future.result(), job.cut, sure)]
 
 
 async def _rendered(model: ServedModel, tokenizer: Tokenizer, prepared: list[Prepared], hyps: list[Hyps]) -> list[Hyps]:

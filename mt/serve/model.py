@@ -143,7 +143,7 @@ class ServedModel:
 def server_decode(settings: ServeSettings, cfg: Config) -> tuple[DecodeConfig, int]:
     """(the server's default decode settings, the largest beam a request may ask for): the
     checkpoint's, with --beam, --max-batch-tokens, --protect, --case, --ending and the loop guard's
-    --no-repeat-ngram and --repetition-penalty."""
+    --no-repeat-ngram, --repetition-penalty and --loop-retry."""
     max_beam = settings.max_beam or cfg.decode.beam
     guard = settings.no_repeat_ngram, settings.repetition_penalty
     decode = dataclasses.replace(cfg.decode, beam=max_beam, n_best=min(cfg.decode.n_best, max_beam),
@@ -151,6 +151,7 @@ def server_decode(settings: ServeSettings, cfg: Config) -> tuple[DecodeConfig, i
                                  protect=cfg.decode.protect if settings.protect is None else settings.protect,
                                  case=cfg.decode.case if settings.case is None else settings.case,
                                  ending=cfg.decode.ending if settings.ending is None else settings.ending,
+                                 loop_retry=cfg.decode.loop_retry if settings.loop_retry is None else settings.loop_retry,
                                  no_repeat_ngram_size=cfg.decode.no_repeat_ngram_size if guard[0] is None else guard[0],
                                  repetition_penalty=cfg.decode.repetition_penalty if guard[1] is None else guard[1])
     return decode, max_beam

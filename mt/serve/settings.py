@@ -116,6 +116,8 @@ class ServeSettings:
                                                         "give their style back (default: decode.case, on).")
     ending: bool | None = _flag(None, "--ending/--no-ending", "Add no full stop to a sentence that ends without "
                                                               "punctuation (default: decode.ending, on).")
+    loop_retry: bool | None = _flag(None, "--loop-retry/--no-loop-retry", "Search an output that still loops again "
+                                    "with no piece twice, kept where it repeats less (default: decode.loop_retry, on).")
     max_body_bytes: int = 1 << 20
     keys_file: Path | None = None  # what --api-keys named: SIGHUP re-reads it
 

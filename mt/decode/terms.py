@@ -365,6 +365,43 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
     return out
 
 
+@dataclass(frozen=True)
+class PassSearch:
+    """One search a glossary's first pass asks the engine for: `lines` with `decode`, `n_best` as
+    `Engine.search_ids` reads it (None: each line's one best output)."""
+
+    lines: list[str]
+    decode: DecodeConfig
+    n_best: int | None = None
+
+
+def first_pass_searches(terms: TermConstraints, held: Sequence[str], decode: DecodeConfig) -> list[PassSearch]:
+    """The searches `first_pass_wanted` reads for the lines `held` (each holding a term): with
+    "swap", the request's own search of the lines and the source terms alone in their n-best
+    (`alone_decode`); otherwise one greedy search of the lines and ("both") of the terms alone."""
+    if terms.first_pass == "swap":
+        many = alone_decode(decode)
+        return [PassSearch(list(held), dataclasses.replace(decode, n_best=1)),
+                PassSearch(alone_sources(terms, held), many, many.n_best)]
+    sources = alone_sources(terms, held) if terms.first_pass == "both" else []
+    return [PassSearch([*held, *sources], dataclasses.replace(decode, beam=1, n_best=1))]
+
+
+def first_pass_wanted(terms: TermConstraints, held: Sequence[str], outputs: Sequence[Sequence[Sequence[str]]],
+                      tokenizer: Tokenizer, align: Align) -> list[Wanted]:
+    """The constraints of `held` after the first pass: `outputs` holds, for each of
+    `first_pass_searches`' searches, each line's outputs best first. "swap": `swapping` (alignment
+    only where the lemmas miss); otherwise `replacing`, the model's words avoided. What
+    `mt translate` (`term_lines`) and the server (`_first_pass`, its searches on the batcher) share."""
+    firsts = [hyps[0] for hyps in outputs[0]]
+    if terms.first_pass == "swap":
+        alone = alone_word_sets(terms, alone_sources(terms, held), outputs[1], align)
+        return swapping(terms, held, firsts, tokenizer, alone, align)
+    sources, lines = alone_sources(terms, held) if terms.first_pass == "both" else [], firsts[:len(held)]
+    alone = alone_words(terms, sources, firsts[len(held):], alone_alignments(sources, firsts[len(held):], align))
+    return replacing(terms, held, lines, align(list(held), lines) or [[] for _ in held], tokenizer, alone)
+
+
 def alone_alignments(sources: Sequence[str], outputs: Sequence[str], align: Align) -> list[list[int]]:
     """`align(sources, outputs)` for terms translated alone, without running the model for a
     one-word source term: every word of its translation translates that word."""

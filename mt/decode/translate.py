@@ -33,7 +33,6 @@ output starts as the first translation does up to the first such word (`term_lin
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -51,16 +50,7 @@ from mt.decode.confidence import Scored, scored, text_confidence
 from mt.decode.engine import Engine, NativeEngine, NativeModel, Results, as_engine, rows_per_sentence
 from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
-from mt.decode.terms import (
-    TermConstraints,
-    alone_alignments,
-    alone_decode,
-    alone_sources,
-    alone_word_sets,
-    alone_words,
-    replacing,
-    swapping,
-)
+from mt.decode.terms import PassSearch, TermConstraints, first_pass_searches, first_pass_wanted
 from mt.decode.wanted import Wanted
 from mt.errors import MTWarning
 from mt.text.protect import render_all
@@ -120,8 +110,8 @@ def _map_sentences(
 def term_lines(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeConfig, *,
                device: torch.device | str, glossary: TermConstraints) -> list[Wanted]:
     """Each line's constraints (`TermConstraints.for_lines`); with `glossary.first_pass` and mt's
-    own model, the lines holding a term avoid the words their greedy translation gave the terms
-    and may start as it does (`mt.decode.terms.replacing`)."""
+    own model, the lines holding a term are first translated (`mt.decode.terms.first_pass_searches`)
+    and given the outputs to choose from or the words to avoid (`first_pass_wanted`)."""
     wanted = glossary.for_lines(lines)
     rows = [i for i, w in enumerate(wanted) if w]
     if glossary.first_pass == "off" or not rows or not isinstance(engine, NativeEngine):
@@ -131,18 +121,14 @@ def term_lines(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decod
     def align(src: list[str], tgt: list[str]) -> list[list[int]]:
         return align_words(engine.model, tokenizer, src, tgt, device=device)
 
-    if glossary.first_pass == "swap":  # the search's own output; the terms alone in their n-best
-        firsts = translate_lines(engine, tokenizer, held, dataclasses.replace(decode, n_best=1), device=device)
-        sources = alone_sources(glossary, held)
-        nbest = translate_nbest(engine, tokenizer, sources, alone_decode(decode), device=device)
-        alone = alone_word_sets(glossary, sources, [[text for text, _ in hyps] for hyps in nbest], align)
-        found = swapping(glossary, held, firsts, tokenizer, alone, align)  # aligns only what the lemmas miss
-    else:
-        sources = alone_sources(glossary, held) if glossary.first_pass == "both" else []
-        firsts = translate_lines(engine, tokenizer, held + sources, dataclasses.replace(decode, beam=1, n_best=1),
-                                 device=device)
-        alone = alone_words(glossary, sources, firsts[len(held):], alone_alignments(sources, firsts[len(held):], align))
-        found = replacing(glossary, held, firsts[:len(held)], align(held, firsts[:len(held)]), tokenizer, alone)
+    def run(search: PassSearch) -> list[list[str]]:  # each line's outputs, best first
+        if search.n_best is None:
+            return [[text] for text in translate_lines(engine, tokenizer, search.lines, search.decode, device=device)]
+        nbest = translate_nbest(engine, tokenizer, search.lines, search.decode, device=device)
+        return [[text for text, _ in hyps] for hyps in nbest]
+
+    outputs = [run(search) for search in first_pass_searches(glossary, held, decode)]
+    found = first_pass_wanted(glossary, held, outputs, tokenizer, align)
     for i, w in zip(rows, found):
         wanted[i] = w
     return wanted

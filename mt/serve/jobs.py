@@ -20,7 +20,6 @@ output still loops is searched again by a second job with no target piece twice,
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import math
 from typing import cast
@@ -32,16 +31,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import text_confidence
 from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
-from mt.decode.terms import (
-    TermConstraints,
-    alone_alignments,
-    alone_decode,
-    alone_sources,
-    alone_word_sets,
-    alone_words,
-    replacing,
-    swapping,
-)
+from mt.decode.terms import TermConstraints, first_pass_searches, first_pass_wanted
 from mt.decode.translate import broken_warning, join_nbest, segment_for_model
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
@@ -162,10 +152,10 @@ def _aligner(model: ServedModel, tokenizer: Tokenizer) -> Aligner:
 async def _first_pass(request: Request, model: ServedModel, settings: ServeSettings, lines: list[str],
                       cons: list[Wanted], decode: DecodeConfig, tokenizer: Tokenizer,
                       terms: TermConstraints) -> list[Wanted]:
-    """`cons` of `lines` after the glossary's first pass (`mt.decode.translate.term_lines`): the
-    lines holding a term translated by the batcher ("swap": by the request's search, each term then
-    put in place of the model's word, `mt.decode.terms.swapping`; else greedily, the model's words
-    avoided, `mt.decode.terms.replacing`), aligned by the worker; `cons` as they are without one."""
+    """`cons` of `lines` after the glossary's first pass, as `mt.decode.translate.term_lines` does it:
+    the lines holding a term translated by the batcher (`mt.decode.terms.first_pass_searches`), their
+    constraints made from the outputs off the event loop (`first_pass_wanted`), aligned by the
+    worker; `cons` as they are without one."""
     rows = [i for i, wanted in enumerate(cons) if wanted]
     if terms.first_pass == "off" or not rows or not model.constrains:
         return cons
@@ -174,30 +164,11 @@ async def _first_pass(request: Request, model: ServedModel, settings: ServeSetti
     def align(src: list[str], tgt: list[str]) -> list[list[int]] | None:  # in the worker, off the event loop
         return model.engine.align(list(tokenizer.src_prefix), src, tgt)
 
-    if terms.first_pass == "swap":  # the search's own output; the terms alone in their n-best
-        sources = alone_sources(terms, held)
-        job = await _run_job(request, model, settings, held, dataclasses.replace(decode, n_best=1), None, tokenizer,
-                             None)
-        firsts = [hyps[0][0] for hyps in job.future.result()]
-        many = alone_decode(decode)
-        alone_job = await _run_job(request, model, settings, sources, many, many.n_best, tokenizer, None)
-        outputs = [[text for text, _ in hyps] for hyps in alone_job.future.result()]
-
-        def first_pass() -> list[Wanted]:
-            alone = alone_word_sets(terms, sources, outputs, align)
-            return swapping(terms, held, firsts, tokenizer, alone, align)  # aligns only what the lemmas miss
-    else:
-        sources = alone_sources(terms, held) if terms.first_pass == "both" else []
-        greedy = dataclasses.replace(decode, beam=1, n_best=1)
-        job = await _run_job(request, model, settings, held + sources, greedy, None, tokenizer, None)
-        firsts = [hyps[0][0] for hyps in job.future.result()]
-
-        def first_pass() -> list[Wanted]:
-            alone = alone_words(terms, sources, firsts[len(held):], alone_alignments(sources, firsts[len(held):], align))
-            return replacing(terms, held, firsts[:len(held)], align(held, firsts[:len(held)]) or [[] for _ in held],
-                             tokenizer, alone)
-
-    found = await asyncio.to_thread(first_pass)
+    outputs = []
+    for search in first_pass_searches(terms, held, decode):
+        job = await _run_job(request, model, settings, search.lines, search.decode, search.n_best, tokenizer, None)
+        outputs.append([[text for text, _ in hyps] for hyps in job.future.result()])
+    found = await asyncio.to_thread(first_pass_wanted, terms, held, outputs, tokenizer, align)
     out = list(cons)
     for i, wanted in zip(rows, found):
         out[i] = wanted

@@ -16,7 +16,8 @@ retry, so each row is the guard alone.
 The retry (`decode.loop_retry`, with the checkpoint's guard): each of --retry-splits, and the odd
 inputs, translated as `mt translate` takes text (`translate_texts`, spans, case and ending rules on
 in both runs) with the retry off and on: BLEU, chrF, the sentences it changed, the paired bootstrap,
-and the odd inputs that still loop. results.json and results.md go to --out.
+the seconds each run took (one run each: compare them on a quiet machine), and the odd inputs that
+still loop. results.json and results.md go to --out.
 """
 
 from __future__ import annotations
@@ -110,11 +111,13 @@ def main() -> None:
         lines.append(f"| {row['no_repeat_ngram_size']} | {row['repetition_penalty']:g} | {row['bleu']:.2f} | "
                      f"{row['chrf']:.2f} | {row['changed']} | {row['bleu_p'] if row['bleu_p'] is not None else 'base'} | "
                      f"{row['odd_loops']} |")
-    lines += ["", "| loop retry | set | BLEU | chrF | sentences changed | p (paired bootstrap) |", "|---|---|---|---|---|---|"]
+    lines += ["", "| loop retry | set | BLEU | chrF | sentences changed | p (paired bootstrap) | seconds |",
+              "|---|---|---|---|---|---|---|"]
     for row in retry["sets"]:
-        lines += [f"| off | {row['split']} | {row['bleu_off']:.2f} | {row['chrf_off']:.2f} | | base |",
+        lines += [f"| off | {row['split']} | {row['bleu_off']:.2f} | {row['chrf_off']:.2f} | | base | "
+                  f"{row['seconds_off']} |",
                   f"| on | {row['split']} | {row['bleu_on']:.2f} | {row['chrf_on']:.2f} | {row['changed']} | "
-                  f"{row['bleu_p']} |"]
+                  f"{row['bleu_p']} | {row['seconds_on']} |"]
     lines += ["", f"Odd inputs that loop (of {len(ODD)}): {retry['odd_loops_off']} without the retry, "
                   f"{retry['odd_loops_on']} with it."]
     (args.out / "results.md").write_text("\n".join(lines) + "\n")
@@ -134,13 +137,18 @@ def retry_rows(loaded: LoadedModel, mirror: Path, splits: list[str]) -> dict:
     for split in splits:
         src = list(read_lines(mirror / f"{split}.{pair.src_lang}.gz"))
         ref = list(read_lines(mirror / f"{split}.{pair.tgt_lang}.gz"))
-        hyps_off, hyps_on = texts(src, off), texts(src, on)
+        started = time.perf_counter()
+        hyps_off = texts(src, off)
+        middle = time.perf_counter()
+        hyps_on = texts(src, on)
+        ended = time.perf_counter()
         compared = paired_bootstrap([("retry off", hyps_off), ("retry on", hyps_on)], ref, tokenize="13a")
         row = {"split": split, "bleu_off": round(BLEU().corpus_score(hyps_off, [ref]).score, 2),
                "bleu_on": round(BLEU().corpus_score(hyps_on, [ref]).score, 2),
                "chrf_off": round(CHRF().corpus_score(hyps_off, [ref]).score, 2),
                "chrf_on": round(CHRF().corpus_score(hyps_on, [ref]).score, 2),
                "changed": sum(a != b for a, b in zip(hyps_off, hyps_on)), "bleu_p": compared.systems[1].bleu_p,
+               "seconds_off": round(middle - started, 2), "seconds_on": round(ended - middle, 2),
                "examples": [(s, a, b) for s, a, b in zip(src, hyps_off, hyps_on) if a != b][:10]}
         sets.append(row)
         print(json.dumps({k: v for k, v in row.items() if k != "examples"}, ensure_ascii=False), flush=True)

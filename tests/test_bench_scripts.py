@@ -404,3 +404,28 @@ def test_gpu_check_runs_every_stage_on_the_cpu(multi30k_dir: Path, tmp_path: Pat
     assert 0 < report["loop"]["loop_over_step"] and report["test_2016_flickr_bleu"] is not None
     table = (out / "gpu_check.md").read_text()
     assert "| loop / bare step |" in table and "| BLEU test_2016_flickr after the budget |" in table
+
+
+def test_exp_loop_guard_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
+    """exp_loop_guard.py end to end on a handful of sentences: a guard row per setting, and the
+    retry section (off and on, timed) for each --retry-splits set."""
+    import gzip
+    import json
+
+    from mt.deploy.tiny import write_random_checkpoint
+    ckpt = write_random_checkpoint(tmp_path / "tiny.pt", seed=1)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    lines = ["A man rides a bike.", "Two dogs play in the snow.", "A woman reads."]
+    for split in ("tiny_val", "tiny_test"):
+        for lang in ("en", "de"):
+            with gzip.open(mirror / f"{split}.{lang}.gz", "wt", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in lines))
+    run("experiments/exp_loop_guard.py", "-c", str(ckpt), "--mirror", str(mirror), "--split", "tiny_val",
+        "--ngram", "3", "--penalty", "--retry-splits", "tiny_test", "--rounds", "2", "--out", str(tmp_path / "out"))
+    report = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert [row["no_repeat_ngram_size"] for row in report["rows"]] == [0, 3]
+    [retry] = report["retry"]["sets"]
+    assert retry["split"] == "tiny_test" and 0 <= retry["changed"] <= 3 and retry["seconds_on"] > 0
+    assert 0 <= report["retry"]["odd_loops_on"] <= 40
+    assert "| on | tiny_test |" in (tmp_path / "out" / "results.md").read_text(encoding="utf-8")

@@ -281,11 +281,8 @@ def translate_texts(
         warnings.warn(note, MTWarning, stacklevel=2)
     prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
     sources, keys = [p.text for p in prepared], sampling_keys(split, first_id)
-    done = translate_lines(engine, tokenizer, sources, decode, device=device, progress=progress, sentence_ids=keys,
-                           glossary=glossary)
-    done = retry_loops(sources, done, str, lambda rows, strict: translate_lines(
-        engine, tokenizer, [sources[i] for i in rows], strict, device=device, sentence_ids=[keys[i] for i in rows]),
-        decode, glossary)
+    done = retry_loops(translate_lines, str, engine, tokenizer, sources, keys, decode, device=device, progress=progress,
+                       glossary=glossary)
     found = iter(render_all(prepared, done, aligner_for(engine, tokenizer), truecase=truecaser(tokenizer)))
     return [text.render([next(found) for _ in text.segments]) for text in split]
 
@@ -312,11 +309,8 @@ def translate_texts_nbest(
         warnings.warn(note, MTWarning, stacklevel=2)
     prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
     sources, keys = [p.text for p in prepared], sampling_keys(split, first_id)
-    done = translate_nbest(engine, tokenizer, sources, decode, device=device, progress=progress, sentence_ids=keys,
-                           glossary=glossary)
-    done = retry_loops(sources, done, lambda hyps: hyps[0][0], lambda rows, strict: translate_nbest(
-        engine, tokenizer, [sources[i] for i in rows], strict, device=device, sentence_ids=[keys[i] for i in rows]),
-        decode, glossary)
+    done = retry_loops(translate_nbest, lambda hyps: hyps[0][0], engine, tokenizer, sources, keys, decode,
+                       device=device, progress=progress, glossary=glossary)
     found = iter(render_nbest(prepared, done, aligner_for(engine, tokenizer), truecase=truecaser(tokenizer)))
     return [join_nbest(text, [next(found) for _ in text.segments]) for text in split]
 
@@ -342,11 +336,8 @@ def translate_texts_scored(
         warnings.warn(note, MTWarning, stacklevel=2)
     prepared = prepare_segments([segment for text in split for segment in text.segments], tokenizer, decode)
     sources, keys = [p.text for p in prepared], sampling_keys(split, first_id)
-    done = translate_scored(engine, tokenizer, sources, decode, device=device, progress=progress, sentence_ids=keys,
-                            glossary=glossary)
-    done = retry_loops(sources, done, lambda s: s.output, lambda rows, strict: translate_scored(
-        engine, tokenizer, [sources[i] for i in rows], strict, device=device, sentence_ids=[keys[i] for i in rows]),
-        decode, glossary)
+    done = retry_loops(translate_scored, lambda s: s.output, engine, tokenizer, sources, keys, decode, device=device,
+                       progress=progress, glossary=glossary)
     rendered = render_all(prepared, [s.output for s in done], aligner_for(engine, tokenizer), truecase=truecaser(tokenizer))
     found = iter(zip(rendered, done))
     out = []
@@ -356,24 +347,29 @@ def translate_texts_scored(
     return out
 
 
-def retry_loops(sources: Sequence[str], found: list[T], text_of: Callable[[T], str],
-                again: Callable[[list[int], DecodeConfig], list[T]], decode: DecodeConfig,
-                glossary: TermConstraints | None = None) -> list[T]:
-    """`found` (one result per source sentence, `text_of` its output) with every output that still
-    loops searched again by `again(indices, the strict settings)` and replaced where the retry
-    repeats less (`decode.loop_retry`: `mt.decode.repeats`). A sentence holding a glossary term keeps
-    its constrained search's output: no piece twice could make a term impossible to write."""
+def retry_loops(search: Callable[..., list[T]], text_of: Callable[[T], str], engine: Engine, tokenizer: Tokenizer,
+                sources: list[str], keys: list[int], decode: DecodeConfig, *, device: torch.device | str,
+                progress: bool, glossary: TermConstraints | None) -> list[T]:
+    """`search` (`translate_lines`, `translate_nbest` or `translate_scored`) of the sentences
+    `sources` keyed by `keys`, then every output (`text_of` a result) that still loops searched
+    again with the strict settings and replaced where that repeats less (`decode.loop_retry`:
+    `mt.decode.repeats`). A sentence holding a glossary term keeps its constrained search's output:
+    no piece twice could make a term impossible to write."""
+    found = search(engine, tokenizer, sources, decode, device=device, progress=progress, sentence_ids=keys,
+                   glossary=glossary)
+
     def holds_term(i: int) -> bool:
         return glossary is not None and bool(glossary.for_lines([sources[i]])[0])
 
     strict, rows = to_retry(decode, sources, [text_of(result) for result in found], holds_term)
     if strict is None or not rows:
         return found
-    out = list(found)
-    for i, result in zip(rows, again(rows, strict)):
+    again = search(engine, tokenizer, [sources[i] for i in rows], strict, device=device,
+                   sentence_ids=[keys[i] for i in rows])
+    for i, result in zip(rows, again):
         if retry_wins(sources[i], text_of(found[i]), text_of(result)):
-            out[i] = result
-    return out
+            found[i] = result
+    return found
 
 
 SENTENCE_STRIDE = 1 << 32  # sampling keys: sentence j of line i is line i's id + j x this

@@ -244,26 +244,28 @@ def _bare(word: str) -> str:
 
 def replacing(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str],
               alignments: Sequence[Sequence[int]], tokenizer: Tokenizer,
-              alone: dict[str, str] | None = None) -> list[Wanted]:
+              alone: dict[str, str] | None = None, matched: Sequence[Sequence[Term]] | None = None) -> list[Wanted]:
     """Constraints of `lines` that keep their terms and avoid the words a first translation
     `firsts` (one per line) gave them, with their forms the target vocabulary holds (module
     docstring); with `first_pass` "place" or "both", each output starts as its first translation
     does up to the first such word. `alignments`: `align_words(lines, firsts)`; `alone` ("both"): each
-    term source's word when translated alone (`alone_words`), avoided too."""
+    term source's word when translated alone (`alone_words`), avoided too. `matched`: the terms
+    found in each line (`TermConstraints.terms_of(lines)`), when the caller has them."""
+    matched = terms.terms_of(lines) if matched is None else matched
     lemma = lemmatizer(terms.language) if terms.language else None
     by_lemma = vocabulary_forms(tokenizer, terms.language) if lemma is not None else {}
     out = []
     found = own_words(terms.glossary, lines, firsts, alignments)
     placing = terms.first_pass in ("place", "both", "swap")
     first_ids = tokenizer.encode_tgt(list(firsts)) if placing else [[] for _ in firsts]
-    for line, first, own, ids in zip(lines, firsts, found, first_ids):
+    for line_terms, first, own, ids in zip(matched, firsts, found, first_ids):
         own = [(term, word, at) for term, word, at in own if not occurs_any(terms.targets(term), word)]
-        extra = [(t, alone[t.source]) for t in terms.glossary.match(line) if alone and alone.get(t.source)]
+        extra = [(t, alone[t.source]) for t in line_terms if alone and alone.get(t.source)]
         mine = [word for _, word, _ in own] + [w for t, w in extra if not occurs_any(terms.targets(t), w)]
         words = [w for word in mine for w in (word, *by_lemma.get(lemma(word).casefold() if lemma else "", ()))]
         variants = _cases(words)
         avoid = [seq for seq in tokenizer.encode_tgt(variants) if UNK_ID not in seq] if variants else []
-        wanted = terms.wanted(terms.glossary.match(line), avoid)
+        wanted = terms.wanted(line_terms, avoid)
         if own and ids:  # the first word the model gave a term, where it first stands in its translation
             words = [_bare(w) for w in first.split()]
             at = min(words.index(word) if word in words else at for _, word, at in own)
@@ -274,9 +276,10 @@ def replacing(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str
     return out
 
 
-def alone_sources(terms: TermConstraints, lines: Sequence[str]) -> list[str]:
-    """The source sides of the terms found in `lines`, each once: what "both" translates alone."""
-    return list(dict.fromkeys(t.source for line in lines for t in terms.glossary.match(line)))
+def alone_sources(matched: Sequence[Sequence[Term]]) -> list[str]:
+    """The source sides of the terms found in some lines (`matched`: each line's), each once: what
+    "swap" and "both" translate alone."""
+    return list(dict.fromkeys(t.source for line_terms in matched for t in line_terms))
 
 
 def alone_decode(decode: DecodeConfig) -> DecodeConfig:
@@ -312,7 +315,8 @@ Align = Callable[[list[str], list[str]], "list[list[int]] | None"]  # mt.decode.
 
 
 def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str], tokenizer: Tokenizer,
-             alone: dict[str, tuple[str, ...]], align: Align) -> list[Wanted]:
+             alone: dict[str, tuple[str, ...]], align: Align,
+             matched: Sequence[Sequence[Term]] | None = None) -> list[Wanted]:
     """Constraints of `lines`, each with the outputs to choose from (`Wanted.choose`) where the
     first translation `firsts` (the search's own output) can take every term: each word that is the
     model's own for a term replaced by each of the term's forms (`TermConstraints.targets`; the
@@ -325,18 +329,20 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
     choice. A line where a missing term has no such word gets `replacing`'s constraints (the
     constrained search), as every line does in a language written without spaces (its "words"
     are whole clauses). `align` runs only for the lines whose words the lemmas do not find.
-    Nothing else of the first translation changes."""
+    Nothing else of the first translation changes. `matched`: the terms found in each line, when
+    the caller has them (`TermConstraints.terms_of(lines)`)."""
+    found_terms = terms.terms_of(lines) if matched is None else matched
     firsts_alone = {source: words[0] for source, words in alone.items() if words}
     if terms.language.split("-")[0].lower() in UNSPACED:
         return replacing(terms, lines, firsts, align(list(lines), list(firsts)) or [[] for _ in lines], tokenizer,
-                         firsts_alone)
+                         firsts_alone, found_terms)
     lemma = lemmatizer(terms.language) if terms.language else None
 
     def key(word: str) -> str:
         return (lemma(word) if lemma is not None else word).casefold() if word else ""
 
     keys = [[key(_bare(word)) for word in first.split()] for first in firsts]
-    matched = [list(dict.fromkeys(terms.glossary.match(line))) for line in lines]
+    matched = [list(dict.fromkeys(line_terms)) for line_terms in found_terms]
     found = [[(term, {key(w) for w in alone.get(term.source, ())} - {""}) for term in line_terms
               if not occurs_any(terms.targets(term), first)] for line_terms, first in zip(matched, firsts)]
     need = [i for i, missing in enumerate(found) if any(not usual & set(keys[i]) for _, usual in missing)]
@@ -361,7 +367,8 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
         if held:
             out.append(terms.wanted(matched[i])._replace(choose=tuple(tuple(next(pieces)) for _ in held)))
         else:
-            out.append(replacing(terms, [line], [first], [aligned.get(i, [])], tokenizer, firsts_alone)[0])
+            out.append(replacing(terms, [line], [first], [aligned.get(i, [])], tokenizer, firsts_alone,
+                                 [found_terms[i]])[0])
     return out
 
 
@@ -375,31 +382,33 @@ class PassSearch:
     n_best: int | None = None
 
 
-def first_pass_searches(terms: TermConstraints, held: Sequence[str], decode: DecodeConfig) -> list[PassSearch]:
-    """The searches `first_pass_wanted` reads for the lines `held` (each holding a term): with
+def first_pass_searches(terms: TermConstraints, held: Sequence[str], matched: Sequence[Sequence[Term]],
+                        decode: DecodeConfig) -> list[PassSearch]:
+    """The searches `first_pass_wanted` reads for the lines `held` (each holding a term; `matched`:
+    the terms found in each, `TermConstraints.terms_of`): with
     "swap", the request's own search of the lines and the source terms alone in their n-best
     (`alone_decode`); otherwise one greedy search of the lines and ("both") of the terms alone."""
     if terms.first_pass == "swap":
         many = alone_decode(decode)
         return [PassSearch(list(held), dataclasses.replace(decode, n_best=1)),
-                PassSearch(alone_sources(terms, held), many, many.n_best)]
-    sources = alone_sources(terms, held) if terms.first_pass == "both" else []
+                PassSearch(alone_sources(matched), many, many.n_best)]
+    sources = alone_sources(matched) if terms.first_pass == "both" else []
     return [PassSearch([*held, *sources], dataclasses.replace(decode, beam=1, n_best=1))]
 
 
-def first_pass_wanted(terms: TermConstraints, held: Sequence[str], outputs: Sequence[Sequence[Sequence[str]]],
-                      tokenizer: Tokenizer, align: Align) -> list[Wanted]:
+def first_pass_wanted(terms: TermConstraints, held: Sequence[str], matched: Sequence[Sequence[Term]],
+                      outputs: Sequence[Sequence[Sequence[str]]], tokenizer: Tokenizer, align: Align) -> list[Wanted]:
     """The constraints of `held` after the first pass: `outputs` holds, for each of
     `first_pass_searches`' searches, each line's outputs best first. "swap": `swapping` (alignment
-    only where the lemmas miss); otherwise `replacing`, the model's words avoided. What
-    `mt translate` (`term_lines`) and the server (`_first_pass`, its searches on the batcher) share."""
+    only where the lemmas miss); otherwise `replacing`, the model's words avoided. The constrain
+    stage of the one translation path (`mt.decode.pipeline.constrain`) calls it for every caller."""
     firsts = [hyps[0] for hyps in outputs[0]]
     if terms.first_pass == "swap":
-        alone = alone_word_sets(terms, alone_sources(terms, held), outputs[1], align)
-        return swapping(terms, held, firsts, tokenizer, alone, align)
-    sources, lines = alone_sources(terms, held) if terms.first_pass == "both" else [], firsts[:len(held)]
+        alone = alone_word_sets(terms, alone_sources(matched), outputs[1], align)
+        return swapping(terms, held, firsts, tokenizer, alone, align, matched)
+    sources, lines = alone_sources(matched) if terms.first_pass == "both" else [], firsts[:len(held)]
     alone = alone_words(terms, sources, firsts[len(held):], alone_alignments(sources, firsts[len(held):], align))
-    return replacing(terms, held, lines, align(list(held), lines) or [[] for _ in held], tokenizer, alone)
+    return replacing(terms, held, lines, align(list(held), lines) or [[] for _ in held], tokenizer, alone, matched)
 
 
 def alone_alignments(sources: Sequence[str], outputs: Sequence[str], align: Align) -> list[list[int]]:

@@ -67,15 +67,17 @@ def post_all(url: str, texts: list[str], fmt: str, chars: int = 9000) -> list[st
 
 
 def segmentation_share(ckpt: str, sources: list[str]) -> dict[str, float]:
-    """Seconds of segment_for_model vs the whole translate_texts call on the sentences, one per line."""
-    from mt.decode.translate import segment_for_model, translate_texts
+    """Seconds of the segment stage (mt.decode.pipeline.segment) vs the whole translate_texts call
+    on the sentences, one per line."""
+    from mt.decode.pipeline import segment
+    from mt.decode.translate import translate_texts
     from mt.deploy.loading import load_model
     from mt.text.segment import segmenter_for
 
     loaded = load_model([Path(ckpt)], "cpu")
     seg = segmenter_for("en")
     started = time.perf_counter()
-    segment_for_model(sources, loaded.tokenizer, loaded.engine.max_positions, seg)
+    segment(sources, loaded.tokenizer, loaded.engine.max_positions, seg)
     split_s = time.perf_counter() - started
     started = time.perf_counter()
     translate_texts(loaded.engine, loaded.tokenizer, sources, loaded.config.decode, device="cpu", segmenter=seg)

@@ -1,0 +1,268 @@
+"""The one translation path: a person's texts through named stages, in one order, for every caller.
+
+    segment ─► prepare ─► constrain ─► search ─► retry ─► render
+
+Each segment of each text is one record (`Segment`) that the stages fill in turn:
+
+- **segment**: every text split into sentences by the source language's segmenter, sentences over
+  the model's limit broken (never cut); without a segmenter, one segment per line (`whole_lines`).
+  Reads the texts; writes `Translated.texts` and the one warning for broken sentences.
+- **prepare**: spans out, ALL CAPS / Title Case in sentence case, the ending noted
+  (`mt.decode.protected.prepare_segments`). Writes `Segment.prepared`; `prepared.text` is what the
+  model reads from here on.
+- **constrain**: a glossary's terms matched once per sentence, and with its first pass ("swap")
+  the model's own translation of the sentences holding one searched and turned into the outputs to
+  choose from (`mt.decode.terms`). Writes `Segment.terms` and `Segment.wanted`.
+- **search**: all segments in one search (`Search`), sentences holding a term batched apart.
+  Writes `Segment.found` (outputs best first, the 1-best's confidence, whether the source was cut).
+- **retry**: an output that still loops searched again with no piece twice and kept where it
+  repeats less (`mt.decode.repeats`); a sentence holding a term keeps its output. Rewrites
+  `Segment.found`.
+- **render**: spans, case style and ending put back by the model's word alignment
+  (`mt.text.protect.render_all`). Writes `Segment.rendered`.
+
+The output kind (a text, its n-best, its confidence) is formatting at the edge (`Translated`).
+
+The path does no model work itself: `translate_steps` is a generator that yields each piece of
+model work it needs — a `Search`, or an `Offload` (blocking work that aligns with the model) — and
+is sent back the answer. `drive` runs it in the caller's thread (`mt translate`, documents: a search
+over an engine, `mt.decode.translate`); the server runs the same generator with its batcher, cache
+and worker, awaiting each answer off the event loop (`mt.serve.jobs`). Callers differ only in how
+searches are executed, never in the order of the rules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from mt.config import DecodeConfig
+from mt.data.tokenizer import Tokenizer
+from mt.decode.confidence import text_confidence
+from mt.decode.protected import prepare_segments, render_nbest, truecaser
+from mt.decode.repeats import retry_wins, to_retry
+from mt.decode.terms import TermConstraints, first_pass_searches, first_pass_wanted
+from mt.decode.wanted import Wanted
+from mt.text.glossary import Term
+from mt.text.protect import Aligner, Prepared
+from mt.text.segment import Segmented, Segmenter, fit, whole_lines
+
+T = TypeVar("T")
+Hyps = list[tuple[str, float]]  # one segment's outputs: (text, length-normalised score), best first
+
+SENTENCE_STRIDE = 1 << 32  # sampling keys: sentence j of line i is line i's id + j x this
+
+
+@dataclass(frozen=True)
+class Search:
+    """A search the path asks its driver for: `lines` (what the model reads) with `decode`;
+    `n_best` as `Engine.search_ids` reads it (None: each line's one best output); `keys` key each
+    line's random draws when sampling (a driver that keys by position may ignore them); `wanted`:
+    each line's constraints (None: no glossary; a falsy `Wanted`: the line has no term and is
+    searched exactly as without one), `glue` the pieces barred after a term."""
+
+    lines: list[str]
+    decode: DecodeConfig
+    n_best: int | None
+    keys: list[int]
+    wanted: list[Wanted] | None = None
+    glue: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Found:
+    """One line's answer to a `Search`: its outputs best first, its 1-best's confidence
+    (`mt.decode.confidence`; NaN from a driver that does not rate), whether its source was cut at
+    the model's limit."""
+
+    hyps: Hyps
+    confidence: float = math.nan
+    cut: bool = False
+
+
+@dataclass(frozen=True)
+class Offload(Generic[T]):
+    """Blocking work the path needs the model for: `run(aligner)` with the driver's word aligner
+    (`mt.decode.align`; None where the engine cannot align). A server runs it off its event loop."""
+
+    run: Callable[[Aligner | None], T]
+
+
+Step = Search | Offload  # what the path yields; it is sent back list[Found] for a Search, T for an Offload
+Steps = Generator[Step, Any, T]
+
+
+@dataclass
+class Segment:
+    """One segment's record, filled by the stages in order (module docstring)."""
+
+    prepared: Prepared  # prepare: `.text` is what the model reads
+    key: int  # its sampling key (`sampling_keys`)
+    terms: list[Term] = field(default_factory=list)  # constrain: the glossary terms found in it
+    wanted: Wanted | None = None  # constrain: its constraints (None without a glossary)
+    found: Found = field(default_factory=lambda: Found([("", 0.0)]))  # search, retry
+    rendered: Hyps = field(default_factory=list)  # render: `found.hyps` with spans, case and ending back
+
+
+@dataclass(frozen=True)
+class Translated:
+    """What the path gives back: each text's shape and its segments' records, in order, and the
+    one warning for sentences broken to fit the model (None when none was). The output kinds
+    are read from it."""
+
+    texts: list[Segmented]
+    segments: list[Segment]
+    broken: str | None = None
+
+    def per_text(self) -> Iterator[tuple[Segmented, list[Segment]]]:
+        """Each text with its own segments' records."""
+        records = iter(self.segments)
+        for text in self.texts:
+            yield text, [next(records) for _ in text.segments]
+
+    def best(self) -> list[str]:
+        """Each text translated: its segments' best outputs between its own gaps."""
+        return [text.render([s.rendered[0][0] for s in mine]) for text, mine in self.per_text()]
+
+    def nbest(self) -> list[Hyps]:
+        """Each text's alternatives (`join_nbest`)."""
+        return [join_nbest(text, [s.rendered for s in mine]) for text, mine in self.per_text()]
+
+    def confidences(self) -> list[float]:
+        """Each text's confidence: its least confident sentence's (`text_confidence`)."""
+        return [text_confidence([s.found.confidence for s in mine]) for _, mine in self.per_text()]
+
+    def cut(self) -> int:
+        """Segments whose source was cut at the model's limit (none after `segment` has fitted them)."""
+        return sum(s.found.cut for s in self.segments)
+
+
+def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeConfig, *, max_positions: int,
+                    segmenter: Segmenter | None, n_best: int | None = None, first_id: int = 0,
+                    terms: TermConstraints | None = None, first_pass: bool = True) -> Steps[Translated]:
+    """The path for `texts` (module docstring): segment (by `segmenter`; None: a segment per line),
+    prepare, constrain (with `terms`; its first pass where `first_pass`, i.e. the driver can align),
+    search (`n_best` as in `Search`), retry, render. Sampling keys segment j of text i as
+    `sampling_keys` does from `first_id`."""
+    split = segment(texts, tokenizer, max_positions, segmenter)
+    prepared = prepare_segments([s for text in split for s in text.segments], tokenizer, decode)
+    records = [Segment(p, key) for p, key in zip(prepared, sampling_keys(split, first_id))]
+    sources, keys = [r.prepared.text for r in records], [r.key for r in records]
+    wanted: list[Wanted] | None = None
+    if terms is not None:
+        matched, wanted = yield from constrain(sources, tokenizer, decode, terms, first_pass=first_pass)
+        for record, found_terms, line_wanted in zip(records, matched, wanted):
+            record.terms, record.wanted = found_terms, line_wanted
+    found = yield Search(sources, decode, n_best, keys, wanted, terms.glue if terms is not None else ())
+    held = [bool(r.wanted) for r in records]  # a sentence keeping a term keeps its search's output
+    found = yield from retry(sources, found, decode, n_best, keys, held)
+    for record, answer in zip(records, found):
+        record.found = answer
+    yield from render(records, tokenizer)
+    return Translated(split, records, broken_warning(split, max_positions))
+
+
+def segment(texts: Sequence[str], tokenizer: Tokenizer, max_positions: int, segmenter: Segmenter | None,
+            ) -> list[Segmented]:
+    """The segment stage: each text split by `segmenter` and fitted to the model (no segment over
+    `max_positions - 1` source pieces: EOS, a multi-pair model's tag counted; longer sentences
+    broken, `fit`), or with None one segment per line (`whole_lines`, nothing broken)."""
+    if segmenter is None:
+        return [whole_lines(text) for text in texts]
+
+    def count(segments: list[str]) -> list[int]:
+        return [len(ids) for ids in tokenizer.encode_src(segments)]
+
+    return fit([segmenter.split(text) for text in texts], count, max_positions - 1)
+
+
+def broken_warning(texts: Sequence[Segmented], max_positions: int) -> str | None:
+    """The one line saying how many sentences were too long and translated in pieces, or None."""
+    broken = sum(text.broken for text in texts)
+    if not broken:
+        return None
+    return (f"{broken} sentence{'s' * (broken != 1)} longer than {max_positions - 1} pieces (model.max_positions="
+            f"{max_positions}, EOS included) translated in pieces, broken at clause punctuation or between words")
+
+
+def constrain(lines: Sequence[str], tokenizer: Tokenizer, decode: DecodeConfig, terms: TermConstraints, *,
+              first_pass: bool = True) -> Steps[tuple[list[list[Term]], list[Wanted]]]:
+    """The constrain stage: (the terms found in each line, matched once; each line's constraints,
+    falsy without a term). With the glossary's first pass ("swap") and `first_pass`, the lines
+    holding a term are first searched (`mt.decode.terms.first_pass_searches`) and their
+    constraints made from those outputs (`first_pass_wanted`: the outputs to choose from, or
+    the words to avoid), aligning with the model where the lemmas do not find a term's word."""
+    matched = terms.terms_of(lines)
+    wanted = [terms.wanted(found) for found in matched]
+    rows = [i for i, w in enumerate(wanted) if w]
+    if terms.first_pass == "off" or not rows or not first_pass:
+        return matched, wanted
+    held, held_terms = [lines[i] for i in rows], [matched[i] for i in rows]
+    outputs = []
+    for search in first_pass_searches(terms, held, held_terms, decode):
+        found = yield Search(search.lines, search.decode, search.n_best, list(range(len(search.lines))))
+        outputs.append([[text for text, _ in answer.hyps] for answer in found])
+    chosen = yield Offload(lambda align: first_pass_wanted(terms, held, held_terms, outputs, tokenizer, align))
+    for i, line_wanted in zip(rows, chosen):
+        wanted[i] = line_wanted
+    return matched, wanted
+
+
+def retry(lines: Sequence[str], found: list[Found], decode: DecodeConfig, n_best: int | None, keys: Sequence[int],
+          held: Sequence[bool]) -> Steps[list[Found]]:
+    """The retry stage: every output (its best) that still loops searched again with the strict
+    settings and replaced where that repeats less (`decode.loop_retry`: `mt.decode.repeats`); a
+    line `held` (keeping a glossary term) keeps its output: no piece twice could make a term
+    impossible to write."""
+    strict, rows = to_retry(decode, lines, [answer.hyps[0][0] for answer in found], lambda i: held[i])
+    if strict is None or not rows:
+        return found
+    again = yield Search([lines[i] for i in rows], strict, n_best, [keys[i] for i in rows])
+    out = list(found)
+    for i, answer in zip(rows, again):
+        if retry_wins(lines[i], found[i].hyps[0][0], answer.hyps[0][0]):
+            out[i] = answer
+    return out
+
+
+def render(records: Sequence[Segment], tokenizer: Tokenizer) -> Steps[None]:
+    """The render stage: every output of every record with its spans, case style and ending back
+    (`render_nbest`: one alignment call for the segments that need one); nothing to do, and no
+    model call, where no rule applied."""
+    prepared, hyps = [r.prepared for r in records], [r.found.hyps for r in records]
+    rendered = hyps
+    if not all(p.identity for p in prepared):
+        rendered = yield Offload(lambda align: render_nbest(prepared, hyps, align, truecase=truecaser(tokenizer)))
+    for record, outputs in zip(records, rendered):
+        record.rendered = outputs
+
+
+def drive(steps: Steps[T], search: Callable[[Search], list[Found]], aligner: Aligner | None) -> T:
+    """Run a path in this thread: each `Search` answered by `search`, each `Offload` run with
+    `aligner`; the path's result."""
+    answer: Any = None
+    try:
+        while True:
+            step = steps.send(answer)
+            answer = search(step) if isinstance(step, Search) else step.run(aligner)
+    except StopIteration as done:
+        return done.value
+
+
+def sampling_keys(texts: Sequence[Segmented], first_id: int) -> list[int]:
+    """The sampling key of every segment of `texts`, in order: `first_id + i + j * SENTENCE_STRIDE`
+    for segment j of text i (its first sentence keyed as the line itself)."""
+    return [first_id + i + j * SENTENCE_STRIDE for i, text in enumerate(texts) for j in range(len(text.segments))]
+
+
+def join_nbest(text: Segmented, per_segment: list[Hyps]) -> Hyps:
+    """A segmented text's alternatives from its segments' n-best lists: the k-th puts every
+    segment's k-th best (its last when it has fewer) between the gaps, scored by the mean of those
+    segments' scores (0.0 for a text without words, which comes back as it was)."""
+    if not per_segment:
+        return [(text.render([]), 0.0)]
+    k = max(len(hyps) for hyps in per_segment)
+    picks = [[hyps[min(i, len(hyps) - 1)] for hyps in per_segment] for i in range(k)]
+    return [(text.render([t for t, _ in pick]), sum(s for _, s in pick) / len(pick)) for pick in picks]

@@ -166,7 +166,7 @@ def _mt_command(args: list[str], where: str):
         sub = cmd.commands.get(rest[0])
         assert sub is not None, f"{where}: `{name} {rest[0]}` is not a command (has {sorted(cmd.commands)})"
         cmd, name, rest = sub, f"{name} {rest[0]}", rest[1:]
-    assert not hasattr(cmd, "commands"), f"{where}: `{name}` needs a subcommand"
+    assert not hasattr(cmd, "commands") or rest[:1] == ["--help"], f"{where}: `{name}` needs a subcommand"
     return cmd, name, rest
 
 
@@ -187,6 +187,8 @@ def _check_option_names(cmd, name: str, words: list[str], where: str) -> None:
 
 def _check_mt(args: list[str], where: str, synopsis: bool) -> None:
     cmd, name, rest = _mt_command(args, where)
+    if rest[:1] == ["--help"]:
+        return
     if synopsis or "..." in rest or any("[" in w or "]" in w for w in rest):  # a synopsis line
         _check_option_names(cmd, name, rest, where)
         return

@@ -7,6 +7,7 @@
 #   make test                 the test suite (fetches Multi30k first: mirror or download)
 #   make test-offline         only the tests that need no corpus (the others are skipped)
 #   make docs                 the documentation site (mkdocs), built into site/
+#   make reference            regenerate docs/reference/cli.md and configuration.md from the code
 #   make TORCH_SPEC='torch==2.13.0 --index-url <CUDA wheel index URL>' install   (GPU)
 
 PYTHON     ?= python3
@@ -40,7 +41,7 @@ CKPT  = $(if $(wildcard $(RUN)/checkpoints/averaged.pt),$(RUN)/checkpoints/avera
 TEST_WORKERS ?= auto
 TEST_SPLITS ?= --split test_2016_flickr --split test_2017_flickr --split test_2017_mscoco
 
-.PHONY: install install-dev install-docs browser-deps data prepare train translate evaluate plot demo test test-offline docs docs-check bench clean
+.PHONY: install install-dev install-docs browser-deps data prepare train translate evaluate plot demo test test-offline docs docs-check reference bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -149,6 +150,13 @@ DOCS_CHECK = tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(MKDOCS) build 
 
 docs-check: install-docs
 	@$(DOCS_CHECK)
+
+# The two generated references, rewritten from the code after an option or a config key changed
+# (tests/test_docs.py fails while either committed page is stale): docs/reference/cli.md from the
+# Typer app, docs/reference/configuration.md from mt/config.py.
+reference: install
+	$(BIN)/python scripts/tools/cli_reference.py --write
+	$(BIN)/python scripts/tools/config_reference.py --write
 
 test: install-dev install-docs data browser-deps
 	$(BIN)/ruff check mt tests scripts

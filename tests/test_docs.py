@@ -382,3 +382,88 @@ def test_synthetic_data_is_not_said_to_go_through_the_cleaning_rules() -> None:
 
     for text in ((ROOT / "docs" / "guides" / "synthetic-data.md").read_text(encoding="utf-8"), synthetic.__doc__):
         assert "cleaned by the same rules" not in text and "not by `clean.rules`" in text
+
+
+# --------------------------------------------------------------------------- command-line reference
+
+cli_reference = _load_script("cli_reference")
+
+
+def _help_text(words: tuple[str, ...]) -> str:
+    """What `mt WORDS --help` prints (Typer's Rich help, wide enough that no option name wraps)."""
+    import typer.rich_utils
+    from typer.testing import CliRunner
+
+    width = typer.rich_utils.MAX_WIDTH
+    typer.rich_utils.MAX_WIDTH = 400
+    try:
+        result = CliRunner().invoke(app, [*words, "--help"], prog_name="mt")
+    finally:
+        typer.rich_utils.MAX_WIDTH = width
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _reference_sections(text: str) -> dict[tuple[str, ...], str]:
+    """Command words -> its section of the reference (from its ### heading to the next)."""
+    parts = re.split(r"^### `mt ([^`]+)`$", text, flags=re.M)
+    return {tuple(name.split()): body for name, body in zip(parts[1::2], parts[2::2])}
+
+
+def test_cli_reference_is_current():
+    page = cli_reference.PAGE.read_text(encoding="utf-8")
+    assert cli_reference.fill(page) == page, (
+        "docs/reference/cli.md is stale: run `make reference` (python scripts/tools/cli_reference.py --write)")
+
+
+def test_cli_reference_has_every_command_and_every_option_help_prints():
+    """Each command `mt --help` (and `mt data --help`, `mt import --help`) lists has a section, and
+    every flag `mt COMMAND --help` prints is in the first column of that section's table (and no other)."""
+    page = cli_reference.PAGE.read_text(encoding="utf-8")
+    sections = _reference_sections(page.split(cli_reference.BEGIN, 1)[1])
+    listed = {(name,) for name in re.findall(r"^│ (\w[\w-]*) ", _help_text(()), flags=re.M)}
+    groups = {words for words in listed if hasattr(CLI.commands[words[0]], "commands")}
+    for group in groups:
+        listed |= {(*group, name) for name in re.findall(r"^│ (\w[\w-]*) ", _help_text(group), flags=re.M)}
+    assert len(listed - groups) >= 14
+    assert set(sections) == listed - groups, "commands of `mt --help` vs sections of docs/reference/cli.md"
+    for words, body in sections.items():
+        helped = {flag for row in re.findall(r"^│\s*\*?\s*((?:--?[a-z][\w/-]*\s+)+)<", _help_text(words), flags=re.M)
+                  for flag in re.split(r"[\s/]+", row.strip())}  # the names before each option's <type>
+        first_column = {flag for row in re.findall(r"^\| ([^|]*) \|", body, flags=re.M)
+                        for flag in re.findall(r"`(--?[a-z][a-z0-9-]*)`", row)}
+        assert helped == first_column, (f"mt {' '.join(words)}: --help and docs/reference/cli.md differ: "
+                                        f"only in --help {sorted(helped - first_column)}, only in the page "
+                                        f"{sorted(first_column - helped)}")
+
+
+def test_help_texts_lose_nothing_to_rich_markup():
+    """Typer prints help through Rich, which reads `[serve]` as a markup tag and drops it (`mt serve
+    --help` printed `pip install -e "."`): every help text reads the same with its markup rendered,
+    apart from the escapes (`\\[`) written to keep a bracket."""
+    from rich.markup import render
+
+    texts = [(" ".join(words), cmd.help or "") for words, cmd in cli_reference.commands()]
+    texts += [(f"{' '.join(words)} {p.name}", getattr(p, "help", None) or "")
+              for words, cmd in cli_reference.commands() for p in cmd.params]
+    assert len(texts) > 150
+    for where, text in texts:
+        assert render(text).plain == text.replace("\\[", "["), f"mt {where}: Rich markup eats part of {text!r}"
+    assert '".[serve]"' in _help_text(("serve",))
+
+
+def test_a_missing_option_fails_the_reference_check(monkeypatch: pytest.MonkeyPatch):
+    """The generated page follows the code: an option removed from a command leaves it, and the
+    committed page then counts as stale."""
+    before = cli_reference.reference()
+    assert "`--glossary`" in _reference_sections(before)[("translate",)]
+    assert "`--mono-lang`" in _reference_sections(before)[("backtranslate",)]
+    assert "`--out-dir`" in _reference_sections(before)[("evaluate",)]
+    tree = cli_reference.command_tree()
+    translate = tree.commands["translate"]
+    monkeypatch.setattr(translate, "params", [p for p in translate.params if p.name != "glossary"])
+    monkeypatch.setattr(cli_reference, "command_tree", lambda: tree)
+    after = cli_reference.reference()
+    assert "`--glossary`" not in _reference_sections(after)[("translate",)]
+    page = cli_reference.PAGE.read_text(encoding="utf-8")
+    assert cli_reference.fill(page) != page

@@ -36,16 +36,30 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
 DOCUMENTS = [ROOT / "README.md", *PAGES, *sorted((ROOT / "scripts").rglob("README.md"))]
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
+# Pages whose shell blocks are not marked yet: another branch owns docs/guides/documents.md while
+# issue 71 lands (its blocks install the files extra and need .docx/.pptx/.epub files of the
+# reader's own). Neither run by tests/test_newcomer.py nor checked for markers until they are.
+NOT_YET_MARKED = {"docs/guides/documents.md"}
 CLI = typer.main.get_command(app)
 CHOICE = "\u00a6"  # stands for the | of a synopsis' alternatives (`--precision fp32|bf16`) while reading shell text
 
 
+ILLUSTRATION = re.compile(r"^\s*<!-- illustration: (.+?) -->\s*$")  # the line before a fence
+ILLUSTRATION_IN_BLOCK = re.compile(r"^# illustration: (.+)$")  # or the block's first line (inside a list item)
+
+
 @dataclass(frozen=True)
 class Block:
+    """A fenced code block. A shell block runs as written in tests/test_newcomer.py unless it is
+    marked as an illustration, with the reason it cannot run there: `<!-- illustration: REASON -->`
+    on the line before the fence, or (where an HTML comment would break a list on the site) a first
+    line `# illustration: REASON` in the block."""
+
     path: Path
     line: int  # of the opening fence, 1-based
     lang: str
     text: str
+    illustration: str | None = None  # why the block does not run as written, when it does not
 
     def where(self) -> str:
         return f"{self.path.relative_to(ROOT)}:{self.line}"
@@ -66,7 +80,10 @@ def _blocks(path: Path) -> list[Block]:
         while i < len(lines) and not re.match(r"^\s*```\s*$", lines[i]):
             body.append(lines[i][indent:] if not lines[i][:indent].strip() else lines[i].lstrip())
             i += 1
-        out.append(Block(path, start + 1, lang, "\n".join(body)))
+        before = ILLUSTRATION.match(lines[start - 1]) if start else None
+        inside = ILLUSTRATION_IN_BLOCK.match(body[0]) if body else None
+        reason = (before or inside).group(1) if (before or inside) else None
+        out.append(Block(path, start + 1, lang, "\n".join(body), reason))
         i += 1
     return out
 
@@ -278,6 +295,43 @@ def test_every_shell_command_in_the_docs_runs_as_written():
             for words in _simple_commands(block.text):
                 checked += _check_command(words, block.where())
     assert checked > 60, f"only {checked} commands found: is the block parser still reading the pages?"
+
+
+def test_every_shell_block_runs_or_says_why_not():
+    """A shell block of README.md or docs/ runs as written in tests/test_newcomer.py, unless it is
+    marked as an illustration with its reason. A block that would change the machine (installs)
+    or never ends (a server) cannot run there, so it must be marked; a marker stands before a
+    shell block and nowhere else."""
+    runnable = marked = 0
+    for path in (p for p in DOCUMENTS if p.is_relative_to(ROOT / "docs") or p == ROOT / "README.md"):
+        if path.relative_to(ROOT).as_posix() in NOT_YET_MARKED:
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        blocks = {b.line: b for b in _blocks(path)}
+        for number, line in enumerate(lines, start=1):
+            if ILLUSTRATION.match(line):
+                block = blocks.get(number + 1)
+                assert block and block.lang in SHELL_LANGS, f"{path.relative_to(ROOT)}:{number}: a marker not before a shell block"
+        for block in blocks.values():
+            if block.lang not in SHELL_LANGS:
+                continue
+            if block.illustration:
+                assert len(block.illustration.split()) >= 2, f"{block.where()}: say why it is an illustration"
+                marked += 1
+                continue
+            for words in _simple_commands(block.text):
+                head = Path(words[0]).name
+                changes = head in ("pip", "sudo", "apt-get", "apt") or words[:2] == ["mt", "serve"] or head == "curl"
+                assert not changes, f"{block.where()}: `{' '.join(words)}` cannot run in the tests: mark the block as an illustration"
+            runnable += 1
+    assert runnable >= 8 and marked >= 40, (runnable, marked)
+
+
+def test_an_unmarked_installing_block_fails(tmp_path: Path):
+    page = tmp_path / "page.md"
+    page.write_text("```bash\npip install -e .\n```\n\n<!-- illustration: installs things -->\n```bash\npip install x\n```\n")
+    first, second = _blocks(page)
+    assert first.illustration is None and second.illustration == "installs things"
 
 
 def test_every_command_quoted_in_the_text_names_real_options():

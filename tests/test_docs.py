@@ -96,7 +96,7 @@ def _inline_commands(path: Path) -> list[tuple[str, str]]:
     out = []
     for number, line in enumerate(prose.splitlines(), start=1):
         for span in re.findall(r"`([^`]+)`", line):
-            if re.match(r"(mt \w|python scripts/|python -m mt\.)", span):
+            if re.match(r"(mt \w|python scripts/|python -m mt\.|pip install )", span):
                 out.append((f"{path.relative_to(ROOT)}:{number}", span))
     return out
 

@@ -143,12 +143,6 @@ def written(block: Block) -> list[str]:
             for flag, value in zip(words, words[1:]) if flag in ("-o", "--output") and value != "-"]
 
 
-def _cpu() -> float:
-    import resource
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
 def _empty(path: Path) -> bool:
     return not path.exists() or (path.is_file() and not path.stat().st_size) or (path.is_dir() and not any(path.iterdir()))
 
@@ -164,11 +158,9 @@ def test_make_demo_then_every_runnable_block(tmp_path: Path) -> None:
     up_to_date = subprocess.run(["make", "--question", "install"], cwd=copy, env=env, capture_output=True, text=True)
     assert up_to_date.returncode == 0, f"make would install into the running environment: {up_to_date.stdout}"
 
-    print(f"TIMING start cpu {_cpu():.1f}", flush=True)
     demo = subprocess.run(DEMO, cwd=copy, env=env, capture_output=True, text=True, timeout=600)
     assert demo.returncode == 0, f"make demo failed:\n{demo.stdout[-3000:]}\n{demo.stderr[-3000:]}"
     assert (copy / "runs/multi30k_en_de/checkpoints/best.pt").is_file()
-    print(f"TIMING demo cpu {_cpu():.1f}", flush=True)
     last = demo.stdout.strip().splitlines()[-2:]
     assert any(activation() in line for line in last), f"make demo's last lines do not say how to put mt on PATH: {last}"
     found = subprocess.run(["bash", "--noprofile", "--norc", "-c", f"{activation()} && command -v mt"], cwd=copy,
@@ -186,7 +178,6 @@ def test_make_demo_then_every_runnable_block(tmp_path: Path) -> None:
         script = f"{activation()}\n{block.text}\n"
         run = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", "-c", script], cwd=copy,
                              env=env, capture_output=True, text=True, timeout=600)
-        print(f"TIMING {block.where()} rc={run.returncode} cpu {_cpu():.1f}", flush=True)
         missing = [f for f in written(block) if _empty(copy / f)]
         if run.returncode != 0 or missing:
             failed.append(f"{block.where()}: exit {run.returncode}, missing output {missing}\n"

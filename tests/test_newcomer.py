@@ -191,3 +191,20 @@ def test_the_runnable_blocks_are_the_readers_first_steps():
         assert command in text, f"no runnable block runs {command}"
     where = {b.path.relative_to(ROOT).as_posix() for b in runnable_blocks()}
     assert {"README.md", "docs/getting-started.md"} <= where
+
+
+@pytest.mark.parametrize(("module", "extra", "argv"), [
+    ("polib", "files", ["translate", "-c", "{ckpt}", "-i", "{tmp}/messages.po", "-o", "{tmp}/messages.de.po"]),
+])
+def test_a_command_without_its_extra_names_the_extra_in_one_line(random_ckpt: Path, tmp_path: Path, module: str,
+                                                                  extra: str, argv: list[str]) -> None:
+    """Issue 71: a reader who installed without an extra (`pip install -e .`) is told which one, in
+    one line. (mt serve's and mt export's are checked in tests/test_serve.py and tests/test_export.py.)"""
+    (tmp_path / "messages.po").write_text(PO, encoding="utf-8")
+    args = [a.format(ckpt=random_ckpt, tmp=tmp_path) for a in argv]
+    code = f"import sys; sys.modules[{module!r}] = None; sys.argv = ['mt', *{args!r}]; from mt.cli import main; main()"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert f'pip install -e ".[{extra}]"' in lines[0] and module in lines[0], lines[0]

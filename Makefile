@@ -7,6 +7,7 @@
 #   make test                 the test suite (fetches Multi30k first: mirror or download)
 #   make test-offline         only the tests that need no corpus (the others are skipped)
 #   make docs                 the documentation site (mkdocs), built into site/
+#   make reference            regenerate docs/reference/cli.md and configuration.md from the code
 #   make TORCH_SPEC='torch==2.13.0 --index-url <CUDA wheel index URL>' install   (GPU)
 
 PYTHON     ?= python3
@@ -38,17 +39,21 @@ CKPT  = $(if $(wildcard $(RUN)/checkpoints/averaged.pt),$(RUN)/checkpoints/avera
 # (OMP_NUM_THREADS=1: two workers' OpenMP pools on two cores contend, and tiny models gain nothing
 # from a second thread); TEST_WORKERS=0 runs it in this process.
 TEST_WORKERS ?= auto
-TEST_SPLITS := --split test_2016_flickr --split test_2017_flickr --split test_2017_mscoco
+TEST_SPLITS ?= --split test_2016_flickr --split test_2017_flickr --split test_2017_mscoco
 
-.PHONY: install install-dev install-docs browser-deps data prepare train translate evaluate plot demo test test-offline docs docs-check bench clean
+.PHONY: install install-dev install-docs browser-deps data prepare train translate evaluate plot demo test test-offline docs docs-check reference bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+# mt with the extras the README's commands use, so each works right after `make demo`: documents and
+# subtitles (files), mt serve (serve), glossary terms by lemma (terms), mt export --format ctranslate2 (ct2).
+EXTRAS ?= files,serve,terms,ct2
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet $(TORCH_SPEC)
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e ".[$(EXTRAS)]"
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
@@ -96,10 +101,14 @@ DEMO_TRAIN = $(if $(RECIPE_RESUMES),$(MT) train $(RECIPE) --set train.time_budge
   $(if $(RECIPE_PLANS),$(MT) train --data data/multi30k --src-lang $(SRC) --tgt-lang $(TGT) --budget $(BUDGET) $(SET),\
   $(MT) train $(CONFIG) --set train.time_budget=$(BUDGET) $(SET) $(RESUME)))
 
+# The last lines say how to put `mt` on PATH: make installs it into $(VENV), which no shell has
+# activated (the README's Quickstart says the same).
 demo: data
 	$(DEMO_TRAIN)
 	$(MAKE) --no-print-directory evaluate NAME=$(NAME)
 	$(MAKE) --no-print-directory plot NAME=$(NAME)
+	@echo "demo: done: the checkpoints are in $(RUN)/checkpoints/, the plots in $(RUN)/plots/"
+	@echo "demo: mt is installed in $(VENV); put it on PATH in this shell with:  . $(VENV)/bin/activate"
 
 # Lint first (rules in pyproject.toml): a ruff finding fails the target before any test runs; then
 # the documentation site must build strictly (docs-check, below).
@@ -111,14 +120,18 @@ demo: data
 # here when missing (as root, or through sudo). It fails loudly when it cannot; the test itself
 # fails, never skips, without a browser. Debian's gettext comes with them: tests/test_documents_l10n.py
 # checks a translated .po with `msgfmt --check`; a JRE for EPUBCheck (tests/test_documents_slides.py).
+# Before it installs anything it says what and why (docs/getting-started.md, "What make test installs").
 browser-deps:
 	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v msgfmt >/dev/null && command -v java >/dev/null; then exit 0; fi; \
-	echo "browser-deps: installing Debian's chromium, chromium-driver, gettext and a JRE for tests/test_page.py, msgfmt and EPUBCheck"; \
 	SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+	echo "browser-deps: the tests need programs from the system's package manager; installing the missing ones with: $${SUDO:+sudo }apt-get install"; \
+	echo "  chromium chromium-driver   tests/test_page.py drives mt serve's web page in a headless browser"; \
+	echo "  gettext                    msgfmt --check reads the translated .po files (tests/test_documents_l10n.py)"; \
+	echo "  default-jre-headless       W3C's EPUBCheck, a Java program, checks the written .epub books (tests/test_documents_slides.py)"; \
 	$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y chromium chromium-driver gettext default-jre-headless \
-	  || { echo "browser-deps: FAILED to install chromium + chromium-driver + gettext (apt-get); the tests need them" >&2; exit 1; }; \
+	  || { echo "browser-deps: FAILED to install chromium + chromium-driver + gettext + a JRE (apt-get); the tests need them" >&2; exit 1; }; \
 	command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v msgfmt >/dev/null && command -v java >/dev/null \
-	  || { echo "browser-deps: chromium/chromedriver/msgfmt still missing after apt-get" >&2; exit 1; }
+	  || { echo "browser-deps: chromium/chromedriver/msgfmt/java still missing after apt-get" >&2; exit 1; }
 
 # The documentation site (mkdocs.yml; pages in docs/, the configuration reference generated from
 # mt/config.py by the hook scripts/tools/config_reference.py). --strict: a broken link or anchor, a page
@@ -137,6 +150,13 @@ DOCS_CHECK = tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(MKDOCS) build 
 
 docs-check: install-docs
 	@$(DOCS_CHECK)
+
+# The two generated references, rewritten from the code after an option or a config key changed
+# (tests/test_docs.py fails while either committed page is stale): docs/reference/cli.md from the
+# Typer app, docs/reference/configuration.md from mt/config.py.
+reference: install
+	$(BIN)/python scripts/tools/cli_reference.py --write
+	$(BIN)/python scripts/tools/config_reference.py --write
 
 test: install-dev install-docs data browser-deps
 	$(BIN)/ruff check mt tests scripts

@@ -379,9 +379,9 @@ def serve(checkpoint: list[str] = typer.Option(..., "--checkpoint", "-c", help=S
           **settings: Any) -> None:
     """Serve models over HTTP: LibreTranslate-compatible /translate, /v1/translate, /metrics, /docs.
 
-    Needs the serve extra: pip install -e ".[serve]". Requests go to the model that serves their
-    language pair. SIGTERM finishes requests in flight, then exits; SIGHUP re-reads the keys file and
-    loads the checkpoints again without dropping a request.
+    Needs the serve extra: pip install -e ".\\[serve]" (make demo installs it). Requests go to the
+    model that serves their language pair. SIGTERM finishes requests in flight, then exits; SIGHUP
+    re-reads the keys file and loads the checkpoints again without dropping a request.
     """
     from mt.commands.serve import serve_command
 

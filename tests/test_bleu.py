@@ -42,8 +42,8 @@ def test_missing_mecab_falls_back_to_char_with_one_message(no_mecab: None) -> No
         assert bleu_tokenizer_for("ko") == "char"
     err = [str(w.message) for w in caught]
     assert len(err) == 2  # once per tokenizer, however often asked
-    assert "'ja-mecab'" in err[0] and "pip install 'mt[ja]'" in err[0] and "mecab-python3, ipadic" in err[0]
-    assert "pip install 'mt[ko]'" in err[1]
+    assert "'ja-mecab'" in err[0] and "pip install -e '.[ja]'" in err[0] and "mecab-python3, ipadic" in err[0]
+    assert "pip install -e '.[ko]'" in err[1]
     assert bleu_tokenizer_for("zh") == "zh"  # built in: no extra needed
 
 
@@ -51,7 +51,7 @@ def test_override(no_mecab: None) -> None:
     assert bleu_tokenizer_for("zh", "13a") == "13a"
     assert bleu_tokenizer_for("de", "char") == "char"
     assert bleu_tokenizer_for("de", "flores200") == "flores200"
-    with pytest.raises(MTError, match=r"BLEU tokenizer 'ja-mecab': .*pip install 'mt\[ja\]'"):
+    with pytest.raises(MTError, match=r"BLEU tokenizer 'ja-mecab': .*pip install -e '\.\[ja\]'"):
         bleu_tokenizer_for("ja", "ja-mecab")  # asked for explicitly: refused, not replaced
     with pytest.raises(MTError, match="BLEU tokenizer '13b': unknown; sacreBLEU has .*13a"):
         bleu_tokenizer_for("de", "13b")

@@ -36,16 +36,30 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted((ROOT / "docs").rglob("*.md"))
 DOCUMENTS = [ROOT / "README.md", *PAGES, *sorted((ROOT / "scripts").rglob("README.md"))]
 SHELL_LANGS = {"bash", "sh", "shell", "console"}
+# Pages whose shell blocks are not marked yet: another branch owns docs/guides/documents.md while
+# issue 71 lands (its blocks install the files extra and need .docx/.pptx/.epub files of the
+# reader's own). Neither run by tests/test_newcomer.py nor checked for markers until they are.
+NOT_YET_MARKED = {"docs/guides/documents.md"}
 CLI = typer.main.get_command(app)
 CHOICE = "\u00a6"  # stands for the | of a synopsis' alternatives (`--precision fp32|bf16`) while reading shell text
 
 
+ILLUSTRATION = re.compile(r"^\s*<!-- illustration: (.+?) -->\s*$")  # the line before a fence
+ILLUSTRATION_IN_BLOCK = re.compile(r"^# illustration: (.+)$")  # or the block's first line (inside a list item)
+
+
 @dataclass(frozen=True)
 class Block:
+    """A fenced code block. A shell block runs as written in tests/test_newcomer.py unless it is
+    marked as an illustration, with the reason it cannot run there: `<!-- illustration: REASON -->`
+    on the line before the fence, or (where an HTML comment would break a list on the site) a first
+    line `# illustration: REASON` in the block."""
+
     path: Path
     line: int  # of the opening fence, 1-based
     lang: str
     text: str
+    illustration: str | None = None  # why the block does not run as written, when it does not
 
     def where(self) -> str:
         return f"{self.path.relative_to(ROOT)}:{self.line}"
@@ -66,7 +80,10 @@ def _blocks(path: Path) -> list[Block]:
         while i < len(lines) and not re.match(r"^\s*```\s*$", lines[i]):
             body.append(lines[i][indent:] if not lines[i][:indent].strip() else lines[i].lstrip())
             i += 1
-        out.append(Block(path, start + 1, lang, "\n".join(body)))
+        before = ILLUSTRATION.match(lines[start - 1]) if start else None
+        inside = ILLUSTRATION_IN_BLOCK.match(body[0]) if body else None
+        reason = (before or inside).group(1) if (before or inside) else None
+        out.append(Block(path, start + 1, lang, "\n".join(body), reason))
         i += 1
     return out
 
@@ -79,7 +96,7 @@ def _inline_commands(path: Path) -> list[tuple[str, str]]:
     out = []
     for number, line in enumerate(prose.splitlines(), start=1):
         for span in re.findall(r"`([^`]+)`", line):
-            if re.match(r"(mt \w|python scripts/|python -m mt\.)", span):
+            if re.match(r"(mt \w|python scripts/|python -m mt\.|pip install )", span):
                 out.append((f"{path.relative_to(ROOT)}:{number}", span))
     return out
 
@@ -166,7 +183,7 @@ def _mt_command(args: list[str], where: str):
         sub = cmd.commands.get(rest[0])
         assert sub is not None, f"{where}: `{name} {rest[0]}` is not a command (has {sorted(cmd.commands)})"
         cmd, name, rest = sub, f"{name} {rest[0]}", rest[1:]
-    assert not hasattr(cmd, "commands"), f"{where}: `{name}` needs a subcommand"
+    assert not hasattr(cmd, "commands") or rest[:1] == ["--help"], f"{where}: `{name}` needs a subcommand"
     return cmd, name, rest
 
 
@@ -187,6 +204,8 @@ def _check_option_names(cmd, name: str, words: list[str], where: str) -> None:
 
 def _check_mt(args: list[str], where: str, synopsis: bool) -> None:
     cmd, name, rest = _mt_command(args, where)
+    if rest[:1] == ["--help"]:
+        return
     if synopsis or "..." in rest or any("[" in w or "]" in w for w in rest):  # a synopsis line
         _check_option_names(cmd, name, rest, where)
         return
@@ -255,6 +274,8 @@ def _check_command(words: list[str], where: str, synopsis: bool = False) -> bool
         for target in (w for w in words[1:] if not w.startswith("-") and "=" not in w):
             assert target in targets, f"{where}: the Makefile has no target `{target}`"
     elif head == "pip" and "install" in words:
+        named = [w for w in words[words.index("install") + 1:] if not w.startswith("-") and re.match(r"mt\b", w)]
+        assert not named, f"{where}: `pip install {named[0]}` asks the package registry for another `mt`: -e '.[extra]'"
         text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
         section = text.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
         extras = set(re.findall(r"^(\w+) = ", section, flags=re.M))
@@ -276,6 +297,43 @@ def test_every_shell_command_in_the_docs_runs_as_written():
             for words in _simple_commands(block.text):
                 checked += _check_command(words, block.where())
     assert checked > 60, f"only {checked} commands found: is the block parser still reading the pages?"
+
+
+def test_every_shell_block_runs_or_says_why_not():
+    """A shell block of README.md or docs/ runs as written in tests/test_newcomer.py, unless it is
+    marked as an illustration with its reason. A block that would change the machine (installs)
+    or never ends (a server) cannot run there, so it must be marked; a marker stands before a
+    shell block and nowhere else."""
+    runnable = marked = 0
+    for path in (p for p in DOCUMENTS if p.is_relative_to(ROOT / "docs") or p == ROOT / "README.md"):
+        if path.relative_to(ROOT).as_posix() in NOT_YET_MARKED:
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        blocks = {b.line: b for b in _blocks(path)}
+        for number, line in enumerate(lines, start=1):
+            if ILLUSTRATION.match(line):
+                block = blocks.get(number + 1)
+                assert block and block.lang in SHELL_LANGS, f"{path.relative_to(ROOT)}:{number}: a marker not before a shell block"
+        for block in blocks.values():
+            if block.lang not in SHELL_LANGS:
+                continue
+            if block.illustration:
+                assert len(block.illustration.split()) >= 2, f"{block.where()}: say why it is an illustration"
+                marked += 1
+                continue
+            for words in _simple_commands(block.text):
+                head = Path(words[0]).name
+                changes = head in ("pip", "sudo", "apt-get", "apt") or words[:2] == ["mt", "serve"] or head == "curl"
+                assert not changes, f"{block.where()}: `{' '.join(words)}` cannot run in the tests: mark the block as an illustration"
+            runnable += 1
+    assert runnable >= 8 and marked >= 40, (runnable, marked)
+
+
+def test_an_unmarked_installing_block_fails(tmp_path: Path):
+    page = tmp_path / "page.md"
+    page.write_text("```bash\npip install -e .\n```\n\n<!-- illustration: installs things -->\n```bash\npip install x\n```\n")
+    first, second = _blocks(page)
+    assert first.illustration is None and second.illustration == "installs things"
 
 
 def test_every_command_quoted_in_the_text_names_real_options():
@@ -380,3 +438,155 @@ def test_synthetic_data_is_not_said_to_go_through_the_cleaning_rules() -> None:
 
     for text in ((ROOT / "docs" / "guides" / "synthetic-data.md").read_text(encoding="utf-8"), synthetic.__doc__):
         assert "cleaned by the same rules" not in text and "not by `clean.rules`" in text
+
+
+# --------------------------------------------------------------------------- command-line reference
+
+cli_reference = _load_script("cli_reference")
+
+
+def _help_text(words: tuple[str, ...]) -> str:
+    """What `mt WORDS --help` prints (Typer's Rich help, wide enough that no option name wraps)."""
+    import typer.rich_utils
+    from typer.testing import CliRunner
+
+    width = typer.rich_utils.MAX_WIDTH
+    typer.rich_utils.MAX_WIDTH = 400
+    try:
+        result = CliRunner().invoke(app, [*words, "--help"], prog_name="mt")
+    finally:
+        typer.rich_utils.MAX_WIDTH = width
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _reference_sections(text: str) -> dict[tuple[str, ...], str]:
+    """Command words -> its section of the reference (from its ### heading to the next)."""
+    parts = re.split(r"^### `mt ([^`]+)`$", text, flags=re.M)
+    return {tuple(name.split()): body for name, body in zip(parts[1::2], parts[2::2])}
+
+
+def test_cli_reference_is_current():
+    page = cli_reference.PAGE.read_text(encoding="utf-8")
+    assert cli_reference.fill(page) == page, (
+        "docs/reference/cli.md is stale: run `make reference` (python scripts/tools/cli_reference.py --write)")
+
+
+def test_cli_reference_has_every_command_and_every_option_help_prints():
+    """Each command `mt --help` (and `mt data --help`, `mt import --help`) lists has a section, and
+    every flag `mt COMMAND --help` prints is in the first column of that section's table (and no other)."""
+    page = cli_reference.PAGE.read_text(encoding="utf-8")
+    sections = _reference_sections(page.split(cli_reference.BEGIN, 1)[1])
+    listed = {(name,) for name in re.findall(r"^│ (\w[\w-]*) ", _help_text(()), flags=re.M)}
+    groups = {words for words in listed if hasattr(CLI.commands[words[0]], "commands")}
+    for group in groups:
+        listed |= {(*group, name) for name in re.findall(r"^│ (\w[\w-]*) ", _help_text(group), flags=re.M)}
+    assert len(listed - groups) >= 14
+    assert set(sections) == listed - groups, "commands of `mt --help` vs sections of docs/reference/cli.md"
+    for words, body in sections.items():
+        helped = {flag for row in re.findall(r"^│\s*\*?\s*((?:--?[a-z][\w/-]*\s+)+)<", _help_text(words), flags=re.M)
+                  for flag in re.split(r"[\s/]+", row.strip())}  # the names before each option's <type>
+        first_column = {flag for row in re.findall(r"^\| ([^|]*) \|", body, flags=re.M)
+                        for flag in re.findall(r"`(--?[a-z][a-z0-9-]*)`", row)}
+        assert helped == first_column, (f"mt {' '.join(words)}: --help and docs/reference/cli.md differ: "
+                                        f"only in --help {sorted(helped - first_column)}, only in the page "
+                                        f"{sorted(first_column - helped)}")
+
+
+def test_help_texts_lose_nothing_to_rich_markup():
+    """Typer prints help through Rich, which reads `[serve]` as a markup tag and drops it (`mt serve
+    --help` printed `pip install -e "."`): every help text reads the same with its markup rendered,
+    apart from the escapes (`\\[`) written to keep a bracket."""
+    from rich.markup import render
+
+    texts = [(" ".join(words), cmd.help or "") for words, cmd in cli_reference.commands()]
+    texts += [(f"{' '.join(words)} {p.name}", getattr(p, "help", None) or "")
+              for words, cmd in cli_reference.commands() for p in cmd.params]
+    assert len(texts) > 150
+    for where, text in texts:
+        assert render(text).plain == text.replace("\\[", "["), f"mt {where}: Rich markup eats part of {text!r}"
+    assert '".[serve]"' in _help_text(("serve",))
+
+
+def test_a_missing_option_fails_the_reference_check(monkeypatch: pytest.MonkeyPatch):
+    """The generated page follows the code: an option removed from a command leaves it, and the
+    committed page then counts as stale."""
+    before = cli_reference.reference()
+    assert "`--glossary`" in _reference_sections(before)[("translate",)]
+    assert "`--mono-lang`" in _reference_sections(before)[("backtranslate",)]
+    assert "`--out-dir`" in _reference_sections(before)[("evaluate",)]
+    tree = cli_reference.command_tree()
+    translate = tree.commands["translate"]
+    monkeypatch.setattr(translate, "params", [p for p in translate.params if p.name != "glossary"])
+    monkeypatch.setattr(cli_reference, "command_tree", lambda: tree)
+    after = cli_reference.reference()
+    assert "`--glossary`" not in _reference_sections(after)[("translate",)]
+    page = cli_reference.PAGE.read_text(encoding="utf-8")
+    assert cli_reference.fill(page) != page
+
+
+# --------------------------------------------------------------------------- indexes and one truth
+
+def test_every_make_target_is_in_the_reference():
+    page = (ROOT / "docs/reference/cli.md").read_text(encoding="utf-8").split("## Make targets", 1)[1]
+    phony = (ROOT / "Makefile").read_text(encoding="utf-8").split(".PHONY:", 1)[1].split("\n", 1)[0].split()
+    assert len(phony) >= 15
+    for target in phony:
+        assert f"`{target}`" in page, f"make {target} is missing from docs/reference/cli.md's Make targets"
+
+
+def test_the_index_and_the_readme_link_every_guide():
+    guides = sorted(p.name for p in (ROOT / "docs/guides").glob("*.md"))
+    index = (ROOT / "docs/index.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8").split("## Documentation", 1)[1]
+    assert len(guides) >= 16
+    for guide in guides:
+        assert f"](guides/{guide})" in index, f"docs/index.md does not link guides/{guide}"
+        assert f"](docs/guides/{guide})" in readme, f"README.md's Documentation list does not link docs/guides/{guide}"
+
+
+def _stage_table() -> dict[str, set[str]]:
+    """docs/index.md's stage table: the folder of each row (`mt/` for the base row, `mt/commands/`
+    for the commands row) -> the module names its modules cell lists."""
+    index = (ROOT / "docs/index.md").read_text(encoding="utf-8").split("| stage | modules | job |", 1)[1]
+    out = {}
+    for row in index.splitlines()[2:]:
+        if not row.startswith("|"):
+            break
+        stage, modules, _job = [c.strip() for c in row.strip("|").split("|")]
+        folder = re.search(r"`(mt/\w*/?)`", stage + " " + modules).group(1)
+        names = {n.split("/")[0] + ("/" if "/" in n else "") for n in re.findall(r"`([\w./]+)`", modules)
+                 if not n.startswith("mt/")}
+        out[folder.rstrip("/") + "/"] = names - {"cli.py"}
+    return out
+
+
+def test_the_stage_table_lists_every_module_of_mt():
+    """Each stage row names every module of its folder (ls mt/*/), and a row for every folder."""
+    table = _stage_table()
+    folders = {"mt/"} | {f"mt/{d.name}/" for d in (ROOT / "mt").iterdir() if (d / "__init__.py").is_file()}
+    assert set(table) == folders, f"stage rows {sorted(table)} vs folders of mt/ {sorted(folders)}"
+    for folder, listed in table.items():
+        here = ROOT / folder
+        modules = {p.stem for p in here.glob("*.py")} - {"__init__", "__main__"}
+        if folder == "mt/":
+            modules -= {"cli"}  # on the commands row
+        modules |= {f"{d.name}/" for d in here.iterdir() if d.is_dir() and folder != "mt/"
+                    and d.name != "__pycache__" and (any(d.glob("*.py")) or any(d.glob("*.html")))}
+        assert listed == modules, (f"docs/index.md's row for {folder}: missing {sorted(modules - listed)}, "
+                                   f"not in the folder {sorted(listed - modules)}")
+
+
+def test_the_contradictions_of_issue_71_stay_gone():
+    """Issue 71: long input was said to be cut by the server and truncated by `mt translate` (the
+    code breaks it; only --no-segment and mt evaluate cut); a benchmark cited "val 38.15", a run no
+    results page has; the demo config's comment put its sweep on a Zen 4 with ~4,800 updates (the
+    sweep ran on the AMX Xeon, ~6,300); pages sent readers to the registry (`pip install 'mt[x]'`)."""
+    pages = [ROOT / "README.md", *PAGES, ROOT / "configs/multi30k_en_de.yaml"]
+    text = "\n".join(" ".join(p.read_text(encoding="utf-8").split()) for p in pages)
+    for wrong in ("a line longer than the model's limit is cut", "truncate longer inputs", "val 38.15",
+                  "~4,800 updates", "pip install 'mt[", 'pip install "mt['):
+        assert wrong not in text, f"the docs still say {wrong!r}"
+    true = "broken into pieces that are translated one by one"
+    for page in ("README.md", "docs/guides/serve.md", "docs/guides/languages.md"):
+        assert true in " ".join((ROOT / page).read_text(encoding="utf-8").split()), page

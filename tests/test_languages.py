@@ -118,7 +118,7 @@ def test_japanese_to_english(tmp_path: Path) -> None:
     if is_available("ja-mecab"):
         assert "|tok:ja-mecab" in report["bleu_signature"]
     else:  # the documented fallback, and a message naming the extra
-        assert "|tok:char|" in report["bleu_signature"] and "pip install 'mt[ja]'" in proc.stderr
+        assert "|tok:char|" in report["bleu_signature"] and "pip install -e '.[ja]'" in proc.stderr
 
 
 def test_long_lines_train_validate_and_translate(tmp_path: Path) -> None:

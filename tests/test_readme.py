@@ -16,10 +16,12 @@ def _readme() -> str:
     return README.read_text(encoding="utf-8")
 
 
-def test_readme_quickstart_is_two_commands():
+def test_readme_quickstart_is_the_demo_the_activation_and_the_tests():
+    """`make demo`, then how to put the `mt` it installed into .venv on PATH (issue 71: `mt` was
+    "command not found" after the demo), then `make test`."""
     quick = _readme().split("## Quickstart", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
     commands = [line.split("#")[0].strip() for line in quick.strip().splitlines()]
-    assert commands == ["make demo", "make test"]
+    assert commands == ["make demo", ". .venv/bin/activate", "make test"]
 
 
 def test_readme_is_short():

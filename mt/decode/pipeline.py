@@ -43,7 +43,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import text_confidence
 from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
-from mt.decode.terms import TermConstraints, first_pass_searches, first_pass_wanted
+from mt.decode.terms import TermConstraints, first_pass_searches, first_pass_wanted, terms_in
 from mt.decode.wanted import Wanted
 from mt.text.glossary import Term
 from mt.text.protect import Aligner, Prepared
@@ -194,17 +194,18 @@ def constrain(lines: Sequence[str], tokenizer: Tokenizer, decode: DecodeConfig, 
     holding a term are first searched (`mt.decode.terms.first_pass_searches`) and their
     constraints made from those outputs (`first_pass_wanted`: the outputs to choose from, or
     the words to avoid), aligning with the model where the lemmas do not find a term's word."""
-    matched = terms.terms_of(lines)
+    occurrences = terms.occurrences(lines)
+    matched = [terms_in(found) for found in occurrences]
     wanted = [terms.wanted(found) for found in matched]
     rows = [i for i, w in enumerate(wanted) if w]
-    if terms.first_pass == "off" or not rows or not first_pass:
+    if terms.first_pass != "swap" or not rows or not first_pass:
         return matched, wanted
-    held, held_terms = [lines[i] for i in rows], [matched[i] for i in rows]
+    held, held_found = [lines[i] for i in rows], [occurrences[i] for i in rows]
     outputs = []
-    for search in first_pass_searches(terms, held, held_terms, decode):
+    for search in first_pass_searches(terms, held, held_found, decode):
         found = yield Search(search.lines, search.decode, search.n_best, list(range(len(search.lines))))
         outputs.append([[text for text, _ in answer.hyps] for answer in found])
-    chosen = yield Offload(lambda align: first_pass_wanted(terms, held, held_terms, outputs, tokenizer, align))
+    chosen = yield Offload(lambda align: first_pass_wanted(terms, held, held_found, outputs, tokenizer, align))
     for i, line_wanted in zip(rows, chosen):
         wanted[i] = line_wanted
     return matched, wanted

@@ -26,11 +26,11 @@ cross-attention aligns with the term, mt.decode.align) and offers the model that
 the word replaced by each of the term's forms; the engine keeps the one it scores best
 (`Wanted.choose`, mt.decode.forced.choose_outputs), so everything around the term stays as the
 model wrote it. A sentence where no such word is found takes the constrained search, avoiding the
-model's words. The other ways (`FIRST_PASS`) all use the constrained search: `replacing` takes a
-greedy first translation, finds the word the model gave the source term (`own_words`) and adds
-it, in both initial cases and with its vocabulary forms, to the sequences to avoid, with the words
-a TBX entry marks deprecated; "place" also makes the output start as the first translation does up
-to that word, and "both" also avoids the word the model gives the source term translated alone.
+model's words (`replacing`: the word the model gave the source term, `own_words`, in both initial
+cases and with its vocabulary forms, avoided with the words a TBX entry marks deprecated, and the
+output starting as the first translation does up to that word). The ways issue 65 compared and
+left out ("avoid", "place", "both": a greedy first pass and the constrained search for every
+sentence) live in scripts/experiments/exp_glossary.py, over `replacing`.
 On the issue's five company terms (docs/guides/serve.md, Glossaries; the make demo model, 2-core
 Xeon, one thread) "swap" scored 32.36 BLEU against term-rewritten references where plain output
 scores 32.79 against the originals ("both": 30.04), left the model's word beside the term in 0 of
@@ -55,15 +55,14 @@ from mt.errors import MTError
 from mt.text.glossary import Glossary, Term, occurs_any
 from mt.text.lemma import lemmatizer
 
+Occurrences = list[tuple[Term, int, int]]  # a line's term occurrences with their spans (`Glossary.find`)
 WORD_START = "\u2581"  # sentencepiece's word-boundary mark
 # A first, unconstrained translation of a sentence with a term: "off" (none: the term is only
-# required), "avoid" (the word it gave the term is avoided), "place" (that too, and the output
-# starts as the first translation does up to that word, so the term takes its place), "both"
-# ("place", and the word the model gives the source term translated alone is avoided too).
-# "swap": the first translation is the search's own (beam) output, and each term is put in the place
-# of the model's word, in the form the model scores best (`swapping`); a line where that cannot be
-# done (no aligned word) takes "place"'s constrained search.
-FIRST_PASS = ("off", "avoid", "place", "both", "swap")
+# required; what mt evaluate's term scores and the experiments compare against), "swap": the first
+# translation is the search's own (beam) output, and each term is put in the place of the model's
+# word, in the form the model scores best (`swapping`); a line where that cannot be done (no such
+# word) takes the constrained search, the model's words avoided (`replacing`).
+FIRST_PASS = ("off", "swap")
 MAX_CHOICES = 64  # outputs one line's swap offers the model (the product of its terms' forms, cut here)
 ALONE_NBEST = 5  # translations of a term alone whose words "swap" looks for in the output
 MIN_ALIGNED = 4  # letters of a word aligned with a term before a swap replaces it (not "a", "the", "der")
@@ -88,6 +87,11 @@ class TermConstraints:
     def terms_of(self, lines: Sequence[str]) -> list[list[Term]]:
         """The glossary's terms found in each line (`Glossary.match`)."""
         return [self.glossary.match(line) for line in lines]
+
+    def occurrences(self, lines: Sequence[str]) -> list[Occurrences]:
+        """Every term occurrence in each line, with its span (`Glossary.find`): the one match of a
+        line, which the constrain stage carries on (`terms_in` gives `terms_of`'s terms from it)."""
+        return [self.glossary.find(line) for line in lines]
 
     def wanted(self, terms: Sequence[Term], avoid: Sequence[Sequence[int]] = ()) -> Wanted:
         """The constraints of a line holding `terms`: one per distinct set of target forms, each
@@ -170,6 +174,8 @@ def term_constraints(glossary: Glossary, tokenizer: Tokenizer, engine: Engine, *
     (see the module docstring). `glue`: `glue_pieces` of that tokenizer and language when the
     caller has them already (a server computes them once per model); `where(term)`: how an error
     names a term (default `glossary FILE:LINE`); `first_pass`: `TermConstraints.first_pass`."""
+    if first_pass not in FIRST_PASS:
+        raise ValueError(f"first_pass: expected one of {', '.join(FIRST_PASS)}, got {first_pass!r}")
     refuse_unless_constrains(engine)
     where = where or (lambda term: f"glossary {glossary.name}:{term.line}")
     limit = engine.max_positions - 1  # a source gets an EOS, an output a BOS
@@ -208,8 +214,14 @@ def _cases(words: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def terms_in(occurrences: Occurrences) -> list[Term]:
+    """The terms of a line's occurrences, each once, in order of first match (`Glossary.match`)."""
+    return list(dict.fromkeys(term for term, _, _ in occurrences))
+
+
 def own_words(glossary: Glossary, sources: Sequence[str], targets: Sequence[str],
-              alignments: Sequence[Sequence[int]], *, last: bool = False) -> list[list[tuple[Term, str, int]]]:
+              alignments: Sequence[Sequence[int]], *, last: bool = False,
+              occurrences: Sequence[Occurrences] | None = None) -> list[list[tuple[Term, str, int]]]:
     """For each (source, target) pair, the word of `target` that translates each term occurrence
     of `source` (`Glossary.find`), with its index in `target.split()`: of the target words the
     model aligns with one of the term's source words (`alignments`: `mt.decode.align.align_words`
@@ -217,13 +229,15 @@ def own_words(glossary: Glossary, sources: Sequence[str], targets: Sequence[str]
     the first (whose capital says nothing), one starting in the case the term's target starts in
     (a German noun, not its article "einem"), the longest (the noun rather than "ein"), the first
     of equal length (`last`: the last, as for a term translated alone, "Eine Frau"). The word is
-    stripped of punctuation; an occurrence no word translates is left out."""
+    stripped of punctuation; an occurrence no word translates is left out. `occurrences`: each
+    source's (`TermConstraints.occurrences`), when the caller has them."""
     out: list[list[tuple[Term, str, int]]] = []
-    for source, target, aligned in zip(sources, targets, alignments):
+    finds = occurrences if occurrences is not None else [glossary.find(source) for source in sources]
+    for source, target, aligned, found_here in zip(sources, targets, alignments, finds):
         found: list[tuple[Term, str, int]] = []
         words = [_bare(word) for word in target.split()]
         spans = [m.span() for m in re.finditer(r"\S+", source)]  # the words of source.split()
-        for term, begin, end in glossary.find(source):
+        for term, begin, end in found_here:
             span = {i for i, (ws, we) in enumerate(spans) if ws < end and begin < we}
             ts = [t for t, s in enumerate(aligned[:len(words)]) if s in span and words[t]]
             case = term.target[:1].isupper()
@@ -244,20 +258,21 @@ def _bare(word: str) -> str:
 
 def replacing(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str],
               alignments: Sequence[Sequence[int]], tokenizer: Tokenizer,
-              alone: dict[str, str] | None = None, matched: Sequence[Sequence[Term]] | None = None) -> list[Wanted]:
+              alone: dict[str, str] | None = None, occurrences: Sequence[Occurrences] | None = None, *,
+              place: bool = True) -> list[Wanted]:
     """Constraints of `lines` that keep their terms and avoid the words a first translation
     `firsts` (one per line) gave them, with their forms the target vocabulary holds (module
-    docstring); with `first_pass` "place" or "both", each output starts as its first translation
-    does up to the first such word. `alignments`: `align_words(lines, firsts)`; `alone` ("both"): each
-    term source's word when translated alone (`alone_words`), avoided too. `matched`: the terms
-    found in each line (`TermConstraints.terms_of(lines)`), when the caller has them."""
-    matched = terms.terms_of(lines) if matched is None else matched
+    docstring); with `place`, each output starts as its first translation does up to the first such
+    word. `alignments`: `align_words(lines, firsts)`; `alone` ("both"): each
+    term source's word when translated alone (`alone_words`), avoided too. `occurrences`: each
+    line's terms (`TermConstraints.occurrences`), when the caller has them."""
+    occurrences = terms.occurrences(lines) if occurrences is None else occurrences
+    matched = [terms_in(found) for found in occurrences]
     lemma = lemmatizer(terms.language) if terms.language else None
     by_lemma = vocabulary_forms(tokenizer, terms.language) if lemma is not None else {}
     out = []
-    found = own_words(terms.glossary, lines, firsts, alignments)
-    placing = terms.first_pass in ("place", "both", "swap")
-    first_ids = tokenizer.encode_tgt(list(firsts)) if placing else [[] for _ in firsts]
+    found = own_words(terms.glossary, lines, firsts, alignments, occurrences=occurrences)
+    first_ids = tokenizer.encode_tgt(list(firsts)) if place else [[] for _ in firsts]
     for line_terms, first, own, ids in zip(matched, firsts, found, first_ids):
         own = [(term, word, at) for term, word, at in own if not occurs_any(terms.targets(term), word)]
         extra = [(t, alone[t.source]) for t in line_terms if alone and alone.get(t.source)]
@@ -303,20 +318,12 @@ def alone_word_sets(terms: TermConstraints, sources: Sequence[str], outputs: Seq
     return {source: tuple(dict.fromkeys(ws)) for source, ws in found.items()}
 
 
-def alone_words(terms: TermConstraints, sources: Sequence[str], outputs: Sequence[str],
-                alignments: Sequence[Sequence[int]]) -> dict[str, str]:
-    """Source term -> the word the model wrote for it translated alone (`own_words`, the last of
-    the longest aligned words: the noun after its article)."""
-    found = own_words(terms.glossary, sources, outputs, alignments, last=True)
-    return {source: own[0][1] for source, own in zip(sources, found) if own}
-
-
 Align = Callable[[list[str], list[str]], "list[list[int]] | None"]  # mt.decode.align.align_words of (sources, targets)
 
 
 def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str], tokenizer: Tokenizer,
              alone: dict[str, tuple[str, ...]], align: Align,
-             matched: Sequence[Sequence[Term]] | None = None) -> list[Wanted]:
+             occurrences: Sequence[Occurrences] | None = None) -> list[Wanted]:
     """Constraints of `lines`, each with the outputs to choose from (`Wanted.choose`) where the
     first translation `firsts` (the search's own output) can take every term: each word that is the
     model's own for a term replaced by each of the term's forms (`TermConstraints.targets`; the
@@ -329,26 +336,27 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
     choice. A line where a missing term has no such word gets `replacing`'s constraints (the
     constrained search), as every line does in a language written without spaces (its "words"
     are whole clauses). `align` runs only for the lines whose words the lemmas do not find.
-    Nothing else of the first translation changes. `matched`: the terms found in each line, when
-    the caller has them (`TermConstraints.terms_of(lines)`)."""
-    found_terms = terms.terms_of(lines) if matched is None else matched
+    Nothing else of the first translation changes. `occurrences`: each line's terms, when the
+    caller has them (`TermConstraints.occurrences`)."""
+    occurrences = terms.occurrences(lines) if occurrences is None else occurrences
     firsts_alone = {source: words[0] for source, words in alone.items() if words}
     if terms.language.split("-")[0].lower() in UNSPACED:
         return replacing(terms, lines, firsts, align(list(lines), list(firsts)) or [[] for _ in lines], tokenizer,
-                         firsts_alone, found_terms)
+                         firsts_alone, occurrences)
     lemma = lemmatizer(terms.language) if terms.language else None
 
     def key(word: str) -> str:
         return (lemma(word) if lemma is not None else word).casefold() if word else ""
 
     keys = [[key(_bare(word)) for word in first.split()] for first in firsts]
-    matched = [list(dict.fromkeys(line_terms)) for line_terms in found_terms]
+    matched = [terms_in(found) for found in occurrences]
     found = [[(term, {key(w) for w in alone.get(term.source, ())} - {""}) for term in line_terms
               if not occurs_any(terms.targets(term), first)] for line_terms, first in zip(matched, firsts)]
     need = [i for i, missing in enumerate(found) if any(not usual & set(keys[i]) for _, usual in missing)]
     aligned = dict(zip(need, align([lines[i] for i in need], [firsts[i] for i in need]) or [])) if need else {}
     owns = dict(zip(need, own_words(terms.glossary, [lines[i] for i in need], [firsts[i] for i in need],
-                                    [aligned.get(i, []) for i in need])))
+                                    [aligned.get(i, []) for i in need],
+                                    occurrences=[occurrences[i] for i in need])))
     texts: list[list[str]] = []
     for i, (first, missing) in enumerate(zip(firsts, found)):
         slots: dict[int, tuple[str, tuple[str, ...]]] = {}
@@ -368,7 +376,7 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
             out.append(terms.wanted(matched[i])._replace(choose=tuple(tuple(next(pieces)) for _ in held)))
         else:
             out.append(replacing(terms, [line], [first], [aligned.get(i, [])], tokenizer, firsts_alone,
-                                 [found_terms[i]])[0])
+                                 [occurrences[i]])[0])
     return out
 
 
@@ -382,33 +390,27 @@ class PassSearch:
     n_best: int | None = None
 
 
-def first_pass_searches(terms: TermConstraints, held: Sequence[str], matched: Sequence[Sequence[Term]],
+def first_pass_searches(terms: TermConstraints, held: Sequence[str], occurrences: Sequence[Occurrences],
                         decode: DecodeConfig) -> list[PassSearch]:
-    """The searches `first_pass_wanted` reads for the lines `held` (each holding a term; `matched`:
-    the terms found in each, `TermConstraints.terms_of`): with
-    "swap", the request's own search of the lines and the source terms alone in their n-best
-    (`alone_decode`); otherwise one greedy search of the lines and ("both") of the terms alone."""
-    if terms.first_pass == "swap":
-        many = alone_decode(decode)
-        return [PassSearch(list(held), dataclasses.replace(decode, n_best=1)),
-                PassSearch(alone_sources(matched), many, many.n_best)]
-    sources = alone_sources(matched) if terms.first_pass == "both" else []
-    return [PassSearch([*held, *sources], dataclasses.replace(decode, beam=1, n_best=1))]
+    """The searches `first_pass_wanted` reads for the lines `held` (each holding a term;
+    `occurrences`: each one's, `TermConstraints.occurrences`): with "swap", the request's own search
+    of the lines and the source terms alone in their n-best (`alone_decode`); none with "off"."""
+    if terms.first_pass != "swap":
+        return []
+    many = alone_decode(decode)
+    return [PassSearch(list(held), dataclasses.replace(decode, n_best=1)),
+            PassSearch(alone_sources([terms_in(found) for found in occurrences]), many, many.n_best)]
 
 
-def first_pass_wanted(terms: TermConstraints, held: Sequence[str], matched: Sequence[Sequence[Term]],
+def first_pass_wanted(terms: TermConstraints, held: Sequence[str], occurrences: Sequence[Occurrences],
                       outputs: Sequence[Sequence[Sequence[str]]], tokenizer: Tokenizer, align: Align) -> list[Wanted]:
     """The constraints of `held` after the first pass: `outputs` holds, for each of
-    `first_pass_searches`' searches, each line's outputs best first. "swap": `swapping` (alignment
-    only where the lemmas miss); otherwise `replacing`, the model's words avoided. The constrain
-    stage of the one translation path (`mt.decode.pipeline.constrain`) calls it for every caller."""
+    `first_pass_searches`' searches ("swap"), each line's outputs best first: `swapping`'s
+    constraints (alignment only where the lemmas miss). The constrain stage of the one translation
+    path (`mt.decode.pipeline.constrain`) calls it for every caller."""
     firsts = [hyps[0] for hyps in outputs[0]]
-    if terms.first_pass == "swap":
-        alone = alone_word_sets(terms, alone_sources(matched), outputs[1], align)
-        return swapping(terms, held, firsts, tokenizer, alone, align, matched)
-    sources, lines = alone_sources(matched) if terms.first_pass == "both" else [], firsts[:len(held)]
-    alone = alone_words(terms, sources, firsts[len(held):], alone_alignments(sources, firsts[len(held):], align))
-    return replacing(terms, held, lines, align(list(held), lines) or [[] for _ in held], tokenizer, alone, matched)
+    alone = alone_word_sets(terms, alone_sources([terms_in(found) for found in occurrences]), outputs[1], align)
+    return swapping(terms, held, firsts, tokenizer, alone, align, occurrences)
 
 
 def alone_alignments(sources: Sequence[str], outputs: Sequence[str], align: Align) -> list[list[int]]:

@@ -15,9 +15,10 @@ without the terms.
    pair is the model's own reading of that very sentence. One term per sentence: the longest
    candidate (the first of equal length), whose target pieces the vocabulary can write.
 3. The terms are per-sentence glossaries (a word may need different translations in different
-   sentences, so no global TSV is built): `translate_lines` gets each sentence's own constraints
-   through `SentenceTerms`, so the library's routing decides, as for a glossary: sentences with a
-   term take the constrained beam search (mt.decode.constrained), the others the plain search.
+   sentences, so no global TSV is built): the search stage gets each sentence's own constraints
+   (`translate_wanted`: `mt.decode.pipeline.Search`), so the library's routing decides, as for a
+   glossary: sentences with a term take the constrained beam search (mt.decode.constrained), the
+   others the plain search.
 
 **Company terms** (`--terms FILE --rewrite FILE`, issue 65): the terms a company chose instead of
 the usual words ("man -> Kerl"), which must replace the model's word, not join it:
@@ -31,7 +32,7 @@ the usual words ("man -> Kerl"), which must replace the model's word, not join i
    words (`--rewrite`: `target term<TAB>usual word<TAB>replacement`, "Kerl<TAB>Männer<TAB>Kerle").
 2. Their references rewritten: each usual word of a term found replaced by its replacement.
 3. Translated (beam `--beam`) without the glossary, and with it in each way to keep a term
-   (`mt.decode.terms.FIRST_PASS`): "off" (the term required, nothing avoided: the search before
+   (`mt.decode.terms.FIRST_PASS` and this script's `EXPERIMENTAL`): "off" (the term required, nothing avoided: the search before
    issue 65), "avoid" (the word a first greedy pass gave the term avoided), "place" (that too, and
    the output starts as the first pass does up to that word: the term takes its place), "both"
    ("place", and the word the model gives each source term translated alone avoided too), "swap"
@@ -60,16 +61,28 @@ import json
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from mt.config import DecodeConfig
 from mt.data.tokenizer import UNK_ID, Tokenizer
-from mt.decode.align import align_words
-from mt.decode.engine import NativeEngine
-from mt.decode.terms import FIRST_PASS, glue_pieces, term_constraints
-from mt.decode.translate import translate_lines
+from mt.decode.align import align_words, aligner_for
+from mt.decode.engine import Engine, NativeEngine
+from mt.decode.pipeline import Search
+from mt.decode.terms import (
+    FIRST_PASS,
+    TermConstraints,
+    alone_alignments,
+    alone_sources,
+    glue_pieces,
+    own_words,
+    replacing,
+    term_constraints,
+    terms_in,
+)
+from mt.decode.translate import search_found, translate_lines
+from mt.decode.wanted import Wanted
 from mt.deploy.loading import load_model
 from mt.eval.evaluate import score
 from mt.eval.terms import term_success, usual_words_left
@@ -88,19 +101,15 @@ avec dans pour sont elle elles leur leurs deux trois quatre autre autres cette s
 """.split())
 
 
-@dataclass(frozen=True)
-class SentenceTerms:
-    """Per-sentence glossaries as `translate_lines` reads a `TermConstraints`: line i keeps
-    `constraints[i]` (target piece sequences; none: the plain search)."""
-
-    constraints: list[list[list[int]]]
-    glue: tuple[int, ...]
-    first_pass: str = "off"  # the reference words are the terms: nothing to replace
-
-    def for_lines(self, lines: Sequence[str]) -> list[list[list[int]]]:
-        if len(lines) != len(self.constraints):
-            raise ValueError(f"{len(lines)} lines but {len(self.constraints)} constraint lists")
-        return self.constraints
+def translate_wanted(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeConfig,
+                     wanted: Sequence[Wanted | list[list[int]]], glue: tuple[int, ...]) -> list[str]:
+    """`lines` searched with each one's own constraints (`wanted[i]`: a `Wanted`, or target piece
+    sequences each required; empty: the plain search), the search stage of the one translation path
+    alone (`mt.decode.translate.search_found`)."""
+    if len(lines) != len(wanted):
+        raise ValueError(f"{len(lines)} lines but {len(wanted)} constraint lists")
+    search = Search(list(lines), decode, None, list(range(len(lines))), list(wanted), glue)  # type: ignore[arg-type]
+    return [found.hyps[0][0] for found in search_found(engine, tokenizer, search, rate=False)]
 
 
 def content(word: str, shortest: int) -> str:
@@ -151,8 +160,10 @@ def run(a: argparse.Namespace) -> dict:
     decode = dataclasses.replace(loaded.config.decode, beam=a.beam, n_best=1, sampling=False)
     engine, device = loaded.engine, loaded.device
 
-    def translate(lines: list[str], terms: SentenceTerms | None = None) -> tuple[list[str], float]:
-        return timed(translate_lines, engine, tokenizer, lines, decode, device=device, glossary=terms)
+    def translate(lines: list[str], wanted: list[list[list[int]]] | None = None) -> tuple[list[str], float]:
+        if wanted is None:
+            return timed(translate_lines, engine, tokenizer, lines, decode, device=device)
+        return timed(translate_wanted, engine, tokenizer, lines, decode, wanted, glue)
 
     plain, _ = translate(sources)
     alignments = align_words(engine.model, tokenizer, sources, refs, device=device)
@@ -161,16 +172,15 @@ def run(a: argparse.Namespace) -> dict:
         raise SystemExit("no sentence has a term (reference content word missing from the output)")
     pieces = {i: tokenizer.encode_tgt([target])[0] for i, (_, target) in terms.items()}
     glue = glue_pieces(tokenizer, tgt_lang)
-    everything = SentenceTerms([[pieces[i]] if i in terms else [] for i in range(len(sources))], glue)
-    kept, _ = translate(sources, everything)
+    kept, _ = translate(sources, [[pieces[i]] if i in terms else [] for i in range(len(sources))])
     rows = sorted(terms)
     term_src, term_ref = [sources[i] for i in rows], [refs[i] for i in rows]
     plain_terms, plain_s = translate(term_src)
-    kept_terms, kept_s = translate(term_src, SentenceTerms([[pieces[i]] for i in rows], glue))
+    kept_terms, kept_s = translate(term_src, [[pieces[i]] for i in rows])
     others = [i for i in range(len(sources)) if i not in terms]
     other_src = [sources[i] for i in others]  # no term in them: the glossary must cost them nothing
     _, plain_others_s = translate(other_src)
-    _, kept_others_s = translate(other_src, SentenceTerms([[] for _ in others], glue))
+    _, kept_others_s = translate(other_src, [[] for _ in others])
 
     def success(hyps: list[str]) -> float:
         return round(100.0 * sum(occurs(terms[i][1], hyp) for i, hyp in zip(rows, hyps)) / len(rows), 2)
@@ -266,6 +276,13 @@ def run_company(a: argparse.Namespace) -> dict:
     usual = {t: set(words) for t, words in table.items()}
     rows = {"plain": {"hyps": plain, "seconds": plain_s}}
     for way in [w for w in a.ways.split(",") if w != "alone"]:
+        if way in EXPERIMENTAL:  # a greedy first pass, then the constrained search for every term sentence
+            terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass="off")
+            started = time.perf_counter()
+            wanted = experimental_wanted(way, terms, engine, tokenizer, src, decode)
+            hyps = translate_wanted(engine, tokenizer, src, decode, wanted, terms.glue)
+            rows[way] = {"hyps": hyps, "seconds": time.perf_counter() - started}
+            continue
         terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass=way)
         hyps, seconds = timed(translate_lines, engine, tokenizer, src, decode, device=device, glossary=terms)
         rows[way] = {"hyps": hyps, "seconds": seconds}
@@ -274,8 +291,7 @@ def run_company(a: argparse.Namespace) -> dict:
         terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass="off")
         started = time.perf_counter()
         wanted, alone = alone_constraints(terms, engine, tokenizer, src, decode, device)
-        holder = _Fixed(wanted, terms.glue)
-        hyps = translate_lines(engine, tokenizer, src, decode, device=device, glossary=holder)  # type: ignore[arg-type]
+        hyps = translate_wanted(engine, tokenizer, src, decode, wanted, terms.glue)
         rows["alone"] = {"hyps": hyps, "seconds": time.perf_counter() - started}
     out = {"checkpoint": str(a.checkpoint), "pair": f"{src_lang}-{tgt_lang}", "splits": a.splits, "beam": a.beam,
            "sentences": len(src), "alone_translations": alone, "device": str(device),
@@ -292,7 +308,8 @@ def run_company(a: argparse.Namespace) -> dict:
     (a.out / "ref.rewritten").write_text("\n".join(rewritten) + "\n", encoding="utf-8")
     if others:
         best = max((w for w in rows if w not in ("plain", "alone")), key=lambda w: out[w]["bleu_rewritten"])
-        terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang, first_pass=best)
+        terms = term_constraints(glossary, tokenizer, engine, target_lang=tgt_lang,
+                                 first_pass=best if best in FIRST_PASS else "off")
         plain_o = translate_lines(engine, tokenizer, others, decode, device=device)
         kept_o = translate_lines(engine, tokenizer, others, decode, device=device, glossary=terms)
         out["without_terms"] = {"sentences": len(others), "identical": sum(x == y for x, y in zip(plain_o, kept_o)),
@@ -300,16 +317,33 @@ def run_company(a: argparse.Namespace) -> dict:
     return out
 
 
-@dataclass(frozen=True)
-class _Fixed:
-    """Precomputed per-line constraints as `translate_lines` reads a `TermConstraints` (no first pass)."""
+EXPERIMENTAL = ("avoid", "place", "both")  # the first passes issue 65 compared and the library left out
 
-    wanted: list
-    glue: tuple[int, ...]
-    first_pass: str = "off"
 
-    def for_lines(self, lines: list[str]) -> list:
-        return self.wanted
+def experimental_wanted(way: str, terms: TermConstraints, engine: NativeEngine, tokenizer: Tokenizer,
+                        lines: list[str], decode: DecodeConfig) -> list[Wanted]:
+    """Each line's constraints by an experimental first pass: a greedy translation of the lines
+    holding a term (and, "both", of their terms alone); the word it gave each term avoided
+    (`mt.decode.terms.replacing`), the output starting as it does up to that word ("place",
+    "both"), the word the model gives the term alone avoided too ("both")."""
+    occurrences = terms.occurrences(lines)
+    wanted = [terms.wanted(terms_in(found)) for found in occurrences]
+    rows = [i for i, w in enumerate(wanted) if w]
+    held, found = [lines[i] for i in rows], [occurrences[i] for i in rows]
+    sources = alone_sources([terms_in(f) for f in found]) if way == "both" else []
+    greedy = dataclasses.replace(decode, beam=1, n_best=1)
+    firsts = translate_lines(engine, tokenizer, [*held, *sources], greedy, device=engine.device)
+    align = aligner_for(engine, tokenizer)
+    assert align is not None  # run_company takes a .pt checkpoint
+    outputs = firsts[len(held):]
+    owns = own_words(terms.glossary, sources, outputs, alone_alignments(sources, outputs, align), last=True)
+    alone = {source: own[0][1] for source, own in zip(sources, owns) if own}
+    first = firsts[:len(held)]
+    kept = replacing(terms, held, first, align(held, first) or [[] for _ in held], tokenizer, alone, found,
+                     place=way != "avoid")
+    for i, w in zip(rows, kept):
+        wanted[i] = w
+    return wanted
 
 
 def company_markdown(r: dict) -> str:
@@ -317,7 +351,7 @@ def company_markdown(r: dict) -> str:
              f"{r['beam']}, {r['device']}, {r['threads']} threads)", "",
              "| | BLEU (references) | BLEU (term-rewritten) | term success | own word left beside the term | "
              "sentences/s |", "|---|---:|---:|---:|---:|---:|"]
-    for name in [w for w in ("plain", *FIRST_PASS, "alone") if w in r.get("ways", ())]:
+    for name in [w for w in ("plain", "off", *EXPERIMENTAL, "swap", "alone") if w in r.get("ways", ())]:
         x = r[name]
         ts = x["term_success"]
         lines.append(f"| {name} | {x['bleu_original']:.2f} | {x['bleu_rewritten']:.2f} | {ts['rate']:.2f}% "

@@ -7,7 +7,6 @@ the wiring through `translate_texts`, the server's rendering and the flags."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import random
 from pathlib import Path
@@ -204,17 +203,23 @@ def test_translate_texts_and_the_server_apply_both_rules(random_ckpt: Path) -> N
         ["Éa gà.", "Dà bé. Éa gà.", "{0} éa gà.", "Éa {0}.", "Éa gà."]
 
 
-@pytest.mark.requires("fastapi")
-def test_the_servers_rendering_applies_both_rules(random_ckpt: Path) -> None:
-    from mt.serve.jobs import _rendered
+def test_the_render_stage_applies_both_rules(random_ckpt: Path) -> None:
+    """The path's render stage (what `mt translate` and every server route run): the ending and
+    the span rules on every alternative, nothing asked of the model where no rule applies."""
+    from mt.decode.pipeline import Found, Segment, drive, render
 
     tok = load_model([random_ckpt], "cpu").tokenizer
+
+    def rendered(prepared: list, hyps: list) -> list:
+        records = [Segment(p, 0, found=Found(h)) for p, h in zip(prepared, hyps)]
+        drive(render(records, tok), lambda search: [], None)
+        return [r.rendered for r in records]
+
     prepared = prepare_segments(["{0} éa gà", "bé gà", "bé gà."], tok, DecodeConfig())
     hyps = [[("Éa gà.", -1.0)], [("Bé gà.", -1.0), ("Gà…", -2.0)], [("Bé gà.", -1.0)]]
-    assert asyncio.run(_rendered(None, tok, prepared, hyps)) == \
-        [[("{0} éa gà", -1.0)], [("Bé gà", -1.0), ("Gà…", -2.0)], [("Bé gà.", -1.0)]]
+    assert rendered(prepared, hyps) == [[("{0} éa gà", -1.0)], [("Bé gà", -1.0), ("Gà…", -2.0)], [("Bé gà.", -1.0)]]
     off = prepare_segments(["bé gà"], tok, DecodeConfig(ending=False))
-    assert asyncio.run(_rendered(None, tok, off, [[("Bé gà.", -1.0)]])) == [[("Bé gà.", -1.0)]]
+    assert rendered(off, [[("Bé gà.", -1.0)]]) == [[("Bé gà.", -1.0)]]
 
 
 def test_the_ending_flags() -> None:

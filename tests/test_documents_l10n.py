@@ -187,7 +187,8 @@ def test_po_fills_untranslated_entries_only_and_marks_them_fuzzy() -> None:
     upper = Upper()
     out = translate(source, "po", upper)
     before, after = polib.pofile(source.decode()), polib.pofile(out.decode())
-    assert after.metadata == before.metadata and len(after) == len(before)
+    assert after.metadata.pop("X-Generator").startswith("mt ") and after.metadata.pop("PO-Revision-Date")
+    assert after.metadata == before.metadata and len(after) == len(before)  # the rest of the header as it was
     assert [(e.msgctxt, e.msgid, e.msgid_plural, e.obsolete, e.occurrences, e.comment, e.tcomment)
             for e in after] == [(e.msgctxt, e.msgid, e.msgid_plural, e.obsolete, e.occurrences, e.comment, e.tcomment)
                                 for e in before]
@@ -211,14 +212,18 @@ def test_po_fills_untranslated_entries_only_and_marks_them_fuzzy() -> None:
                                          "Line one\nline two\n"])
 
 
-def test_po_written_as_gettext_writes_it_only_its_translations_new() -> None:
+def test_po_written_as_gettext_writes_it_only_its_translations_new(monkeypatch: pytest.MonkeyPatch) -> None:
     """A hand-written catalogue (no header comment) comes back line for line but for its empty
-    msgstr lines filled and a fuzzy flag before each filled entry's own flags."""
+    msgstr lines filled, a fuzzy flag before each filled entry's own flags, and the revision date,
+    generator and the language's plural forms in the header (as Weblate writes them)."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # 2023-11-14 22:13 UTC
     source = ('msgid ""\nmsgstr ""\n"Language: de\\n"\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
               '#: app.py:10\n#, python-format\nmsgid "Hello %(name)s"\nmsgstr ""\n\n'
               'msgid "Bye"\nmsgstr ""\n')
     out = translate(source.encode(), "po", Upper()).decode()
-    assert out == ('msgid ""\nmsgstr ""\n"Language: de\\n"\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+    assert out == ('msgid ""\nmsgstr ""\n"PO-Revision-Date: 2023-11-14 22:13+0000\\n"\n"Language: de\\n"\n'
+                   '"Content-Type: text/plain; charset=UTF-8\\n"\n"Plural-Forms: nplurals=2; plural=(n != 1);\\n"\n'
+                   '"X-Generator: mt 0.1.0\\n"\n\n'
                    '#: app.py:10\n#, fuzzy, python-format\nmsgid "Hello %(name)s"\nmsgstr "HELLO %(name)s"\n\n'
                    '#, fuzzy\nmsgid "Bye"\nmsgstr "BYE"\n')
 

@@ -15,6 +15,14 @@ MIT). What a pre-translation pass is expected to do, as `msgmerge` and translate
   extracted comments, references, flags (`c-format`, `python-format`...), previous msgids and the
   header are written back as they were.
 
+A template (`.pot`) is read as one: its header is made the target language's as `msginit` writes
+it (`mt.text.pot`: Language, gettext's Plural-Forms, UTF-8, PO-Revision-Date, X-Generator), so
+`mt translate -i app.pot -o de.po` gives a catalogue `msgfmt` accepts; a `.po` that was filled
+gets PO-Revision-Date and X-Generator, as Weblate writes them. Each message goes through the
+UI-string rules of `mt.text.uistrings`: its keyboard accelerator (the file's `X-Accelerator-Marker`,
+else the `_`, `&` or `~` its messages use) taken out before translation and put back on a letter of
+the translation, so `msgfmt --check-accelerators` passes; brackets balanced; a doubled word once.
+
 Placeholders (`%s`, `%(name)s`, `{0}`, ...) are not this module's job: the `translate_texts` the
 command and the server pass apply `decode.protect` (mt.text.protect), which takes them out of what
 the model reads and puts them back verbatim, so a `c-format` message still passes `msgfmt --check`.
@@ -32,6 +40,8 @@ from collections.abc import Callable
 import polib
 
 from mt.text.limits import DocumentError, DocumentLimits, check_units, decode_text
+from mt.text.pot import fill_header
+from mt.text.uistrings import accelerator_of, fix_message, put_accelerator, take_accelerator
 
 MAX_PLURALS = 10  # forms per message at most (Arabic has 6): a header asking for more is refused
 _NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
@@ -79,15 +89,32 @@ def _same_ends(source: str, translation: str) -> str:
     return lead + core + trail
 
 
-def translate_po(data: bytes, translate_texts: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
-    """The .po `data` with every untranslated message filled and marked fuzzy (module docstring)."""
+def translate_messages(texts: list[str], translate_texts: Callable[[list[str]], list[str]],
+                       marker: str | None) -> list[str]:
+    """UI messages translated with the rules of `mt.text.uistrings`: each one's accelerator
+    `marker` taken out before `translate_texts` and put back on a letter of its translation,
+    brackets balanced, doubled words once, the source's edge line breaks kept."""
+    taken = [take_accelerator(text, marker) for text in texts]
+    found = translate_texts([bare for bare, _ in taken]) if texts else []
+    return [put_accelerator(_same_ends(bare, fix_message(bare, text)), letter, marker)
+            for (bare, letter), text in zip(taken, found)]
+
+
+def translate_po(data: bytes, translate_texts: Callable[[list[str]], list[str]], limits: DocumentLimits, *,
+                 target: str | None = None) -> bytes:
+    """The .po or .pot `data` with every untranslated message filled and marked fuzzy, written as
+    a catalogue for `target` (a language code; None: the header's) when anything was filled
+    (module docstring)."""
     po = _catalogue(data)
-    forms = nplurals(po)
     todo = [entry for entry in po if _untranslated(entry)]
+    if todo:
+        fill_header(po, target)
+    forms = nplurals(po)
     texts = [text for entry in todo for text in ((entry.msgid, entry.msgid_plural) if entry.msgid_plural
                                                  else (entry.msgid,))]
     check_units(len(texts), "messages", limits)
-    found = iter([_same_ends(source, text) for source, text in zip(texts, translate_texts(texts) if texts else [])])
+    marker = accelerator_of((e.msgid for e in po if not e.obsolete), po.metadata.get("X-Accelerator-Marker"))
+    found = iter(translate_messages(texts, translate_texts, marker))
     for entry in todo:
         if entry.msgid_plural:
             one, other = next(found), next(found)

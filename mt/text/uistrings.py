@@ -1,0 +1,173 @@
+"""UI strings: the rules a localisation file's messages need beside the span, case and ending rules
+(`mt.text.protect`), applied by the .po and XLIFF passes (`mt.text.po`, `mt.text.xliff`) around the
+`translate_texts` they are given, so the translation path itself is not touched. Pure functions
+over a source message and its translation; what translate-toolkit's `pofilter` and gettext's
+`msgfmt --check-accelerators` check, fixed where a machine can fix it:
+
+- **Accelerators** (`accelerator_of`, `take_accelerator`, `put_accelerator`): the keyboard
+  shortcut mark of a menu label (GTK `_Open`, Qt and KDE `&Open`, LibreOffice `~Open`). The mark
+  of a file is its header's `X-Accelerator-Marker` (KDE's and Pology's field) or, without one, the
+  one of `_`, `&` and `~` that most messages use before a letter (at least `MIN_MARKED` of them;
+  an HTML entity `&amp;` is no mark). A message with exactly one mark before a letter or digit (the
+  case `msgfmt --check-accelerators` checks) is translated without it, and the mark is put back in
+  front of the same letter of the translation where it has one (a word's first letter first,
+  case aside), else in front of its first letter. A doubled mark (`__`, `&&`, `~~`) is the literal
+  character and stays text.
+- **Brackets** (`balance_brackets`): a translation with more `(`, `)`, `[`, `]`, `{` or `}` than
+  its source loses the surplus (the rightmost unpaired ones first), as pofilter's `brackets`
+  check counts them; a missing bracket is not invented.
+- **Doubled words** (`undouble`): a word the translation writes twice in a row ("Ein Ein Hund")
+  where the source writes no word twice in a row is written once; words compared as pofilter's
+  `doublewords` check compares them (case and full stops aside).
+
+- **No full stop the source lacks** (`no_added_stop`): a message ending in a closing bracket or
+  quote, which the ending rule of `mt.text.protect` leaves to the model, gets no final full stop.
+
+`fix_message(source, translation)` applies the last three; the accelerator is the caller's (it
+needs the file's mark).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+
+from mt.text.protect import drop_full_stop, find_spans
+
+MARKERS = ("_", "&", "~")
+MIN_MARKED = 2  # messages with a mark before a letter for a file to have that accelerator style
+_ENTITY = re.compile(r"&(?:[A-Za-z]{1,10}|#\d{1,7}|#x[0-9A-Fa-f]{1,6});")
+SENTENCE_ENDS = ".:;!?…。．？！：；"  # a source ending in one of these keeps what the model ends with
+_PAIRS = {"(": ")", "[": "]", "{": "}"}
+_TAG = re.compile(r"<[^<>]*>")
+
+
+def marks(text: str, marker: str) -> list[int]:
+    """Indices of the accelerator marks in `text`: `marker` before a letter or a digit, a doubled
+    marker (the literal character) and an HTML entity's `&` skipped."""
+    found, i = [], 0
+    while True:
+        i = text.find(marker, i)
+        if i < 0 or i + 1 >= len(text):
+            return found
+        if text[i + 1] == marker:
+            i += 2
+            continue
+        if text[i + 1].isalnum() and not (marker == "&" and _ENTITY.match(text, i)):
+            found.append(i)
+        i += 1
+
+
+def accelerator_of(messages: Iterable[str], header: str | None = None) -> str | None:
+    """The file's accelerator mark: `header` (its X-Accelerator-Marker) when that is one character,
+    else the marker of `MARKERS` the most messages carry exactly once (at least `MIN_MARKED`), or None."""
+    if header is not None and len(header.strip()) == 1:
+        return header.strip()
+    counts = Counter(marker for text in messages for marker in MARKERS if len(marks(text, marker)) == 1)
+    best = max(MARKERS, key=lambda marker: counts[marker])
+    return best if counts[best] >= MIN_MARKED else None
+
+
+def take_accelerator(text: str, marker: str | None) -> tuple[str, str]:
+    """`text` without its accelerator mark, and the letter the mark stood before ("" when `text`
+    has no mark, or more than one, which is left as it is)."""
+    if marker is None:
+        return text, ""
+    found = marks(text, marker)
+    if len(found) != 1:
+        return text, ""
+    at = found[0]
+    return text[:at] + text[at + 1:], text[at + 1]
+
+
+def put_accelerator(translation: str, letter: str, marker: str | None) -> str:
+    """`translation` with `marker` before `letter` (a word's first letter first, then any, case
+    aside), else before its first letter or digit; unchanged without a letter or where it already
+    has a mark."""
+    if not letter or marker is None or marks(translation, marker):
+        return translation
+    low = translation.lower()
+    starts = [i for i, c in enumerate(low) if c == letter.lower() and (i == 0 or not low[i - 1].isalnum())]
+    inside = [i for i, c in enumerate(low) if c == letter.lower()]
+    first = [i for i, c in enumerate(translation) if c.isalnum() and c != marker]
+    at = (starts or inside or first or [None])[0]
+    if at is None:
+        return translation
+    return translation[:at] + marker + translation[at:]
+
+
+def balance_brackets(source: str, translation: str) -> str:
+    """`translation` without the brackets it has beyond its source's count of each (module docstring)."""
+    out = list(translation)
+    for opening, closing in _PAIRS.items():
+        for char, partner, step in ((closing, opening, -1), (opening, closing, 1)):
+            surplus = out.count(char) - source.count(char)
+            if surplus <= 0:
+                continue
+            # unpaired first: a closing bracket with no opening before it (scanning left), and back
+            unpaired, depth = [], 0
+            order = range(len(out)) if step == -1 else range(len(out) - 1, -1, -1)
+            for i in order:
+                if out[i] == partner:
+                    depth += 1
+                elif out[i] == char:
+                    if depth:
+                        depth -= 1
+                    else:
+                        unpaired.append(i)
+            paired = [i for i, c in enumerate(out) if c == char and i not in unpaired]
+            drop = sorted(unpaired, reverse=True)[:surplus]
+            drop += sorted(paired, reverse=True)[:surplus - len(drop)]
+            for i in sorted(drop, reverse=True):
+                del out[i]
+    return "".join(out)
+
+
+def _core(word: str) -> str:
+    """A word as pofilter's `doublewords` compares them: markup out, full stops out, lower case."""
+    return _TAG.sub("", word).replace(".", "").lower()
+
+
+def _placeholder(word: str) -> bool:
+    spans = find_spans(word, ("placeholders",))
+    return len(spans) == 1 and spans[0][:2] == (0, len(word))
+
+
+def undouble(source: str, translation: str) -> str:
+    """`translation` with a word written twice in a row written once: the second copy's letters go,
+    its markup and punctuation stay on the first ("Ende Ende." -> "Ende.", "Fett</b> Fett</b>" ->
+    "Fett</b></b>"); unless the source writes a word twice in a row itself. The spacing of the rest kept."""
+    words = [_core(word) for word in source.split()]
+    if any(a and a == b for a, b in zip(words, words[1:])):
+        return translation
+    out: list[str] = []
+    last = -1  # the index in `out` of the last word that is no placeholder (pofilter reads past those)
+    for part in re.split(r"(\s+)", translation):
+        if part and not part.isspace() and last >= 0 and _core(part) and _core(part) == _core(out[last]):
+            rest = "".join(piece if piece.startswith("<") else "".join(c for c in piece if not c.isalnum())
+                           for piece in re.split(r"(<[^<>]*>)", part))
+            out[last] += rest  # the second copy's letters go, with the space before them
+            if last == len(out) - 2:
+                out.pop()
+            continue
+        out.append(part)
+        if part and not part.isspace() and not _placeholder(part):
+            last = len(out) - 1
+    return "".join(out)
+
+
+def no_added_stop(source: str, translation: str) -> str:
+    """`translation` without the full stop that ends it when `source` ends in no sentence
+    punctuation at all ("Print (Ctrl+P)", 'Open "%s"'): the `none` of pofilter's `endpunc`, for
+    what the ending rule of `mt.text.protect` leaves to the model (a closing bracket or quote)."""
+    core = source.rstrip()
+    if not core or core[-1] in SENTENCE_ENDS:
+        return translation
+    return drop_full_stop(translation)
+
+
+def fix_message(source: str, translation: str) -> str:
+    """The UI-string fixups that need no file setting: brackets balanced, doubled words once, no
+    full stop the source does not have."""
+    return no_added_stop(source, undouble(source, balance_brackets(source, translation)))

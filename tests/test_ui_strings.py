@@ -232,7 +232,7 @@ def test_a_real_applications_catalogue_passes_the_translators_checks(tmp_path: P
         assert ours[check] <= theirs[check], (check, ours[check], theirs[check])
     # the same stand-in without the rules: the checks see its mistakes (the test can fail)
     for name, off in (("take_accelerator", lambda text, marker: (text, "")), ("fix_message", lambda s, t: t)):
-        monkeypatch.setattr(f"mt.text.po.{name}", off)
+        monkeypatch.setattr(f"mt.text.uistrings.{name}", off)
     monkeypatch.setattr("mt.text.protect.with_mark", lambda translation, mark: translation)
     out.write_bytes(translate(_template(human.read_bytes()), Sloppy()))
     assert "keyboard accelerator mark" in msgfmt_check(out, "_").stderr  # the doubled word doubled the mark
@@ -285,3 +285,84 @@ def test_qt_and_libreoffice_accelerators(marker: str, style: str, tmp_path: Path
 
 def test_rules_that_need_no_file_are_pure() -> None:
     assert uistrings.fix_message("Bold (B)", "Fett Fett (B))") == "Fett (B)"
+
+
+# ------------------------------------------------------------------- work bounded by words
+
+class CountingEngine:
+    """A model that copies what it reads (tests/test_protect.py's CopyEngine) and counts the source
+    pieces it was asked to search: the work a line costs, read without a clock."""
+
+    max_positions = 256
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.searched = tokenizer, 0
+
+    def search_ids(self, src_ids, decode, *, n_best, sentence_ids, on_result=None, constraints=None, glue=()):
+        self.searched += sum(len(ids) for ids in src_ids)
+        texts = self.tokenizer.decode_pieces("src", [list(ids) for ids in src_ids])
+        return [[(ids, 0.0)] * (n_best or 1) for ids in self.tokenizer.encode_tgt(texts)]
+
+
+@pytest.mark.requires("markdown_it")
+@pytest.mark.parametrize("fmt", ["txt", "md"])
+def test_a_line_of_symbols_costs_what_its_words_cost(random_ckpt: Path, fmt: str) -> None:
+    """10,000 characters of symbols around one word search the pieces of that word and no more
+    (before, every `[` was a piece the model read, and a line of them ran for minutes); the
+    symbols come back as they were."""
+    import dataclasses
+    import warnings
+
+    from mt.commands.translate import document_translators
+    from mt.deploy.loading import load_model
+    from mt.errors import MTWarning
+    from mt.text.segment import segmenter_for
+
+    loaded = load_model([random_ckpt], "cpu")
+    tok, decode = loaded.tokenizer, dataclasses.replace(loaded.config.decode, beam=1)
+
+    def searched(text: str) -> tuple[int, str]:
+        engine = CountingEngine(tok)
+        texts, html = document_translators(engine, tok, decode, "cpu", segmenter_for("en"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MTWarning)  # broken to fit the model
+            out = translate_document(text.encode(), fmt, texts, html, DocumentLimits()).decode()
+        return engine.searched, out
+
+    word = searched("dogs\n")
+    for line in ("[" * 9_995 + " dogs\n", "dogs " + "* " * 4_997 + "\n", "{[(<" * 2_499 + " dogs\n"):
+        cost, out = searched(line)
+        assert 0 < cost <= word[0], (line[:20], cost, word[0])
+        if fmt == "txt":
+            assert out == line.replace("dogs", word[1].strip())  # the symbols verbatim, the word as the model gave it
+    assert searched("[" * 7 + " dogs\n")[0] > word[0]  # seven symbols are text: the rule starts at eight
+
+
+XLF20 = """<?xml version="1.0" encoding="UTF-8"?>
+<xliff xmlns="urn:oasis:names:tc:xliff:document:2.0" version="2.0" srcLang="en" trgLang="de">
+  <file id="f1">
+    <unit id="u1"><notes><note>Menu item</note></notes><segment><source>&amp;Open...</source></segment>
+      <segment><source>Name:</source></segment></unit>
+    <unit id="u2"><segment><source>&amp;Quit</source></segment></unit>
+    <unit id="u3"><segment state="final"><source>Done</source><target>Fertig</target></segment></unit>
+  </file>
+</xliff>
+"""
+
+
+@pytest.mark.requires("lxml")
+def test_xliff_targets_say_where_they_came_from_and_keep_accelerators() -> None:
+    from lxml import etree
+
+    root = etree.fromstring(translate_document(XLF20.encode(), "xliff", Sloppy().texts, Sloppy().html,
+                                               DocumentLimits()))
+    ns = {"x": "urn:oasis:names:tc:xliff:document:2.0"}
+    targets = [t.text for t in root.iterfind(".//x:target", ns)]
+    assert targets == ["&Open...", "Name:", "&Quit", "Fertig"]  # the mark back, the source's ending, one word
+    for unit_id, notes in (("u1", ["Menu item", "Machine translation (mt): not reviewed."]),
+                           ("u2", ["Machine translation (mt): not reviewed."]), ("u3", [])):
+        unit = root.find(f".//x:unit[@id='{unit_id}']", ns)
+        assert [n.text for n in unit.iterfind("x:notes/x:note", ns)] == notes  # one note a unit, never for final
+        assert [etree.QName(c).localname for c in unit][0] in ("notes", "segment")  # notes first, as 2.0 orders them
+    assert [s.get("state") for s in root.iterfind(".//x:segment", ns)] == ["translated", "translated", "translated",
+                                                                           "final"]

@@ -41,7 +41,7 @@ import polib
 
 from mt.text.limits import DocumentError, DocumentLimits, check_units, decode_text
 from mt.text.pot import fill_header
-from mt.text.uistrings import accelerator_of, fix_message, put_accelerator, take_accelerator
+from mt.text.uistrings import accelerator_of, translate_messages
 
 MAX_PLURALS = 10  # forms per message at most (Arabic has 6): a header asking for more is refused
 _NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
@@ -79,25 +79,6 @@ def _untranslated(entry: polib.POEntry) -> bool:
     if entry.msgid_plural:
         return not any(entry.msgstr_plural.values())
     return not entry.msgstr
-
-
-def _same_ends(source: str, translation: str) -> str:
-    """`translation` with the source's leading and trailing line breaks (msgfmt --check wants them equal)."""
-    core = translation.strip("\n")
-    lead = source[:len(source) - len(source.lstrip("\n"))]
-    trail = source[len(source.rstrip("\n")):]
-    return lead + core + trail
-
-
-def translate_messages(texts: list[str], translate_texts: Callable[[list[str]], list[str]],
-                       marker: str | None) -> list[str]:
-    """UI messages translated with the rules of `mt.text.uistrings`: each one's accelerator
-    `marker` taken out before `translate_texts` and put back on a letter of its translation,
-    brackets balanced, doubled words once, the source's edge line breaks kept."""
-    taken = [take_accelerator(text, marker) for text in texts]
-    found = translate_texts([bare for bare, _ in taken]) if texts else []
-    return [put_accelerator(_same_ends(bare, fix_message(bare, text)), letter, marker)
-            for (bare, letter), text in zip(taken, found)]
 
 
 def translate_po(data: bytes, translate_texts: Callable[[list[str]], list[str]], limits: DocumentLimits, *,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from mt.text.protect import drop_full_stop, find_spans
 
@@ -136,15 +136,16 @@ def _placeholder(word: str) -> bool:
 
 def undouble(source: str, translation: str) -> str:
     """`translation` with a word written twice in a row written once: the second copy's letters go,
-    its markup and punctuation stay on the first ("Ende Ende." -> "Ende.", "Fett</b> Fett</b>" ->
-    "Fett</b></b>"); unless the source writes a word twice in a row itself. The spacing of the rest kept."""
+    its markup and punctuation stay on the first ("Ende Ende." -> "Ende.", "Name Name:" -> "Name:",
+    "Fett</b> Fett</b>" -> "Fett</b></b>"); unless the source writes a word twice in a row itself. The spacing of the rest kept."""
     words = [_core(word) for word in source.split()]
     if any(a and a == b for a, b in zip(words, words[1:])):
         return translation
     out: list[str] = []
     last = -1  # the index in `out` of the last word that is no placeholder (pofilter reads past those)
     for part in re.split(r"(\s+)", translation):
-        if part and not part.isspace() and last >= 0 and _core(part) and _core(part) == _core(out[last]):
+        if part and not part.isspace() and last >= 0 and _core(part) and _core(out[last]) in (_core(part),
+                                                                                              _core(part).rstrip(",;:!?…")):
             rest = "".join(piece if piece.startswith("<") else "".join(c for c in piece if not c.isalnum())
                            for piece in re.split(r"(<[^<>]*>)", part))
             out[last] += rest  # the second copy's letters go, with the space before them
@@ -171,3 +172,22 @@ def fix_message(source: str, translation: str) -> str:
     """The UI-string fixups that need no file setting: brackets balanced, doubled words once, no
     full stop the source does not have."""
     return no_added_stop(source, undouble(source, balance_brackets(source, translation)))
+
+
+def same_line_breaks(source: str, translation: str) -> str:
+    """`translation` with the source's leading and trailing line breaks (msgfmt --check wants them equal)."""
+    core = translation.strip("\n")
+    lead = source[:len(source) - len(source.lstrip("\n"))]
+    trail = source[len(source.rstrip("\n")):]
+    return lead + core + trail
+
+
+def translate_messages(texts: list[str], translate_texts: Callable[[list[str]], list[str]],
+                       marker: str | None) -> list[str]:
+    """UI messages translated with these rules: each one's accelerator `marker` taken out before
+    `translate_texts` and put back on a letter of its translation, brackets balanced, doubled
+    words once, no full stop the source lacks, the source's edge line breaks kept."""
+    taken = [take_accelerator(text, marker) for text in texts]
+    found = translate_texts([bare for bare, _ in taken]) if texts else []
+    return [put_accelerator(same_line_breaks(bare, fix_message(bare, text)), letter, marker)
+            for (bare, letter), text in zip(taken, found)]

@@ -28,8 +28,10 @@ from mt.text.uistrings import (
     balance_brackets,
     marks,
     put_accelerator,
+    shield,
     take_accelerator,
     undouble,
+    unshield,
 )
 
 DATA = Path(__file__).resolve().parent / "data" / "l10n"
@@ -82,6 +84,25 @@ def test_the_files_accelerator_style() -> None:
     assert accelerator_of(["~Open", "~Save"]) == "~" and accelerator_of(["~Open", "Save"]) is None
     assert accelerator_of(["my_file", "plain"]) is None  # one identifier is no style
     assert accelerator_of(["_Open", "_Save"], header="&") == "&"  # X-Accelerator-Marker wins
+
+
+def test_markup_acronyms_paths_and_brackets_are_kept_as_spans() -> None:
+    cases = {"Do not register with the D-BUS bus": ("Do not register with the {_0} bus", ["D-BUS"]),
+             "<b>Display</b>": ("<b>Display{_0}", ["</b>"]),  # <b> is already a placeholder span
+             "Report bugs to <%s>.": ("Report bugs to {_0}.", ["<%s>"]),
+             "Line ending DOS / Windows (CR LF)": ("Line ending {_0} {_1} Windows {_2}", ["DOS", "/", "(CR LF)"]),
+             "Bold (Ctrl+B)": ("Bold {_0}", ["(Ctrl+B)"]), "Open /etc/hosts": ("Open {_0}", ["/etc/hosts"]),
+             "%s (%s, failed)": ("%s {_0}%s, failed{_1}", ["(", ")"]),
+             "ENCODING": ("ENCODING", []), "SAVE ALL": ("SAVE ALL", []),  # ALL CAPS lines: the case rule's
+             "Visit https://x.org/a_(b) now": ("Visit https://x.org/a_(b) now", []), "Keep {_0}": ("Keep {_0}", [])}
+    for text, (shielded, kept) in cases.items():
+        assert shield(text) == (shielded, kept), text
+        assert unshield(shielded, kept) == text
+    # around a model that drops what it does not know: the span rules put each piece back
+    text, kept = shield("Do not register with the D-BUS session (required)")
+    prepared = prepare(text, KINDS, True, ONE, True)
+    assert "D-BUS" not in prepared.text and "(" not in prepared.text
+    assert unshield(prepared.render("Nicht mit der Sitzung registrieren erforderlich"), kept).count("D-BUS") == 1
 
 
 def test_brackets_and_doubled_words() -> None:
@@ -231,7 +252,8 @@ def test_a_real_applications_catalogue_passes_the_translators_checks(tmp_path: P
     for check in CHECKS:
         assert ours[check] <= theirs[check], (check, ours[check], theirs[check])
     # the same stand-in without the rules: the checks see its mistakes (the test can fail)
-    for name, off in (("take_accelerator", lambda text, marker: (text, "")), ("fix_message", lambda s, t: t)):
+    for name, off in (("take_accelerator", lambda text, marker: (text, "")), ("fix_message", lambda s, t: t),
+                      ("shield", lambda text: (text, []))):
         monkeypatch.setattr(f"mt.text.uistrings.{name}", off)
     monkeypatch.setattr("mt.text.protect.with_mark", lambda translation, mark: translation)
     out.write_bytes(translate(_template(human.read_bytes()), Sloppy()))

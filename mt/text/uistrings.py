@@ -13,6 +13,12 @@ over a source message and its translation; what translate-toolkit's `pofilter` a
   front of the same letter of the translation where it has one (a word's first letter first,
   case aside), else in front of its first letter. A doubled mark (`__`, `&&`, `~~`) is the literal
   character and stays text.
+- **Kept verbatim** (`shield`, `unshield`): markup tags (`<b>`), `<%s>`, a bracketed shortcut or
+  symbol (`(R)`, `(Ctrl+S)`), an acronym (`D-BUS`, `UTF-8`) in a line with lower-case words, a
+  file path or lone slash, and each bracket, as placeholders `{_0}` that the span rules of
+  `mt.text.protect` take out of what the model reads and put back where the words around them go:
+  pofilter's `xmltags`, `acronyms`, `filepaths` and `brackets` checks then hold whatever the model
+  does (with `decode.protect` holding `placeholders`, its default).
 - **Brackets** (`balance_brackets`): a translation with more `(`, `)`, `[`, `]`, `{` or `}` than
   its source loses the surplus (the rightmost unpaired ones first), as pofilter's `brackets`
   check counts them; a missing bracket is not invented.
@@ -33,7 +39,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from mt.text.protect import drop_full_stop, find_spans
+from mt.text.protect import KINDS, drop_full_stop, find_spans
 
 MARKERS = ("_", "&", "~")
 MIN_MARKED = 2  # messages with a mark before a letter for a file to have that accelerator style
@@ -41,6 +47,18 @@ _ENTITY = re.compile(r"&(?:[A-Za-z]{1,10}|#\d{1,7}|#x[0-9A-Fa-f]{1,6});")
 SENTENCE_ENDS = ".:;!?…。．？！：；"  # a source ending in one of these keeps what the model ends with
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
 _TAG = re.compile(r"<[^<>]*>")
+# What a UI string keeps verbatim beyond the span kinds (`shield`), in the order tried at a place:
+# markup tags and <...> around a placeholder or address, a bracketed shortcut or symbol with no
+# lower-case letter ("(R)", "(Ctrl+S)" is a key combination, "(CR LF)"), an acronym ("D-BUS",
+# "UTF-8", "OK"), a file path or a lone slash ("/usr/share", "DOS / Windows": pofilter's `filepaths`
+# reads any word starting with "/"), and a bracket of its own, so a translation keeps each one.
+_KEEP = re.compile("|".join((
+    r"</?[A-Za-z][\w:-]{0,30}(?:\s[^<>]{0,200})?/?>", r"<[^<>\s]{1,100}>",
+    r"\((?:[^()a-z\n]{1,30}|(?:Ctrl|Alt|Shift|Super|Meta|Cmd)\+[^()\n]{1,30})\)", r"\[[^\[\]a-z\n]{1,30}\]",
+    r"(?<![\w-])[A-Z][A-Z0-9]*(?:[-_.][A-Z0-9]+)*[A-Z0-9](?![\w-])",
+    r"(?<!\S)~?/\S{0,200}", r"[()\[\]]")))
+TOKEN = "{{_{}}}"  # what stands for a kept piece: a placeholder the span rules keep ("{_0}")
+_TOKEN = re.compile(r"\{_(\d{1,4})\}")
 
 
 def marks(text: str, marker: str) -> list[int]:
@@ -174,6 +192,44 @@ def fix_message(source: str, translation: str) -> str:
     return no_added_stop(source, undouble(source, balance_brackets(source, translation)))
 
 
+def shield(text: str) -> tuple[str, list[str]]:
+    """`text` with each piece a UI string keeps verbatim (`_KEEP`) outside its spans replaced by a
+    placeholder `{_0}`, `{_1}`... (which `mt.text.protect` takes out of what the model reads and
+    puts back where the words around it went), and those pieces in order. An acronym is kept only
+    in a line with lower-case letters (an ALL CAPS line is the case rule's). Text that already
+    holds such a placeholder is left as it is."""
+    if "{_" in text:
+        return text, []
+    spans = find_spans(text, KINDS)
+    mixed = any(c.islower() for c in text)
+    out, kept, at, k = [], [], 0, 0
+    for match in _KEEP.finditer(text):
+        start, end = match.span()
+        while k < len(spans) and spans[k][1] <= start:
+            k += 1
+        # a span across the piece's edge, or holding it, wins; a piece holding whole spans ("<%s>") is kept
+        crossed = False
+        for a, b, _ in spans[k:]:
+            if a >= end:
+                break
+            crossed = crossed or a < start < b or a < end < b or (a <= start and end <= b)
+        acronym = match.group()[0].isupper() and match.group().isupper()
+        if crossed or (acronym and not mixed):
+            continue
+        out.append(text[at:start] + TOKEN.format(len(kept)))
+        kept.append(match.group())
+        at = end
+    return "".join(out) + text[at:], kept
+
+
+def unshield(translation: str, kept: list[str]) -> str:
+    """`translation` with each placeholder of `shield` back as the piece it stands for (one the
+    model did not return is lost, as any word would be)."""
+    if not kept:
+        return translation
+    return _TOKEN.sub(lambda m: kept[int(m.group(1))] if int(m.group(1)) < len(kept) else m.group(), translation)
+
+
 def same_line_breaks(source: str, translation: str) -> str:
     """`translation` with the source's leading and trailing line breaks (msgfmt --check wants them equal)."""
     core = translation.strip("\n")
@@ -185,9 +241,11 @@ def same_line_breaks(source: str, translation: str) -> str:
 def translate_messages(texts: list[str], translate_texts: Callable[[list[str]], list[str]],
                        marker: str | None) -> list[str]:
     """UI messages translated with these rules: each one's accelerator `marker` taken out before
-    `translate_texts` and put back on a letter of its translation, brackets balanced, doubled
-    words once, no full stop the source lacks, the source's edge line breaks kept."""
+    `translate_texts` and put back on a letter of its translation, markup, acronyms, paths,
+    bracketed shortcuts and brackets kept (`shield`), surplus brackets dropped, doubled words once,
+    no full stop the source lacks, the source's edge line breaks kept."""
     taken = [take_accelerator(text, marker) for text in texts]
-    found = translate_texts([bare for bare, _ in taken]) if texts else []
-    return [put_accelerator(same_line_breaks(bare, fix_message(bare, text)), letter, marker)
-            for (bare, letter), text in zip(taken, found)]
+    shielded = [shield(bare) for bare, _ in taken]
+    found = translate_texts([text for text, _ in shielded]) if texts else []
+    return [put_accelerator(same_line_breaks(bare, fix_message(bare, unshield(text, kept))), letter, marker)
+            for (bare, letter), (_, kept), text in zip(taken, shielded, found)]

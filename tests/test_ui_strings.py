@@ -388,3 +388,46 @@ def test_xliff_targets_say_where_they_came_from_and_keep_accelerators() -> None:
         assert [etree.QName(c).localname for c in unit][0] in ("notes", "segment")  # notes first, as 2.0 orders them
     assert [s.get("state") for s in root.iterfind(".//x:segment", ns)] == ["translated", "translated", "translated",
                                                                            "final"]
+
+
+def _scored(texts: list[str]) -> list[tuple[str, float]]:
+    """A stand-in model with confidences: a text holding "Frobnicate" is doubtful (0.12), others sure."""
+    return [(text.upper(), 0.12 if "Frobnicate" in text else 0.9) for text in texts]
+
+
+@pytest.mark.requires("polib", "lxml")
+def test_low_confidence_messages_get_a_note_a_reviewer_sees() -> None:
+    import polib
+    from lxml import etree
+
+    from mt.decode.confidence import LOW
+    from mt.text.uistrings import LOW_CONFIDENCE, low_confidence_note
+
+    assert LOW_CONFIDENCE == LOW  # the page's threshold and the files' are one
+    assert low_confidence_note(0.29) and not low_confidence_note(0.3) and not low_confidence_note(float("nan"))
+    source = ('msgid ""\nmsgstr ""\n"Language: de\\n"\n\n# Keep it short\nmsgid "Frobnicate the widget"\nmsgstr ""\n\n'
+              'msgid "Open the file"\nmsgstr ""\n')
+    po = polib.pofile(translate_document(source.encode(), "po", Sloppy().texts, Sloppy().html, DocumentLimits(),
+                                         scored=_scored).decode())
+    doubtful, sure = po.find("Frobnicate the widget"), po.find("Open the file")
+    assert doubtful.msgstr == "FROBNICATE THE WIDGET" and sure.msgstr == "OPEN THE FILE"
+    assert doubtful.tcomment == "Keep it short\nmt: confidence 0.12 (below 0.30): this machine translation is likely wrong"
+    assert sure.tcomment == "" and "fuzzy" in doubtful.flags
+    plain = polib.pofile(translate_document(source.encode(), "po", Sloppy().texts, Sloppy().html,
+                                            DocumentLimits()).decode())
+    assert plain.find("Frobnicate the widget").tcomment == "Keep it short"  # no confidences: no note
+    x12 = ('<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2"><file source-language="en" '
+           'datatype="plaintext" original="a"><body><trans-unit id="a"><source>Frobnicate the widget</source>'
+           '</trans-unit><trans-unit id="b"><source>Open the file</source></trans-unit></body></file></xliff>')
+    root = etree.fromstring(translate_document(x12.encode(), "xliff", Sloppy().texts, Sloppy().html, DocumentLimits(),
+                                               scored=_scored))
+    ns = {"x": "urn:oasis:names:tc:xliff:document:1.2"}
+    a, b = root.iterfind(".//x:trans-unit", ns)
+    assert [etree.QName(c).localname for c in a] == ["source", "target", "note"] and len(b) == 2
+    assert a.find("x:note", ns).get("annotates") == "target" and "0.12" in a.find("x:note", ns).text
+    root = etree.fromstring(translate_document(XLF20.replace("Name:", "Frobnicate:").encode(), "xliff", Sloppy().texts,
+                                               Sloppy().html, DocumentLimits(), scored=_scored))
+    ns = {"x": "urn:oasis:names:tc:xliff:document:2.0"}
+    notes = root.findall(".//x:unit[@id='u1']/x:notes/x:note", ns)
+    assert [n.get("category") for n in notes] == [None, "mt", "mt-confidence"] and "0.12" in notes[2].text
+    assert root.find(".//x:unit[@id='u2']/x:notes/x:note[@category='mt-confidence']", ns) is None

@@ -105,10 +105,13 @@ def translate_html_document(data: bytes, translate_html: Translate, limits: Docu
 
 
 def translate_document(data: bytes, fmt: str, translate_texts: Translate, translate_html: Translate,
-                       limits: DocumentLimits, *, target: str | None = None) -> bytes:
+                       limits: DocumentLimits, *, target: str | None = None,
+                       scored: Callable[[list[str]], list[tuple[str, float]]] | None = None) -> bytes:
     """The translated file's bytes (see the module docstring); DocumentError for a file over the
     limits, damaged, or not of its format. `target`: the target language's code, which a gettext
-    template's header is given (`mt.text.pot`; None: the file's own)."""
+    template's header is given (`mt.text.pot`; None: the file's own). `scored`: `translate_texts`
+    with each translation's confidence, for .po and XLIFF, whose messages under the low-confidence
+    threshold then get a note a reviewer sees (`mt.text.uistrings.LOW_CONFIDENCE`)."""
     if len(data) > limits.max_bytes:
         raise DocumentError(f"{len(data)} bytes; files of at most {limits.max_bytes} bytes are translated")
     if fmt == "txt":
@@ -122,9 +125,9 @@ def translate_document(data: bytes, fmt: str, translate_texts: Translate, transl
     if fmt == "md":
         return _module("markdown").translate_md(data, translate_html, limits)
     if fmt == "po":
-        return _module("po").translate_po(data, translate_texts, limits, target=target)
+        return _module("po").translate_po(data, translate_texts, limits, target=target, scored=scored)
     if fmt == "xliff":
-        return _module("xliff").translate_xliff(data, translate_texts, translate_html, limits)
+        return _module("xliff").translate_xliff(data, translate_texts, translate_html, limits, scored=scored)
     raise DocumentError(f"format {fmt!r}: not supported; one of {', '.join(FORMATS)}")
 
 

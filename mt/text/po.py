@@ -21,7 +21,9 @@ it (`mt.text.pot`: Language, gettext's Plural-Forms, UTF-8, PO-Revision-Date, X-
 gets PO-Revision-Date and X-Generator, as Weblate writes them. Each message goes through the
 UI-string rules of `mt.text.uistrings`: its keyboard accelerator (the file's `X-Accelerator-Marker`,
 else the `_`, `&` or `~` its messages use) taken out before translation and put back on a letter of
-the translation, so `msgfmt --check-accelerators` passes; brackets balanced; a doubled word once.
+the translation, so `msgfmt --check-accelerators` passes; markup, acronyms and paths kept;
+brackets balanced; a doubled word once. Given confidences (`scored`), a message whose
+translation is under `LOW_CONFIDENCE` (0.3) gets a translator comment saying so.
 
 Placeholders (`%s`, `%(name)s`, `{0}`, ...) are not this module's job: the `translate_texts` the
 command and the server pass apply `decode.protect` (mt.text.protect), which takes them out of what
@@ -41,7 +43,7 @@ import polib
 
 from mt.text.limits import DocumentError, DocumentLimits, check_units, decode_text
 from mt.text.pot import fill_header
-from mt.text.uistrings import accelerator_of, translate_messages
+from mt.text.uistrings import Scored, accelerator_of, low_confidence_note, translate_messages, unscored
 
 MAX_PLURALS = 10  # forms per message at most (Arabic has 6): a header asking for more is refused
 _NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
@@ -82,10 +84,11 @@ def _untranslated(entry: polib.POEntry) -> bool:
 
 
 def translate_po(data: bytes, translate_texts: Callable[[list[str]], list[str]], limits: DocumentLimits, *,
-                 target: str | None = None) -> bytes:
+                 target: str | None = None, scored: Scored | None = None) -> bytes:
     """The .po or .pot `data` with every untranslated message filled and marked fuzzy, written as
     a catalogue for `target` (a language code; None: the header's) when anything was filled
-    (module docstring)."""
+    (module docstring). With `scored` (texts -> (translation, confidence)) in place of
+    `translate_texts`, a message under the low-confidence threshold gets a translator comment."""
     po = _catalogue(data)
     todo = [entry for entry in po if _untranslated(entry)]
     if todo:
@@ -95,13 +98,17 @@ def translate_po(data: bytes, translate_texts: Callable[[list[str]], list[str]],
                                                  else (entry.msgid,))]
     check_units(len(texts), "messages", limits)
     marker = accelerator_of((e.msgid for e in po if not e.obsolete), po.metadata.get("X-Accelerator-Marker"))
-    found = iter(translate_messages(texts, translate_texts, marker))
+    found = iter(translate_messages(texts, scored or unscored(translate_texts), marker))
     for entry in todo:
         if entry.msgid_plural:
-            one, other = next(found), next(found)
+            (one, sure), (other, sure_other) = next(found), next(found)
             entry.msgstr_plural = {n: one if n == 0 else other for n in range(forms)}
+            sure = min(sure, sure_other, key=lambda c: c if c == c else 2.0)  # the least sure form's; NaN last
         else:
-            entry.msgstr = next(found)
+            entry.msgstr, sure = next(found)
+        note = low_confidence_note(sure)
+        if note:  # a translator comment ("# ..."): what Poedit, Lokalize and Weblate show beside the entry
+            entry.tcomment = f"{entry.tcomment}\n{note}" if entry.tcomment else note
         entry.flags.insert(0, "fuzzy")  # first, as msgmerge and Weblate write it: "#, fuzzy, c-format"
     out = str(po)
     if out.startswith("#\n") and not data.lstrip(b"\xef\xbb\xbf").startswith(b"#"):

@@ -29,18 +29,27 @@ over a source message and its translation; what translate-toolkit's `pofilter` a
 - **No full stop the source lacks** (`no_added_stop`): a message ending in a closing bracket or
   quote, which the ending rule of `mt.text.protect` leaves to the model, gets no final full stop.
 
-`fix_message(source, translation)` applies the last three; the accelerator is the caller's (it
-needs the file's mark).
+- **Low confidence** (`low_confidence_note`): given confidences (`Scored`: mt.decode.confidence's,
+  the sentence chrF the model expects), a message under `LOW_CONFIDENCE` (0.3) gets a note a
+  reviewer sees: a translator comment in a `.po`, a `<note>` for the target in XLIFF.
+
+`fix_message(source, translation)` applies brackets, doubled words and the full stop;
+`translate_messages` applies every rule around a translate callable, with the file's accelerator.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 
 from mt.text.protect import KINDS, drop_full_stop, find_spans
 
+Scored = Callable[[list[str]], list[tuple[str, float]]]  # texts -> (translation, confidence in [0, 1]) each
+# Under this confidence a filled message gets a note a reviewer sees (`low_confidence_note`): the
+# threshold below which mt.decode.confidence calls a sentence doubtful (its LOW; a test keeps them equal).
+LOW_CONFIDENCE = 0.3
 MARKERS = ("_", "&", "~")
 MIN_MARKED = 2  # messages with a mark before a letter for a file to have that accelerator style
 _ENTITY = re.compile(r"&(?:[A-Za-z]{1,10}|#\d{1,7}|#x[0-9A-Fa-f]{1,6});")
@@ -238,14 +247,27 @@ def same_line_breaks(source: str, translation: str) -> str:
     return lead + core + trail
 
 
-def translate_messages(texts: list[str], translate_texts: Callable[[list[str]], list[str]],
-                       marker: str | None) -> list[str]:
-    """UI messages translated with these rules: each one's accelerator `marker` taken out before
-    `translate_texts` and put back on a letter of its translation, markup, acronyms, paths,
-    bracketed shortcuts and brackets kept (`shield`), surplus brackets dropped, doubled words once,
-    no full stop the source lacks, the source's edge line breaks kept."""
+def unscored(translate_texts: Callable[[list[str]], list[str]]) -> Scored:
+    """`translate_texts` as a `Scored` callable: every confidence NaN (unknown: no note)."""
+    return lambda texts: [(text, math.nan) for text in translate_texts(texts)]
+
+
+def translate_messages(texts: list[str], translate: Scored, marker: str | None) -> list[tuple[str, float]]:
+    """UI messages translated with these rules, each with its confidence (`translate`'s; NaN when
+    unknown): each one's accelerator `marker` taken out before `translate` and put back on a letter
+    of its translation, markup, acronyms, paths, bracketed shortcuts and brackets kept (`shield`),
+    surplus brackets dropped, doubled words once, no full stop the source lacks, the source's edge
+    line breaks kept."""
     taken = [take_accelerator(text, marker) for text in texts]
     shielded = [shield(bare) for bare, _ in taken]
-    found = translate_texts([text for text, _ in shielded]) if texts else []
-    return [put_accelerator(same_line_breaks(bare, fix_message(bare, unshield(text, kept))), letter, marker)
-            for (bare, letter), (_, kept), text in zip(taken, shielded, found)]
+    found = translate([text for text, _ in shielded]) if texts else []
+    return [(put_accelerator(same_line_breaks(bare, fix_message(bare, unshield(text, kept))), letter, marker), score)
+            for (bare, letter), (_, kept), (text, score) in zip(taken, shielded, found)]
+
+
+def low_confidence_note(confidence: float, low: float = LOW_CONFIDENCE) -> str | None:
+    """What a reviewer reads beside a machine translation whose confidence is under `low`; None
+    for one at or above it, or with no confidence (NaN)."""
+    if not confidence < low:
+        return None
+    return f"mt: confidence {confidence:.2f} (below {low:.2f}): this machine translation is likely wrong"

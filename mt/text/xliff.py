@@ -16,7 +16,10 @@ What is filled (as translate-toolkit's `pretranslate` and Weblate's machine tran
   translation), `xml:lang` from the file's `target-language` when it has one.
 - 2.0: each `<segment>` of a `<unit>` (not `translate="no"`, inherited) whose `<target>` is
   missing or empty; its `state` becomes `translated`, and the unit gets a `<note category="mt"
-  appliesTo="target">` saying its targets are machine translation, not reviewed (`MT_NOTE`). XLIFF 2.0 has four states only (initial,
+  appliesTo="target">` saying its targets are machine translation, not reviewed (`MT_NOTE`).
+- Given confidences (`scored`), a plain segment whose translation is under `LOW_CONFIDENCE` (0.3,
+  `mt.text.uistrings`) gets a note a reviewer sees: 1.2 `<note from="mt" annotates="target">`,
+  2.0 a `<note category="mt-confidence" appliesTo="target">` in its unit's notes. XLIFF 2.0 has four states only (initial,
   translated, reviewed, final): `translated` is the one before review, which translate-toolkit
   (and so Weblate) reads as translated but not reviewed; no `subState` is written, since its
   values belong to a named authority.
@@ -46,7 +49,7 @@ from lxml import etree
 
 from mt.text.inline import NOT_XML
 from mt.text.limits import DocumentError, DocumentLimits, check_units
-from mt.text.uistrings import accelerator_of, translate_messages
+from mt.text.uistrings import Scored, accelerator_of, low_confidence_note, translate_messages, unscored
 from mt.text.zipparts import parse_xml
 
 Translate = Callable[[list[str]], list[str]]
@@ -174,6 +177,23 @@ def _place(source: etree._Element, parent: etree._Element, version: str) -> etre
     return target
 
 
+def _confidence_note(parent: etree._Element, version: str, text: str) -> None:
+    """A low-confidence note on the target: 1.2, a `<note from="mt" annotates="target">` at the end
+    of the trans-unit (where the schema lets notes follow the target); 2.0, one in its unit's notes."""
+    ns = etree.QName(parent).namespace
+    if version == "1.2":
+        note = parent.makeelement(f"{{{ns}}}note", {"from": "mt", "annotates": "target"})
+        last = parent[-1] if len(parent) else None
+        parent.append(note)
+        if last is not None:
+            note.tail, last.tail = last.tail, (parent.text or "")
+    else:
+        notes = parent.getparent().find(f"{{{ns}}}notes")
+        note = notes.makeelement(f"{{{ns}}}note", {"category": "mt-confidence", "appliesTo": "target"})
+        notes.append(note)
+    note.text = text
+
+
 def _note(unit: etree._Element) -> None:
     """A 2.0 unit's note that its targets are machine translation (once per unit), in its `<notes>`
     (made where the schema puts it: before `<originalData>` and the segments)."""
@@ -194,8 +214,10 @@ def _note(unit: etree._Element) -> None:
 
 
 def translate_xliff(data: bytes, translate_texts: Translate, translate_html: Translate,
-                    limits: DocumentLimits) -> bytes:
-    """The XLIFF `data` with every untranslated segment filled (see the module docstring)."""
+                    limits: DocumentLimits, *, scored: Scored | None = None) -> bytes:
+    """The XLIFF `data` with every untranslated segment filled (see the module docstring). With
+    `scored` (texts -> (translation, confidence)) in place of `translate_texts`, a plain segment
+    under the low-confidence threshold gets a note on its target."""
     root = parse_xml(data, "XLIFF")
     if root.getroottree().docinfo.doctype:
         raise DocumentError("XLIFF: a DOCTYPE (DTD) is not allowed; entities are never expanded")
@@ -209,10 +231,13 @@ def translate_xliff(data: bytes, translate_texts: Translate, translate_html: Tra
     codes: dict[int, list[etree._Element]] = {k: [] for k in marked}
     fragments = [_to_html(slots[k][0], codes[k]) for k in marked]
     sources = [slots[k][0].text or "" for k in plain]
-    texts = translate_messages(sources, translate_texts, accelerator_of(sources)) if plain else []
+    texts = translate_messages(sources, scored or unscored(translate_texts), accelerator_of(sources)) if plain else []
     markup = translate_html(fragments) if fragments else []
-    for k, text in zip(plain, texts):
+    for k, (text, sure) in zip(plain, texts):
         _place(*slots[k], version).text = NOT_XML.sub("", text)
+        note = low_confidence_note(sure)
+        if note:
+            _confidence_note(slots[k][1], version, note)
     for k, html in zip(marked, markup):
         builder = _Builder(_place(*slots[k], version), codes[k])
         builder.feed(html)

@@ -44,6 +44,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 
+from mt.text.case import case_style
 from mt.text.protect import KINDS, drop_full_stop, find_spans
 
 Scored = Callable[[list[str]], list[tuple[str, float]]]  # texts -> (translation, confidence in [0, 1]) each
@@ -58,14 +59,17 @@ _PAIRS = {"(": ")", "[": "]", "{": "}"}
 _TAG = re.compile(r"<[^<>]*>")
 # What a UI string keeps verbatim beyond the span kinds (`shield`), in the order tried at a place:
 # markup tags and <...> around a placeholder or address, a bracketed shortcut or symbol with no
-# lower-case letter ("(R)", "(Ctrl+S)" is a key combination, "(CR LF)"), an acronym ("D-BUS",
+# lower-case letter ("(R)", "(CR LF)"; "(Ctrl+S)" is a key combination), an acronym ("D-BUS",
 # "UTF-8", "OK"), a file path or a lone slash ("/usr/share", "DOS / Windows": pofilter's `filepaths`
-# reads any word starting with "/"), and a bracket of its own, so a translation keeps each one.
+# reads any word starting with "/"), a file name or extension ("README.md", ".tar.gz"), a
+# command-line option ("--add", "-v"), and a bracket of its own, so a translation keeps each one.
 _KEEP = re.compile("|".join((
     r"</?[A-Za-z][\w:-]{0,30}(?:\s[^<>]{0,200})?/?>", r"<[^<>\s]{1,100}>",
     r"\((?:[^()a-z\n]{1,30}|(?:Ctrl|Alt|Shift|Super|Meta|Cmd)\+[^()\n]{1,30})\)", r"\[[^\[\]a-z\n]{1,30}\]",
-    r"(?<![\w-])[A-Z][A-Z0-9]*(?:[-_.][A-Z0-9]+)*[A-Z0-9](?![\w-])",
-    r"(?<!\S)~?/\S{0,200}", r"[()\[\]]")))
+    r"(?<![\w.])(?:[\w-]{2,64})?(?:\.[A-Za-z][A-Za-z0-9]{1,9}){1,3}(?![\w.])",
+    r"(?<![\w-])[A-Z](?:[A-Z0-9]{1,30}(?:[-_.][A-Z0-9]{1,30}){0,5}|(?:[-_.][A-Z0-9]{1,30}){1,5})(?![\w-])",
+    r"(?<!\S)~?/\S{0,200}",
+    r"(?<![\w-])--?[A-Za-z][\w-]{0,40}(?![\w-])", r"[()\[\]]")))
 TOKEN = "{{_{}}}"  # what stands for a kept piece: a placeholder the span rules keep ("{_0}")
 _TOKEN = re.compile(r"\{_(\d{1,4})\}")
 
@@ -205,12 +209,12 @@ def shield(text: str) -> tuple[str, list[str]]:
     """`text` with each piece a UI string keeps verbatim (`_KEEP`) outside its spans replaced by a
     placeholder `{_0}`, `{_1}`... (which `mt.text.protect` takes out of what the model reads and
     puts back where the words around it went), and those pieces in order. An acronym is kept only
-    in a line with lower-case letters (an ALL CAPS line is the case rule's). Text that already
+    in a line the case rule does not read as ALL CAPS ("OK" alone is kept, "SAVE ALL" is not). Text that already
     holds such a placeholder is left as it is."""
     if "{_" in text:
         return text, []
     spans = find_spans(text, KINDS)
-    mixed = any(c.islower() for c in text)
+    mixed = case_style(text.split()) != "upper"  # an ALL CAPS line's words are the case rule's
     out, kept, at, k = [], [], 0, 0
     for match in _KEEP.finditer(text):
         start, end = match.span()

@@ -12,7 +12,8 @@
    chrF (sacreBLEU) of mt's messages against the human ones is printed beside them, accelerators
    out of both: a baseline for the model, not a target.
 2. A line of `--symbols` characters of `[` and one word, as a `.txt` document, against the word
-   alone: seconds and the source pieces the model searched (read by wrapping the engine's search).
+   alone: seconds and the source pieces the model searched (read by wrapping the engine's search);
+   with `--file-mib`, a document of that many MiB of such lines against its words alone.
 
 One torch thread (`--threads`); the CPU is printed with the figures.
 """
@@ -82,6 +83,8 @@ def main() -> None:
     parser.add_argument("-c", "--checkpoint", type=Path, required=True)
     parser.add_argument("--po", type=Path, default=Path("tests/data/l10n/mousepad.de.po"))
     parser.add_argument("--symbols", type=int, default=10_000)
+    parser.add_argument("--file-mib", type=float, default=0.0,
+                        help="also a .txt document of this many MiB of such lines, against its words alone")
     parser.add_argument("--beam", type=int, default=None)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=None, help="folder for the translated catalogue (a temp one)")
@@ -133,6 +136,15 @@ def main() -> None:
         start = time.perf_counter()
         translate_document(line.encode(), "txt", texts, html, DocumentLimits())
         print(f"{label}: {time.perf_counter() - start:.2f} s, {searched[0]} source pieces searched")
+    if args.file_mib:
+        line = "[" * (args.symbols - 5) + " dogs"
+        lines = max(1, int(args.file_mib * 2**20) // (len(line) + 2))
+        for label, text in (("its words alone", "dogs\n\n" * lines),
+                            (f"{lines * (len(line) + 2) / 2**20:.1f} MiB of such lines", (line + "\n\n") * lines)):
+            searched[0] = 0
+            start = time.perf_counter()
+            translate_document(text.encode(), "txt", texts, html, DocumentLimits())
+            print(f"{lines} paragraphs, {label}: {time.perf_counter() - start:.1f} s, {searched[0]} source pieces searched")
 
 
 if __name__ == "__main__":

@@ -83,6 +83,8 @@ def test_the_files_accelerator_style() -> None:
     assert accelerator_of(["&Open", "&Save", "A &amp; B", "Tom &amp; Jerry"]) == "&"
     assert accelerator_of(["~Open", "~Save"]) == "~" and accelerator_of(["~Open", "Save"]) is None
     assert accelerator_of(["my_file", "plain"]) is None  # one identifier is no style
+    assert accelerator_of(["Set user_name", "Set user_id", "Set tab_size"]) is None  # identifiers: no label
+    assert accelerator_of(["Clea_r", "C_olumn", "_Open"]) == "_"  # one label is enough to read the rest
     assert accelerator_of(["_Open", "_Save"], header="&") == "&"  # X-Accelerator-Marker wins
 
 

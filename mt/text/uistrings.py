@@ -93,12 +93,22 @@ def marks(text: str, marker: str) -> list[int]:
 
 def accelerator_of(messages: Iterable[str], header: str | None = None) -> str | None:
     """The file's accelerator mark: `header` (its X-Accelerator-Marker) when that is one character,
-    else the marker of `MARKERS` the most messages carry exactly once (at least `MIN_MARKED`), or None."""
+    else the marker of `MARKERS` the most messages carry exactly once (at least `MIN_MARKED`, one
+    of them a label's: the mark opening a word before a capital, "_Open", "&File"; identifiers
+    such as "user_name" are no style), or None."""
     if header is not None and len(header.strip()) == 1:
         return header.strip()
-    counts = Counter(marker for text in messages for marker in MARKERS if len(marks(text, marker)) == 1)
+    counts: Counter[str] = Counter()
+    labels: Counter[str] = Counter()
+    for text in messages:
+        for marker in MARKERS:
+            found = marks(text, marker)
+            if len(found) == 1:
+                at = found[0]
+                counts[marker] += 1
+                labels[marker] += (at == 0 or not text[at - 1].isalnum()) and text[at + 1].isupper()
     best = max(MARKERS, key=lambda marker: counts[marker])
-    return best if counts[best] >= MIN_MARKED else None
+    return best if counts[best] >= MIN_MARKED and labels[best] else None
 
 
 def take_accelerator(text: str, marker: str | None) -> tuple[str, str]:

@@ -7,15 +7,17 @@ over a source message and its translation; what translate-toolkit's `pofilter` a
 - **Accelerators** (`accelerator_of`, `take_accelerator`, `put_accelerator`): the keyboard
   shortcut mark of a menu label (GTK `_Open`, Qt and KDE `&Open`, LibreOffice `~Open`). The mark
   of a file is its header's `X-Accelerator-Marker` (KDE's and Pology's field) or, without one, the
-  one of `_`, `&` and `~` that most messages use before a letter (at least `MIN_MARKED` of them;
-  an HTML entity `&amp;` is no mark). A message with exactly one mark before a letter or digit (the
+  one of `_`, `&` and `~` that most messages use before a letter (at least `MIN_MARKED` of them,
+  one opening a word before a capital as a label's does: identifiers such as `user_name` make no
+  style; an HTML entity `&amp;` is no mark). A message with exactly one mark before a letter or digit (the
   case `msgfmt --check-accelerators` checks) is translated without it, and the mark is put back in
   front of the same letter of the translation where it has one (a word's first letter first,
   case aside), else in front of its first letter. A doubled mark (`__`, `&&`, `~~`) is the literal
   character and stays text.
 - **Kept verbatim** (`shield`, `unshield`): markup tags (`<b>`), `<%s>`, a bracketed shortcut or
-  symbol (`(R)`, `(Ctrl+S)`), an acronym (`D-BUS`, `UTF-8`) in a line with lower-case words, a
-  file path or lone slash, and each bracket, as placeholders `{_0}` that the span rules of
+  symbol (`(R)`, `(Ctrl+S)`), an acronym (`D-BUS`, `UTF-8`) in a line the case rule does not read
+  as ALL CAPS, a file path or lone slash, a file name or extension, a command-line option, a
+  strftime field (`%B`), and each bracket (`_KEEP`), as placeholders `{_0}` that the span rules of
   `mt.text.protect` take out of what the model reads and put back where the words around them go:
   pofilter's `xmltags`, `acronyms`, `filepaths` and `brackets` checks then hold whatever the model
   does (with `decode.protect` holding `placeholders`, its default).
@@ -25,10 +27,8 @@ over a source message and its translation; what translate-toolkit's `pofilter` a
 - **Doubled words** (`undouble`): a word the translation writes twice in a row ("Ein Ein Hund")
   where the source writes no word twice in a row is written once; words compared as pofilter's
   `doublewords` check compares them (case and full stops aside).
-
 - **No full stop the source lacks** (`no_added_stop`): a message ending in a closing bracket or
   quote, which the ending rule of `mt.text.protect` leaves to the model, gets no final full stop.
-
 - **Low confidence** (`low_confidence_note`): given confidences (`Scored`: mt.decode.confidence's,
   the sentence chrF the model expects), a message under `LOW_CONFIDENCE` (0.3) gets a note a
   reviewer sees: a translator comment in a `.po`, a `<note>` for the target in XLIFF.

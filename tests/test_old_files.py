@@ -90,7 +90,7 @@ def test_old_checkpoints_through_the_cli(tmp_path: Path, monkeypatch: pytest.Mon
 
     src = tmp_path / "in.en"
     src.write_text("".join(line + "\n" for line in LINES), encoding="utf-8")
-    off = ("--no-repeat-ngram", "0")  # as recorded: before the loop guard
+    off = ("--no-repeat-ngram", "0", "--no-ending")  # as recorded: before the loop guard and the final-mark rule
     for args, want in [((), EXPECTED["bilingual"]["None"]), (("--target-lang", "de"), EXPECTED["bilingual"]["None"])]:
         code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", FIXTURES / "bilingual.pt", "-i", src, *off, *args)
         assert code == 0 and out.splitlines() == want, err

@@ -249,7 +249,7 @@ def test_frontend_settings_and_suggest_as_libretranslate(lt_server: str) -> None
     assert s == {"charLimit": 10000, "frontendTimeout": 500, "apiKeys": False, "keyRequired": False,
                  "suggestions": False, "filesTranslation": True,
                  "supportedFilesFormat": [".txt", ".html", ".htm", ".srt", ".vtt", ".docx", ".odt", ".pptx", ".odp",
-                                          ".epub", ".md", ".markdown", ".po", ".xlf", ".xliff"],
+                                          ".epub", ".md", ".markdown", ".po", ".pot", ".xlf", ".xliff"],
                  "language": {"source": {"code": "auto", "name": "Auto Detect"},
                               "target": {"code": "de", "name": "German"}}}
     r = httpx.post(lt_server + "/suggest", data={"q": "Hello", "s": "Hallo", "source": "en", "target": "de"},

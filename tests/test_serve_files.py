@@ -37,7 +37,7 @@ def test_subtitles_and_a_document_through_the_server(tiny, files_server: str) ->
     settings = httpx.get(files_server + "/frontend/settings", timeout=30).json()
     assert settings["filesTranslation"] is True
     assert settings["supportedFilesFormat"] == [".txt", ".html", ".htm", ".srt", ".vtt", ".docx", ".odt",
-                                                ".pptx", ".odp", ".epub", ".md", ".markdown", ".po", ".xlf",
+                                                ".pptx", ".odp", ".epub", ".md", ".markdown", ".po", ".pot", ".xlf",
                                                 ".xliff"]
     r = _send(files_server, "film.srt", SRT.encode())
     assert r.status_code == 200, r.text

@@ -16,7 +16,8 @@ lines as they were), .html/.htm (`translate_html_document`: the whole page throu
 path, doctype kept, `<title>` translated, scripts, styles and attributes not), .srt/.vtt
 (`mt.text.subtitles`), .docx (`mt.text.docx`), .odt and .odp (`mt.text.odt`), .pptx
 (`mt.text.pptx`), .epub (`mt.text.epub`: its chapters through the HTML path); .md/.markdown
-(`mt.text.markdown`), gettext .po (`mt.text.po`: untranslated messages filled, marked fuzzy),
+(`mt.text.markdown`), gettext .po and .pot (`mt.text.po`: untranslated messages filled, marked
+fuzzy; a template written as the target language's catalogue),
 XLIFF 1.2/2.0 .xlf/.xliff (`mt.text.xliff`: empty targets filled, marked for review).
 """
 
@@ -32,7 +33,7 @@ from mt.text.limits import DocumentError, DocumentLimits, check_units, decode_te
 Translate = Callable[[list[str]], list[str]]
 EXTENSIONS = {".txt": "txt", ".html": "html", ".htm": "html", ".srt": "srt", ".vtt": "vtt", ".docx": "docx",
               ".odt": "odt", ".pptx": "pptx", ".odp": "odp", ".epub": "epub", ".md": "md", ".markdown": "md",
-              ".po": "po", ".xlf": "xliff", ".xliff": "xliff"}
+              ".po": "po", ".pot": "po", ".xlf": "xliff", ".xliff": "xliff"}
 FORMATS = ("txt", "html", "srt", "vtt", "docx", "odt", "pptx", "odp", "epub", "md", "po", "xliff")
 MEDIA_TYPES = {"txt": "text/plain; charset=utf-8", "html": "text/html; charset=utf-8",
                "srt": "application/x-subrip; charset=utf-8", "vtt": "text/vtt; charset=utf-8",
@@ -104,9 +105,13 @@ def translate_html_document(data: bytes, translate_html: Translate, limits: Docu
 
 
 def translate_document(data: bytes, fmt: str, translate_texts: Translate, translate_html: Translate,
-                       limits: DocumentLimits) -> bytes:
+                       limits: DocumentLimits, *, target: str | None = None,
+                       scored: Callable[[list[str]], list[tuple[str, float]]] | None = None) -> bytes:
     """The translated file's bytes (see the module docstring); DocumentError for a file over the
-    limits, damaged, or not of its format."""
+    limits, damaged, or not of its format. `target`: the target language's code, which a gettext
+    template's header is given (`mt.text.pot`; None: the file's own). `scored`: `translate_texts`
+    with each translation's confidence, for .po and XLIFF, whose messages under the low-confidence
+    threshold then get a note a reviewer sees (`mt.text.uistrings.LOW_CONFIDENCE`)."""
     if len(data) > limits.max_bytes:
         raise DocumentError(f"{len(data)} bytes; files of at most {limits.max_bytes} bytes are translated")
     if fmt == "txt":
@@ -120,9 +125,9 @@ def translate_document(data: bytes, fmt: str, translate_texts: Translate, transl
     if fmt == "md":
         return _module("markdown").translate_md(data, translate_html, limits)
     if fmt == "po":
-        return _module("po").translate_po(data, translate_texts, limits)
+        return _module("po").translate_po(data, translate_texts, limits, target=target, scored=scored)
     if fmt == "xliff":
-        return _module("xliff").translate_xliff(data, translate_texts, translate_html, limits)
+        return _module("xliff").translate_xliff(data, translate_texts, translate_html, limits, scored=scored)
     raise DocumentError(f"format {fmt!r}: not supported; one of {', '.join(FORMATS)}")
 
 

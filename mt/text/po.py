@@ -15,6 +15,16 @@ MIT). What a pre-translation pass is expected to do, as `msgmerge` and translate
   extracted comments, references, flags (`c-format`, `python-format`...), previous msgids and the
   header are written back as they were.
 
+A template (`.pot`) is read as one: its header is made the target language's as `msginit` writes
+it (`mt.text.pot`: Language, gettext's Plural-Forms, UTF-8, PO-Revision-Date, X-Generator), so
+`mt translate -i app.pot -o de.po` gives a catalogue `msgfmt` accepts; a `.po` that was filled
+gets PO-Revision-Date and X-Generator, as Weblate writes them. Each message goes through the
+UI-string rules of `mt.text.uistrings`: its keyboard accelerator (the file's `X-Accelerator-Marker`,
+else the `_`, `&` or `~` its messages use) taken out before translation and put back on a letter of
+the translation, so `msgfmt --check-accelerators` passes; markup, acronyms and paths kept;
+brackets balanced; a doubled word once. Given confidences (`scored`), a message whose
+translation is under `LOW_CONFIDENCE` (0.3) gets a translator comment saying so.
+
 Placeholders (`%s`, `%(name)s`, `{0}`, ...) are not this module's job: the `translate_texts` the
 command and the server pass apply `decode.protect` (mt.text.protect), which takes them out of what
 the model reads and puts them back verbatim, so a `c-format` message still passes `msgfmt --check`.
@@ -32,6 +42,8 @@ from collections.abc import Callable
 import polib
 
 from mt.text.limits import DocumentError, DocumentLimits, check_units, decode_text
+from mt.text.pot import fill_header
+from mt.text.uistrings import Scored, accelerator_of, low_confidence_note, translate_messages, unscored
 
 MAX_PLURALS = 10  # forms per message at most (Arabic has 6): a header asking for more is refused
 _NPLURALS = re.compile(r"nplurals\s*=\s*(\d+)")
@@ -71,29 +83,32 @@ def _untranslated(entry: polib.POEntry) -> bool:
     return not entry.msgstr
 
 
-def _same_ends(source: str, translation: str) -> str:
-    """`translation` with the source's leading and trailing line breaks (msgfmt --check wants them equal)."""
-    core = translation.strip("\n")
-    lead = source[:len(source) - len(source.lstrip("\n"))]
-    trail = source[len(source.rstrip("\n")):]
-    return lead + core + trail
-
-
-def translate_po(data: bytes, translate_texts: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
-    """The .po `data` with every untranslated message filled and marked fuzzy (module docstring)."""
+def translate_po(data: bytes, translate_texts: Callable[[list[str]], list[str]], limits: DocumentLimits, *,
+                 target: str | None = None, scored: Scored | None = None) -> bytes:
+    """The .po or .pot `data` with every untranslated message filled and marked fuzzy, written as
+    a catalogue for `target` (a language code; None: the header's) when anything was filled
+    (module docstring). With `scored` (texts -> (translation, confidence)) in place of
+    `translate_texts`, a message under the low-confidence threshold gets a translator comment."""
     po = _catalogue(data)
-    forms = nplurals(po)
     todo = [entry for entry in po if _untranslated(entry)]
+    if todo:
+        fill_header(po, target)
+    forms = nplurals(po)
     texts = [text for entry in todo for text in ((entry.msgid, entry.msgid_plural) if entry.msgid_plural
                                                  else (entry.msgid,))]
     check_units(len(texts), "messages", limits)
-    found = iter([_same_ends(source, text) for source, text in zip(texts, translate_texts(texts) if texts else [])])
+    marker = accelerator_of((e.msgid for e in po if not e.obsolete), po.metadata.get("X-Accelerator-Marker"))
+    found = iter(translate_messages(texts, scored or unscored(translate_texts), marker))
     for entry in todo:
         if entry.msgid_plural:
-            one, other = next(found), next(found)
+            (one, sure), (other, sure_other) = next(found), next(found)
             entry.msgstr_plural = {n: one if n == 0 else other for n in range(forms)}
+            sure = min(sure, sure_other, key=lambda c: c if c == c else 2.0)  # the least sure form's; NaN last
         else:
-            entry.msgstr = next(found)
+            entry.msgstr, sure = next(found)
+        note = low_confidence_note(sure)
+        if note:  # a translator comment ("# ..."): what Poedit, Lokalize and Weblate show beside the entry
+            entry.tcomment = f"{entry.tcomment}\n{note}" if entry.tcomment else note
         entry.flags.insert(0, "fuzzy")  # first, as msgmerge and Weblate write it: "#, fuzzy, c-format"
     out = str(po)
     if out.startswith("#\n") and not data.lstrip(b"\xef\xbb\xbf").startswith(b"#"):

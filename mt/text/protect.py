@@ -32,7 +32,14 @@ The kinds (`mt.config.ProtectKind`, each switched off by leaving it out of `deco
 A span is found by one regular expression of bounded pieces (no unbounded backtracking: linear
 in the text). What matches none of them is text: an unbalanced brace (`{name`), an ICU plural
 with nested braces or any style not listed goes to the model as words, never dropped. A segment
-that is nothing but spans (and punctuation) is not translated: it comes back as it was.
+that is nothing but spans (and punctuation) is not translated: it comes back as it was. A run of
+eight symbols or more (`SYMBOLS`: "[[[[[[[[", "* * * * * * * *") is a span whatever the kinds:
+the model never reads it, so a hostile line of symbols costs what its words cost.
+
+With `ending`, a segment that ends in one of `MARKS` (a label's `:`, a menu item's `...` or `…`,
+`?`, `!`) gets that mark in place of whatever final punctuation its translation has (`with_mark`:
+"Name:" -> "Namen:" where the model wrote "Namen."), as Weblate's and translate-toolkit's
+trailing-punctuation checks expect.
 """
 
 from __future__ import annotations
@@ -67,9 +74,17 @@ PATTERNS: dict[str, str] = {
     "hashtags": r"(?<![\w#&])#[^\W\d_]\w{0,100}",
     "numbers": r"(?<![\w.,])\d{1,30}(?:[.,:/-]\d{1,30}){0,6}%?(?!\w)",
 }
+# A run of symbols (8 or more, single spaces between them allowed: "[[[[...", "* * * * ..."), whatever
+# the kinds: copied through as one span, so its cost is none of the model's (a line of 10,000 "["
+# costs what its words cost). Tried after the kinds, so a placeholder or URL at the same place wins.
+SYMBOLS = r"[^\w\s](?:[^\w\s]|\s(?=[^\w\s])){7,}"
 _URL_TAIL = ".,;:!?'\")]}"  # punctuation after a URL belongs to the sentence
 _AROUND = ".,;:!?'\"«»“”"  # punctuation a sentence puts around a word
 FULL_STOPS = ".。．"  # a final full stop the model adds to a segment that had none (not '...', '…', '?', '!')
+# The final marks a segment's translation is given from its source (`decode.ending`): a label's colon,
+# a menu item's ellipsis, a question's or an exclamation's mark. A full stop stays the model's.
+MARKS = (":", "...", "…", "?", "!")
+_ENDS = ".:;,!?…。．"  # what a translation may end with in place of the source's mark
 
 
 def parse_kinds(value: str, flag: str = "--protect") -> tuple[ProtectKind, ...]:
@@ -87,16 +102,15 @@ def parse_kinds(value: str, flag: str = "--protect") -> tuple[ProtectKind, ...]:
 
 
 @lru_cache(maxsize=64)
-def _finder(kinds: tuple[str, ...]) -> re.Pattern[str] | None:
+def _finder(kinds: tuple[str, ...]) -> re.Pattern[str]:
     order = [kind for kind in PATTERNS if kind in kinds]
-    return re.compile("|".join(f"(?P<{kind}>{PATTERNS[kind]})" for kind in order)) if order else None
+    return re.compile("|".join([*(f"(?P<{kind}>{PATTERNS[kind]})" for kind in order), f"(?P<symbols>{SYMBOLS})"]))
 
 
 def find_spans(text: str, kinds: Sequence[str]) -> list[tuple[int, int, str]]:
-    """(start, end, kind) of every protected span of `kinds` in `text`, in order, not overlapping."""
+    """(start, end, kind) of every protected span of `kinds` in `text`, in order, not overlapping;
+    a run of symbols (`SYMBOLS`, kind "symbols") whatever `kinds` says."""
     finder = _finder(tuple(sorted(set(kinds))))
-    if finder is None:
-        return []
     spans = []
     for match in finder.finditer(text):
         kind, (start, end) = match.lastgroup or "", match.span()
@@ -142,7 +156,8 @@ class Prepared:
     translation the segment's (module docstring). `slots`: the source between the spans (one more
     than `spans`); `word_slots`: the slot each word of `text` begins in; `loud`: the indices of
     `text`'s shouted words; `style`: the segment's case style; `bare`: the segment ends without
-    final punctuation (and `ending` was on), so a full stop ending its translation is dropped."""
+    final punctuation (and `ending` was on), so a full stop ending its translation is dropped;
+    `mark`: the source's own final mark (`MARKS`, with `ending`), which ends its translation."""
 
     source: str
     text: str
@@ -152,11 +167,12 @@ class Prepared:
     style: Style = "none"
     loud: tuple[int, ...] = field(default=())
     bare: bool = False
+    mark: str = ""
 
     @property
     def identity(self) -> bool:
         """Nothing applies: the model translates the segment itself and its translation is kept as it is."""
-        return not self.spans and self.style == "none" and not self.loud and not self.bare
+        return not self.spans and self.style == "none" and not self.loud and not self.bare and not self.mark
 
     @property
     def needs_alignment(self) -> bool:
@@ -168,14 +184,19 @@ class Prepared:
         """The segment's translation from `translation` (of `text`): case style back, spans put
         back verbatim between the words `alignment` (for each word of `translation.split()`, the
         index of the word of `text` it translates, or -1) places in each slot, the full stop the
-        model added to a bare segment dropped. `truecase(word)`: whether the target language writes
+        model added to a bare segment dropped, the source's final mark put in place of the
+        translation's (`with_mark`). `truecase(word)`: whether the target language writes
         a capitalised word so mid-sentence (None: a word after an opening span is left as it is)."""
         if self.identity:
             return translation
         if not any(c.isalnum() for c in self.text):
             return self.source  # only spans and punctuation: nothing was translated
-        if self.bare and not self.spans and self.style == "none" and not self.loud:
-            return drop_full_stop(translation)  # only the ending applies: the rest as it came
+        return with_mark(self._render(translation, alignment, truecase), self.mark)
+
+    def _render(self, translation: str, alignment: list[int] | None,
+                truecase: Callable[[str], bool] | None) -> str:
+        if not self.spans and self.style == "none" and not self.loud:
+            return drop_full_stop(translation) if self.bare else translation  # only the ending: the rest as it came
         words = restyle(translation.split(), self.style)
         tail = " ".join(words[-2:])
         if self.bare and len(drop_full_stop(tail)) < len(tail):
@@ -239,6 +260,27 @@ def drop_full_stop(translation: str) -> str:
     return translation if "." in word else body.rstrip() + translation[end:]
 
 
+def final_mark(segment: str) -> str:
+    """The mark of `MARKS` that ends `segment` (trailing whitespace aside; its whole final run of
+    punctuation: "Really?!" has none), or ""."""
+    core = segment.rstrip()
+    run = core[len(core.rstrip(_ENDS)):]
+    return run if run in MARKS else ""
+
+
+def with_mark(translation: str, mark: str) -> str:
+    """`translation` ending in `mark` (trailing whitespace kept): the final run of punctuation it
+    has (`Namen.`, `Öffnen…`) replaced, or the mark added after its last character. Unchanged
+    without a mark, and when nothing but punctuation would be left to carry it."""
+    if not mark:
+        return translation
+    core = translation.rstrip()
+    body = core.rstrip(_ENDS)
+    if not any(c.isalnum() for c in body):
+        return translation
+    return body + mark + translation[len(core):]
+
+
 def _uncapitalised(text: str, truecase: Callable[[str], bool]) -> str:
     """`text` with its first word's capital made lower case (punctuation before it aside), unless
     the word is in capitals (an acronym) or `truecase` says the target language writes it so."""
@@ -270,12 +312,13 @@ def _emphasise(words: list[str], alignment: list[int], loud: Sequence[int]) -> l
 def prepare(segment: str, kinds: Sequence[str], case: bool, count: Count, ending: bool = False) -> Prepared:
     """`segment` (one sentence) made ready for the model (module docstring): spans of `kinds` out,
     an upper or title line in sentence case (with `case`), shouted words noted, a segment without
-    final punctuation marked `bare` (with `ending`)."""
+    final punctuation marked `bare` and one ending in a mark of `MARKS` given it (with `ending`)."""
     found = find_spans(segment, kinds)
     last = len(segment.rstrip())  # a bare ending: a letter, a digit or a span
     bare = ending and last > 0 and (segment[last - 1].isalnum() or bool(found) and found[-1][1] == last)
+    mark = final_mark(segment) if ending and any(c.isalnum() for c in segment) else ""
     if not found and not (case and any(c.isupper() for c in segment)):
-        return Prepared(segment, segment, bare=bare)  # the common case: no span, no capital to look at
+        return Prepared(segment, segment, bare=bare, mark=mark)  # the common case: no span, no capital to look at
     spans, slots, at = [], [], 0
     for start, end, _ in found:
         slots.append(segment[at:start])
@@ -300,8 +343,9 @@ def prepare(segment: str, kinds: Sequence[str], case: bool, count: Count, ending
     if loud:
         model_words = [w.lower() if i in loud else w for i, w in enumerate(model_words)]
     if not spans and style == "none" and not loud:
-        return Prepared(segment, segment, bare=bare)
-    return Prepared(segment, " ".join(model_words), tuple(spans), tuple(slots), tuple(word_slots), style, loud, bare)
+        return Prepared(segment, segment, bare=bare, mark=mark)
+    return Prepared(segment, " ".join(model_words), tuple(spans), tuple(slots), tuple(word_slots), style, loud, bare,
+                    mark)
 
 
 Aligner = Callable[[list[str], list[str]], "list[list[int]] | None"]

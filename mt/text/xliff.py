@@ -15,7 +15,11 @@ What is filled (as translate-toolkit's `pretranslate` and Weblate's machine tran
   `state-qualifier="leveraged-mt"` (1.2's "needs review" state and its qualifier for machine
   translation), `xml:lang` from the file's `target-language` when it has one.
 - 2.0: each `<segment>` of a `<unit>` (not `translate="no"`, inherited) whose `<target>` is
-  missing or empty; its `state` becomes `translated`. XLIFF 2.0 has four states only (initial,
+  missing or empty; its `state` becomes `translated`, and the unit gets a `<note category="mt"
+  appliesTo="target">` saying its targets are machine translation, not reviewed (`MT_NOTE`).
+- Given confidences (`scored`), a plain segment whose translation is under `LOW_CONFIDENCE` (0.3,
+  `mt.text.uistrings`) gets a note a reviewer sees: 1.2 `<note from="mt" annotates="target">`,
+  2.0 a `<note category="mt-confidence" appliesTo="target">` in its unit's notes. XLIFF 2.0 has four states only (initial,
   translated, reviewed, final): `translated` is the one before review, which translate-toolkit
   (and so Weblate) reads as translated but not reviewed; no `subState` is written, since its
   values belong to a named authority.
@@ -28,7 +32,9 @@ HTML fragment for `translate_html`, paired codes with translatable content (1.2 
 (`<x/>`, `<bx/>`, `<ex/>`, `<bpt>`, `<ept>`, `<ph>`, `<it>`; 2.0 `<ph/>`, `<sc/>`, `<ec/>`,
 `<sm/>`, `<em/>`, `<cp/>`) as an empty `<code>`, which the model never reads and which comes back
 as a copy of the element, id and content unchanged. A source of plain text goes through
-`translate_texts` (line breaks kept). Placeholders in the text are protected by those callables
+`translate_texts` (line breaks kept) with the UI-string rules of `mt.text.uistrings` (an
+accelerator `_`, `&` or `~` that the file's sources use taken out and put back, brackets balanced,
+a doubled word once). Placeholders in the text are protected by those callables
 (mt.text.protect), as in .po files.
 """
 
@@ -43,12 +49,14 @@ from lxml import etree
 
 from mt.text.inline import NOT_XML
 from mt.text.limits import DocumentError, DocumentLimits, check_units
+from mt.text.uistrings import Scored, accelerator_of, low_confidence_note, translate_messages, unscored
 from mt.text.zipparts import parse_xml
 
 Translate = Callable[[list[str]], list[str]]
 NS = {"urn:oasis:names:tc:xliff:document:1.2": "1.2", "urn:oasis:names:tc:xliff:document:2.0": "2"}
 PAIRED = frozenset(("g", "mrk", "pc"))  # inline elements whose content is text to translate
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+MT_NOTE = "Machine translation (mt): not reviewed."  # 2.0: what 1.2's state-qualifier="leveraged-mt" says
 
 
 def _local(element: etree._Element) -> str:
@@ -165,12 +173,51 @@ def _place(source: etree._Element, parent: etree._Element, version: str) -> etre
             target.set(XML_LANG, file.get("target-language"))
     else:
         parent.set("state", "translated")
+        _note(parent.getparent())
     return target
 
 
+def _confidence_note(parent: etree._Element, version: str, text: str) -> None:
+    """A low-confidence note on the target: 1.2, a `<note from="mt" annotates="target">` at the end
+    of the trans-unit (where the schema lets notes follow the target); 2.0, one in its unit's notes."""
+    ns = etree.QName(parent).namespace
+    if version == "1.2":
+        note = parent.makeelement(f"{{{ns}}}note", {"from": "mt", "annotates": "target"})
+        last = parent[-1] if len(parent) else None
+        parent.append(note)
+        if last is not None:
+            note.tail, last.tail = last.tail, (parent.text or "")
+    else:
+        notes = parent.getparent().find(f"{{{ns}}}notes")
+        note = notes.makeelement(f"{{{ns}}}note", {"category": "mt-confidence", "appliesTo": "target"})
+        notes.append(note)
+    note.text = text
+
+
+def _note(unit: etree._Element) -> None:
+    """A 2.0 unit's note that its targets are machine translation (once per unit), in its `<notes>`
+    (made where the schema puts it: before `<originalData>` and the segments)."""
+    ns = etree.QName(unit).namespace
+    notes = unit.find(f"{{{ns}}}notes")
+    if notes is None:
+        notes = unit.makeelement(f"{{{ns}}}notes", {})
+        anchor = next((child for child in unit if _local(child) in ("originalData", "segment", "ignorable")), None)
+        if anchor is None:
+            unit.append(notes)
+        else:
+            anchor.addprevious(notes)
+            notes.tail = anchor.getprevious().tail if anchor.getprevious() is not None else None
+    if not any(note.get("category") == "mt" for note in notes):
+        note = notes.makeelement(f"{{{ns}}}note", {"category": "mt", "appliesTo": "target"})
+        note.text = MT_NOTE
+        notes.append(note)
+
+
 def translate_xliff(data: bytes, translate_texts: Translate, translate_html: Translate,
-                    limits: DocumentLimits) -> bytes:
-    """The XLIFF `data` with every untranslated segment filled (see the module docstring)."""
+                    limits: DocumentLimits, *, scored: Scored | None = None) -> bytes:
+    """The XLIFF `data` with every untranslated segment filled (see the module docstring). With
+    `scored` (texts -> (translation, confidence)) in place of `translate_texts`, a plain segment
+    under the low-confidence threshold gets a note on its target."""
     root = parse_xml(data, "XLIFF")
     if root.getroottree().docinfo.doctype:
         raise DocumentError("XLIFF: a DOCTYPE (DTD) is not allowed; entities are never expanded")
@@ -183,10 +230,14 @@ def translate_xliff(data: bytes, translate_texts: Translate, translate_html: Tra
     marked = [k for k, (source, _) in enumerate(slots) if len(source)]
     codes: dict[int, list[etree._Element]] = {k: [] for k in marked}
     fragments = [_to_html(slots[k][0], codes[k]) for k in marked]
-    texts = translate_texts([slots[k][0].text or "" for k in plain]) if plain else []
+    sources = [slots[k][0].text or "" for k in plain]
+    texts = translate_messages(sources, scored or unscored(translate_texts), accelerator_of(sources)) if plain else []
     markup = translate_html(fragments) if fragments else []
-    for k, text in zip(plain, texts):
+    for k, (text, sure) in zip(plain, texts):
         _place(*slots[k], version).text = NOT_XML.sub("", text)
+        note = low_confidence_note(sure)
+        if note:
+            _confidence_note(slots[k][1], version, note)
     for k, html in zip(marked, markup):
         builder = _Builder(_place(*slots[k], version), codes[k])
         builder.feed(html)

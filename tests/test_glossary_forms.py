@@ -11,7 +11,8 @@ import torch
 
 from mt.data.batching import collate_source
 from mt.decode.constrained import Constraints, constrained_beam_search
-from mt.decode.terms import TermConstraints, own_words
+from mt.decode.swap import own_words
+from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
 from mt.eval.terms import placement, term_success, usual_words_left

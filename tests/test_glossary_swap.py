@@ -1,4 +1,4 @@
-"""The glossary's "swap" first pass (mt.decode.terms.swapping): each term put in the place of the
+"""The glossary's "swap" first pass (mt.decode.swap.swapping): each term put in the place of the
 model's own word in the search's own output, its form chosen by the model's score
 (mt.decode.forced.choose_outputs), and the engine answering such sentences without a search."""
 
@@ -16,7 +16,8 @@ from mt.decode.constrained import constrained_beam_search
 from mt.decode.engine import search_batch
 from mt.decode.forced import choose_outputs, force_decode_score
 from mt.decode.search import length_penalty
-from mt.decode.terms import TermConstraints, _case_like, _swapped, alone_alignments, swapping
+from mt.decode.swap import _case_like, _swapped, alone_alignments, swapping
+from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Wanted
 from mt.text.glossary import parse_glossary
 from tests.test_constrained import V, make

@@ -132,12 +132,12 @@ def translate_command(
     pair = (source_language(cfg, target_lang), target_lang or cfg.data.target_langs[0])
     segmenter = segmenter_for(*pair)
     terms = glossary_for_model(terms_file, loaded, tokenizer, pair, decode)
-    if fmt is not None:
-        texts, html = document_translators(model, tokenizer, decode, dev, segmenter if segment else None, terms)
-        _write_document(out_path, translate_document(data, fmt, texts, html, DocumentLimits()))
-        return
-
     split = segmenter if segment else None
+    if fmt is not None:
+        texts, html = document_translators(model, tokenizer, decode, dev, split, terms)
+        scored = document_scorer(model, tokenizer, decode, dev, segmenter, terms) if segment else None
+        return _write_document(out_path, translate_document(data, fmt, texts, html, DocumentLimits(),
+                                                            target=pair[1], scored=scored))
     render = (_confidence_renderer(model, tokenizer, decode, dev, segmenter=split, terms=terms) if scores else
               _line_renderer(model, tokenizer, decode, dev, with_scores=with_scores, segmenter=split, terms=terms))
     _stream(render, src_path, out_path)
@@ -248,6 +248,19 @@ def _read_document(path: Path | None, limits: DocumentLimits) -> bytes:
         raise MTError(f"input '{path or '-'}': over {limits.max_bytes} bytes; documents of at most "
                       f"{limits.max_bytes} bytes are translated")
     return data
+
+
+def document_scorer(engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, device: torch.device | str,
+                    segmenter: Segmenter, terms: TermConstraints | None = None,
+                    ) -> Callable[[list[str]], list[tuple[str, float]]]:
+    """Plain texts translated with their confidences (`translate_texts_scored`: the same path and
+    outputs as `document_translators`' plain texts), for a .po's or XLIFF's low-confidence notes."""
+
+    def scored(texts: list[str]) -> list[tuple[str, float]]:
+        return translate_texts_scored(engine, tokenizer, texts, decode, device=device, segmenter=segmenter,
+                                      glossary=terms)
+
+    return scored
 
 
 def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, device: torch.device | str,

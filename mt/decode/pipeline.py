@@ -12,7 +12,7 @@ Each segment of each text is one record (`Segment`) that the stages fill in turn
   model reads from here on.
 - **constrain**: a glossary's terms matched once per sentence, and with its first pass ("swap")
   the model's own translation of the sentences holding one searched and turned into the outputs to
-  choose from (`mt.decode.terms`). Writes `Segment.terms` and `Segment.wanted`.
+  choose from (`mt.decode.terms`, `mt.decode.swap`). Writes `Segment.terms` and `Segment.wanted`.
 - **search**: all segments in one search (`Search`), sentences holding a term batched apart.
   Writes `Segment.found` (outputs best first, the 1-best's confidence, whether the source was cut).
 - **retry**: an output that still loops searched again with no piece twice and kept where it
@@ -43,7 +43,8 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import text_confidence
 from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
-from mt.decode.terms import TermConstraints, first_pass_searches, first_pass_wanted, terms_in
+from mt.decode.swap import first_pass_searches, first_pass_wanted
+from mt.decode.terms import TermConstraints, terms_in
 from mt.decode.wanted import Wanted
 from mt.text.glossary import Term
 from mt.text.protect import Aligner, Prepared
@@ -191,7 +192,7 @@ def constrain(lines: Sequence[str], tokenizer: Tokenizer, decode: DecodeConfig, 
               first_pass: bool = True) -> Steps[tuple[list[list[Term]], list[Wanted]]]:
     """The constrain stage: (the terms found in each line, matched once; each line's constraints,
     falsy without a term). With the glossary's first pass ("swap") and `first_pass`, the lines
-    holding a term are first searched (`mt.decode.terms.first_pass_searches`) and their
+    holding a term are first searched (`mt.decode.swap.first_pass_searches`) and their
     constraints made from those outputs (`first_pass_wanted`: the outputs to choose from, or
     the words to avoid), aligning with the model where the lemmas do not find a term's word."""
     occurrences = terms.occurrences(lines)

@@ -10,7 +10,7 @@ found twice in one sentence counts once.
 **Placement** (`placement`), for glossaries whose terms replace the usual word (a company's
 "Kerl" for "Mann"), where term success alone reads 100% with the usual word left beside the term:
 - the *usual word* of an occurrence is the reference word that translates the source term (the
-  model's cross-attention over the reference forced through it, `mt.decode.terms.own_words`),
+  model's cross-attention over the reference forced through it, `mt.decode.swap.own_words`),
   where that word is not a form of the term;
 - **exclusivity** is the share of those occurrences whose hypothesis holds a form of the term and
   not the usual word (the term replaced it rather than joined it);
@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mt.decode.terms import own_words
+from mt.decode.swap import own_words
 from mt.errors import MTError
 from mt.text.glossary import Glossary, occurs, occurs_any
 

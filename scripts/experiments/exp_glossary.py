@@ -70,17 +70,8 @@ from mt.data.tokenizer import UNK_ID, Tokenizer
 from mt.decode.align import align_words, aligner_for
 from mt.decode.engine import Engine, NativeEngine
 from mt.decode.pipeline import Search
-from mt.decode.terms import (
-    FIRST_PASS,
-    TermConstraints,
-    alone_alignments,
-    alone_sources,
-    glue_pieces,
-    own_words,
-    replacing,
-    term_constraints,
-    terms_in,
-)
+from mt.decode.swap import alone_alignments, alone_sources, own_words, replacing
+from mt.decode.terms import FIRST_PASS, TermConstraints, glue_pieces, term_constraints, terms_in
 from mt.decode.translate import search_found, translate_lines
 from mt.decode.wanted import Wanted
 from mt.deploy.loading import load_model
@@ -324,7 +315,7 @@ def experimental_wanted(way: str, terms: TermConstraints, engine: NativeEngine, 
                         lines: list[str], decode: DecodeConfig) -> list[Wanted]:
     """Each line's constraints by an experimental first pass: a greedy translation of the lines
     holding a term (and, "both", of their terms alone); the word it gave each term avoided
-    (`mt.decode.terms.replacing`), the output starting as it does up to that word ("place",
+    (`mt.decode.swap.replacing`), the output starting as it does up to that word ("place",
     "both"), the word the model gives the term alone avoided too ("both")."""
     occurrences = terms.occurrences(lines)
     wanted = [terms.wanted(terms_in(found)) for found in occurrences]

@@ -29,7 +29,7 @@ from starlette.datastructures import UploadFile
 from mt.decode.terms import TermConstraints
 from mt.serve.deps import ReadyFleet, StateDep, admit, read_body
 from mt.serve.filestore import NAME
-from mt.serve.jobs import translate_texts
+from mt.serve.jobs import translate_texts_scored
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_text
 from mt.serve.settings import ServeSettings
@@ -39,6 +39,7 @@ from mt.text.limits import DocumentError, DocumentLimits
 from mt.text.protect import span_links
 
 Translate = Callable[[list[str]], list[str]]
+Scored = Callable[[list[str]], list[tuple[str, float]]]  # texts -> (translation, confidence) each
 DISABLED = "Files translation are disabled on this server."  # LibreTranslate's words
 FORM_SLACK = 64 << 10  # multipart boundaries and the text fields around the file
 
@@ -72,22 +73,23 @@ async def _read_form(request: Request, settings: ServeSettings) -> tuple[dict[st
 
 def file_translators(request: Request, model: ServedModel, settings: ServeSettings, source: str, target: str,
                      loop: asyncio.AbstractEventLoop, terms: TermConstraints | None = None,
-                     ) -> tuple[Translate, Translate]:
-    """The two callables `translate_document` calls (from a worker thread) for one file: plain texts
+                     ) -> tuple[Translate, Translate, Scored]:
+    """The callables `translate_document` calls (from a worker thread) for one file: plain texts
     through the model's batcher (jobs of at most --max-segments lines; the request's character and
-    segment limits do not apply to files), and HTML fragments, their blocks through the same.
-    `terms`: the pair's default glossary (`mt serve --glossary`), kept in every sentence."""
+    segment limits do not apply to files), HTML fragments, their blocks through the same, and plain
+    texts with their confidences (a .po's or XLIFF's low-confidence notes). `terms`: the pair's
+    default glossary (`mt serve --glossary`), kept in every sentence."""
     tokenizer = model.tokenizer_for(target, "target")
     unlimited = dataclasses.replace(settings, char_limit=1 << 62, max_segments=1 << 62)
 
-    def translate_job(texts: list[str]) -> list[str]:
-        coroutine = translate_texts(request, model, unlimited, texts, model.decode, None, tokenizer, source,
-                                    terms=terms)
-        hyps, _ = asyncio.run_coroutine_threadsafe(coroutine, loop).result()
-        return [found[0][0] for found in hyps]
+    def translate_job(texts: list[str]) -> list[tuple[str, float]]:
+        coroutine = translate_texts_scored(request, model, unlimited, texts, model.decode, None, tokenizer, source,
+                                           terms=terms)
+        hyps, _, sure = asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+        return [(found[0][0], confidence) for found, confidence in zip(hyps, sure)]
 
-    def translate_texts_sync(texts: list[str]) -> list[str]:
-        out: list[str] = []
+    def translate_scored_sync(texts: list[str]) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
         chunk: list[str] = []
         lines = 0
         for text in [*texts, None]:
@@ -100,13 +102,16 @@ def file_translators(request: Request, model: ServedModel, settings: ServeSettin
                 lines += count
         return out
 
+    def translate_texts_sync(texts: list[str]) -> list[str]:
+        return [text for text, _ in translate_scored_sync(texts)]
+
     def translate_html(fragments: list[str]) -> list[str]:  # inline markup placed by alignment, in the worker
         parsed = [HtmlFragment(markup) for markup in fragments]
         translations = translate_texts_sync([block for fragment in parsed for block in fragment.blocks])
         return render_fragments(parsed, translations, span_links(
             lambda sources, targets: model.engine.align(list(tokenizer.src_prefix), sources, targets), model.decode.protect))
 
-    return translate_texts_sync, translate_html
+    return translate_texts_sync, translate_html, translate_scored_sync
 
 
 async def files_on(state: StateDep) -> None:
@@ -140,12 +145,14 @@ async def translate_file(request: Request, state: StateDep, fleet: ReadyFleet) -
             source = fleet.detector.detect("\n".join(texts)[:4096])["language"]
         model, served_target = fleet.for_pair(source, target)
         served_source = fleet.languages.match(source, "source", fleet.languages.sources)
-        texts, html = file_translators(request, model, settings, served_source, served_target,
+        texts, html, scored = file_translators(request, model, settings, served_source, served_target,
                                        asyncio.get_running_loop(), fleet.terms.get((served_source, served_target)))
-        translated = await asyncio.to_thread(translate_document, data, fmt, texts, html, limits)
+        translated = await asyncio.to_thread(translate_document, data, fmt, texts, html, limits, target=served_target,
+                                             scored=scored)
     except DocumentError as e:
         raise ApiError(400, f"{upload.filename}: {e}") from None
     stem, dot, ext = upload.filename.rpartition(".")
+    ext = "po" if ext.lower() == "pot" else ext  # a template comes back as the target's catalogue
     name = state.files.put(translated, MEDIA_TYPES[fmt], f"{stem}.{served_target}.{ext}" if dot else upload.filename)
     return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
 

@@ -165,7 +165,10 @@ def test_v1_and_concurrent_clients_match_mt_translate(tiny, main_server: str) ->
 
     # Unsegmented, the last line is longer than the model's limit: cut as `mt translate --no-segment`
     # cuts it, with its warning (segmented, tests/test_paragraphs.py breaks such a sentence instead).
-    segments = [*lines[:10], " ".join(lines[100:140])]  # ~1300 characters: over 255 pieces
+    # Lines ending in a mark of their own ('?', '!', ':', '…') are left out: the server's text rules end
+    # their translation with it (tests/test_ui_strings.py), the plain search of --no-segment does not.
+    bare = [line for line in lines if line.rstrip()[-1:] not in "?!:…"]
+    segments = [*bare[:10], " ".join(bare[100:140])]  # ~1300 characters: over 255 pieces
     r = httpx.post(main_server + "/v1/translate", json={"segments": segments, "beam": 4, "segment": False},
                    timeout=60).json()
     run = run_translate(ckpt, segments, "--beam", "4", "--no-segment")
@@ -332,7 +335,9 @@ def test_metrics_move(main_server: str) -> None:
     # two segments, each searched again at most once if its output loops (the loop retry)
     assert 2 <= value(after, "mt_segments_translated_total") - value(before, "mt_segments_translated_total") <= 4
     assert value(after, "mt_batch_segments_count") > value(before, "mt_batch_segments_count")
-    assert value(after, "mt_cache_misses_total") == value(before, "mt_cache_misses_total") + 2
+    # every search of the path goes through the cache: each segment missed once, and its retry once more
+    misses = value(after, "mt_cache_misses_total") - value(before, "mt_cache_misses_total")
+    assert misses == value(after, "mt_segments_translated_total") - value(before, "mt_segments_translated_total")
     assert value(after, "mt_queue_depth") == 0 and value(after, "mt_model_load_seconds") > 0
     assert "mt_request_seconds_bucket" in after and "mt_batch_tokens_bucket" in after
 

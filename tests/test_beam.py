@@ -38,7 +38,8 @@ def state(*, k: int, scores: list[list[float]], history: list[list[int]], sent: 
 def test_start_holds_one_live_hypothesis_per_sentence_and_repeats_memory_per_row() -> None:
     memory = torch.tensor([[[1.0], [2.0]], [[3.0], [4.0]]])  # (B=2, S=2, D=1)
     src_mask = torch.tensor([[True, True], [True, False]])
-    s = BeamState.start(memory, src_mask, torch.tensor([4, 2]), SearchSettings(beam=3, alpha=1.0, length_penalty="average"))
+    s = BeamState.start(memory, src_mask, torch.tensor([4, 2]),
+                        SearchSettings(beam=3, alpha=1.0, length_penalty="average"))
     assert s.scores.tolist() == [[0.0, NEG_INF, NEG_INF]] * 2  # no duplicates in the first expansion
     assert s.memory[:, 0, 0].tolist() == [1.0, 1.0, 1.0, 3.0, 3.0, 3.0]  # sentence-major rows
     assert s.src_mask.tolist() == [[True, True]] * 3 + [[True, False]] * 3

@@ -111,7 +111,9 @@ def test_the_penalty_shortens_runs_and_decode_config_reaches_every_search(model)
         base = DecodeConfig(beam=1, max_len_a=2.0, max_len_b=6)
         free = search_batch(model, src, mask, base)
         guarded = search_batch(model, src, mask, dataclasses.replace(base, no_repeat_ngram_size=2))
-        assert guarded == greedy_search(model, src, mask, SearchSettings(max_len_a=2.0, max_len_b=6, forbid_unk=True, no_repeat_ngram_size=2, max_len_limit=63)) != free
+        assert guarded == greedy_search(model, src, mask,
+                                        SearchSettings(max_len_a=2.0, max_len_b=6, forbid_unk=True,
+                                                       no_repeat_ngram_size=2, max_len_limit=63)) != free
         penalised = search_batch(model, src, mask, dataclasses.replace(base, repetition_penalty=3.0))
         assert penalised != free
         distinct = sum(len(set(t)) / max(1, len(t)) for t in penalised) / len(penalised)
@@ -125,8 +127,12 @@ def test_the_penalty_shortens_runs_and_decode_config_reaches_every_search(model)
 def test_greedy_hypotheses_score_as_beam_one_does(model):
     src, mask = sources()
     with torch.inference_mode():
-        greedy = greedy_hypotheses(model, src, mask, SearchSettings(max_len_a=2.0, max_len_b=6, forbid_unk=True, alpha=0.6, length_penalty="gnmt", no_repeat_ngram_size=2))
-        beam = beam_search(model, src, mask, SearchSettings(beam=1, alpha=0.6, length_penalty="gnmt", n_best=1, max_len_a=2.0, max_len_b=6, forbid_unk=True, no_repeat_ngram_size=2))
+        greedy = greedy_hypotheses(model, src, mask,
+                                   SearchSettings(max_len_a=2.0, max_len_b=6, forbid_unk=True, alpha=0.6,
+                                                  length_penalty="gnmt", no_repeat_ngram_size=2))
+        beam = beam_search(model, src, mask,
+                           SearchSettings(beam=1, alpha=0.6, length_penalty="gnmt", n_best=1, max_len_a=2.0,
+                                          max_len_b=6, forbid_unk=True, no_repeat_ngram_size=2))
     assert greedy == beam  # tokens, log-prob and score: the same float32 sums
 
 

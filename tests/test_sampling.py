@@ -30,7 +30,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def sample(model, src, mask, *, n=1, temperature=1.0, top_k=0, top_p=1.0, seed=0, a=1.5, b=3, forbid_unk=True,
            ids=None, alpha=0.6, kind="gnmt"):
-    return sample_search(model, src, mask, SearchSettings(n_best=n, alpha=alpha, length_penalty=kind, max_len_a=a, max_len_b=b, forbid_unk=forbid_unk, sampling=Sampling(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)), sentence_ids=ids)
+    return sample_search(model, src, mask,
+                         SearchSettings(n_best=n, alpha=alpha, length_penalty=kind, max_len_a=a, max_len_b=b,
+                                        forbid_unk=forbid_unk, sampling=Sampling(temperature=temperature,
+                                                                                 top_k=top_k, top_p=top_p,
+                                                                                 seed=seed)), sentence_ids=ids)
 
 
 # ---------------------------------------------------------------- small pieces, golden values
@@ -266,7 +270,11 @@ def test_each_sentence_is_handed_over_when_its_last_sample_ends():
     model = TinyRNN(12, seed=4, eos_bias=0.3)
     src, mask = make_batch(SOURCES)
     events: list[tuple[int, list, int]] = []  # (sentence, samples, decoder steps run by then)
-    drawn = sample_search(model, src, mask, SearchSettings(n_best=3, alpha=0.6, length_penalty="gnmt", max_len_a=1.5, max_len_b=3, forbid_unk=True, sampling=Sampling(temperature=1.0, top_k=0, top_p=1.0, seed=1)), on_done=lambda b, hyps: events.append((b, hyps, len(model.rows_per_step))))
+    drawn = sample_search(model, src, mask,
+                          SearchSettings(n_best=3, alpha=0.6, length_penalty="gnmt", max_len_a=1.5,
+                                         max_len_b=3, forbid_unk=True, sampling=Sampling(temperature=1.0,
+                                                                                         top_k=0, top_p=1.0,
+                                                                                         seed=1)), on_done=lambda b, hyps: events.append((b, hyps, len(model.rows_per_step))))
     assert sorted(b for b, _, _ in events) == list(range(len(SOURCES)))
     for b, hyps, steps in events:
         assert hyps == drawn[b]

@@ -99,7 +99,9 @@ def mask_log_probs(log_probs: torch.Tensor, *, forbid_unk: bool, force_eos: torc
 
 
 def beam(model, src, mask, *, k, n_best=1, alpha=0.6, kind="gnmt", a=1.5, b=3, forbid_unk=True):
-    return beam_search(model, src, mask, SearchSettings(beam=k, alpha=alpha, length_penalty=kind, max_len_a=a, max_len_b=b, n_best=n_best, forbid_unk=forbid_unk))
+    return beam_search(model, src, mask, SearchSettings(beam=k, alpha=alpha, length_penalty=kind,
+                                                        max_len_a=a, max_len_b=b, n_best=n_best,
+                                                        forbid_unk=forbid_unk))
 
 
 # ---------------------------------------------------------------- small pieces, golden values
@@ -121,7 +123,9 @@ def test_length_penalty_golden_values():
 
 def test_max_output_lengths():
     _, mask = make_batch([[4, 4, 4], [4]])
-    assert max_output_lengths(mask.sum(dim=1), SearchSettings(max_len_a=1.5, max_len_b=2)).tolist() == [6, 3]  # floor(6.5), floor(3.5)
+    assert max_output_lengths(mask.sum(dim=1),
+                              SearchSettings(max_len_a=1.5, max_len_b=2)).tolist() == [6,
+                                                                                       3]  # floor(6.5), floor(3.5)
     assert max_output_lengths(mask.sum(dim=1), SearchSettings(max_len_a=0.0, max_len_b=0)).tolist() == [0, 0]
 
 
@@ -255,11 +259,13 @@ def test_finished_hypotheses_keep_their_score_while_others_run_on():
 def test_translation_independent_of_batch():
     model = TinyRNN(12, seed=4, eos_bias=0.3)
     src, mask = make_batch(SOURCES)
-    batched_greedy = greedy_search(model, src, mask, SearchSettings(max_len_a=1.5, max_len_b=3, forbid_unk=True))
+    batched_greedy = greedy_search(model, src, mask,
+                                   SearchSettings(max_len_a=1.5, max_len_b=3, forbid_unk=True))
     batched_beam = beam(model, src, mask, k=4, n_best=2)
     for i, seq in enumerate(SOURCES):
         s, m = make_batch([seq])  # alone: no padding
-        assert greedy_search(model, s, m, SearchSettings(max_len_a=1.5, max_len_b=3, forbid_unk=True))[0] == batched_greedy[i]
+        assert greedy_search(model, s, m, SearchSettings(max_len_a=1.5, max_len_b=3,
+                                                         forbid_unk=True))[0] == batched_greedy[i]
         alone = beam(model, s, m, k=4, n_best=2)[0]
         assert [h.tokens for h in alone] == [h.tokens for h in batched_beam[i]]
         assert [h.score for h in alone] == pytest.approx([h.score for h in batched_beam[i]], abs=1e-5)
@@ -281,7 +287,8 @@ def test_forbid_unk_and_special_tokens():
     free = greedy_search(model, src, mask, SearchSettings(max_len_a=1.0, max_len_b=2, forbid_unk=False))
     assert any(UNK_ID in g for g in free)  # the model loves <unk> ...
     for forbid_unk in (True, False):
-        greedy = greedy_search(model, src, mask, SearchSettings(max_len_a=1.0, max_len_b=2, forbid_unk=forbid_unk))
+        greedy = greedy_search(model, src, mask,
+                               SearchSettings(max_len_a=1.0, max_len_b=2, forbid_unk=forbid_unk))
         hyps = beam(model, src, mask, k=3, n_best=3, a=1.0, b=2, forbid_unk=forbid_unk)
         outputs = greedy + [h.tokens for nb in hyps for h in nb]
         banned = {PAD_ID, BOS_ID, EOS_ID} | ({UNK_ID} if forbid_unk else set())
@@ -291,7 +298,8 @@ def test_forbid_unk_and_special_tokens():
 def test_stops_early_and_drops_finished_rows():
     model = TinyRNN(12, seed=0, eos_bias=30.0)  # EOS first, always
     src, mask = make_batch(SOURCES)
-    assert greedy_search(model, src, mask, SearchSettings(max_len_a=2.0, max_len_b=10, forbid_unk=True)) == [[]] * 5
+    assert greedy_search(model, src, mask,
+                         SearchSettings(max_len_a=2.0, max_len_b=10, forbid_unk=True)) == [[]] * 5
     assert model.rows_per_step == [5]
     model.rows_per_step.clear()
     hyps = beam(model, src, mask, k=4, a=2.0, b=10)
@@ -317,14 +325,17 @@ def test_sentences_are_handed_over_as_they_end():
     def record(b: int, result: object) -> None:
         events.append((b, result, len(model.rows_per_step)))
 
-    greedy = greedy_search(model, src, mask, SearchSettings(max_len_a=1.5, max_len_b=3, forbid_unk=True), on_done=record)
+    greedy = greedy_search(model, src, mask,
+                           SearchSettings(max_len_a=1.5, max_len_b=3, forbid_unk=True), on_done=record)
     assert len({len(g) for g in greedy}) > 1  # sentences end at different steps
     assert sorted(b for b, _, _ in events) == list(range(len(SOURCES)))
     assert all(tokens == greedy[b] and steps == len(tokens) + 1 for b, tokens, steps in events)
 
     events.clear()
     model.rows_per_step.clear()
-    hyps = beam_search(model, src, mask, SearchSettings(beam=3, alpha=0.6, length_penalty="gnmt", max_len_a=1.5, max_len_b=3, n_best=2, forbid_unk=True), on_done=record)
+    hyps = beam_search(model, src, mask, SearchSettings(beam=3, alpha=0.6, length_penalty="gnmt",
+                                                        max_len_a=1.5, max_len_b=3, n_best=2,
+                                                        forbid_unk=True), on_done=record)
     assert sorted(b for b, _, _ in events) == list(range(len(SOURCES)))
     assert all(result == hyps[b] for b, result, _ in events)
     assert min(steps for _, _, steps in events) < len(model.rows_per_step)  # some before the last step
@@ -338,7 +349,8 @@ def test_beam_argument_checks():
     with pytest.raises(ValueError):
         beam(model, src, mask, k=2, kind="wu")
     assert beam(model, src[:0], mask[:0], k=2) == []
-    assert greedy_search(model, src[:0], mask[:0], SearchSettings(max_len_a=1.0, max_len_b=1, forbid_unk=True)) == []
+    assert greedy_search(model, src[:0], mask[:0],
+                         SearchSettings(max_len_a=1.0, max_len_b=1, forbid_unk=True)) == []
     assert isinstance(beam(model, src, mask, k=2)[0][0], Hypothesis)
 
 
@@ -367,7 +379,8 @@ def real_batch(lengths: list[int], seed: int = 0) -> tuple[list[list[int]], torc
 def test_transformer_beam1_equals_greedy(transformer):
     _, src, mask = real_batch([5, 1, 9, 3, 7, 0])
     with torch.inference_mode():
-        greedy = greedy_search(transformer, src, mask, SearchSettings(max_len_a=1.0, max_len_b=4, forbid_unk=True))
+        greedy = greedy_search(transformer, src, mask,
+                               SearchSettings(max_len_a=1.0, max_len_b=4, forbid_unk=True))
         hyps = beam(transformer, src, mask, k=1, a=1.0, b=4)
     assert [h[0].tokens for h in hyps] == greedy
 
@@ -377,11 +390,14 @@ def test_transformer_batch_invariance_and_forced_scores(transformer):
 
     seqs, src, mask = real_batch([6, 2, 9, 4])
     with torch.inference_mode():
-        batched_greedy = greedy_search(transformer, src, mask, SearchSettings(max_len_a=1.0, max_len_b=3, forbid_unk=True))
+        batched_greedy = greedy_search(transformer, src, mask,
+                                       SearchSettings(max_len_a=1.0, max_len_b=3, forbid_unk=True))
         batched = beam(transformer, src, mask, k=3, n_best=3, a=1.0, b=3)
         for i, seq in enumerate(seqs):
             s, m = collate_source([seq])
-            assert greedy_search(transformer, s, m, SearchSettings(max_len_a=1.0, max_len_b=3, forbid_unk=True))[0] == batched_greedy[i]
+            assert greedy_search(transformer, s, m,
+                                 SearchSettings(max_len_a=1.0, max_len_b=3,
+                                                forbid_unk=True))[0] == batched_greedy[i]
             alone = beam(transformer, s, m, k=3, n_best=3, a=1.0, b=3)[0]
             assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
             assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-4)

@@ -382,7 +382,7 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor,
     src, src_mask: (B, S); constraints: B lists of target token-id sequences, or B `Wanted` (each
     constraint's alternatives, and sequences to avoid) -> `beam_search`'s result (and `on_done`)
     for each sentence, ranked by constraint tokens met, then score, with beam search's `settings`
-    (mt.engine gives it a beam of at least `mt.decode.rules.CONSTRAINED_BEAM`). `glue`: token ids
+    (mt.decode.engine gives it a beam of at least `mt.decode.rules.CONSTRAINED_BEAM`). `glue`: token ids
     barred right after a completed constraint (module docstring)."""
     found = [wanted(x) for x in constraints]
     if len(found) != src.size(0) or any(not alt for w in found for alts in w.require for alt in [*alts, *alts[:1]]):

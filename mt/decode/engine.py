@@ -21,7 +21,7 @@ from mt.data.batching import collate_source
 from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
 from mt.decode.forced import choose_outputs
-from mt.decode.rules import CONSTRAINED_BEAM, SearchSettings, search_settings
+from mt.decode.rules import SearchSettings, search_settings
 from mt.decode.sampling import sample_search
 from mt.decode.search import Hypothesis, greedy_hypotheses
 from mt.decode.wanted import Wanted
@@ -55,11 +55,11 @@ def intra_op_threads(threads: int | None) -> Iterator[None]:
 
 
 def rows_per_sentence(decode: DecodeConfig, *, constrained: bool = False) -> int:
-    """Decoder rows one sentence takes: its samples when sampling, else the beam (at least
-    `CONSTRAINED_BEAM` for a sentence with constraints, as `search_settings` makes it)."""
-    if constrained and not decode.sampling:
-        return max(decode.beam, CONSTRAINED_BEAM)
-    return decode.n_best if decode.sampling else decode.beam
+    """Decoder rows one sentence takes: its samples when sampling, else the beam of the search
+    `search_settings` makes (at least `CONSTRAINED_BEAM` for a sentence with constraints)."""
+    if decode.sampling:
+        return decode.n_best
+    return search_settings(decode, constrained=constrained).beam
 
 
 NativeModel = Transformer | Ensemble  # mt's own model (a NativeEngine runs it)

@@ -88,7 +88,8 @@ class BeamState:
         if start_cache is None:  # e.g. a wrapper without an incremental cache (scripts/bench/bench_translate.py)
             return cls.start(memory, src_mask, max_lens, settings)
         state = cls.start(memory[:, :, :0], src_mask, max_lens, settings)
-        state.cache = start_cache(memory, src_mask, group=settings.beam)  # nothing decoded: the first reorder is of 0 positions
+        # nothing decoded: the first reorder is of 0 positions
+        state.cache = start_cache(memory, src_mask, group=settings.beam)
         return state
 
     @property

@@ -3,8 +3,9 @@
 `search_batch` is the ONE place a `DecodeConfig` becomes a search call (sampling when
 decode.sampling, else greedy for beam 1 and beam search above): it makes the search's settings
 once (`mt.decode.rules.search_settings`) and hands them whole to the search, whose every step obeys
-`mt.decode.rules.apply_rules`. `NativeEngine` runs it on mt's own Transformer or Ensemble; `mt.deploy.ct2.CT2Translator` is the other engine (a model
-exported to CTranslate2). `mt.deploy.loading.load_model` picks one from what `-c` names.
+`mt.decode.rules.apply_rules`. `NativeEngine` runs it on mt's own Transformer or Ensemble;
+`mt.deploy.ct2.CT2Translator` is the other engine (a model exported to CTranslate2).
+`mt.deploy.loading.load_model` picks one from what `-c` names.
 """
 
 from __future__ import annotations

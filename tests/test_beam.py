@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 
 import torch
+from test_search import mask_log_probs
 
 from mt.data.tokenizer import BOS_ID, EOS_ID, UNK_ID
 from mt.decode.beam import BeamState, Candidates
-from mt.decode.search import Hypothesis, mask_log_probs
+from mt.decode.rules import SearchSettings
+from mt.decode.search import Hypothesis
 
 NEG_INF = float("-inf")
 
@@ -23,7 +25,8 @@ def state(*, k: int, scores: list[list[float]], history: list[list[int]], sent: 
     """A BeamState in the middle of a search: N = len(scores) sentences, K = k rows each."""
     n = len(scores)
     ml = torch.tensor(max_lens)
-    return BeamState(k=k, alpha=alpha, kind=kind, sent=torch.tensor(sent), scores=torch.tensor(scores),
+    settings = SearchSettings(beam=k, alpha=alpha, length_penalty=kind)
+    return BeamState(settings=settings, sent=torch.tensor(sent), scores=torch.tensor(scores),
                      history=torch.tensor(history, dtype=torch.long).view(n * k, -1),
                      parents=torch.zeros((n, k), dtype=torch.long),
                      memory=torch.arange(n * k, dtype=torch.float32).view(n * k, 1, 1).expand(n * k, 2, 3).clone(),
@@ -35,7 +38,8 @@ def state(*, k: int, scores: list[list[float]], history: list[list[int]], sent: 
 def test_start_holds_one_live_hypothesis_per_sentence_and_repeats_memory_per_row() -> None:
     memory = torch.tensor([[[1.0], [2.0]], [[3.0], [4.0]]])  # (B=2, S=2, D=1)
     src_mask = torch.tensor([[True, True], [True, False]])
-    s = BeamState.start(memory, src_mask, torch.tensor([4, 2]), k=3, alpha=1.0, kind="average")
+    s = BeamState.start(memory, src_mask, torch.tensor([4, 2]),
+                        SearchSettings(beam=3, alpha=1.0, length_penalty="average"))
     assert s.scores.tolist() == [[0.0, NEG_INF, NEG_INF]] * 2  # no duplicates in the first expansion
     assert s.memory[:, 0, 0].tolist() == [1.0, 1.0, 1.0, 3.0, 3.0, 3.0]  # sentence-major rows
     assert s.src_mask.tolist() == [[True, True]] * 3 + [[True, False]] * 3

@@ -12,6 +12,7 @@ import torch
 
 from mt.config import Config
 from mt.data.tokenizer import Tokenizer
+from mt.decode.rules import SearchSettings
 from mt.errors import MTError
 from mt.model.checkpoint import (
     FORMAT_VERSION,
@@ -157,7 +158,8 @@ def test_average_is_the_mean_and_translates_as_the_mean_model(tmp_path: Path, ti
     src, src_mask = collate_source(tok.encode_src(sentences))
 
     def greedy(m: Transformer) -> list[list[int]]:
-        return greedy_search(m.eval(), src, src_mask, max_len_a=1.0, max_len_b=5, forbid_unk=True)
+        return greedy_search(m.eval(), src, src_mask,
+                             SearchSettings(max_len_a=1.0, max_len_b=5, forbid_unk=True))
 
     hyps = greedy(model)
     assert hyps == greedy(by_hand)

@@ -18,6 +18,7 @@ from mt.decode.beam import beam_search
 from mt.decode.constrained import allocate, constrained_beam_search
 from mt.decode.engine import NativeEngine, search_batch
 from mt.decode.forced import force_decode_score
+from mt.decode.rules import SearchSettings
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import translate_lines, translate_texts
 from mt.model.ensemble import Ensemble
@@ -56,9 +57,10 @@ def search(model, sources, constraints, *, beam: int = 4, n_best: int = 1, max_l
            max_len_limit: int | None = None):
     src, mask = collate_source(sources)
     with torch.inference_mode():
-        return constrained_beam_search(model, src, mask, constraints, beam=beam, alpha=0.6, length_penalty="gnmt",
-                                       max_len_a=1.0, max_len_b=max_len_b, n_best=n_best, forbid_unk=True,
-                                       max_len_limit=max_len_limit)
+        return constrained_beam_search(model, src, mask, constraints,
+                                       SearchSettings(beam=beam, alpha=0.6, length_penalty="gnmt",
+                                                      max_len_a=1.0, max_len_b=max_len_b, n_best=n_best,
+                                                      forbid_unk=True, max_len_limit=max_len_limit))
 
 
 @pytest.mark.parametrize("beam", [1, 2, 5])
@@ -96,8 +98,11 @@ def test_no_hypothesis_ends_before_it_has_every_constraint(model):
     eager = EagerEos(model)
     src, mask = collate_source(sources)
     with torch.inference_mode():
-        assert all(h[0].tokens == [] for h in beam_search(eager, src, mask, beam=4, alpha=0.6, length_penalty="gnmt",
-                                                           max_len_a=1.0, max_len_b=12, n_best=1, forbid_unk=True))
+        assert all(h[0].tokens == [] for h in beam_search(eager, src, mask,
+                                                          SearchSettings(beam=4, alpha=0.6,
+                                                                         length_penalty="gnmt",
+                                                                         max_len_a=1.0, max_len_b=12,
+                                                                         n_best=1, forbid_unk=True)))
     for hyps, cons in zip(search(eager, sources, constraints), constraints):
         assert all(contains(hyps[0].tokens, c) for c in cons), (hyps[0].tokens, cons)
 
@@ -107,8 +112,10 @@ def test_glued_tokens_never_follow_a_completed_constraint(model):
     glue = list(range(4, V - 6))  # only the 6 last tokens (and EOS) may come right after a term
     src, mask = collate_source(sources)
     with torch.inference_mode():
-        found = constrained_beam_search(model, src, mask, constraints, beam=4, alpha=0.6, length_penalty="gnmt",
-                                        max_len_a=1.0, max_len_b=12, n_best=1, forbid_unk=True, glue=glue)
+        found = constrained_beam_search(model, src, mask, constraints,
+                                        SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt",
+                                                       max_len_a=1.0, max_len_b=12, n_best=1,
+                                                       forbid_unk=True), glue=glue)
     for hyps, cons in zip(found, constraints):
         tokens = hyps[0].tokens
         assert all(contains(tokens, c) for c in cons)
@@ -156,8 +163,10 @@ def test_ensembles_and_greedy_search_batch_keep_constraints(model):
     src, mask = collate_source(sources)
     pair = Ensemble([model, make(1)])
     with torch.inference_mode():
-        alone = constrained_beam_search(Ensemble([model]), src, mask, constraints, beam=4, alpha=0.6,
-                                        length_penalty="gnmt", max_len_a=1.0, max_len_b=12, n_best=1, forbid_unk=True)
+        alone = constrained_beam_search(Ensemble([model]), src, mask, constraints,
+                                        SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt",
+                                                       max_len_a=1.0, max_len_b=12, n_best=1,
+                                                       forbid_unk=True))
         assert alone == search(model, sources, constraints)  # an ensemble of one is the model
         for m in (pair, model):  # decode.beam 1: a small constrained beam, not greedy
             out = search_batch(m, src, mask, DecodeConfig(beam=1, max_len_a=1.0, max_len_b=12), constraints=constraints)

@@ -13,6 +13,7 @@ from mt.data.batching import collate_source
 from mt.data.tokenizer import BOS_ID, Tokenizer
 from mt.decode.beam import beam_search
 from mt.decode.forced import force_decode_score
+from mt.decode.rules import Sampling, SearchSettings
 from mt.decode.sampling import sample_search
 from mt.decode.search import greedy_search
 from mt.deploy.loading import load_model
@@ -42,11 +43,15 @@ def batch(lengths=(5, 1, 8, 3, 6), seed: int = 0):
 def decode_all(model, src, mask, *, k=3):
     """Greedy, beam n-best and samples of one model on one batch."""
     with torch.inference_mode():
-        greedy = greedy_search(model, src, mask, max_len_a=1.0, max_len_b=4, forbid_unk=True)
-        beams = beam_search(model, src, mask, beam=k, alpha=0.6, length_penalty="gnmt", max_len_a=1.0,
-                            max_len_b=4, n_best=k, forbid_unk=True)
-        samples = sample_search(model, src, mask, n_samples=3, temperature=1.0, top_k=0, top_p=0.9, seed=3,
-                                alpha=0.6, length_penalty="gnmt", max_len_a=1.0, max_len_b=4, forbid_unk=True)
+        greedy = greedy_search(model, src, mask, SearchSettings(max_len_a=1.0, max_len_b=4, forbid_unk=True))
+        beams = beam_search(model, src, mask,
+                            SearchSettings(beam=k, alpha=0.6, length_penalty="gnmt", max_len_a=1.0,
+                                           max_len_b=4, n_best=k, forbid_unk=True))
+        samples = sample_search(model, src, mask,
+                                SearchSettings(n_best=3, alpha=0.6, length_penalty="gnmt", max_len_a=1.0,
+                                               max_len_b=4, forbid_unk=True,
+                                               sampling=Sampling(temperature=1.0, top_k=0, top_p=0.9,
+                                                                 seed=3)))
     return greedy, beams, samples
 
 
@@ -102,17 +107,22 @@ def test_ensemble_nbest_scores_equal_its_forced_decoding():
     ens = Ensemble([make(5), make(6), make(7, d_model=16)])
     seqs, src, mask = batch((6, 2, 9, 4), seed=2)
     with torch.inference_mode():
-        hyps = beam_search(ens, src, mask, beam=4, alpha=0.6, length_penalty="gnmt", max_len_a=1.0, max_len_b=3,
-                           n_best=4, forbid_unk=True)
-        samples = sample_search(ens, src, mask, n_samples=4, temperature=1.0, top_k=0, top_p=1.0, seed=1,
-                                alpha=0.6, length_penalty="gnmt", max_len_a=1.0, max_len_b=3, forbid_unk=True)
+        hyps = beam_search(ens, src, mask,
+                           SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt", max_len_a=1.0,
+                                          max_len_b=3, n_best=4, forbid_unk=True))
+        samples = sample_search(ens, src, mask,
+                                SearchSettings(n_best=4, alpha=0.6, length_penalty="gnmt", max_len_a=1.0,
+                                               max_len_b=3, forbid_unk=True,
+                                               sampling=Sampling(temperature=1.0, top_k=0, top_p=1.0,
+                                                                 seed=1)))
         for i, seq in enumerate(seqs):
             s, m = collate_source([seq])
             for found in (hyps[i], samples[i]):
                 forced = force_decode_score(ens, s.expand(4, -1), m.expand(4, -1), [h.tokens for h in found])
                 assert [h.log_prob for h in found] == pytest.approx(forced.tolist(), abs=1e-4)
-            alone = beam_search(ens, s, m, beam=4, alpha=0.6, length_penalty="gnmt", max_len_a=1.0, max_len_b=3,
-                                n_best=4, forbid_unk=True)[0]
+            alone = beam_search(ens, s, m,
+                                SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt", max_len_a=1.0,
+                                               max_len_b=3, n_best=4, forbid_unk=True))[0]
             assert [h.tokens for h in alone] == [h.tokens for h in hyps[i]]  # batch-invariant too
         # and the ensemble's scores are not simply one member's
         member = force_decode_score(make(5), src, mask, [h[0].tokens for h in hyps])

@@ -20,6 +20,7 @@ from mt.config import Config, ModelConfig, TokenizerConfig
 from mt.data.batching import collate, collate_source
 from mt.data.tokenizer import Tokenizer, train_sentencepiece
 from mt.decode.beam import beam_search
+from mt.decode.rules import SearchSettings
 from mt.decode.search import greedy_search
 from mt.deploy.card import model_card_for
 from mt.deploy.ct2 import CT2Translator
@@ -103,9 +104,10 @@ def test_scores_match_teacher_forced_log_probs(tmp_path: Path, tokenizers: dict[
     # greedy is token-identical even on an untrained model (banned tokens do not move the argmax)
     src_t, src_mask = collate_source(src)
     with torch.no_grad():
-        expected = greedy_search(model, src_t, src_mask, max_len_a=1.0, max_len_b=3, forbid_unk=True)
-    got = ct2.translate_ids(src, beam=1, alpha=0.0, length_penalty="none", max_len_a=1.0, max_len_b=3,
-                            n_best=1, forbid_unk=True)
+        expected = greedy_search(model, src_t, src_mask,
+                                 SearchSettings(max_len_a=1.0, max_len_b=3, forbid_unk=True))
+    got = ct2.translate_ids(src, SearchSettings(beam=1, alpha=0.0, length_penalty="none", max_len_a=1.0,
+                                                max_len_b=3, n_best=1, forbid_unk=True))
     assert [h[0][0] for h in got] == expected
 
 
@@ -145,9 +147,10 @@ def test_trained_model_greedy_identical(trained) -> None:
     src, src_mask = collate_source(tests)
     for a, b in ((1.0, 2), (0.0, 3), (1.0, -5)):  # the last two hit the length limit (and limit 0)
         with torch.no_grad():
-            expected = greedy_search(model, src, src_mask, max_len_a=a, max_len_b=b, forbid_unk=True)
-        got = ct2.translate_ids(tests, beam=1, alpha=0.0, length_penalty="none", max_len_a=a, max_len_b=b,
-                                n_best=1, forbid_unk=True)
+            expected = greedy_search(model, src, src_mask,
+                                     SearchSettings(max_len_a=a, max_len_b=b, forbid_unk=True))
+        got = ct2.translate_ids(tests, SearchSettings(beam=1, alpha=0.0, length_penalty="none", max_len_a=a,
+                                                      max_len_b=b, n_best=1, forbid_unk=True))
         assert [h[0][0] for h in got] == expected
 
 
@@ -158,12 +161,14 @@ def test_trained_model_beam_identical(trained, kind: str, alpha: float, n_best: 
     ct2 = CT2Translator(out, threads=1)
     src, src_mask = collate_source(tests)
     with torch.no_grad():
-        expected = beam_search(model, src, src_mask, beam=4, alpha=alpha, length_penalty=kind, max_len_a=1.5,
-                               max_len_b=5, n_best=n_best, forbid_unk=True)
-    got = ct2.translate_ids(tests, beam=4, alpha=alpha, length_penalty=kind, max_len_a=1.5, max_len_b=5,
-                            n_best=n_best, forbid_unk=True, exact_scores=True)
-    fast = ct2.translate_ids(tests, beam=4, alpha=alpha, length_penalty=kind, max_len_a=1.5, max_len_b=5,
-                             n_best=n_best, forbid_unk=True)
+        expected = beam_search(model, src, src_mask,
+                               SearchSettings(beam=4, alpha=alpha, length_penalty=kind, max_len_a=1.5,
+                                              max_len_b=5, n_best=n_best, forbid_unk=True))
+    got = ct2.translate_ids(tests, SearchSettings(beam=4, alpha=alpha, length_penalty=kind, max_len_a=1.5,
+                                                  max_len_b=5, n_best=n_best,
+                                                  forbid_unk=True), exact_scores=True)
+    fast = ct2.translate_ids(tests, SearchSettings(beam=4, alpha=alpha, length_penalty=kind, max_len_a=1.5,
+                                                   max_len_b=5, n_best=n_best, forbid_unk=True))
     for exp, hyps, approx in zip(expected, got, fast):
         assert [h.tokens for h in exp] == [tokens for tokens, _ in hyps]
         assert np.allclose([h.score for h in exp], [s for _, s in hyps], atol=1e-4, rtol=0)
@@ -174,8 +179,10 @@ def test_trained_model_beam_identical(trained, kind: str, alpha: float, n_best: 
 
 def test_trained_model_learned_the_task(trained) -> None:
     _, _, out, tests = trained
-    got = CT2Translator(out, threads=1).translate_ids(tests, beam=4, alpha=1.0, length_penalty="average",
-                                                      max_len_a=1.5, max_len_b=5, n_best=1, forbid_unk=True)
+    got = CT2Translator(out, threads=1).translate_ids(tests,
+                                                      SearchSettings(beam=4, alpha=1.0,
+                                                                     length_penalty="average", max_len_a=1.5,
+                                                                     max_len_b=5, n_best=1, forbid_unk=True))
     assert sum(h[0][0] == t[::-1] for h, t in zip(got, tests)) >= len(tests) // 2
 
 
@@ -183,8 +190,10 @@ def test_int8_export_translates(trained, tmp_path: Path) -> None:
     model, tok, _, tests = trained
     out = _export(tmp_path, _config("pre", "relu", True), tok, model, quantization="int8")
     assert read_export_info(out)["quantization"] == "int8"
-    got = CT2Translator(out, threads=1).translate_ids(tests, beam=4, alpha=1.0, length_penalty="average",
-                                                      max_len_a=1.5, max_len_b=5, n_best=1, forbid_unk=True)
+    got = CT2Translator(out, threads=1).translate_ids(tests,
+                                                      SearchSettings(beam=4, alpha=1.0,
+                                                                     length_penalty="average", max_len_a=1.5,
+                                                                     max_len_b=5, n_best=1, forbid_unk=True))
     assert len(got) == len(tests)
     assert all(len(h) == 1 and len(h[0][0]) > 0 for h in got)
 
@@ -294,8 +303,10 @@ def test_export_refuses_non_empty_dir_unless_forced(tmp_path: Path, tokenizers: 
 def test_too_long_source_is_a_user_error(trained) -> None:
     _, _, out, _ = trained
     with pytest.raises(MTError, match="max_positions"):
-        CT2Translator(out, threads=1).translate_ids([[5] * 64], beam=1, alpha=0.0, length_penalty="none",
-                                                    max_len_a=1.0, max_len_b=0, n_best=1, forbid_unk=True)
+        CT2Translator(out, threads=1).translate_ids([[5] * 64],
+                                                    SearchSettings(beam=1, alpha=0.0, length_penalty="none",
+                                                                   max_len_a=1.0, max_len_b=0, n_best=1,
+                                                                   forbid_unk=True))
 
 
 def test_export_without_ctranslate2_is_one_line_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,6 +14,7 @@ from mt.data.batching import collate_source, pair_batches
 from mt.data.tokenizer import Tokenizer
 from mt.decode.beam import beam_search
 from mt.decode.forced import PairScore, score_pairs
+from mt.decode.rules import SearchSettings
 from mt.decode.search import length_penalty
 from mt.errors import MTError, MTWarning
 from mt.model.ensemble import Ensemble, max_positions
@@ -50,8 +51,10 @@ def _beam(model, tok: Tokenizer, cfg: Config, lines: list[str]):
     ids = tok.encode_src(lines)
     src, mask = collate_source(ids)
     with torch.inference_mode():
-        return beam_search(model, src, mask, beam=4, alpha=cfg.decode.alpha, length_penalty=cfg.decode.length_penalty,
-                           max_len_a=1.0, max_len_b=3, n_best=4, forbid_unk=True)
+        return beam_search(model, src, mask,
+                           SearchSettings(beam=4, alpha=cfg.decode.alpha,
+                                          length_penalty=cfg.decode.length_penalty, max_len_a=1.0,
+                                          max_len_b=3, n_best=4, forbid_unk=True))
 
 
 def test_scores_equal_beam_search_scores_of_its_outputs(setup):

@@ -11,6 +11,7 @@ import torch
 
 from mt.data.batching import collate_source
 from mt.decode.constrained import Constraints, constrained_beam_search
+from mt.decode.rules import SearchSettings
 from mt.decode.swap import own_words
 from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Wanted
@@ -108,8 +109,10 @@ def test_a_file_that_is_not_tbx_is_one_line_naming_file_and_line(text: str, line
 def search(model, sources, constraints, beam=4):
     src, mask = collate_source(sources)
     with torch.inference_mode():
-        return constrained_beam_search(model, src, mask, constraints, beam=beam, alpha=0.6, length_penalty="gnmt",
-                                       max_len_a=1.0, max_len_b=10, n_best=1, forbid_unk=True, glue=[5, 6])
+        return constrained_beam_search(model, src, mask, constraints,
+                                       SearchSettings(beam=beam, alpha=0.6, length_penalty="gnmt",
+                                                      max_len_a=1.0, max_len_b=10, n_best=1,
+                                                      forbid_unk=True), glue=[5, 6])
 
 
 def test_any_one_alternative_keeps_a_constraint_and_shared_prefixes_stay_open() -> None:
@@ -189,7 +192,8 @@ def test_a_prefix_longer_than_the_usual_limit_still_ends_in_its_term_under_the_l
     prefix = tuple([12, 13, 14] * 8)  # 24 tokens against a limit of 13 for a 3-token source
     src, mask = collate_source([[20, 21, 22]])
     with torch.inference_mode():
-        (found,) = constrained_beam_search(model, src, mask, [Wanted((((30, 31),),), prefix=prefix, place=True)],
-                                           beam=4, alpha=0.6, length_penalty="gnmt", max_len_a=1.0, max_len_b=10,
-                                           n_best=1, forbid_unk=True, no_repeat_ngram_size=3)
+        (found,) = constrained_beam_search(model, src, mask, [Wanted((((30, 31),),), prefix=prefix,
+                                                                     place=True)], SearchSettings(beam=4,
+                                                                                                  alpha=0.6,
+                                                                                                  length_penalty="gnmt", max_len_a=1.0, max_len_b=10, n_best=1, forbid_unk=True, no_repeat_ngram_size=3))
     assert found and list(found[0].tokens[:len(prefix) + 2]) == [*prefix, 30, 31]

@@ -15,6 +15,7 @@ from mt.decode import forced
 from mt.decode.constrained import constrained_beam_search
 from mt.decode.engine import search_batch
 from mt.decode.forced import choose_outputs, force_decode_score
+from mt.decode.rules import SearchSettings
 from mt.decode.search import length_penalty
 from mt.decode.swap import _case_like, _swapped, alone_alignments, swapping
 from mt.decode.terms import TermConstraints
@@ -54,7 +55,8 @@ def test_choose_outputs_ranks_candidates_by_their_forced_log_prob_and_scores_the
     choices[2] = [[9, 10, 11, 12], [9, 10, 13], [9, 10]]  # candidates sharing their first tokens (a term's forms)
     src, mask = collate_source(sources)
     with torch.inference_mode():
-        ranked = choose_outputs(model, src, mask, choices, alpha=0.6, kind="gnmt", n_best=2)
+        ranked = choose_outputs(model, src, mask, choices,
+                                SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt", n_best=2))
         for b, (cands, hyps) in enumerate(zip(choices, ranked)):
             rows = torch.tensor([b] * len(cands))
             log_probs = force_decode_score(model, src[rows], mask[rows], cands).tolist()
@@ -64,7 +66,8 @@ def test_choose_outputs_ranks_candidates_by_their_forced_log_prob_and_scores_the
             assert [h.score for h in hyps] == pytest.approx([scores[i] for i in best], abs=1e-5)
             assert [h.log_prob for h in hyps] == pytest.approx([log_probs[i] for i in best], abs=1e-5)
         monkeypatch.setattr(forced, "CHOICE_ROWS", 2)  # the candidates split over passes: the same ranking
-        again = choose_outputs(model, src, mask, choices, alpha=0.6, kind="gnmt", n_best=2)
+        again = choose_outputs(model, src, mask, choices,
+                               SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt", n_best=2))
     assert [[h.tokens for h in hyps] for hyps in again] == [[h.tokens for h in hyps] for hyps in ranked]
 
 
@@ -80,12 +83,14 @@ def test_the_engine_picks_among_given_outputs_and_searches_the_other_constrained
     with torch.inference_mode():
         found = search_batch(model, src, mask, decode, n_best=2, constraints=cons,
                              on_done=lambda b, hyps: seen.setdefault(b, hyps))
-        chosen = choose_outputs(model, src[[0, 2]], mask[[0, 2]], [picks, picks[:1]], alpha=0.6, kind="gnmt", n_best=2)
-        searched = constrained_beam_search(model, src[[1, 3]], mask[[1, 3]], [cons[1], cons[3]], beam=4, alpha=0.6,
-                                           length_penalty="gnmt", max_len_a=1.0, max_len_b=10, n_best=2,
-                                           forbid_unk=decode.forbid_unk, max_len_limit=63,
-                                           no_repeat_ngram_size=decode.no_repeat_ngram_size,
-                                           repetition_penalty=decode.repetition_penalty)
+        chosen = choose_outputs(model, src[[0, 2]], mask[[0, 2]], [picks, picks[:1]],
+                                SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt", n_best=2))
+        searched = constrained_beam_search(model, src[[1, 3]], mask[[1, 3]], [cons[1], cons[3]],
+                                           SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt",
+                                                          max_len_a=1.0, max_len_b=10, n_best=2,
+                                                          forbid_unk=decode.forbid_unk, max_len_limit=63,
+                                                          no_repeat_ngram_size=decode.no_repeat_ngram_size,
+                                                          repetition_penalty=decode.repetition_penalty))
     assert [h.tokens for h in found[0]] == [h.tokens for h in chosen[0]] and len(found[0]) == 2
     assert [h.tokens for h in found[2]] == [list(picks[0])]  # one candidate: the n-best holds it alone
     assert [h.tokens for h in found[1]] == [h.tokens for h in searched[0]]
@@ -181,7 +186,8 @@ def test_the_most_probable_candidate_wins_where_the_length_penalty_would_pick_a_
     cands = [[9], [9, 12, 13, 14, 15, 16, 17, 18]]
     with torch.inference_mode():
         log_probs = force_decode_score(model, src[[0, 0]], mask[[0, 0]], cands).tolist()
-        (hyps,) = choose_outputs(model, src, mask, [cands], alpha=3.0, kind="average", n_best=2)
+        (hyps,) = choose_outputs(model, src, mask, [cands],
+                                 SearchSettings(beam=4, alpha=3.0, length_penalty="average", n_best=2))
     scores = [lp / length_penalty(len(c) + 1.0, alpha=3.0, kind="average") for c, lp in zip(cands, log_probs)]
     assert (log_probs[0] > log_probs[1]) != (scores[0] > scores[1])  # the two rankings disagree here
     assert hyps[0].tokens == cands[max(range(2), key=lambda i: log_probs[i])]

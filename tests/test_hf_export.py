@@ -17,6 +17,7 @@ from conftest import require
 from mt.config import TokenizerConfig
 from mt.config_load import config_from_dict
 from mt.data.tokenizer import EOS_ID, Tokenizer, train_sentencepiece
+from mt.decode.rules import SearchSettings
 from mt.decode.search import greedy_search
 from mt.decode.translate import translate_lines
 from mt.deploy.hf_export import export_hf
@@ -89,8 +90,9 @@ def test_transformers_scores_and_translates_as_mt(exported: dict[str, tuple]) ->
         s = torch.tensor([ids + [0] * (width - len(ids)) for ids in src_ids])
         mask = s.ne(0)
         with torch.no_grad():
-            ours = greedy_search(model.eval(), s, mask, max_len_a=0.0, max_len_b=12, forbid_unk=True,
-                                 no_repeat_ngram_size=cfg.decode.no_repeat_ngram_size)  # generation_config has it
+            ours = greedy_search(model.eval(), s, mask,
+                                 SearchSettings(max_len_a=0.0, max_len_b=12, forbid_unk=True,
+                                                no_repeat_ngram_size=cfg.decode.no_repeat_ngram_size))  # generation_config has it
             gen = hf.generate(**batch, num_beams=1, max_new_tokens=13)
             for seq, row in zip(ours, gen.tolist()):
                 assert [i for i in row[1:] if i not in (0, EOS_ID)] == seq, name

@@ -15,6 +15,7 @@ from test_evaluate import run_cli
 from conftest import require
 from mt.data.tokenizer import EOS_ID
 from mt.decode.beam import beam_search
+from mt.decode.rules import SearchSettings
 from mt.decode.search import greedy_search
 from mt.deploy.hf_import import import_marian
 from mt.deploy.marian_map import vocab_order
@@ -81,13 +82,15 @@ def test_greedy_and_beam_equal_generate(imported: list[tuple]) -> None:
         enc = hf_tok(src, return_tensors="pt", padding=True)
         s, s_mask = _batch([ids + [EOS_ID] for ids in tok.encode_src(src)], 0)
         with torch.no_grad():
-            ours = greedy_search(model, s, s_mask, max_len_a=0.0, max_len_b=12, forbid_unk=False)
+            ours = greedy_search(model, s, s_mask,
+                                 SearchSettings(max_len_a=0.0, max_len_b=12, forbid_unk=False))
             theirs = hf.generate(**enc, num_beams=1, do_sample=False, max_new_tokens=13)
             for seq, row in zip(ours, theirs.tolist()):
                 row = [i for i in row[1:] if i != hf.config.pad_token_id]
                 assert [order[k] for k in seq] + [0] == row or [order[k] for k in seq] == row[:-1]
-            beams = beam_search(model, s, s_mask, beam=4, alpha=1.0, length_penalty="average", max_len_a=0.0,
-                                max_len_b=12, n_best=1, forbid_unk=False)
+            beams = beam_search(model, s, s_mask,
+                                SearchSettings(beam=4, alpha=1.0, length_penalty="average", max_len_a=0.0,
+                                               max_len_b=12, n_best=1, forbid_unk=False))
             theirs = hf.generate(**enc, num_beams=4, do_sample=False, max_new_tokens=13, length_penalty=1.0,
                                  early_stopping=True)
             for hyps, row in zip(beams, theirs.tolist()):

@@ -24,6 +24,7 @@ from mt.data.batching import TokenBatchSampler, pair_sample_counts
 from mt.data.prepare import prepare
 from mt.data.splits import load_split
 from mt.data.tokenizer import EOS_ID, Tokenizer, train_sentencepiece
+from mt.decode.rules import SearchSettings
 from mt.errors import MTError
 from mt.model.checkpoint import load_checkpoint
 from tests.support.langdata import pairs as lang_pairs
@@ -361,9 +362,10 @@ def test_export_parity_with_tags(multi_run: tuple[Path, Path], monkeypatch: pyte
         assert ct2._src_pieces(src)[0][0] == f"<2{lang}>"  # CTranslate2 gets the tag as the first source token
         src_t, mask = collate_source(src)
         with torch.no_grad():
-            expected = greedy_search(model, src_t, mask, max_len_a=1.2, max_len_b=5, forbid_unk=True)
-        got = ct2.translate_ids(src, beam=1, alpha=0.0, length_penalty="none", max_len_a=1.2, max_len_b=5,
-                                n_best=1, forbid_unk=True)
+            expected = greedy_search(model, src_t, mask,
+                                     SearchSettings(max_len_a=1.2, max_len_b=5, forbid_unk=True))
+        got = ct2.translate_ids(src, SearchSettings(beam=1, alpha=0.0, length_penalty="none", max_len_a=1.2,
+                                                    max_len_b=5, n_best=1, forbid_unk=True))
         assert [h[0][0] for h in got] == expected
     # and through the CLI: the export translates like the checkpoint, with the tag
     src_file = tmp_path / "in.en"

@@ -16,6 +16,7 @@ from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
 from mt.decode.engine import search_batch
 from mt.decode.repeats import ban_repeated_ngrams, penalise_repeats, repetition_excess
+from mt.decode.rules import Sampling, SearchSettings
 from mt.decode.sampling import sample_search
 from mt.decode.search import greedy_hypotheses, greedy_search
 from mt.model.transformer import Transformer
@@ -81,25 +82,25 @@ def first_repeat(tokens: list[int], n: int) -> int:
 
 def test_every_search_keeps_the_guard_and_a_sentence_it_never_touches_is_unchanged(model):
     src, mask = sources()
-    common = dict(max_len_a=2.0, max_len_b=6, forbid_unk=True)
+    common = SearchSettings(max_len_a=2.0, max_len_b=6, forbid_unk=True)
     with torch.inference_mode():
-        free = greedy_search(model, src, mask, **common)
+        free = greedy_search(model, src, mask, common)
         assert any(repeats_ngram(t, 2) for t in free)  # the random model loops without the guard
         for n in (1, 2, 3):
-            guarded = greedy_search(model, src, mask, **common, no_repeat_ngram_size=n)
+            guarded = greedy_search(model, src, mask, dataclasses.replace(common, no_repeat_ngram_size=n))
             assert not any(repeats_ngram(t, n) for t in guarded)
             for before, after in zip(free, guarded):  # the same until a ban fires (never: byte-identical)
                 k = first_repeat(before, n)
                 assert after[:k] == before[:k] and (after == before or k < len(before))
-        for hyps in beam_search(model, src, mask, beam=4, alpha=0.6, length_penalty="gnmt", n_best=4,
-                                no_repeat_ngram_size=2, **common):
+        beam = dataclasses.replace(common, beam=4, alpha=0.6, length_penalty="gnmt", n_best=4, no_repeat_ngram_size=2)
+        for hyps in beam_search(model, src, mask, beam):
             assert hyps and not any(repeats_ngram(h.tokens, 2) for h in hyps)
-        for hyps in sample_search(model, src, mask, n_samples=3, temperature=1.0, top_k=0, top_p=1.0, seed=0,
-                                  alpha=0.6, length_penalty="gnmt", no_repeat_ngram_size=2, **common):
+        draw = dataclasses.replace(common, n_best=3, alpha=0.6, length_penalty="gnmt", no_repeat_ngram_size=2,
+                       sampling=Sampling(temperature=1.0, top_k=0, top_p=1.0, seed=0))
+        for hyps in sample_search(model, src, mask, draw):
             assert not any(repeats_ngram(h.tokens, 2) for h in hyps)
         terms = [[[5, 6]]] * src.size(0)
-        for hyps in constrained_beam_search(model, src, mask, terms, beam=4, alpha=0.6, length_penalty="gnmt",
-                                            n_best=1, no_repeat_ngram_size=3, **common):
+        for hyps in constrained_beam_search(model, src, mask, terms, dataclasses.replace(beam, n_best=1, no_repeat_ngram_size=3)):
             tokens = hyps[0].tokens
             assert not repeats_ngram(tokens, 3) and any(tokens[i:i + 2] == [5, 6] for i in range(len(tokens)))
 
@@ -110,8 +111,9 @@ def test_the_penalty_shortens_runs_and_decode_config_reaches_every_search(model)
         base = DecodeConfig(beam=1, max_len_a=2.0, max_len_b=6)
         free = search_batch(model, src, mask, base)
         guarded = search_batch(model, src, mask, dataclasses.replace(base, no_repeat_ngram_size=2))
-        assert guarded == greedy_search(model, src, mask, max_len_a=2.0, max_len_b=6, forbid_unk=True,
-                                        no_repeat_ngram_size=2, max_len_limit=63) != free
+        assert guarded == greedy_search(model, src, mask,
+                                        SearchSettings(max_len_a=2.0, max_len_b=6, forbid_unk=True,
+                                                       no_repeat_ngram_size=2, max_len_limit=63)) != free
         penalised = search_batch(model, src, mask, dataclasses.replace(base, repetition_penalty=3.0))
         assert penalised != free
         distinct = sum(len(set(t)) / max(1, len(t)) for t in penalised) / len(penalised)
@@ -125,10 +127,12 @@ def test_the_penalty_shortens_runs_and_decode_config_reaches_every_search(model)
 def test_greedy_hypotheses_score_as_beam_one_does(model):
     src, mask = sources()
     with torch.inference_mode():
-        greedy = greedy_hypotheses(model, src, mask, max_len_a=2.0, max_len_b=6, forbid_unk=True, alpha=0.6,
-                                   length_penalty="gnmt", no_repeat_ngram_size=2)
-        beam = beam_search(model, src, mask, beam=1, alpha=0.6, length_penalty="gnmt", n_best=1, max_len_a=2.0,
-                           max_len_b=6, forbid_unk=True, no_repeat_ngram_size=2)
+        greedy = greedy_hypotheses(model, src, mask,
+                                   SearchSettings(max_len_a=2.0, max_len_b=6, forbid_unk=True, alpha=0.6,
+                                                  length_penalty="gnmt", no_repeat_ngram_size=2))
+        beam = beam_search(model, src, mask,
+                           SearchSettings(beam=1, alpha=0.6, length_penalty="gnmt", n_best=1, max_len_a=2.0,
+                                          max_len_b=6, forbid_unk=True, no_repeat_ngram_size=2))
     assert greedy == beam  # tokens, log-prob and score: the same float32 sums
 
 

@@ -15,12 +15,13 @@ import math
 
 import pytest
 import torch
-from test_search import SOURCES, TinyRNN, make_batch
+from test_search import SOURCES, TinyRNN, make_batch, mask_log_probs
 
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from mt.decode.forced import force_decode_score
+from mt.decode.rules import Sampling, SearchSettings, max_output_lengths
 from mt.decode.sampling import draw_tokens, filter_log_probs, sample_search, sample_uniforms
-from mt.decode.search import greedy_search, length_penalty, mask_log_probs, max_output_lengths
+from mt.decode.search import greedy_search, length_penalty
 
 NEG_INF = float("-inf")
 
@@ -29,9 +30,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 def sample(model, src, mask, *, n=1, temperature=1.0, top_k=0, top_p=1.0, seed=0, a=1.5, b=3, forbid_unk=True,
            ids=None, alpha=0.6, kind="gnmt"):
-    return sample_search(model, src, mask, n_samples=n, temperature=temperature, top_k=top_k, top_p=top_p,
-                         seed=seed, alpha=alpha, length_penalty=kind, max_len_a=a, max_len_b=b,
-                         forbid_unk=forbid_unk, sentence_ids=ids)
+    return sample_search(model, src, mask,
+                         SearchSettings(n_best=n, alpha=alpha, length_penalty=kind, max_len_a=a, max_len_b=b,
+                                        forbid_unk=forbid_unk, sampling=Sampling(temperature=temperature,
+                                                                                 top_k=top_k, top_p=top_p,
+                                                                                 seed=seed)), sentence_ids=ids)
 
 
 # ---------------------------------------------------------------- small pieces, golden values
@@ -42,7 +45,7 @@ def test_filter_log_probs_by_hand():
     lp = probs.log()
 
     def kept(**kw):
-        return filter_log_probs(lp, **{"temperature": 1.0, "top_k": 0, "top_p": 1.0, **kw}).exp()
+        return filter_log_probs(lp, Sampling(**{"temperature": 1.0, "top_k": 0, "top_p": 1.0, **kw})).exp()
 
     torch.testing.assert_close(kept(), probs)
     torch.testing.assert_close(kept(top_k=2), torch.tensor([[0.625, 0.375, 0.0, 0.0]]))
@@ -60,11 +63,11 @@ def test_filter_log_probs_by_hand():
     banned = lp.clone()
     banned[0, 0] = NEG_INF
     assert kept(top_k=0).sum() == pytest.approx(1.0)
-    out = filter_log_probs(banned, temperature=0.5, top_k=2, top_p=1.0).exp()
+    out = filter_log_probs(banned, Sampling(temperature=0.5, top_k=2, top_p=1.0)).exp()
     assert out[0, 0] == 0.0 and out[0, 3] == 0.0 and out.sum() == pytest.approx(1.0)
     for bad in ({"temperature": 0.0}, {"top_k": -1}, {"top_p": 0.0}, {"top_p": 1.5}):
         with pytest.raises(ValueError):
-            filter_log_probs(lp, **{"temperature": 1.0, "top_k": 0, "top_p": 1.0, **bad})
+            filter_log_probs(lp, Sampling(**{"temperature": 1.0, "top_k": 0, "top_p": 1.0, **bad}))
 
 
 def test_draw_tokens_inverse_cdf_by_hand():
@@ -96,7 +99,7 @@ def test_sample_uniforms_keyed_by_seed_sentence_and_sample():
 def test_low_temperature_and_top1_equal_greedy(seed):
     model = TinyRNN(12, seed=seed, eos_bias=1.0)
     src, mask = make_batch(SOURCES)
-    greedy = greedy_search(model, src, mask, max_len_a=1.5, max_len_b=3, forbid_unk=True)
+    greedy = greedy_search(model, src, mask, SearchSettings(max_len_a=1.5, max_len_b=3, forbid_unk=True))
     cold = sample(model, src, mask, n=3, temperature=1e-6, seed=seed)
     top1 = sample(model, src, mask, n=3, top_k=1, temperature=1.5, seed=seed)
     tiny_nucleus = sample(model, src, mask, n=3, top_p=1e-6, seed=seed)
@@ -225,7 +228,7 @@ def test_top_p_never_leaves_the_nucleus():
     src, mask = make_batch(SOURCES)
     top_p = 0.6
     found = sample(model, src, mask, n=12, top_p=top_p, temperature=1.3, seed=4, a=1.0, b=3)
-    max_lens = max_output_lengths(mask, max_len_a=1.0, max_len_b=3).tolist()
+    max_lens = max_output_lengths(mask.sum(dim=1), SearchSettings(max_len_a=1.0, max_len_b=3)).tolist()
     outside_big_nucleus = 0
     for i, hyps in enumerate(found):
         s, m = src[i : i + 1], mask[i : i + 1]
@@ -267,9 +270,11 @@ def test_each_sentence_is_handed_over_when_its_last_sample_ends():
     model = TinyRNN(12, seed=4, eos_bias=0.3)
     src, mask = make_batch(SOURCES)
     events: list[tuple[int, list, int]] = []  # (sentence, samples, decoder steps run by then)
-    drawn = sample_search(model, src, mask, n_samples=3, temperature=1.0, top_k=0, top_p=1.0, seed=1, alpha=0.6,
-                          length_penalty="gnmt", max_len_a=1.5, max_len_b=3, forbid_unk=True,
-                          on_done=lambda b, hyps: events.append((b, hyps, len(model.rows_per_step))))
+    drawn = sample_search(model, src, mask,
+                          SearchSettings(n_best=3, alpha=0.6, length_penalty="gnmt", max_len_a=1.5,
+                                         max_len_b=3, forbid_unk=True, sampling=Sampling(temperature=1.0,
+                                                                                         top_k=0, top_p=1.0,
+                                                                                         seed=1)), on_done=lambda b, hyps: events.append((b, hyps, len(model.rows_per_step))))
     assert sorted(b for b, _, _ in events) == list(range(len(SOURCES)))
     for b, hyps, steps in events:
         assert hyps == drawn[b]
@@ -296,7 +301,7 @@ def test_sample_scores_equal_forced_decoding(kind, alpha):
 def test_max_length_special_tokens_and_argument_checks():
     model = TinyRNN(12, seed=3, unk_bias=4.0, eos_bias=-30.0)  # loves UNK, never ends freely
     src, mask = make_batch(SOURCES)
-    limits = max_output_lengths(mask, max_len_a=1.0, max_len_b=1).tolist()
+    limits = max_output_lengths(mask.sum(dim=1), SearchSettings(max_len_a=1.0, max_len_b=1)).tolist()
     found = sample(model, src, mask, n=3, a=1.0, b=1, temperature=2.0)
     assert [[len(h.tokens) for h in hyps] for hyps in found] == [[n] * 3 for n in limits]
     assert not any({PAD_ID, BOS_ID, EOS_ID, UNK_ID} & set(h.tokens) for hyps in found for h in hyps)
@@ -323,7 +328,7 @@ def test_transformer_cold_sampling_equals_greedy_and_batch_invariance():
     seqs = [torch.randint(4, 24, (n,), generator=g).tolist() for n in (5, 1, 8, 3)]
     src, mask = collate_source(seqs)
     with torch.inference_mode():
-        greedy = greedy_search(model, src, mask, max_len_a=1.0, max_len_b=4, forbid_unk=True)
+        greedy = greedy_search(model, src, mask, SearchSettings(max_len_a=1.0, max_len_b=4, forbid_unk=True))
         cold = sample(model, src, mask, n=2, temperature=1e-6, a=1.0, b=4)
         assert [[h.tokens for h in hyps] for hyps in cold] == [[g_] * 2 for g_ in greedy]
         batched = sample(model, src, mask, n=3, top_p=0.9, seed=5, a=1.0, b=4)

@@ -17,14 +17,8 @@ import torch
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from mt.decode.beam import beam_search
 from mt.decode.forced import force_decode_score
-from mt.decode.search import (
-    Hypothesis,
-    greedy_search,
-    length_penalty,
-    mask_log_probs,
-    max_output_lengths,
-    topk_candidates,
-)
+from mt.decode.rules import SearchSettings, apply_rules, max_output_lengths
+from mt.decode.search import Hypothesis, greedy_search, length_penalty, topk_candidates
 
 NEG_INF = float("-inf")
 
@@ -97,9 +91,17 @@ def make_batch(seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
 SOURCES = [[4, 5, 6], [7], [8, 9, 4, 5, 6, 7], [5, 5], [9, 8, 7, 6]]
 
 
+def mask_log_probs(log_probs: torch.Tensor, *, forbid_unk: bool, force_eos: torch.Tensor) -> torch.Tensor:
+    """The rules of a step without a loop guard (`apply_rules`): banned tokens, EOS forced in `force_eos` rows."""
+    def no_history() -> torch.Tensor:
+        raise AssertionError("the guard is off: no rule reads the history")
+    return apply_rules(log_probs, SearchSettings(forbid_unk=forbid_unk), at_max=force_eos, history=no_history)
+
+
 def beam(model, src, mask, *, k, n_best=1, alpha=0.6, kind="gnmt", a=1.5, b=3, forbid_unk=True):
-    return beam_search(model, src, mask, beam=k, alpha=alpha, length_penalty=kind, max_len_a=a,
-                       max_len_b=b, n_best=n_best, forbid_unk=forbid_unk)
+    return beam_search(model, src, mask, SearchSettings(beam=k, alpha=alpha, length_penalty=kind,
+                                                        max_len_a=a, max_len_b=b, n_best=n_best,
+                                                        forbid_unk=forbid_unk))
 
 
 # ---------------------------------------------------------------- small pieces, golden values
@@ -121,8 +123,10 @@ def test_length_penalty_golden_values():
 
 def test_max_output_lengths():
     _, mask = make_batch([[4, 4, 4], [4]])
-    assert max_output_lengths(mask, max_len_a=1.5, max_len_b=2).tolist() == [6, 3]  # floor(6.5), floor(3.5)
-    assert max_output_lengths(mask, max_len_a=0.0, max_len_b=0).tolist() == [0, 0]
+    assert max_output_lengths(mask.sum(dim=1),
+                              SearchSettings(max_len_a=1.5, max_len_b=2)).tolist() == [6,
+                                                                                       3]  # floor(6.5), floor(3.5)
+    assert max_output_lengths(mask.sum(dim=1), SearchSettings(max_len_a=0.0, max_len_b=0)).tolist() == [0, 0]
 
 
 def test_topk_candidates_by_hand():
@@ -137,7 +141,7 @@ def test_topk_candidates_by_hand():
     assert beams.tolist() == [[1, 0]] and toks.tolist() == [[0, 0]]
 
 
-def test_mask_log_probs():
+def test_the_step_rules_ban_specials_and_force_eos():
     lp = torch.zeros(2, 6)
     out = mask_log_probs(lp, forbid_unk=True, force_eos=torch.tensor([False, True]))
     assert out[0].tolist() == [NEG_INF, NEG_INF, NEG_INF, 0.0, 0.0, 0.0]
@@ -153,10 +157,10 @@ def test_mask_log_probs():
 def test_beam1_equals_greedy_fake(seed):
     model = TinyRNN(12, seed=seed, eos_bias=1.0)
     src, mask = make_batch(SOURCES)
-    greedy = greedy_search(model, src, mask, max_len_a=1.5, max_len_b=3, forbid_unk=True)
+    greedy = greedy_search(model, src, mask, SearchSettings(max_len_a=1.5, max_len_b=3, forbid_unk=True))
     hyps = beam(model, src, mask, k=1)
     assert [h[0].tokens for h in hyps] == greedy
-    limits = max_output_lengths(mask, max_len_a=1.5, max_len_b=3).tolist()
+    limits = max_output_lengths(mask.sum(dim=1), SearchSettings(max_len_a=1.5, max_len_b=3)).tolist()
     assert any(0 < len(g) < n for g, n in zip(greedy, limits))  # some sentence ends freely
 
 
@@ -213,7 +217,7 @@ def test_beam_matches_plain_reference(seed, k, kind, alpha):
     model = TinyRNN(10, seed=seed, eos_bias=0.3)
     src, mask = make_batch(SOURCES)
     hyps = beam(model, src, mask, k=k, n_best=k, alpha=alpha, kind=kind, a=1.0, b=2)
-    max_lens = max_output_lengths(mask, max_len_a=1.0, max_len_b=2).tolist()
+    max_lens = max_output_lengths(mask.sum(dim=1), SearchSettings(max_len_a=1.0, max_len_b=2)).tolist()
     for i in range(src.size(0)):
         ref = reference_beam(model, src[i : i + 1, : int(mask[i].sum())], mask[i : i + 1, : int(mask[i].sum())],
                              k=k, alpha=alpha, kind=kind, max_len=max_lens[i], n_best=k)
@@ -255,11 +259,13 @@ def test_finished_hypotheses_keep_their_score_while_others_run_on():
 def test_translation_independent_of_batch():
     model = TinyRNN(12, seed=4, eos_bias=0.3)
     src, mask = make_batch(SOURCES)
-    batched_greedy = greedy_search(model, src, mask, max_len_a=1.5, max_len_b=3, forbid_unk=True)
+    batched_greedy = greedy_search(model, src, mask,
+                                   SearchSettings(max_len_a=1.5, max_len_b=3, forbid_unk=True))
     batched_beam = beam(model, src, mask, k=4, n_best=2)
     for i, seq in enumerate(SOURCES):
         s, m = make_batch([seq])  # alone: no padding
-        assert greedy_search(model, s, m, max_len_a=1.5, max_len_b=3, forbid_unk=True)[0] == batched_greedy[i]
+        assert greedy_search(model, s, m, SearchSettings(max_len_a=1.5, max_len_b=3,
+                                                         forbid_unk=True))[0] == batched_greedy[i]
         alone = beam(model, s, m, k=4, n_best=2)[0]
         assert [h.tokens for h in alone] == [h.tokens for h in batched_beam[i]]
         assert [h.score for h in alone] == pytest.approx([h.score for h in batched_beam[i]], abs=1e-5)
@@ -268,8 +274,8 @@ def test_translation_independent_of_batch():
 def test_max_length_respected_and_reached():
     model = TinyRNN(12, seed=2, eos_bias=-30.0)  # EOS never chosen freely: runs to the limit
     src, mask = make_batch(SOURCES)
-    limits = max_output_lengths(mask, max_len_a=1.5, max_len_b=1).tolist()
-    greedy = greedy_search(model, src, mask, max_len_a=1.5, max_len_b=1, forbid_unk=True)
+    limits = max_output_lengths(mask.sum(dim=1), SearchSettings(max_len_a=1.5, max_len_b=1)).tolist()
+    greedy = greedy_search(model, src, mask, SearchSettings(max_len_a=1.5, max_len_b=1, forbid_unk=True))
     assert [len(g) for g in greedy] == limits
     hyps = beam(model, src, mask, k=3, n_best=3, a=1.5, b=1)
     assert [[len(h.tokens) for h in nb] for nb in hyps] == [[n] * 3 for n in limits]
@@ -278,10 +284,11 @@ def test_max_length_respected_and_reached():
 def test_forbid_unk_and_special_tokens():
     model = TinyRNN(12, seed=3, unk_bias=8.0)
     src, mask = make_batch(SOURCES)
-    free = greedy_search(model, src, mask, max_len_a=1.0, max_len_b=2, forbid_unk=False)
+    free = greedy_search(model, src, mask, SearchSettings(max_len_a=1.0, max_len_b=2, forbid_unk=False))
     assert any(UNK_ID in g for g in free)  # the model loves <unk> ...
     for forbid_unk in (True, False):
-        greedy = greedy_search(model, src, mask, max_len_a=1.0, max_len_b=2, forbid_unk=forbid_unk)
+        greedy = greedy_search(model, src, mask,
+                               SearchSettings(max_len_a=1.0, max_len_b=2, forbid_unk=forbid_unk))
         hyps = beam(model, src, mask, k=3, n_best=3, a=1.0, b=2, forbid_unk=forbid_unk)
         outputs = greedy + [h.tokens for nb in hyps for h in nb]
         banned = {PAD_ID, BOS_ID, EOS_ID} | ({UNK_ID} if forbid_unk else set())
@@ -291,7 +298,8 @@ def test_forbid_unk_and_special_tokens():
 def test_stops_early_and_drops_finished_rows():
     model = TinyRNN(12, seed=0, eos_bias=30.0)  # EOS first, always
     src, mask = make_batch(SOURCES)
-    assert greedy_search(model, src, mask, max_len_a=2.0, max_len_b=10, forbid_unk=True) == [[]] * 5
+    assert greedy_search(model, src, mask,
+                         SearchSettings(max_len_a=2.0, max_len_b=10, forbid_unk=True)) == [[]] * 5
     assert model.rows_per_step == [5]
     model.rows_per_step.clear()
     hyps = beam(model, src, mask, k=4, a=2.0, b=10)
@@ -300,7 +308,7 @@ def test_stops_early_and_drops_finished_rows():
     # Rows of finished sentences leave the batch: with short and long limits the row count falls.
     model = TinyRNN(12, seed=0, eos_bias=-30.0)
     src, mask = make_batch([[4], [4, 5, 6, 7]])
-    greedy_search(model, src, mask, max_len_a=1.0, max_len_b=0, forbid_unk=True)
+    greedy_search(model, src, mask, SearchSettings(max_len_a=1.0, max_len_b=0, forbid_unk=True))
     assert model.rows_per_step == [2, 2, 1, 1, 1]
     model.rows_per_step.clear()
     beam(model, src, mask, k=3, a=1.0, b=0)
@@ -317,16 +325,17 @@ def test_sentences_are_handed_over_as_they_end():
     def record(b: int, result: object) -> None:
         events.append((b, result, len(model.rows_per_step)))
 
-    greedy = greedy_search(model, src, mask, max_len_a=1.5, max_len_b=3, forbid_unk=True, on_done=record)
+    greedy = greedy_search(model, src, mask,
+                           SearchSettings(max_len_a=1.5, max_len_b=3, forbid_unk=True), on_done=record)
     assert len({len(g) for g in greedy}) > 1  # sentences end at different steps
     assert sorted(b for b, _, _ in events) == list(range(len(SOURCES)))
     assert all(tokens == greedy[b] and steps == len(tokens) + 1 for b, tokens, steps in events)
 
     events.clear()
     model.rows_per_step.clear()
-    hyps = beam_search(
-        model, src, mask, beam=3, alpha=0.6, length_penalty="gnmt", max_len_a=1.5, max_len_b=3, n_best=2,
-        forbid_unk=True, on_done=record)
+    hyps = beam_search(model, src, mask, SearchSettings(beam=3, alpha=0.6, length_penalty="gnmt",
+                                                        max_len_a=1.5, max_len_b=3, n_best=2,
+                                                        forbid_unk=True), on_done=record)
     assert sorted(b for b, _, _ in events) == list(range(len(SOURCES)))
     assert all(result == hyps[b] for b, result, _ in events)
     assert min(steps for _, _, steps in events) < len(model.rows_per_step)  # some before the last step
@@ -340,7 +349,8 @@ def test_beam_argument_checks():
     with pytest.raises(ValueError):
         beam(model, src, mask, k=2, kind="wu")
     assert beam(model, src[:0], mask[:0], k=2) == []
-    assert greedy_search(model, src[:0], mask[:0], max_len_a=1.0, max_len_b=1, forbid_unk=True) == []
+    assert greedy_search(model, src[:0], mask[:0],
+                         SearchSettings(max_len_a=1.0, max_len_b=1, forbid_unk=True)) == []
     assert isinstance(beam(model, src, mask, k=2)[0][0], Hypothesis)
 
 
@@ -369,7 +379,8 @@ def real_batch(lengths: list[int], seed: int = 0) -> tuple[list[list[int]], torc
 def test_transformer_beam1_equals_greedy(transformer):
     _, src, mask = real_batch([5, 1, 9, 3, 7, 0])
     with torch.inference_mode():
-        greedy = greedy_search(transformer, src, mask, max_len_a=1.0, max_len_b=4, forbid_unk=True)
+        greedy = greedy_search(transformer, src, mask,
+                               SearchSettings(max_len_a=1.0, max_len_b=4, forbid_unk=True))
         hyps = beam(transformer, src, mask, k=1, a=1.0, b=4)
     assert [h[0].tokens for h in hyps] == greedy
 
@@ -379,11 +390,14 @@ def test_transformer_batch_invariance_and_forced_scores(transformer):
 
     seqs, src, mask = real_batch([6, 2, 9, 4])
     with torch.inference_mode():
-        batched_greedy = greedy_search(transformer, src, mask, max_len_a=1.0, max_len_b=3, forbid_unk=True)
+        batched_greedy = greedy_search(transformer, src, mask,
+                                       SearchSettings(max_len_a=1.0, max_len_b=3, forbid_unk=True))
         batched = beam(transformer, src, mask, k=3, n_best=3, a=1.0, b=3)
         for i, seq in enumerate(seqs):
             s, m = collate_source([seq])
-            assert greedy_search(transformer, s, m, max_len_a=1.0, max_len_b=3, forbid_unk=True)[0] == batched_greedy[i]
+            assert greedy_search(transformer, s, m,
+                                 SearchSettings(max_len_a=1.0, max_len_b=3,
+                                                forbid_unk=True))[0] == batched_greedy[i]
             alone = beam(transformer, s, m, k=3, n_best=3, a=1.0, b=3)[0]
             assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
             assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-4)

@@ -18,6 +18,7 @@ import mt.train.loop
 import mt.train.step
 from mt.config import Config
 from mt.config_load import config_from_dict, load_config, save_config
+from mt.decode.rules import SearchSettings
 from mt.errors import MTError
 from mt.model.checkpoint import AVERAGE_CANDIDATE, load_checkpoint, load_for_inference
 from mt.train.loop import train
@@ -74,7 +75,8 @@ def test_learns_to_reverse(tmp_path: Path) -> None:
     model, tokenizer, _ = load_for_inference(best, "cpu")
     src_lines = [" ".join(s) for s in tests]
     src, src_mask = collate_source(tokenizer.encode_src(src_lines))
-    hyps = tokenizer.decode_tgt(greedy_search(model, src, src_mask, max_len_a=1.0, max_len_b=5, forbid_unk=True))
+    hyps = tokenizer.decode_tgt(greedy_search(model, src, src_mask,
+                                              SearchSettings(max_len_a=1.0, max_len_b=5, forbid_unk=True)))
     exact = sum(h == " ".join(reversed(s)) for h, s in zip(hyps, tests)) / len(tests)
     assert exact >= 0.95, f"exact match {exact:.2%}; e.g. {src_lines[0]!r} -> {hyps[0]!r}"
 

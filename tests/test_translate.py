@@ -17,6 +17,7 @@ from mt.data.batching import collate_source
 from mt.data.tokenizer import EOS_ID
 from mt.decode.beam import beam_search
 from mt.decode.engine import search_batch
+from mt.decode.rules import SearchSettings
 from mt.decode.search import greedy_search
 from mt.decode.translate import translate_lines
 from mt.errors import MTWarning
@@ -48,21 +49,25 @@ def test_greedy_for_beam_1_beam_otherwise_and_nbest_within_the_model_limit(model
                           no_repeat_ngram_size=0)  # the searches alone (the loop guard: tests/test_repeats.py)
     with torch.inference_mode():
         greedy = search_batch(model, src, mask, decode)
-        assert greedy == greedy_search(model, src, mask, max_len_a=2.0, max_len_b=20, forbid_unk=True,
-                                       max_len_limit=LIMIT)
+        assert greedy == greedy_search(model, src, mask,
+                                       SearchSettings(max_len_a=2.0, max_len_b=20, forbid_unk=True,
+                                                      max_len_limit=LIMIT))
         assert max(len(t) for t in greedy) == LIMIT  # the cap binds, and it is max_positions - 1
-        assert search_batch(model, src, mask, decode, n_best=1) == beam_search(
-            model, src, mask, beam=1, alpha=0.6, length_penalty="gnmt", max_len_a=2.0, max_len_b=20, n_best=1,
-            forbid_unk=True, max_len_limit=LIMIT)
+        assert search_batch(model, src, mask, decode, n_best=1) == beam_search(model, src, mask,
+                                                                               SearchSettings(beam=1,
+                                                                                              alpha=0.6,
+                                                                                              length_penalty="gnmt", max_len_a=2.0, max_len_b=20, n_best=1, forbid_unk=True, max_len_limit=LIMIT))
 
         decode = dataclasses.replace(decode, beam=3)
-        expected = beam_search(model, src, mask, beam=3, alpha=0.6, length_penalty="gnmt", max_len_a=2.0,
-                               max_len_b=20, n_best=2, forbid_unk=True, max_len_limit=LIMIT)
+        expected = beam_search(model, src, mask,
+                               SearchSettings(beam=3, alpha=0.6, length_penalty="gnmt", max_len_a=2.0,
+                                              max_len_b=20, n_best=2, forbid_unk=True, max_len_limit=LIMIT))
         assert search_batch(model, src, mask, decode, n_best=2) == expected
         assert search_batch(model, src, mask, decode) == [
-            h[0].tokens for h in beam_search(model, src, mask, beam=3, alpha=0.6, length_penalty="gnmt",
-                                             max_len_a=2.0, max_len_b=20, n_best=1, forbid_unk=True,
-                                             max_len_limit=LIMIT)]
+            h[0].tokens for h in beam_search(model, src, mask,
+                                             SearchSettings(beam=3, alpha=0.6, length_penalty="gnmt",
+                                                            max_len_a=2.0, max_len_b=20, n_best=1,
+                                                            forbid_unk=True, max_len_limit=LIMIT))]
         assert all(len(h.tokens) <= LIMIT for hyps in expected for h in hyps)
 
 

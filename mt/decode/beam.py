@@ -4,13 +4,16 @@
 sentence-major, every per-sentence and per-row tensor in one object. One step of the search is
 
     log_probs = state.decode(model)              the cache follows the rows, then one decoder step
+    apply_rules(log_probs, settings, ...)        every rule of a step (mt.decode.rules)
     candidates = state.topk(log_probs)           TopK: the 2K best one-token extensions per sentence
     state.finish(candidates, ...)                the EOS among the K best become finished hypotheses
     state.advance(candidates)                    the K best that do not end continue (scores, history)
     state.select(keep)                           sentences that are done leave every tensor at once
 
 which is how Sockeye names its pieces (TopK, UpdateScores, SortStates). Each method is tested on
-its own in tests/test_beam.py; `beam_search` is the loop.
+its own in tests/test_beam.py; `beam_search` is the loop. Its settings (the beam K, n_best, the
+length penalty, the limits and the guard) are one `mt.decode.rules.SearchSettings`, which
+`BeamState` keeps for its scores and its stopping bound.
 """
 
 from __future__ import annotations
@@ -22,16 +25,8 @@ import torch
 from torch import Tensor
 
 from mt.data.tokenizer import BOS_ID, EOS_ID
-from mt.decode.repeats import guard_repeats
-from mt.decode.search import (
-    Hypothesis,
-    SearchCache,
-    Seq2Seq,
-    mask_log_probs,
-    max_output_lengths,
-    topk_candidates,
-)
-from mt.decode.search import length_penalty as _length_penalty  # beam_search's keyword shadows it
+from mt.decode.rules import SearchSettings, apply_rules, max_output_lengths
+from mt.decode.search import Hypothesis, SearchCache, Seq2Seq, topk_candidates
 
 
 @dataclass
@@ -47,9 +42,7 @@ class Candidates:
 class BeamState:
     """The live hypotheses of a beam search: K rows for each of the N sentences still searching."""
 
-    k: int  # beam size
-    alpha: float  # length-penalty parameters, for scores and the stopping bound
-    kind: str
+    settings: SearchSettings  # the beam K (`k`) and the length penalty (scores, the stopping bound)
     sent: Tensor  # (N,) long: the original index of each live sentence
     scores: Tensor  # (N, K) cumulative log-probs of the live hypotheses, best first (-inf: no hypothesis)
     history: Tensor  # (N*K, t) long: the tokens each live hypothesis has emitted
@@ -67,36 +60,42 @@ class BeamState:
     sentences_left: bool = False  # `select` ran since the last decode: parents cross sentences' rows
 
     @classmethod
-    def start(cls, memory: Tensor, src_mask: Tensor, max_lens: Tensor, *, k: int, alpha: float,
-              kind: str) -> BeamState:
-        """B sentences' beams before the first step. memory (B, S, D), src_mask (B, S), max_lens (B,).
-        Each beam holds ONE live hypothesis (the others at -inf), so it never holds duplicates."""
-        batch, device = memory.size(0), memory.device
+    def start(cls, memory: Tensor, src_mask: Tensor, max_lens: Tensor, settings: SearchSettings) -> BeamState:
+        """B sentences' beams of K = settings.beam before the first step. memory (B, S, D), src_mask
+        (B, S), max_lens (B,). Each beam holds ONE live hypothesis (the others at -inf), so it never
+        holds duplicates."""
+        batch, device, k = memory.size(0), memory.device, settings.beam
         expand = torch.arange(batch, device=device).repeat_interleave(k)  # (B*K,) sentence-major rows
         scores = torch.full((batch, k), float("-inf"), device=device)
         scores[:, 0] = 0.0
-        return cls(k=k, alpha=alpha, kind=kind, sent=torch.arange(batch, device=device), scores=scores,
+        return cls(settings=settings, sent=torch.arange(batch, device=device), scores=scores,
                    history=torch.empty((batch * k, 0), dtype=torch.long, device=device),
                    parents=torch.arange(batch * k, device=device).view(batch, k),
                    memory=memory.index_select(0, expand), src_mask=src_mask.index_select(0, expand),
                    max_lens=max_lens,
-                   final_lp=_length_penalty(max_lens.to(torch.float32) + 1.0, alpha=alpha, kind=kind),
+                   final_lp=settings.penalty(max_lens.to(torch.float32) + 1.0),
                    num_finished=torch.zeros(batch, dtype=torch.long, device=device),
                    nth_best=torch.full((batch,), float("-inf"), device=device))
 
     @classmethod
-    def start_cached(cls, model: Seq2Seq, memory: Tensor, src_mask: Tensor, max_lens: Tensor, *, k: int,
-                     alpha: float, kind: str) -> BeamState:
+    def start_cached(cls, model: Seq2Seq, memory: Tensor, src_mask: Tensor, max_lens: Tensor,
+                     settings: SearchSettings) -> BeamState:
         """`start`, with the decoder cache made now where the model offers `start_cache`: ONE
         cross-attention entry per sentence that its K rows attend together, instead of K equal
         copies projected, attended and moved at every reorder. The state then keeps a zero-width
         memory (the cache holds all the decoder reads of it), so `select` moves no memory rows."""
         start_cache = getattr(model, "start_cache", None)
         if start_cache is None:  # e.g. a wrapper without an incremental cache (scripts/bench/bench_translate.py)
-            return cls.start(memory, src_mask, max_lens, k=k, alpha=alpha, kind=kind)
-        state = cls.start(memory[:, :, :0], src_mask, max_lens, k=k, alpha=alpha, kind=kind)
-        state.cache = start_cache(memory, src_mask, group=k)  # nothing decoded: the first reorder is of 0 positions
+            return cls.start(memory, src_mask, max_lens, settings)
+        state = cls.start(memory[:, :, :0], src_mask, max_lens, settings)
+        # nothing decoded: the first reorder is of 0 positions
+        state.cache = start_cache(memory, src_mask, group=settings.beam)
         return state
+
+    @property
+    def k(self) -> int:
+        """The beam size: rows per sentence."""
+        return self.settings.beam
 
     @property
     def live(self) -> bool:
@@ -128,7 +127,7 @@ class BeamState:
 
     def topk(self, log_probs: Tensor) -> Candidates:
         """TopK: the 2K best extensions of each sentence's K hypotheses. log_probs (N*K, V), banned
-        tokens already at -inf (`mask_log_probs`). 2K, because up to K of them may end in EOS."""
+        tokens already at -inf (`apply_rules`). 2K, because up to K of them may end in EOS."""
         return Candidates(*topk_candidates(self.scores, log_probs, 2 * self.k))
 
     def finish(self, cand: Candidates, finished: list[list[Hypothesis]], *, n_best: int) -> None:
@@ -138,7 +137,7 @@ class BeamState:
         ends = (cand.tokens[:, :self.k] == EOS_ID) & torch.isfinite(cand.values[:, :self.k])
         if not bool(ends.any()):
             return
-        penalty = float(_length_penalty(float(self.step + 1), alpha=self.alpha, kind=self.kind))
+        penalty = float(self.settings.penalty(float(self.step + 1)))
         touched = set()
         for s, j in ends.nonzero().tolist():
             row = s * self.k + int(cand.beams[s, j])
@@ -164,14 +163,15 @@ class BeamState:
         self.history = torch.cat([self.history.index_select(0, self.parents.view(-1)), tokens.view(-1, 1)], dim=1)
         self.step += 1
 
-    def done(self) -> Tensor:
+    def done(self, best: Tensor | None = None) -> Tensor:
         """(N,) bool: sentences that stop here — K finished hypotheses, past their maximum length, or
         no live hypothesis can still beat the n_best-th finished one. The bound is exact: a live
         log-prob cannot grow, and the length penalty is monotone in |y|, so its largest value over
-        the remaining lengths is at an end point (now or at the maximum length)."""
-        now_lp = _length_penalty(torch.full_like(self.scores[:, 0], float(self.step + 1)), alpha=self.alpha,
-                                 kind=self.kind)
-        bound = self.scores[:, 0] / torch.maximum(now_lp, self.final_lp)
+        the remaining lengths is at an end point (now or at the maximum length). `best` (N,): each
+        sentence's best live log-prob, where it is not the first row's (a constrained search's)."""
+        best = self.scores[:, 0] if best is None else best
+        now_lp = self.settings.penalty(torch.full_like(best, float(self.step + 1)))
+        bound = best / torch.maximum(now_lp, self.final_lp)
         return (self.num_finished >= self.k) | (self.max_lens < self.step) | (self.nth_best >= bound)
 
     def select(self, keep: Tensor) -> None:
@@ -187,51 +187,30 @@ class BeamState:
         self.sentences_left = True
 
 
-def beam_search(
-    model: Seq2Seq,
-    src: torch.Tensor,
-    src_mask: torch.Tensor,
-    *,
-    beam: int,
-    alpha: float,
-    length_penalty: str,
-    max_len_a: float,
-    max_len_b: int,
-    n_best: int,
-    forbid_unk: bool,
-    max_len_limit: int | None = None,
-    on_done: Callable[[int, list[Hypothesis]], None] | None = None,
-    no_repeat_ngram_size: int = 0,
-    repetition_penalty: float = 1.0,
-) -> list[list[Hypothesis]]:
-    """Beam search. src, src_mask: (B, S) -> for each sentence its `n_best` hypotheses, best first.
+def beam_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, settings: SearchSettings, *,
+                on_done: Callable[[int, list[Hypothesis]], None] | None = None) -> list[list[Hypothesis]]:
+    """Beam search. src, src_mask: (B, S) -> for each sentence its `settings.n_best` hypotheses, best first.
 
-    Scores are `log_prob / length_penalty(|y|)` with |y| counting EOS (see mt.decode.search).
-    `max_len_limit` caps the output length as in `greedy_search`. `on_done(b, hypotheses)` is
-    called for sentence b as soon as it stops, with what the returned list will hold for it.
-    `no_repeat_ngram_size`, `repetition_penalty`: the loop guard on each row's history (mt.decode.repeats).
+    Scores are `log_prob / length_penalty(|y|)` with |y| counting EOS (see mt.decode.search); every
+    step obeys mt.decode.rules (`settings`' limits, banned tokens, loop guard). `on_done(b,
+    hypotheses)` is called for sentence b as soon as it stops, with what the returned list will hold for it.
     """
-    if beam < 1 or not 1 <= n_best <= beam:
-        raise ValueError(f"beam_search: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
-    _length_penalty(1.0, alpha=alpha, kind=length_penalty)  # validate the kind before any work
     batch = src.size(0)
     if batch == 0:
         return []
-    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
-    state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, k=beam, alpha=alpha,
-                                   kind=length_penalty)
+    max_lens = max_output_lengths(src_mask.sum(dim=1), settings)
+    state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, settings)
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     results: list[list[Hypothesis] | None] = [None] * batch
+    n_best = settings.n_best
 
     def best(b: int) -> list[Hypothesis]:
         results[b] = sorted(finished[b], key=lambda h: -h.score)[:n_best]
         return results[b]
 
     while state.live:
-        log_probs = mask_log_probs(state.decode(model), forbid_unk=forbid_unk, force_eos=state.at_max_length())
-        if no_repeat_ngram_size or repetition_penalty != 1.0:
-            guard_repeats(log_probs, state.history, no_repeat_ngram_size=no_repeat_ngram_size,
-                          repetition_penalty=repetition_penalty)
+        log_probs = apply_rules(state.decode(model), settings, at_max=state.at_max_length(),
+                                history=lambda: state.history)
         candidates = state.topk(log_probs)  # (N, 2K) each
         state.finish(candidates, finished, n_best=n_best)
         state.advance(candidates)

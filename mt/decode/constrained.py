@@ -21,9 +21,13 @@ has met and how far it is into the one it is writing (`Constraints`). One step:
    would continue its last word (sentencepiece pieces without the word-start mark '▁'): a term
    "Haus" must not turn into "Hausboot" (mt.decode.terms chooses them for the target language).
 
-The rest is `mt.decode.beam`'s: `BeamState` holds scores, history, parents and the decoder cache
-(incremental decoding, one cache reorder a step; ensembles work unchanged), sentences stop as in
-`beam_search` (K finished, the maximum length, or the exact bound) and leave the batch.
+Steps 3 and 4, and the placed terms, the words a term replaces and a forced prefix, are rules of
+a step like every search's: `Constraints.step_rules` says what they ask of the rows (a
+`mt.decode.rules.TermStep`) and `mt.decode.rules.apply_rules` applies them with the rest.
+The rest is `mt.decode.beam`'s: `BeamState` holds the settings, scores, history, parents and the
+decoder cache (incremental decoding, one cache reorder a step; ensembles work unchanged),
+sentences stop as in `beam_search` (K finished, the maximum length, or the exact bound) and leave
+the batch.
 """
 
 from __future__ import annotations
@@ -37,16 +41,8 @@ from torch import Tensor
 
 from mt.data.tokenizer import EOS_ID
 from mt.decode.beam import BeamState
-from mt.decode.repeats import guard_repeats
-from mt.decode.search import (
-    Hypothesis,
-    Seq2Seq,
-    argmax_rows,
-    mask_log_probs,
-    max_output_lengths,
-    topk_candidates,
-)
-from mt.decode.search import length_penalty as _length_penalty  # the search's keyword shadows it
+from mt.decode.rules import SearchSettings, TermStep, apply_rules, max_output_lengths
+from mt.decode.search import Hypothesis, Seq2Seq, argmax_rows, topk_candidates
 from mt.decode.wanted import Wanted, wanted
 
 
@@ -216,6 +212,28 @@ class Constraints:
             return torch.full((self.rows.current.numel(),), -1, dtype=torch.long, device=self.prefix.device)
         return self.prefix[:, step].repeat_interleave(self.k)
 
+    def step_rules(self, step: int, history: Tensor, glued: Tensor, vocab: int) -> TermStep:
+        """What the terms ask of the rows at `step` (a `TermStep` for `apply_rules`), each row with
+        its `history` (N*K, t): a placed term's pieces where one starts or goes on, the `glued`
+        pieces (G,) long barred after a completed term (not those carrying it into a longer form),
+        the pieces completing an avoided sequence, the prefix's piece."""
+        k = self.k
+        placed = ((self.place >= 0) & (self.place <= step)).repeat_interleave(k)
+        here = (self.place == step).repeat_interleave(k) | (placed & (self.rows.current >= 0))
+        place = token_mask(*_clamped(self.next_tokens()), vocab) if bool(here.any()) else None
+        glue = None
+        if glued.numel() and bool(self.rows.ended.any()):  # a term's last word ends with the term ...
+            columns = torch.zeros(vocab, dtype=torch.bool, device=glued.device)
+            columns[glued] = True
+            glue = self.rows.ended.unsqueeze(1) & columns  # (N*K, V)
+            carry, longer = self.continuations()  # ... unless it goes on into a longer form of it
+            if bool(longer.any()):
+                glue &= ~token_mask(carry, longer, vocab)
+        avoid = token_mask(*self.banned(history), vocab) if bool((self.avoid >= 0).any()) else None
+        forced = self.forced(step)
+        return TermStep(all_met=self.all_met(), place_rows=here if place is not None else None, place_tokens=place,
+                        glue=glue, avoid=avoid, prefix=forced if bool((forced >= 0).any()) else None)
+
     def follow(self, cand: Progress, chosen: Tensor) -> None:
         """The rows become the candidates `chosen` (N, K) (indices into cand's M)."""
         pick = chosen.unsqueeze(2).expand(-1, -1, cand.met.size(2))
@@ -301,7 +319,7 @@ def finish(state: BeamState, cand: Candidates, places: Tensor, finished: list[li
     ends = (tokens == EOS_ID) & torch.isfinite(values)
     if not bool(ends.any()):
         return
-    penalty = float(_length_penalty(float(state.step + 1), alpha=state.alpha, kind=state.kind))
+    penalty = float(state.settings.penalty(float(state.step + 1)))
     for s, j in ends.nonzero().tolist():
         which = int(places[s, j])
         row = s * state.k + int(cand.beams[s, which])
@@ -334,10 +352,7 @@ def done(state: BeamState) -> Tensor:
     """(N,) bool: `BeamState.done`'s rule with the best live score wherever it sits in the beam
     (banks, not scores, order the rows). Before the maximum length only hypotheses meeting every
     constraint finish, so the bound against the n-th best finished one stays exact."""
-    now_lp = _length_penalty(torch.full_like(state.scores[:, 0], float(state.step + 1)), alpha=state.alpha,
-                            kind=state.kind)
-    bound = state.scores.amax(dim=1) / torch.maximum(now_lp, state.final_lp)
-    return (state.num_finished >= state.k) | (state.max_lens < state.step) | (state.nth_best >= bound)
+    return state.done(state.scores.amax(dim=1))
 
 
 def token_mask(tokens: Tensor, valid: Tensor, vocab: int) -> Tensor:
@@ -358,34 +373,17 @@ def _clamped(found: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, to
     return tokens.clamp(min=0), valid
 
 
-def constrained_beam_search(
-    model: Seq2Seq,
-    src: Tensor,
-    src_mask: Tensor,
-    constraints: Sequence[Wanted | Sequence[Sequence[int]]],
-    *,
-    beam: int,
-    alpha: float,
-    length_penalty: str,
-    max_len_a: float,
-    max_len_b: int,
-    n_best: int,
-    forbid_unk: bool,
-    max_len_limit: int | None = None,
-    on_done: Callable[[int, list[Hypothesis]], None] | None = None,
-    glue: Sequence[int] = (),
-    no_repeat_ngram_size: int = 0,
-    repetition_penalty: float = 1.0,
-) -> list[list[Hypothesis]]:
+def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor,
+                            constraints: Sequence[Wanted | Sequence[Sequence[int]]], settings: SearchSettings, *,
+                            on_done: Callable[[int, list[Hypothesis]], None] | None = None,
+                            glue: Sequence[int] = ()) -> list[list[Hypothesis]]:
     """Beam search whose outputs contain every constraint of their sentence where they fit (the
     output may be longer than `max_len_a * |src| + max_len_b` by the constraints' pieces).
     src, src_mask: (B, S); constraints: B lists of target token-id sequences, or B `Wanted` (each
     constraint's alternatives, and sequences to avoid) -> `beam_search`'s result (and `on_done`)
-    for each sentence, ranked by constraint tokens met, then score. `glue`: token ids barred right
-    after a completed constraint (module docstring). `no_repeat_ngram_size`, `repetition_penalty`:
-    the loop guard (mt.decode.repeats), as in beam search."""
-    if beam < 1 or not 1 <= n_best <= beam:
-        raise ValueError(f"constrained_beam_search: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
+    for each sentence, ranked by constraint tokens met, then score, with beam search's `settings`
+    (mt.decode.engine gives it a beam of at least `mt.decode.rules.CONSTRAINED_BEAM`). `glue`: token ids
+    barred right after a completed constraint (module docstring)."""
     found = [wanted(x) for x in constraints]
     if len(found) != src.size(0) or any(not alt for w in found for alts in w.require for alt in [*alts, *alts[:1]]):
         raise ValueError("constrained_beam_search: one list of non-empty constraints per sentence")
@@ -396,54 +394,26 @@ def constrained_beam_search(
     # however long the first pass made it (a looping model's first pass may run past the usual limit)
     room = torch.tensor([sum(max(map(len, alts)) for alts in w.require) for w in found], device=src.device)
     prefix = torch.tensor([len(w.prefix) for w in found], device=src.device)
-    max_lens = torch.maximum(max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b), prefix) + room
-    if max_len_limit is not None:
-        max_lens = max_lens.clamp(max=max_len_limit)
-    state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, k=beam, alpha=alpha,
-                                   kind=length_penalty)
-    cons = Constraints.start(found, beam, src.device)
+    max_lens = max_output_lengths(src_mask.sum(dim=1), settings, at_least=prefix, room=room)
+    state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, settings)
+    cons = Constraints.start(found, settings.beam, src.device)
     finished: list[list[Finished]] = [[] for _ in found]
     glued = torch.tensor(list(glue), dtype=torch.long, device=src.device)
     while state.live:
+        log_probs = state.decode(model)
         at_max = state.at_max_length()
-        log_probs = mask_log_probs(state.decode(model), forbid_unk=forbid_unk, force_eos=at_max)
-        guarded = bool(no_repeat_ngram_size) or repetition_penalty != 1.0
-        raw = log_probs.clone() if guarded or cons.prefix.size(1) > state.step else log_probs  # before the guard
-        placed = ((cons.place >= 0) & (cons.place <= state.step)).repeat_interleave(beam)
-        here = (cons.place == state.step).repeat_interleave(beam) | (placed & (cons.rows.current >= 0))
-        allowed = token_mask(*_clamped(cons.next_tokens()), log_probs.size(1)) if bool(here.any()) else None
-        if guarded:
-            guard_repeats(log_probs, state.history, no_repeat_ngram_size=no_repeat_ngram_size,
-                          repetition_penalty=repetition_penalty)
-            if allowed is not None:  # a placed term's own pieces are never barred by the guard
-                log_probs = torch.where(here.unsqueeze(1) & allowed, raw, log_probs)
-        log_probs[:, EOS_ID].masked_fill_(~(cons.all_met() | at_max), float("-inf"))  # no end before every term
-        if glued.numel() and bool(cons.rows.ended.any()):  # a term's last word ends with the term
-            carry, longer = cons.continuations()  # ... unless it goes on into a longer form of it
-            saved = log_probs.clone() if bool(longer.any()) else None
-            log_probs[cons.rows.ended.nonzero(), glued] = float("-inf")
-            if saved is not None:
-                log_probs = torch.where(token_mask(carry, longer, log_probs.size(1)), saved, log_probs)
-        if bool((cons.avoid >= 0).any()):  # the words a term replaces
-            ban, valid = cons.banned(state.history)
-            log_probs = log_probs.masked_fill(token_mask(ban, valid, log_probs.size(1)), float("-inf"))
-        if allowed is not None:  # a term starts at its place, and once started there, goes on to its end
-            log_probs = log_probs.masked_fill(here.unsqueeze(1) & ~allowed, float("-inf"))
-        forced = cons.forced(state.step)
-        if bool((forced >= 0).any()):  # a prefix: only its token, at the model's own log-prob (no ban applies)
-            own = raw.gather(1, forced.clamp(min=0).unsqueeze(1))
-            only = F.one_hot(forced.clamp(min=0), log_probs.size(1)).bool()
-            log_probs = torch.where((forced >= 0).unsqueeze(1), torch.where(only, own, float("-inf")), log_probs)
+        terms = cons.step_rules(state.step, state.history, glued, log_probs.size(1))
+        log_probs = apply_rules(log_probs, settings, at_max=at_max, history=lambda: state.history, terms=terms)
         cand = gather_candidates(state, cons, log_probs)
         order = allocate(cand.values, cand.progress.count)  # (N, M)
-        finish(state, cand, order[:, :beam], finished, n_best=n_best)
+        finish(state, cand, order[:, :settings.beam], finished, n_best=settings.n_best)
         advance(state, cons, cand, order)
         stop = done(state)
         if bool(stop.any()):
             if on_done is not None:
                 for b in state.sent[stop].tolist():
-                    on_done(b, ranked(finished[b], n_best))
+                    on_done(b, ranked(finished[b], settings.n_best))
             keep = (~stop).nonzero().squeeze(1)
             state.select(keep)
             cons.select(keep)
-    return [ranked(found, n_best) for found in finished]
+    return [ranked(found, settings.n_best) for found in finished]

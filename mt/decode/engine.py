@@ -1,9 +1,11 @@
 """The model behind translation: an `Engine` takes source token ids and returns output token ids.
 
 `search_batch` is the ONE place a `DecodeConfig` becomes a search call (sampling when
-decode.sampling, else greedy for beam 1 and beam search above). `NativeEngine` runs it on mt's
-own Transformer or Ensemble; `mt.deploy.ct2.CT2Translator` is the other engine (a model
-exported to CTranslate2). `mt.deploy.loading.load_model` picks one from what `-c` names.
+decode.sampling, else greedy for beam 1 and beam search above): it makes the search's settings
+once (`mt.decode.rules.search_settings`) and hands them whole to the search, whose every step obeys
+`mt.decode.rules.apply_rules`. `NativeEngine` runs it on mt's own Transformer or Ensemble;
+`mt.deploy.ct2.CT2Translator` is the other engine (a model exported to CTranslate2).
+`mt.deploy.loading.load_model` picks one from what `-c` names.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from mt.data.batching import collate_source
 from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
 from mt.decode.forced import choose_outputs
+from mt.decode.rules import SearchSettings, search_settings
 from mt.decode.sampling import sample_search
 from mt.decode.search import Hypothesis, greedy_hypotheses
 from mt.decode.wanted import Wanted
@@ -35,9 +38,6 @@ from mt.model.transformer import Transformer
 # batch-1 sentences 6-7x faster (docs/performance.md). Larger batches keep torch's count: there
 # a second thread has real work to share on a machine that is not oversubscribed.
 SINGLE_THREAD_ROWS = 8
-# The smallest beam a constrained search runs with (greedy decoding with a glossary too): its places
-# are shared among banks of hypotheses by constraint tokens met, and a beam of 1 has one bank.
-CONSTRAINED_BEAM = 4
 
 
 @contextmanager
@@ -56,11 +56,11 @@ def intra_op_threads(threads: int | None) -> Iterator[None]:
 
 
 def rows_per_sentence(decode: DecodeConfig, *, constrained: bool = False) -> int:
-    """Decoder rows one sentence takes: its samples when sampling, else the beam (at least
-    `CONSTRAINED_BEAM` for a sentence with constraints)."""
-    if constrained and not decode.sampling:
-        return max(decode.beam, CONSTRAINED_BEAM)
-    return decode.n_best if decode.sampling else decode.beam
+    """Decoder rows one sentence takes: its samples when sampling, else the beam of the search
+    `search_settings` makes (at least `CONSTRAINED_BEAM` for a sentence with constraints)."""
+    if decode.sampling:
+        return decode.n_best
+    return search_settings(decode, constrained=constrained).beam
 
 
 NativeModel = Transformer | Ensemble  # mt's own model (a NativeEngine runs it)
@@ -95,7 +95,7 @@ def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, 
     `constraints` (B lists of target token-id sequences, e.g. glossary terms): a constrained beam
     search (mt.decode.constrained) of beam `rows_per_sentence(decode, constrained=True)`; `glue`:
     tokens barred right after a constraint (they would continue its last word). Every search
-    applies decode's loop guard (`no_repeat_ngram_size`, `repetition_penalty`: mt.decode.repeats).
+    obeys the same rules at each step (mt.decode.rules: limits, banned tokens, decode's loop guard).
     """
     if n_best is None:
         report = _best_tokens(on_done) if on_done is not None else None  # type: ignore[arg-type]
@@ -117,7 +117,7 @@ def search_best(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, d
                    constraints=constraints, glue=glue)
 
 
-def _constrained(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, n_best: int,
+def _constrained(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, settings: SearchSettings,
                  constraints: Sequence[Wanted | Sequence[Sequence[int]]], *,
                  on_done: Callable[[int, list[Hypothesis]], None] | None, glue: Sequence[int]) -> list[list[Hypothesis]]:
     """`_search` with constraints: the sentences whose `Wanted.choose` holds outputs get the best of
@@ -128,7 +128,7 @@ def _constrained(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, 
     if picks:
         index = torch.tensor(picks, device=src.device)
         chosen = choose_outputs(model, src[index], src_mask[index], [constraints[i].choose for i in picks],  # type: ignore[union-attr]
-                                alpha=decode.alpha, kind=decode.length_penalty, n_best=n_best)
+                                settings)
         for i, hyps in zip(picks, chosen):
             found[i] = hyps
             if on_done is not None:
@@ -137,13 +137,8 @@ def _constrained(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, 
     if rest:
         index = torch.tensor(rest, device=src.device)
         report = (lambda b, hyps: on_done(rest[b], hyps)) if on_done is not None else None
-        searched = constrained_beam_search(
-            model, src[index], src_mask[index], [constraints[i] for i in rest],
-            beam=rows_per_sentence(decode, constrained=True), alpha=decode.alpha,
-            length_penalty=decode.length_penalty, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-            n_best=n_best, forbid_unk=decode.forbid_unk, max_len_limit=max_positions(model) - 1, on_done=report,
-            glue=glue, no_repeat_ngram_size=decode.no_repeat_ngram_size,
-            repetition_penalty=decode.repetition_penalty)
+        searched = constrained_beam_search(model, src[index], src_mask[index], [constraints[i] for i in rest],
+                                           settings, on_done=report, glue=glue)
         for i, hyps in zip(rest, searched):
             found[i] = hyps
     return found
@@ -153,29 +148,18 @@ def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decod
             greedy: bool, sentence_ids: list[int] | None, on_done: Callable[[int, list[Hypothesis]], None] | None,
             constraints: list[list[list[int]]] | None, glue: Sequence[int]) -> list[list[Hypothesis]]:
     """`n_best` hypotheses per sentence from the search `decode` names (`greedy`: greedy search for
-    beam 1; else beam search, also for beam 1), the loop guard (mt.decode.repeats) applied in each."""
-    limit = max_positions(model) - 1
-    guard = decode.no_repeat_ngram_size, decode.repetition_penalty
+    beam 1; else beam search, also for beam 1), with the settings `search_settings` makes of it."""
+    if constraints is not None and decode.sampling:
+        raise MTError("--sampling draws translations freely and cannot keep a glossary's terms; search instead")
+    settings = search_settings(decode, n_best=n_best, max_len_limit=max_positions(model) - 1,
+                               constrained=constraints is not None)
     if constraints is not None:
-        if decode.sampling:
-            raise MTError("--sampling draws translations freely and cannot keep a glossary's terms; search instead")
-        return _constrained(model, src, src_mask, decode, n_best, constraints, on_done=on_done, glue=glue)
-    if decode.sampling:
-        return sample_search(model, src, src_mask, n_samples=n_best, temperature=decode.temperature,
-                             top_k=decode.top_k, top_p=decode.top_p, seed=decode.seed, alpha=decode.alpha,
-                             length_penalty=decode.length_penalty, max_len_a=decode.max_len_a,
-                             max_len_b=decode.max_len_b, forbid_unk=decode.forbid_unk, sentence_ids=sentence_ids,
-                             max_len_limit=limit, on_done=on_done, no_repeat_ngram_size=guard[0],
-                             repetition_penalty=guard[1])
+        return _constrained(model, src, src_mask, settings, constraints, on_done=on_done, glue=glue)
+    if settings.sampling is not None:
+        return sample_search(model, src, src_mask, settings, sentence_ids=sentence_ids, on_done=on_done)
     if greedy:
-        return greedy_hypotheses(model, src, src_mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-                                 forbid_unk=decode.forbid_unk, alpha=decode.alpha,
-                                 length_penalty=decode.length_penalty, max_len_limit=limit, on_done=on_done,
-                                 no_repeat_ngram_size=guard[0], repetition_penalty=guard[1])
-    return beam_search(model, src, src_mask, beam=decode.beam, alpha=decode.alpha,
-                       length_penalty=decode.length_penalty, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-                       n_best=n_best, forbid_unk=decode.forbid_unk, max_len_limit=limit, on_done=on_done,
-                       no_repeat_ngram_size=guard[0], repetition_penalty=guard[1])
+        return greedy_hypotheses(model, src, src_mask, settings, on_done=on_done)
+    return beam_search(model, src, src_mask, settings, on_done=on_done)
 
 
 def _best_tokens(on_done: Callable[[int, list[int]], None]) -> Callable[[int, list[Hypothesis]], None]:

@@ -24,7 +24,8 @@ from tqdm import tqdm
 from mt.config import DecodeConfig
 from mt.data.batching import collate_source, pair_batches
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
-from mt.decode.search import Hypothesis, Seq2Seq, length_penalty
+from mt.decode.rules import SearchSettings, length_penalty
+from mt.decode.search import Hypothesis, Seq2Seq
 from mt.errors import MTError, MTWarning
 from mt.model.ensemble import Ensemble
 from mt.model.transformer import Transformer
@@ -58,11 +59,10 @@ CHOICE_ROWS = 64  # candidate outputs scored in one teacher-forced pass (bounds 
 
 
 def choose_outputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor,
-                   choices: Sequence[Sequence[Sequence[int]]], *, alpha: float, kind: str,
-                   n_best: int) -> list[list[Hypothesis]]:
+                   choices: Sequence[Sequence[Sequence[int]]], settings: SearchSettings) -> list[list[Hypothesis]]:
     """Each source's candidate outputs ranked by their log-prob (teacher-forced, as
-    `force_decode_score`), the `n_best` first, each with beam search's score (log-prob over the
-    length penalty of |y| + 1). Not by that score: the candidates are one translation in several
+    `force_decode_score`), the `settings.n_best` first, each with beam search's score (log-prob over
+    the length penalty of |y| + 1, `settings.score`). Not by that score: the candidates are one translation in several
     forms of a word ("hound", "hounds"), and the penalty, a search's remedy for short hypotheses,
     would favour the form with more pieces whatever the sentence needs.
     src, src_mask: (B, S); choices: B non-empty lists of token lists (no BOS/EOS) -> B lists of
@@ -73,7 +73,7 @@ def choose_outputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor,
     if not isinstance(model, Transformer):  # an ensemble, a test double: the full pass for each candidate
         return _ranked(choices, [force_decode_score(model, src[[b] * len(seqs)], src_mask[[b] * len(seqs)],
                                                     [list(seq) for seq in seqs]).tolist()
-                                 for b, seqs in enumerate(choices)], alpha, kind, n_best)
+                                 for b, seqs in enumerate(choices)], settings)
     memory = model.encode(src, src_mask)  # (B, S, D)
     log_probs: list[list[float]] = []
     group: list[int] = []
@@ -82,7 +82,7 @@ def choose_outputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor,
             log_probs += _shared_prefix_scores(model, memory[group], src_mask[group], [choices[i] for i in group])
             group = []
         group.append(b)
-    return _ranked(choices, log_probs, alpha, kind, n_best)
+    return _ranked(choices, log_probs, settings)
 
 
 def _shared_prefix_scores(model: Transformer, memory: torch.Tensor, src_mask: torch.Tensor,
@@ -121,14 +121,14 @@ def _shared_prefix_scores(model: Transformer, memory: torch.Tensor, src_mask: to
     return out
 
 
-def _ranked(choices: Sequence[Sequence[Sequence[int]]], log_probs: Sequence[Sequence[float]], alpha: float,
-            kind: str, n_best: int) -> list[list[Hypothesis]]:
-    """Each source's candidates as `Hypothesis` (score: log-prob / length penalty), most probable first, `n_best` of them."""
+def _ranked(choices: Sequence[Sequence[Sequence[int]]], log_probs: Sequence[Sequence[float]],
+            settings: SearchSettings) -> list[list[Hypothesis]]:
+    """Each source's candidates as `Hypothesis` (score: log-prob / length penalty), most probable
+    first, `settings.n_best` of them."""
     out = []
     for seqs, values in zip(choices, log_probs):
-        hyps = [Hypothesis(list(seq), lp / float(length_penalty(float(len(seq) + 1), alpha=alpha, kind=kind)), lp)
-                for seq, lp in zip(seqs, values)]
-        out.append(sorted(hyps, key=lambda h: -h.log_prob)[:n_best])
+        hyps = [Hypothesis(list(seq), settings.score(lp, len(seq)), lp) for seq, lp in zip(seqs, values)]
+        out.append(sorted(hyps, key=lambda h: -h.log_prob)[:settings.n_best])
     return out
 
 

@@ -2,9 +2,9 @@
 
 A model trained for minutes loops on input unlike its corpus (`Ein ha ha ha ha ha harzzte`,
 `Ein MAAAAAIIINAAAAAAAASSSSSSSSSS`); CTranslate2 and Hugging Face `generate` offer the same two
-guards, and both are applied here to the log-probs of every search step (greedy, beam, constrained
-and sampling), on the device, one vectorised pass over each row's history (no loop over rows or
-over the vocabulary):
+guards, and both are applied to the log-probs of every search step (greedy, beam, constrained
+and sampling: `mt.decode.rules.apply_rules` calls `guard_repeats`), on the device, one vectorised
+pass over each row's history (no loop over rows or over the vocabulary):
 
 - `no_repeat_ngram_size` n (0 = off): a token that would complete an n-gram of target pieces the
   hypothesis already holds is banned (-inf), as fairseq, Hugging Face and CTranslate2 do it. A
@@ -85,7 +85,7 @@ def penalise_repeats(log_probs: torch.Tensor, history: torch.Tensor, penalty: fl
 def guard_repeats(log_probs: torch.Tensor, history: torch.Tensor, *, no_repeat_ngram_size: int,
                   repetition_penalty: float) -> torch.Tensor:
     """Both guards on one step's log-probs (R, V) for rows with `history` (R, t), in place: the
-    penalty, then the n-gram ban. What every search calls after `mask_log_probs`."""
+    penalty, then the n-gram ban. What `mt.decode.rules.apply_rules` runs after the banned tokens."""
     penalise_repeats(log_probs, history, repetition_penalty)
     return ban_repeated_ngrams(log_probs, history, no_repeat_ngram_size)
 

@@ -4,10 +4,12 @@ Sampled back-translations train better models than beam outputs (Edunov et al. 2
 "Understanding Back-Translation at Scale"): they cover the model's distribution, not its mode.
 `sample_search` is ancestral sampling over the same incremental decoding interface as
 `mt.decode.search` (`encode`, `decode_step`, `cache.reorder`) and follows its conventions: tokens
-exclude BOS/EOS, `log_prob` is the model's own log-probability including the final EOS, the
-maximum output length is `floor(a * |src| + b)` with EOS forced there, and PAD/BOS (UNK with
-`forbid_unk`) are never emitted. (A module of its own beside mt/decode/search.py, which holds the
-two searches and their shared pieces and would pass ~400 lines with sampling added.)
+exclude BOS/EOS, `log_prob` is the model's own log-probability including the final EOS. Every step
+obeys the rules every search does (mt.decode.rules: the maximum output length
+`floor(a * |src| + b)` with EOS forced there, PAD/BOS and UNK with `forbid_unk` never emitted,
+the loop guard), and only then is filtered and drawn from. Its settings are a `SearchSettings`
+whose `sampling` (`Sampling`: temperature, top-k, top-p, seed) is set. (A module of its own beside
+mt/decode/search.py, which holds greedy search and the shared pieces.)
 
 Reproducibility: every random number comes from `sample_uniforms`, one `torch.Generator` per
 (seed, sentence id, sample index), never from the global RNG. With sentence ids = input line
@@ -24,27 +26,22 @@ from collections.abc import Callable
 import torch
 
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
-from mt.decode.repeats import guard_repeats
-from mt.decode.search import Hypothesis, LiveRows, Seq2Seq, mask_log_probs, max_output_lengths
-from mt.decode.search import (
-    length_penalty as _length_penalty,  # sample_search's keyword `length_penalty` shadows it
-)
+from mt.decode.rules import Sampling, SearchSettings, apply_rules, max_output_lengths
+from mt.decode.search import Hypothesis, LiveRows, Seq2Seq
 
 
-def filter_log_probs(log_probs: torch.Tensor, *, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
-    """The sampling distribution of each row: log-probs (R, V) divided by `temperature`, then
-    restricted to the `top_k` most probable tokens (0 = no limit), then to the nucleus: the
+def filter_log_probs(log_probs: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """The sampling distribution of each row: log-probs (R, V) divided by `sampling.temperature`,
+    then restricted to the `top_k` most probable tokens (0 = no limit), then to the nucleus: the
     fewest most probable tokens whose probability (after temperature and top-k) reaches
     `top_p` (1.0 = no limit; the most probable token always stays). Returns normalised
     log-probs (R, V) float32, -inf outside the kept set. Banned (-inf) tokens stay banned.
 
     Order and conventions follow Hugging Face `generate` (temperature, top-k, top-p); the
     nucleus keeps a token when the mass of the tokens before it is still below `top_p`.
+    `Sampling` checked the three when it was made.
     """
-    if not temperature > 0.0:
-        raise ValueError(f"filter_log_probs: temperature must be > 0, got {temperature}")
-    if top_k < 0 or not 0.0 < top_p <= 1.0:
-        raise ValueError(f"filter_log_probs: need top_k >= 0 and 0 < top_p <= 1, got {top_k}, {top_p}")
+    temperature, top_k, top_p = sampling.temperature, sampling.top_k, sampling.top_p
     neg_inf = float("-inf")
     scaled = torch.log_softmax(log_probs.float() / temperature, dim=-1)  # (R, V)
     if 0 < top_k < scaled.size(1):
@@ -88,58 +85,36 @@ def draw_tokens(log_probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor
     return torch.minimum(tokens, last)
 
 
-def _samples_of(rows: list[list[int]], values: list[float], *, alpha: float, kind: str) -> list[Hypothesis]:
+def _samples_of(rows: list[list[int]], values: list[float], settings: SearchSettings) -> list[Hypothesis]:
     """One sentence's samples from its rows of `out` and `log_prob`, highest score first (stable:
     equal scores keep draw order)."""
     hyps = []
     for row, value in zip(rows, values):
         toks = row[: row.index(EOS_ID)]  # every row ends in EOS (forced at max length)
-        hyps.append(Hypothesis(toks, value / float(_length_penalty(float(len(toks) + 1), alpha=alpha, kind=kind)),
-                               value))
+        hyps.append(Hypothesis(toks, settings.score(value, len(toks)), value))
     return sorted(hyps, key=lambda h: -h.score)
 
 
-def sample_search(
-    model: Seq2Seq,
-    src: torch.Tensor,
-    src_mask: torch.Tensor,
-    *,
-    n_samples: int,
-    temperature: float,
-    top_k: int,
-    top_p: float,
-    seed: int,
-    alpha: float,
-    length_penalty: str,
-    max_len_a: float,
-    max_len_b: int,
-    forbid_unk: bool,
-    sentence_ids: list[int] | None = None,
-    max_len_limit: int | None = None,
-    on_done: Callable[[int, list[Hypothesis]], None] | None = None,
-    no_repeat_ngram_size: int = 0,
-    repetition_penalty: float = 1.0,
-) -> list[list[Hypothesis]]:
-    """Draw `n_samples` translations per sentence from the model (ancestral sampling with
-    temperature, top-k and nucleus filtering, see `filter_log_probs`). src, src_mask: (B, S)
-    -> for each sentence its samples, highest score first (duplicates possible).
+def sample_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, settings: SearchSettings, *,
+                  sentence_ids: list[int] | None = None,
+                  on_done: Callable[[int, list[Hypothesis]], None] | None = None) -> list[list[Hypothesis]]:
+    """Draw `settings.n_best` translations per sentence from the model (ancestral sampling with
+    temperature, top-k and nucleus filtering, `settings.sampling`, see `filter_log_probs`).
+    src, src_mask: (B, S) -> for each sentence its samples, highest score first (duplicates possible).
 
-    Rows B*n_samples decode in one batch on the cached decoder, like greedy; finished rows
-    leave the batch. Randomness comes only from `sample_uniforms(seed, (sentence id, sample))`,
-    with `sentence_ids` (B ints, default 0..B-1) naming each sentence, e.g. its input line:
-    the same seed and ids give the same samples whatever the batching. A hypothesis' `log_prob`
-    is the model's own (unfiltered, untempered) log-probability of the sample, the value
-    forced decoding gives; `score` divides it by the length penalty as beam search does.
-    PAD/BOS (and UNK with `forbid_unk`) are never drawn; EOS is forced at the maximum length.
+    Rows B*n_best decode in one batch on the cached decoder, like greedy; finished rows leave the
+    batch. Randomness comes only from `sample_uniforms(seed, (sentence id, sample))`, with
+    `sentence_ids` (B ints, default 0..B-1) naming each sentence, e.g. its input line: the same
+    seed and ids give the same samples whatever the batching. A hypothesis' `log_prob` is the
+    model's own (unfiltered, untempered) log-probability of the sample, the value forced decoding
+    gives; `score` divides it by the length penalty as beam search does. Every step obeys
+    mt.decode.rules before filtering (with the loop guard on, `log_prob` is the guarded values').
     `on_done(b, samples)` is called for sentence b as soon as its last sample ends, with what the
-    returned list will hold for it. `no_repeat_ngram_size`, `repetition_penalty`: the loop guard
-    (mt.decode.repeats) on the log-probs before filtering; `log_prob` is then the guarded values'.
+    returned list will hold for it.
     """
-    if n_samples < 1:
-        raise ValueError(f"sample_search: n_samples must be >= 1, got {n_samples}")
-    filter_log_probs(torch.zeros(1, 1), temperature=temperature, top_k=top_k, top_p=top_p)  # check early
-    kind = length_penalty
-    _length_penalty(1.0, alpha=alpha, kind=kind)
+    sampling, n_samples = settings.sampling, settings.n_best
+    if sampling is None:
+        raise ValueError("sample_search: settings.sampling is None (a search, not a draw)")
     batch = src.size(0)
     ids = list(range(batch)) if sentence_ids is None else list(sentence_ids)
     if len(ids) != batch:
@@ -147,33 +122,25 @@ def sample_search(
     if batch == 0:
         return []
     device = src.device
-    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
+    max_lens = max_output_lengths(src_mask.sum(dim=1), settings)
     width = int(max_lens.max().item()) + 1
     keys = [(sid, j) for sid in ids for j in range(n_samples)]  # rows sentence-major
-    uniforms = sample_uniforms(seed, keys, width).to(device)  # (R, width)
+    uniforms = sample_uniforms(sampling.seed, keys, width).to(device)  # (R, width)
     expand = torch.arange(batch, device=device).repeat_interleave(n_samples)  # (R,)
     memory = model.encode(src, src_mask).index_select(0, expand)  # (R, S, D)
     src_mask, max_lens = src_mask.index_select(0, expand), max_lens.index_select(0, expand)
     total = batch * n_samples
     out = torch.full((total, width), PAD_ID, dtype=torch.long, device=device)
     log_prob = torch.zeros(total, dtype=torch.float64, device=device)  # (R,) model log-prob so far
-    live = LiveRows(torch.arange(total, device=device), max_lens, memory, src_mask)
+    live = LiveRows(torch.arange(total, device=device), max_lens, memory, src_mask, out)
     tokens = torch.full((total, 1), BOS_ID, dtype=torch.long, device=device)
-    def samples_of(rows: list[list[int]], values: list[float]) -> list[Hypothesis]:
-        return _samples_of(rows, values, alpha=alpha, kind=kind)
-
     handed: dict[int, list[Hypothesis]] = {}  # sentences given to on_done, by index
     rows_left = [n_samples] * batch  # per sentence: samples still being drawn
-    step = 0
     while live.rows.numel() > 0:
         log_probs, live.cache = model.decode_step(tokens, live.memory, live.src_mask, live.cache)  # (R', V)
-        log_probs = mask_log_probs(log_probs.float(), forbid_unk=forbid_unk, force_eos=live.max_lens <= step)
-        if no_repeat_ngram_size or repetition_penalty != 1.0:
-            guard_repeats(log_probs, out[live.rows, :step], no_repeat_ngram_size=no_repeat_ngram_size,
-                          repetition_penalty=repetition_penalty)
-        sampling = filter_log_probs(log_probs, temperature=temperature, top_k=top_k, top_p=top_p)
-        next_tok = draw_tokens(sampling, uniforms[live.rows, step])  # (R',)
-        out[live.rows, step] = next_tok
+        log_probs = apply_rules(log_probs.float(), settings, at_max=live.at_max_length(), history=live.history)
+        next_tok = draw_tokens(filter_log_probs(log_probs, sampling), uniforms[live.rows, live.step])  # (R',)
+        out[live.rows, live.step] = next_tok
         log_prob[live.rows] += log_probs.gather(1, next_tok.unsqueeze(1)).squeeze(1).double()
         if on_done is not None:
             for row in live.rows[next_tok == EOS_ID].tolist():
@@ -181,11 +148,11 @@ def sample_search(
                 rows_left[b] -= 1
                 if rows_left[b] == 0:
                     mine = slice(b * n_samples, (b + 1) * n_samples)
-                    handed[b] = samples_of(out[mine].tolist(), log_prob[mine].tolist())
+                    handed[b] = _samples_of(out[mine].tolist(), log_prob[mine].tolist(), settings)
                     on_done(b, handed[b])
-        step += 1
+        live.step += 1
         tokens = live.drop_finished(next_tok).unsqueeze(1)
     rows, values = out.tolist(), log_prob.tolist()  # one transfer, not one per row
     return [handed[b] if b in handed else
-            samples_of(rows[b * n_samples:(b + 1) * n_samples], values[b * n_samples:(b + 1) * n_samples])
+            _samples_of(rows[b * n_samples:(b + 1) * n_samples], values[b * n_samples:(b + 1) * n_samples], settings)
             for b in range(batch)]

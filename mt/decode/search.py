@@ -1,5 +1,7 @@
-"""Greedy search, and what every search shares: the model interface, hypotheses, length limits
-and penalties, banned tokens, top-k candidates (beam search itself is mt.decode.beam).
+"""Greedy search, and what every search shares: the model interface, hypotheses, the live rows,
+top-k candidates (beam search itself is mt.decode.beam). The rules a step obeys (length limits,
+banned tokens, the loop guard) and the settings every search takes (`SearchSettings`) are
+mt.decode.rules'; `length_penalty` is re-exported here, where scores are defined.
 
 Every search (greedy, beam, sampling) only needs `model.encode(src, src_mask)` and
 `model.decode_step(tokens (R, 1), memory, src_mask, cache) -> (log_probs (R, V), cache)` with
@@ -14,11 +16,12 @@ Conventions (shared by greedy, beam, sampling in mt/decode/sampling.py and force
 - The maximum output length is `floor(a * |src| + b)` tokens before EOS, with `|src|` the number
   of real (unmasked) source tokens. At that length only EOS is allowed, so every hypothesis ends
   in a scored EOS and force-decoding it gives back its `log_prob` exactly.
-- PAD and BOS are never emitted; `forbid_unk` also bans UNK. Banned tokens are set to -inf
-  without renormalising, so scores stay the model's own log-probabilities.
-- The loop guard (mt.decode.repeats: `no_repeat_ngram_size`, `repetition_penalty`) works on the
-  same log-probs after those bans, from each hypothesis' own history; a ban keeps scores the
-  model's own, a penalty other than 1 makes them the penalised ones.
+- Every search calls `mt.decode.rules.apply_rules` on each step's log-probs: PAD and BOS are never
+  emitted, `forbid_unk` also bans UNK (banned tokens are set to -inf without renormalising, so
+  scores stay the model's own log-probabilities), EOS is forced at the maximum length, and the
+  loop guard (mt.decode.repeats) works on the same log-probs after those bans, from each
+  hypothesis' own history; a ban keeps scores the model's own, a penalty other than 1 makes them
+  the penalised ones.
 
 Beam search (mt/decode/beam.py) keeps `beam` live hypotheses per sentence in one batch of B*K rows. A sentence
 stops when it has `beam` finished hypotheses (the usual criterion; it makes beam 1 equal to
@@ -29,16 +32,15 @@ rows leave the batch, and the search ends when every sentence has stopped.
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
-from mt.config import LengthPenalty
-from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-from mt.decode.repeats import guard_repeats
+from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from mt.decode.rules import SearchSettings, apply_rules, max_output_lengths
+from mt.decode.rules import length_penalty as length_penalty  # re-exported: the scores' convention lives here
 
 
 class SearchCache(Protocol):
@@ -82,47 +84,6 @@ class Hypothesis:
     tokens: list[int]
     score: float
     log_prob: float
-
-
-def length_penalty(length: torch.Tensor | float, *, alpha: float, kind: str) -> torch.Tensor | float:
-    """The divisor of a hypothesis' log-prob; `length` = |y| including EOS.
-
-    gnmt: ((5 + |y|) / 6) ** alpha (Wu et al. 2016); average: |y| ** alpha; none: 1.
-    Works elementwise on a tensor of lengths.
-    """
-    if kind == "gnmt":
-        return ((5.0 + length) / 6.0) ** alpha
-    if kind == "average":
-        return length ** alpha
-    if kind == "none":
-        return torch.ones_like(length) if isinstance(length, torch.Tensor) else 1.0
-    raise ValueError(f"length_penalty: unknown kind {kind!r}; "
-                     f"expected one of {', '.join(typing.get_args(LengthPenalty))}")
-
-
-
-def max_output_lengths(
-    src_mask: torch.Tensor, *, max_len_a: float, max_len_b: int, max_len_limit: int | None = None
-) -> torch.Tensor:
-    """Per-sentence maximum number of output tokens before EOS: floor(a * |src| + b), within
-    [0, max_len_limit]. src_mask: (B, S) bool, True = real token -> (B,) long."""
-    src_len = src_mask.sum(dim=1).to(torch.float64)
-    lengths = torch.floor(max_len_a * src_len + max_len_b).clamp(min=0).to(torch.long)
-    return lengths if max_len_limit is None else lengths.clamp(max=max_len_limit)
-
-
-def mask_log_probs(log_probs: torch.Tensor, *, forbid_unk: bool, force_eos: torch.Tensor) -> torch.Tensor:
-    """Ban tokens that may not be emitted, in place: PAD and BOS always, UNK when `forbid_unk`,
-    and everything but EOS in rows where `force_eos` (R,) bool is set. log_probs: (R, V)."""
-    log_probs[:, PAD_ID] = float("-inf")
-    log_probs[:, BOS_ID] = float("-inf")
-    if forbid_unk:
-        log_probs[:, UNK_ID] = float("-inf")
-    if bool(force_eos.any()):
-        eos = log_probs[:, EOS_ID].clone()
-        log_probs.masked_fill_(force_eos.unsqueeze(1), float("-inf"))
-        log_probs[:, EOS_ID] = eos
-    return log_probs
 
 
 CHUNK = 64  # vocabulary entries per chunk in `chunk_max` / the two-stage top-k
@@ -196,7 +157,17 @@ class LiveRows:
     max_lens: torch.Tensor  # (R,) long: its maximum output length (EOS is forced there)
     memory: torch.Tensor  # (R, S, D) encoder output
     src_mask: torch.Tensor  # (R, S) bool, True = real token
+    out: torch.Tensor  # (B, W) long: every original row's tokens so far (PAD after them)
+    step: int = 0  # tokens emitted so far by every live row
     cache: SearchCache | None = None  # the decoder's, from the last decode_step
+
+    def history(self) -> torch.Tensor:
+        """(R, step) long: the tokens each live row has emitted (what the loop guard reads)."""
+        return self.out[self.rows, :self.step]
+
+    def at_max_length(self) -> torch.Tensor:
+        """(R,) bool: rows whose next token must be EOS (the output reached its maximum length)."""
+        return self.max_lens <= self.step
 
     def drop_finished(self, next_tok: torch.Tensor) -> torch.Tensor:
         """Drop the rows whose `next_tok` (R,) is EOS; returns the tokens of the rows left (R',).
@@ -215,100 +186,59 @@ class LiveRows:
         return next_tok[keep]
 
 
-def _report_ended(rows: list[int], out: torch.Tensor, total: torch.Tensor, step: int, penalty: Callable[[int], float],
+def _report_ended(rows: list[int], out: torch.Tensor, total: torch.Tensor, step: int, settings: SearchSettings,
                   on_done: Callable[[int, list[Hypothesis]], None]) -> None:
     """Hand each of `rows`, which emitted EOS at `step`, its hypothesis: tokens out[row, :step]
-    (out: (B, W) long), log-prob total[row] (total: (B,)), scored with `penalty(|y|)`."""
+    (out: (B, W) long), log-prob total[row] (total: (B,)), scored by `settings`."""
     if rows:
         for row, tokens, log_prob in zip(rows, out[rows, :step].tolist(), total[rows].tolist()):
-            on_done(row, [Hypothesis(tokens, log_prob / penalty(step + 1), log_prob)])
+            on_done(row, [Hypothesis(tokens, settings.score(log_prob, step), log_prob)])
 
 
-def greedy_search(
-    model: Seq2Seq,
-    src: torch.Tensor,
-    src_mask: torch.Tensor,
-    *,
-    max_len_a: float,
-    max_len_b: int,
-    forbid_unk: bool,
-    max_len_limit: int | None = None,
-    on_done: Callable[[int, list[int]], None] | None = None,
-    no_repeat_ngram_size: int = 0,
-    repetition_penalty: float = 1.0,
-) -> list[list[int]]:
+def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, settings: SearchSettings, *,
+                  on_done: Callable[[int, list[int]], None] | None = None) -> list[list[int]]:
     """Pick the most probable token at each step. src, src_mask: (B, S) -> B token lists (no BOS/EOS).
 
-    `max_len_limit` caps the output length whatever the source length (e.g. the model's
-    `max_positions - 1`). Finished sentences leave the batch (their cache rows are dropped).
-    `on_done(b, tokens)` is called for sentence b as soon as it ends (EOS), with the tokens the
-    returned list will hold for it, while longer sentences go on (a server answers its client then).
-    `no_repeat_ngram_size`, `repetition_penalty`: the loop guard (mt.decode.repeats; 0 and 1 = off).
+    `settings` (its length limits, `forbid_unk` and loop guard; the beam is 1 whatever it says)
+    rules every step (mt.decode.rules). Finished sentences leave the batch (their cache rows are
+    dropped). `on_done(b, tokens)` is called for sentence b as soon as it ends (EOS), with the tokens
+    the returned list will hold for it, while longer sentences go on (a server answers its client then).
     `greedy_hypotheses` is the same search with each output's log-prob and score.
     """
     def report(b: int, hyps: list[Hypothesis]) -> None:
         on_done(b, hyps[0].tokens)  # type: ignore[misc]  # only passed on when given
 
-    found = greedy_hypotheses(model, src, src_mask, max_len_a=max_len_a, max_len_b=max_len_b, forbid_unk=forbid_unk,
-                              alpha=0.0, length_penalty="none", max_len_limit=max_len_limit,
-                              on_done=report if on_done is not None else None,
-                              no_repeat_ngram_size=no_repeat_ngram_size, repetition_penalty=repetition_penalty)
+    found = greedy_hypotheses(model, src, src_mask, settings, on_done=report if on_done is not None else None)
     return [hyps[0].tokens for hyps in found]
 
 
-def greedy_hypotheses(
-    model: Seq2Seq,
-    src: torch.Tensor,
-    src_mask: torch.Tensor,
-    *,
-    max_len_a: float,
-    max_len_b: int,
-    forbid_unk: bool,
-    alpha: float,
-    length_penalty: str,
-    max_len_limit: int | None = None,
-    on_done: Callable[[int, list[Hypothesis]], None] | None = None,
-    no_repeat_ngram_size: int = 0,
-    repetition_penalty: float = 1.0,
-) -> list[list[Hypothesis]]:
+def greedy_hypotheses(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, settings: SearchSettings, *,
+                      on_done: Callable[[int, list[Hypothesis]], None] | None = None) -> list[list[Hypothesis]]:
     """`greedy_search` with each sentence's output as a one-element list of `Hypothesis`: its
     log-prob summed over every decision (EOS included) in float32 as beam search sums it, and its
-    score (log_prob / length_penalty(|y|)), so beam 1's hypotheses are these. `on_done(b, [hyp])`."""
+    score (`settings.score`), so beam 1's hypotheses are these. `on_done(b, [hyp])`."""
     batch = src.size(0)
     if batch == 0:
         return []
-    length_penalty_of(alpha, length_penalty)
     device = src.device
     memory = model.encode(src, src_mask)  # (B, S, D)
-    max_lens = max_output_lengths(src_mask, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
+    max_lens = max_output_lengths(src_mask.sum(dim=1), settings)
     out = torch.full((batch, int(max_lens.max().item()) + 1), PAD_ID, dtype=torch.long, device=device)
     total = torch.zeros(batch, device=device)  # (B,) float32 log-prob so far
-    live = LiveRows(torch.arange(batch, device=device), max_lens, memory, src_mask)
+    live = LiveRows(torch.arange(batch, device=device), max_lens, memory, src_mask, out)
     tokens = torch.full((batch, 1), BOS_ID, dtype=torch.long, device=device)
-    step = 0
     while live.rows.numel() > 0:
         log_probs, live.cache = model.decode_step(tokens, live.memory, live.src_mask, live.cache)  # (R, V)
-        log_probs = mask_log_probs(log_probs, forbid_unk=forbid_unk, force_eos=live.max_lens <= step)
-        if no_repeat_ngram_size or repetition_penalty != 1.0:
-            guard_repeats(log_probs, out[live.rows, :step], no_repeat_ngram_size=no_repeat_ngram_size,
-                          repetition_penalty=repetition_penalty)
+        log_probs = apply_rules(log_probs, settings, at_max=live.at_max_length(), history=live.history)
         next_tok = argmax_rows(log_probs)  # (R,)
-        out[live.rows, step] = next_tok
+        out[live.rows, live.step] = next_tok
         total[live.rows] += log_probs.gather(1, next_tok.unsqueeze(1)).squeeze(1).float()
         if on_done is not None:
-            _report_ended(live.rows[next_tok == EOS_ID].tolist(), out, total, step,
-                          length_penalty_of(alpha, length_penalty), on_done)
-        step += 1
+            _report_ended(live.rows[next_tok == EOS_ID].tolist(), out, total, live.step, settings, on_done)
+        live.step += 1
         tokens = live.drop_finished(next_tok).unsqueeze(1)
     results = []
-    penalty = length_penalty_of(alpha, length_penalty)
     for row, log_prob in zip(out.tolist(), total.tolist()):
         toks = row[: row.index(EOS_ID)]  # every row ends in EOS (forced at max length)
-        results.append([Hypothesis(toks, log_prob / penalty(len(toks) + 1), log_prob)])
+        results.append([Hypothesis(toks, settings.score(log_prob, len(toks)), log_prob)])
     return results
-
-
-def length_penalty_of(alpha: float, kind: str) -> Callable[[int], float]:
-    """|y| -> the length penalty's divisor (a float), the kind checked now."""
-    length_penalty(1.0, alpha=alpha, kind=kind)
-    return lambda length: float(length_penalty(float(length), alpha=alpha, kind=kind))

@@ -1,13 +1,16 @@
 """Run an exported CTranslate2 model (see mt/deploy/export.py) with mt's decoding semantics.
 
 `CT2Translator` takes and returns mt token ids, so it can stand in for `mt.decode.search` behind
-`mt translate -c DIR` / `mt evaluate -c DIR`. How mt's settings map onto CTranslate2's:
+`mt translate -c DIR` / `mt evaluate -c DIR`. It takes the one `mt.decode.rules.SearchSettings`
+mt's searches take (made by `search_settings`, as the engine makes it), and `ct2_options` turns it
+into CTranslate2's options for `translate_batch`. How mt's rules map onto CTranslate2's:
 
 - Source EOS: the export sets `add_source_eos`, CTranslate2 appends `</s>` itself; callers pass
   ids without EOS, exactly as to `mt.data.batching.collate_source`. `max_input_length=0`: no silent
   truncation; a source longer than `model.max_positions - 1` is an MTError, as in mt.
 - Maximum length: mt allows floor(a * |src| + b) tokens before EOS (|src| counts the source EOS),
-  capped at `max_positions - 1`, and forces EOS at that length. CTranslate2's `max_decoding_length`
+  capped at `max_positions - 1`, and forces EOS at that length (`mt.decode.rules.max_output_lengths`,
+  the same function). CTranslate2's `max_decoding_length`
   is one value per call and counts steps, the EOS step included. A batch is searched once with
   the longest limit of its sentences; a sentence whose hypotheses all ended before its own limit
   got exactly what a search limited to it gets (the searches agree step by step until then), and
@@ -53,12 +56,27 @@ import torch
 from mt.config import DecodeConfig
 from mt.data.tokenizer import EOS_ID
 from mt.decode.engine import Results
-from mt.decode.search import length_penalty as mt_length_penalty
+from mt.decode.rules import SearchSettings, max_output_lengths, search_settings
 from mt.deploy.export import import_ctranslate2, read_export_info
 from mt.errors import MTError
 
 _NO_PENALTY = 1e-30  # |y| ** 1e-30 == 1.0f, without CTranslate2's early exit (see the module docstring)
 _BANNED = [["<pad>"], ["<s>"]]
+
+
+def ct2_options(settings: SearchSettings) -> dict[str, Any]:
+    """`settings` as CTranslate2's `translate_batch` options (the module docstring says how each
+    maps), all but the length limit, which is each call's."""
+    if settings.beam == 1 or settings.length_penalty == "none" or settings.alpha == 0.0:
+        penalty = _NO_PENALTY
+    else:
+        penalty = settings.alpha  # exact for `average`; `gnmt` re-ranks the beam's best
+    # gnmt re-ranks CTranslate2's `beam` best, so ask for all of them
+    hyps = settings.beam if settings.length_penalty == "gnmt" and settings.beam > 1 else settings.n_best
+    return dict(beam_size=settings.beam, patience=1, num_hypotheses=hyps, length_penalty=penalty,
+                disable_unk=settings.forbid_unk, suppress_sequences=_BANNED, return_end_token=True,
+                return_scores=True, max_input_length=0, min_decoding_length=0,
+                no_repeat_ngram_size=settings.no_repeat_ngram_size, repetition_penalty=settings.repetition_penalty)
 
 
 def _vocabulary(model_dir: Path, side: str) -> list[str]:
@@ -104,11 +122,11 @@ class CT2Translator:
     def _tgt_pieces(self, tgt_ids: list[list[int]]) -> list[list[str]]:
         return [[self.tgt_vocab[int(i)] for i in ids] for ids in tgt_ids]
 
-    def max_lengths(self, src_ids: list[list[int]], *, max_len_a: float, max_len_b: int,
-                    max_len_limit: int | None = None) -> list[int]:
-        """mt's per-sentence limit floor(a * (|x| + 1) + b) in [0, max_len_limit] (default max_positions - 1)."""
-        cap = self.max_positions - 1 if max_len_limit is None else min(max_len_limit, self.max_positions - 1)
-        return [min(max(math.floor(max_len_a * (len(ids) + 1) + max_len_b), 0), cap) for ids in src_ids]
+    def max_lengths(self, src_ids: list[list[int]], settings: SearchSettings) -> list[int]:
+        """mt's per-sentence limit (`max_output_lengths`: floor(a * (|x| + 1) + b) in [0, max_len_limit]),
+        within max_positions - 1 whatever the settings say."""
+        lengths = torch.tensor([len(ids) + 1 for ids in src_ids], dtype=torch.long)
+        return max_output_lengths(lengths, settings).clamp(max=self.max_positions - 1).tolist()
 
     def score_ids(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
         """Teacher-forced log-probs of each target `y EOS` (no BOS/EOS in the inputs): len(y) + 1 floats each."""
@@ -121,53 +139,27 @@ class CT2Translator:
                                               max_input_length=0)
         return [list(r.log_probs) for r in results]
 
-    def translate_ids(
-        self,
-        src_ids: list[list[int]],
-        *,
-        beam: int,
-        alpha: float,
-        length_penalty: str,
-        max_len_a: float,
-        max_len_b: int,
-        n_best: int,
-        forbid_unk: bool,
-        max_len_limit: int | None = None,
-        exact_scores: bool = False,
-        no_repeat_ngram_size: int = 0,
-        repetition_penalty: float = 1.0,
-    ) -> list[Results]:
-        """For each source (ids without EOS), its `n_best` (tokens without BOS/EOS, score), best first.
+    def translate_ids(self, src_ids: list[list[int]], settings: SearchSettings, *,
+                      exact_scores: bool = False) -> list[Results]:
+        """For each source (ids without EOS), its `settings.n_best` (tokens without BOS/EOS, score), best first.
 
         beam 1 is greedy search (n_best must be 1; the score is the summed log-prob). Scores follow
         mt's convention: log-prob / length_penalty(|y| + 1). CTranslate2's log-probs are renormalised
         over the allowed tokens; `exact_scores` re-scores the hypotheses found with `score_batch` (one
         teacher-forced pass) to give the model's own log-probs, as mt does, and ranks by those.
-        See the module docstring for the parity. `no_repeat_ngram_size`, `repetition_penalty`: the
-        loop guard, CTranslate2's own options of those names (mt.decode.repeats says where they differ).
+        See the module docstring for the parity (the loop guard too: CTranslate2's own options).
         """
-        if beam < 1 or not 1 <= n_best <= beam:
-            raise ValueError(f"translate_ids: need 1 <= n_best <= beam, got beam={beam}, n_best={n_best}")
-        mt_length_penalty(1.0, alpha=alpha, kind=length_penalty)  # validate the kind
-        limits = self.max_lengths(src_ids, max_len_a=max_len_a, max_len_b=max_len_b, max_len_limit=max_len_limit)
+        if settings.sampling is not None:
+            raise ValueError("translate_ids: CTranslate2 searches; settings.sampling must be None")
+        limits = self.max_lengths(src_ids, settings)
         pieces = self._src_pieces(src_ids)
+        options = ct2_options(settings)
         groups: dict[int, list[int]] = defaultdict(list)  # limit -> sentences searched again at it
-        if beam == 1 or length_penalty == "none" or alpha == 0.0:
-            ct2_penalty = _NO_PENALTY
-        else:
-            ct2_penalty = alpha  # exact for `average`; `gnmt` re-ranks below
-        # gnmt re-ranks CTranslate2's `beam` best, so ask for all of them
-        num_hyps = beam if length_penalty == "gnmt" and beam > 1 else n_best
-
         raw: list[list[tuple[list[int], float, bool]]] = [[] for _ in src_ids]  # (tokens, log-prob, ended)
 
         def search(members: list[int], limit: int) -> list[Any]:
-            return self.translator.translate_batch(
-                [pieces[i] for i in members], max_batch_size=self.max_batch_size, batch_type=self.batch_type,
-                beam_size=beam, patience=1, num_hypotheses=num_hyps, length_penalty=ct2_penalty,
-                disable_unk=forbid_unk, suppress_sequences=_BANNED, return_end_token=True, return_scores=True,
-                max_input_length=0, max_decoding_length=limit, min_decoding_length=0,
-                no_repeat_ngram_size=no_repeat_ngram_size, repetition_penalty=repetition_penalty)
+            return self.translator.translate_batch([pieces[i] for i in members], max_batch_size=self.max_batch_size,
+                                                   batch_type=self.batch_type, max_decoding_length=limit, **options)
 
         # One search at the batch's longest limit: a sentence whose search ended before its own limit
         # is exactly what a search limited to it finds. The few that got that far (their own limit
@@ -177,13 +169,14 @@ class CT2Translator:
             raw[i] = [([], math.nan, False)]
         first = dict(zip(live, search(live, max(limits[i] for i in live)))) if live else {}
         # greedy needs no second search: its first `limit` tokens are the limited search's
-        redo = [] if beam == 1 else [i for i, res in first.items()
-                                     if any(len(hyp) >= limits[i] for hyp in res.hypotheses)]
+        redo = [] if settings.beam == 1 else [i for i, res in first.items()
+                                              if any(len(hyp) >= limits[i] for hyp in res.hypotheses)]
         for i in redo:
             groups[limits[i]].append(i)
         results = {i: res for i, res in first.items() if i not in set(redo)}
         for limit, members in sorted(groups.items()):
             results.update(zip(members, search(members, limit)))
+        ct2_penalty = options["length_penalty"]
         for i, res in results.items():
             for hyp, score in zip(res.hypotheses, res.scores):
                 ids = [self._tgt_ids[p] for p in hyp]
@@ -200,10 +193,9 @@ class CT2Translator:
             self._add_forced_eos(src_ids, raw)
         out = []
         for hyps in raw:
-            scored = [(tokens, lp / float(mt_length_penalty(float(len(tokens) + 1), alpha=alpha, kind=length_penalty)))
-                      for tokens, lp, _ in hyps]
+            scored = [(tokens, settings.score(lp, len(tokens))) for tokens, lp, _ in hyps]
             scored.sort(key=lambda h: -h[1])
-            out.append(scored[:n_best])
+            out.append(scored[:settings.n_best])
         return out
 
     def _add_forced_eos(self, src_ids: list[list[int]], raw: list[list[tuple[list[int], float, bool]]]) -> None:
@@ -241,12 +233,8 @@ class CT2Translator:
         if decode.precision != "fp32":
             raise MTError(f"--precision {decode.precision}: an exported model's precision is its export's "
                           f"--quantization ({self.info.get('quantization')})")
-        found = self.translate_ids(src_ids, beam=decode.beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
-                                   max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=n_best or 1,
-                                   forbid_unk=decode.forbid_unk, exact_scores=n_best is not None,
-                                   no_repeat_ngram_size=decode.no_repeat_ngram_size,
-                                   repetition_penalty=decode.repetition_penalty)
-        return found
+        settings = search_settings(decode, n_best=n_best or 1, max_len_limit=self.max_positions - 1)
+        return self.translate_ids(src_ids, settings, exact_scores=n_best is not None)
 
     constrains = False  # CTranslate2 has no lexically constrained search (mt.decode.constrained)
 

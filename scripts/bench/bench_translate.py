@@ -68,6 +68,7 @@ from mt.data.batching import collate_source, decode_batches
 from mt.data.corpus import read_split
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
 from mt.decode.beam import beam_search
+from mt.decode.rules import search_settings
 from mt.decode.search import greedy_search
 from mt.decode.translate import translate_lines
 from mt.device import bf16_feature
@@ -135,29 +136,21 @@ def timed(fn: Callable[[], list[list[int]]]) -> tuple[float, list[list[int]]]:
 
 def run_mt(model: object, batches: Batches, decode: DecodeConfig, beam: int) -> list[list[int]]:
     out: list[list[int]] = []
+    settings = search_settings(dataclasses.replace(decode, beam=beam))
     for src, mask in batches:
         if beam == 1:
-            out += greedy_search(model, src, mask, max_len_a=decode.max_len_a, max_len_b=decode.max_len_b,
-                                 forbid_unk=decode.forbid_unk, no_repeat_ngram_size=decode.no_repeat_ngram_size,
-                                 repetition_penalty=decode.repetition_penalty)
+            out += greedy_search(model, src, mask, settings)
         else:
-            hyps = beam_search(model, src, mask, beam=beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
-                               max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=1,
-                               forbid_unk=decode.forbid_unk, no_repeat_ngram_size=decode.no_repeat_ngram_size,
-                               repetition_penalty=decode.repetition_penalty)
-            out += [h[0].tokens for h in hyps]
+            out += [h[0].tokens for h in beam_search(model, src, mask, settings)]
     return out
 
 
 def run_ct2(translator: object, id_batches: list[list[list[int]]], decode: DecodeConfig, beam: int) -> list[list[int]]:
     """CTranslate2 over the same batches as mt (ids without EOS), mt's decode settings."""
     out: list[list[int]] = []
+    settings = search_settings(dataclasses.replace(decode, beam=beam))
     for batch in id_batches:
-        found = translator.translate_ids(batch, beam=beam, alpha=decode.alpha, length_penalty=decode.length_penalty,
-                                         max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, n_best=1,
-                                         forbid_unk=decode.forbid_unk, no_repeat_ngram_size=decode.no_repeat_ngram_size,
-                                         repetition_penalty=decode.repetition_penalty)
-        out += [hyps[0][0] for hyps in found]
+        out += [hyps[0][0] for hyps in translator.translate_ids(batch, settings)]
     return out
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from mt.decode.search import max_output_lengths
+from mt.decode.rules import max_output_lengths, search_settings
 from mt.decode.translate import translate_lines
 from mt.deploy.hf_export import export_hf
 from mt.device import cpu_name
@@ -65,8 +65,7 @@ def main() -> None:
     model.eval()
     d = cfg.decode
     src_len = torch.tensor([len(ids) + 1 for ids in tok.encode_src(lines)])
-    limits = max_output_lengths(torch.arange(int(src_len.max()))[None, :] < src_len[:, None], max_len_a=d.max_len_a,
-                                max_len_b=d.max_len_b, max_len_limit=cfg.model.max_positions - 1).tolist()
+    limits = max_output_lengths(src_len, search_settings(d, max_len_limit=cfg.model.max_positions - 1)).tolist()
     with tempfile.TemporaryDirectory() as tmp:
         hf_dir = export_hf(args.checkpoint, Path(tmp) / "hf")
         hf, hf_tok = AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval(), AutoTokenizer.from_pretrained(hf_dir)

@@ -1,7 +1,7 @@
 """Lemmas of words, for finding a glossary's terms in every inflection (mt.text.glossary).
 
 `lemmatizer(language)` is simplemma's dictionary lemmatiser for that language (about 50 languages;
-the optional `terms` extra installs it: `pip install 'mt[terms]'`), or None where simplemma is not
+the optional `terms` extra installs it: `pip install -e '.[terms]'`), or None where simplemma is not
 installed or does not know the language: there a glossary falls back to its suffix rules
 (`mt.text.glossary.SUFFIXES`), which cannot see stem changes ("men" -> "man", "Männer" -> "Mann").
 simplemma was chosen over spaCy and Stanza: no model download, no dependency, one dictionary per

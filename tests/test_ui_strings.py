@@ -21,7 +21,7 @@ from mt.text import uistrings
 from mt.text.documents import format_of, translate_document
 from mt.text.html import HtmlFragment
 from mt.text.limits import DocumentLimits
-from mt.text.pot import gettext_language, is_template, plural_forms
+from mt.text.pot import gettext_language, is_template, plural_forms, template_of
 from mt.text.protect import KINDS, MARKS, final_mark, prepare, with_mark
 from mt.text.uistrings import (
     accelerator_of,
@@ -217,20 +217,6 @@ def test_a_template_becomes_the_target_languages_catalogue(tmp_path: Path, monke
 
 # ------------------------------------------------------------------ a real application's catalogue
 
-def _template(human: bytes) -> bytes:
-    """The human catalogue as its template: every msgstr empty, the header a .pot's."""
-    import polib
-
-    po = polib.pofile(human.decode())
-    for entry in po:
-        entry.msgstr = ""
-        entry.msgstr_plural = {n: "" for n in entry.msgstr_plural}
-        entry.flags = [flag for flag in entry.flags if flag != "fuzzy"]
-    po.metadata.update({"Language": "", "Plural-Forms": "nplurals=INTEGER; plural=EXPRESSION;",
-                        "Content-Type": "text/plain; charset=CHARSET"})
-    return str(po).encode()
-
-
 def pofilter(path: Path, style: str, tmp_path: Path, language: str = "de") -> Counter[str]:
     """Failures per check of translate-toolkit's pofilter in `style` (--gnome, --kde, --openoffice),
     fuzzy, untranslated, unchanged and blank not counted (the issue's measure)."""
@@ -252,7 +238,7 @@ def test_a_real_applications_catalogue_passes_the_translators_checks(tmp_path: P
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     human = DATA / "mousepad.de.po"
     out = tmp_path / "mt.de.po"
-    out.write_bytes(translate(_template(human.read_bytes()), Sloppy()))
+    out.write_bytes(translate(template_of(human.read_bytes()), Sloppy()))
     assert msgfmt_check(human, "_").returncode == 0
     found = msgfmt_check(out, "_")
     assert found.returncode == 0, found.stderr
@@ -264,7 +250,7 @@ def test_a_real_applications_catalogue_passes_the_translators_checks(tmp_path: P
                       ("shield", lambda text: (text, []))):
         monkeypatch.setattr(f"mt.text.uistrings.{name}", off)
     monkeypatch.setattr("mt.text.protect.with_mark", lambda translation, mark: translation)
-    out.write_bytes(translate(_template(human.read_bytes()), Sloppy()))
+    out.write_bytes(translate(template_of(human.read_bytes()), Sloppy()))
     assert "keyboard accelerator mark" in msgfmt_check(out, "_").stderr  # the doubled word doubled the mark
     broken = pofilter(out, "--gnome", tmp_path)
     for check in ("accelerators", "endpunc", "doublewords", "brackets"):

@@ -91,3 +91,18 @@ def fill_header(po: polib.POFile, target: str | None) -> None:
     meta["X-Generator"] = f"mt {__version__}"
     if template and named and not _PLACEHOLDER.search(meta.get("Plural-Forms", "")):
         po.metadata_is_fuzzy = False
+
+
+def template_of(catalogue: bytes) -> bytes:
+    """A translated catalogue made back into its template (what `xgettext` would have written):
+    every msgstr empty, no fuzzy flag, the header a .pot's (`Language` empty, the placeholder
+    `Plural-Forms` and charset). What the tests and scripts/bench/bench_l10n.py translate a real
+    application's catalogue from, to compare the result with its human translation."""
+    po = polib.pofile(catalogue.decode("utf-8"))
+    for entry in po:
+        entry.msgstr = ""
+        entry.msgstr_plural = {n: "" for n in entry.msgstr_plural}
+        entry.flags = [flag for flag in entry.flags if flag != "fuzzy"]
+    po.metadata.update({"Language": "", "Plural-Forms": "nplurals=INTEGER; plural=EXPRESSION;",
+                        "Content-Type": "text/plain; charset=CHARSET"})
+    return str(po).encode("utf-8")

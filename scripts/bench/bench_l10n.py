@@ -32,23 +32,10 @@ from pathlib import Path
 from mt.device import cpu_name
 from mt.text.documents import translate_document
 from mt.text.limits import DocumentLimits
+from mt.text.pot import template_of
 
 CHECKS = ("accelerators", "brackets", "numbers", "acronyms", "filepaths", "endpunc", "doublewords", "puncspacing",
           "startcaps")
-
-
-def template(human: bytes) -> bytes:
-    """The catalogue as its template: every msgstr empty, the header a .pot's."""
-    import polib
-
-    po = polib.pofile(human.decode())
-    for entry in po:
-        entry.msgstr = ""
-        entry.msgstr_plural = {n: "" for n in entry.msgstr_plural}
-        entry.flags = [flag for flag in entry.flags if flag != "fuzzy"]
-    po.metadata.update({"Language": "", "Plural-Forms": "nplurals=INTEGER; plural=EXPRESSION;",
-                        "Content-Type": "text/plain; charset=CHARSET"})
-    return str(po).encode()
 
 
 def pofilter(path: Path, language: str) -> Counter[str]:
@@ -117,7 +104,7 @@ def main() -> None:
     ours, human = out_dir / f"mt.{pair.tgt_lang}.po", out_dir / f"human.{pair.tgt_lang}.po"
     human.write_bytes(args.po.read_bytes())
     start = time.perf_counter()
-    ours.write_bytes(translate_document(template(args.po.read_bytes()), "po", texts, html, DocumentLimits(),
+    ours.write_bytes(translate_document(template_of(args.po.read_bytes()), "po", texts, html, DocumentLimits(),
                                         target=pair.tgt_lang))
     print(f"{args.po.name}: translated in {time.perf_counter() - start:.1f} s -> {ours}")
     theirs_found, ours_found = pofilter(human, pair.tgt_lang), pofilter(ours, pair.tgt_lang)

@@ -19,12 +19,13 @@ import signal
 import sys
 import typing
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
 import typer
 
+from mt.decode.overrides import DecodeOverrides
 from mt.errors import Interrupted, MTError, MTWarning
 from mt.serve.settings import ServeSettings
 
@@ -43,6 +44,31 @@ SERVE_CKPT_HELP = ("One model: a checkpoint (.pt), an ensemble of checkpoints jo
 CKPT_HELP = ("A checkpoint file (.pt). Repeat for an ensemble: the models' probabilities are averaged at every "
              "step; they must share one tokenizer, and the first one's config and decode settings apply. "
              "translate/evaluate also take one `mt export` directory (run in CTranslate2).")
+
+
+def options_of(settings: type, only: Sequence[str] = (),
+               help: Mapping[str, str] | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A decorator giving a command one keyword option per field of the dataclass `settings` that
+    declares a flag (its metadata: flag, help, and `option_type`/`option_default` where the flag's
+    value is not the field's), after the command's own parameters and in field order: every such
+    field, or those named in `only`; `help` replaces a field's help where the command gives it
+    another meaning. Typer reads options from the command's signature, so the decorated command's
+    signature lists them; the command takes them as `**settings`."""
+    hints = typing.get_type_hints(settings)
+    chosen = [f for f in dataclasses.fields(settings) if "flag" in f.metadata and (not only or f.name in only)]
+    options = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
+                                 annotation=f.metadata.get("option_type", hints[f.name]),
+                                 default=typer.Option(f.metadata.get("option_default", f.default), f.metadata["flag"],
+                                                      help=(help or {}).get(f.name, f.metadata["help"])))
+               for f in chosen]
+
+    def declare(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command)
+        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        command.__signature__ = signature.replace(parameters=own + options)  # type: ignore[attr-defined]
+        return command
+
+    return declare
 
 
 @data_app.command("fetch")
@@ -129,38 +155,16 @@ def train(config: Optional[Path] = typer.Argument(
                   tgt_lang=tgt_lang, budget=budget, dry_run=dry_run, data_format=data_format)
 
 
-PrecisionHelp = ("fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "
-                 "(AVX512-BF16/AMX CPUs, bf16 GPUs), opt-in: check BLEU against fp32.")
 GlossaryOpt = typer.Option(None, "--glossary", help="Terms to keep: TSV lines 'source<TAB>target' or 'source'.")
-NoRepeatOpt = typer.Option(None, "--no-repeat-ngram", help="Loop guard: no n-gram of N pieces twice (0 = off).")
-PenaltyOpt = typer.Option(None, "--repetition-penalty", help="Loop guard: emitted pieces' log-probs times P (1 = off).")
-CaseOpt = typer.Option(None, "--case/--no-case", help="ALL CAPS / Title Case read in sentence case and given back (default: on).")
-EndingOpt = typer.Option(None, "--ending/--no-ending", help="A sentence ending without punctuation gets no full stop (default: on).")
-RetryOpt = typer.Option(None, "--loop-retry/--no-loop-retry", help="Search a looping output again, no piece twice (default: on).")
 
 
 @app.command()
+@options_of(DecodeOverrides)
 def translate(
     checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
     input: str = typer.Option("-", "--input", "-i", help="Source text (each line split into sentences); '-' = stdin."),
     output: str = typer.Option("-", "--output", "-o", help="Where to write translations; '-' = stdout."),
-    beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the checkpoint config."),
-    alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
-    n_best: Optional[int] = typer.Option(
-        None, "--n-best", help="Write N hypotheses per sentence (N samples with --sampling): 'i ||| text ||| score'."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Source tokens per decoding batch."),
-    sampling: Optional[bool] = typer.Option(None, "--sampling/--no-sampling", help="Draw each translation at random "
-                                            "from the model instead of searching (e.g. for back-translation); "
-                                            "default from the config (decode.sampling)."),
-    temperature: Optional[float] = typer.Option(
-        None, help="Sampling: divide the log-probabilities by T (< 1 sharper, > 1 flatter; default 1)."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", help="Sampling: draw from the K most probable tokens (0 = all)."),
-    top_p: Optional[float] = typer.Option(
-        None, "--top-p", help="Sampling: nucleus, the fewest most probable tokens holding probability P (1 = all)."),
-    seed: Optional[int] = typer.Option(
-        None, help="Sampling: the same seed and input give the same output, whatever the batching; default 0."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
-    precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
     target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language to translate into, for a "
                                               "model of several pairs (required when it has several target languages)."),
     format: Optional[str] = typer.Option(
@@ -170,11 +174,8 @@ def translate(
                                  "them one by one (default; whitespace kept); --no-segment translates each line as "
                                  "one segment (pre-split corpora, evaluation)."),
     glossary: Optional[Path] = GlossaryOpt,
-    protect: Optional[str] = typer.Option(None, help="Spans kept verbatim: all, none, or some of placeholders,urls,"
-                                          "emails,handles,hashtags,numbers,code (default: decode.protect, all)."),
-    case: Optional[bool] = CaseOpt, ending: Optional[bool] = EndingOpt, loop_retry: Optional[bool] = RetryOpt,
-    no_repeat_ngram: Optional[int] = NoRepeatOpt, repetition_penalty: Optional[float] = PenaltyOpt,
     scores: bool = typer.Option(False, "--scores", help="Write 'confidence<TAB>translation', confidence in [0, 1]."),
+    **knobs: Any,
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order; or a document.
 
@@ -184,56 +185,52 @@ def translate(
     """
     from mt.commands.translate import translate_command
 
-    translate_command(checkpoint, input, output, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens, seed=seed,
-                      sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, device=device, case=case,
-                      precision=precision, target_lang=target_lang, format=format, segment=segment, glossary=glossary,
-                      protect=protect, no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty,
-                      ending=ending, loop_retry=loop_retry, scores=scores)
+    translate_command(checkpoint, input, output, DecodeOverrides.from_flags(**knobs), device=device,
+                      target_lang=target_lang, format=format, segment=segment, glossary=glossary, scores=scores)
 
 
 @app.command()
+@options_of(DecodeOverrides, only=("beam", "temperature", "top_k", "top_p", "seed", "max_tokens"), help={
+    "beam": "Beam search with this beam instead of sampling.",
+    "seed": "Sampling seed: line i's draws depend on (seed, i) only (default 0)."})
 def backtranslate(
     model: list[Path] = typer.Option(..., "--model", "-c", help="The reverse model (target -> source); repeat for an ensemble."),
     mono: Path = typer.Option(..., help="Target-language text, one sentence a line (.gz, or a .tsv/.jsonl's target side)."),
     output: Path = typer.Option(..., "--output", "-o", help="Folder for the synthetic corpus (train.SRC, train.TGT, manifest)."),
-    beam: Optional[int] = typer.Option(None, help="Beam search with this beam instead of sampling."),
-    temperature: Optional[float] = typer.Option(None, help="Sampling temperature (default 1)."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", help="Sample from the K most probable tokens (default 0 = all)."),
-    top_p: Optional[float] = typer.Option(None, "--top-p", help="Sampling nucleus (default 1 = all)."),
-    seed: Optional[int] = typer.Option(None, help="Sampling seed: line i's draws depend on (seed, i) only."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Source tokens per decoding batch."),
     chunk_lines: int = typer.Option(10_000, "--chunk-lines", help="Lines translated and committed at a time."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
     target_lang: Optional[str] = typer.Option(None, "--target-lang", help="For a reverse model of several pairs."),
     mono_lang: Optional[str] = typer.Option(None, "--mono-lang", help="Language of --mono (default: the model's source)."),
+    **knobs: Any,
 ) -> None:
     """Back-translate monolingual text into synthetic pairs (sampled by default), resumably: run it again to continue."""
     from mt.commands.backtranslate import backtranslate_command
 
-    backtranslate_command(model, mono, output, beam=beam, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                          max_tokens=max_tokens, chunk_lines=chunk_lines, device=device, target_lang=target_lang,
-                          mono_lang=mono_lang)
+    backtranslate_command(model, mono, output, DecodeOverrides(**knobs), chunk_lines=chunk_lines, device=device,
+                          target_lang=target_lang, mono_lang=mono_lang)
 
 
 @app.command()
+@options_of(DecodeOverrides, only=("beam", "n_best", "max_tokens"), help={
+    "beam": "The teacher's beam (default: its decode.beam).",
+    "n_best": "With --select-bleu: hypotheses to choose from."})
 def distill(
     config: Path = ConfigArg, overrides: list[str] = SetOpt,
     teacher: list[Path] = typer.Option(..., "--teacher", "-t", help="Teacher checkpoint; repeat for an ensemble."),
-    beam: Optional[int] = typer.Option(None, help="The teacher's beam (default: its decode.beam)."),
-    n_best: Optional[int] = typer.Option(None, "--n-best", help="With --select-bleu: hypotheses to choose from."),
     select_bleu: bool = typer.Option(False, "--select-bleu", help="Keep the n-best hypothesis closest to the reference."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Source tokens per decoding batch."),
     chunk_lines: int = typer.Option(10_000, "--chunk-lines", help="Lines translated and committed at a time."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N (translation; training follows the config)."),
+    **knobs: Any,
 ) -> None:
     """Train the student CONFIG on the teacher's translations of its training sources (resumable: run it again)."""
     from mt.commands.distill import distill_command
 
-    distill_command(teacher, config, overrides, beam=beam, n_best=n_best, select_bleu=select_bleu,
-                    max_tokens=max_tokens, chunk_lines=chunk_lines, device=device)
+    distill_command(teacher, config, overrides, DecodeOverrides(**knobs), select_bleu=select_bleu,
+                    chunk_lines=chunk_lines, device=device)
 
 
 @app.command()
+@options_of(DecodeOverrides, only=("beam", "alpha", "precision", "no_repeat_ngram", "repetition_penalty"))
 def evaluate(
     checkpoint: list[Path] = typer.Option([], "--checkpoint", "-c", help=CKPT_HELP),
     split: list[str] = typer.Option([], help="A split of the checkpoint's corpus (repeatable)."),
@@ -246,27 +243,23 @@ def evaluate(
         [], "--compare", help="Another model to compare with -c on the same sets (paired bootstrap; repeatable; "
                               "an ensemble as a.pt,b.pt). Repeated -c stays one ensemble."),
     out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where hypotheses and reports go (default: <run>/eval)."),
-    beam: Optional[int] = typer.Option(None, help="Beam size (1 = greedy); default from the checkpoint config."),
-    alpha: Optional[float] = typer.Option(None, help="Length-penalty alpha."),
     samples: int = typer.Option(0, help="Print this many sample translations beside their references."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
     tokenize: Optional[str] = typer.Option(
         None, help="sacreBLEU tokenizer for BLEU (13a, intl, zh, ja-mecab, ko-mecab, char, flores200, ...); "
         "default: decode.bleu_tokenize, else by the target language."),
-    precision: Optional[str] = typer.Option(None, help=PrecisionHelp),
     target_lang: Optional[str] = typer.Option(
         None, "--target-lang", help="A model of several pairs: score only the pairs into this language "
         "(required with --src/--ref when it has several target languages)."),
     glossary: Optional[Path] = GlossaryOpt,
-    no_repeat_ngram: Optional[int] = NoRepeatOpt, repetition_penalty: Optional[float] = PenaltyOpt,
+    **knobs: Any,
 ) -> None:
     """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report; --glossary adds term success."""
     from mt.commands.evaluate import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
-                     beam=beam, alpha=alpha, samples=samples, device=device, tokenize=tokenize,
-                     precision=precision, target_lang=target_lang, compare=compare, glossary=glossary,
-                     no_repeat_ngram=no_repeat_ngram, repetition_penalty=repetition_penalty)
+                     overrides=DecodeOverrides(**knobs), samples=samples, device=device, tokenize=tokenize,
+                     target_lang=target_lang, compare=compare, glossary=glossary)
 
 
 @app.command()
@@ -349,28 +342,6 @@ def plot(
     from mt.commands.plot import plot_command
 
     plot_command(run_dir, attention=attention, sentence=sentence, layer=layer, checkpoint=checkpoint)
-
-
-def options_of(settings: type) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """A decorator giving a command one keyword option per field of the dataclass `settings` that
-    declares a flag (its metadata: flag, help, and `option_type`/`option_default` where the flag's
-    value is not the field's), after the command's own parameters and in field order. Typer reads
-    options from the command's signature, so the decorated command's signature lists them; the
-    command takes them as `**settings`."""
-    hints = typing.get_type_hints(settings)
-    options = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
-                                 annotation=f.metadata.get("option_type", hints[f.name]),
-                                 default=typer.Option(f.metadata.get("option_default", f.default), f.metadata["flag"],
-                                                      help=f.metadata["help"]))
-               for f in dataclasses.fields(settings) if "flag" in f.metadata]
-
-    def declare(command: Callable[..., None]) -> Callable[..., None]:
-        signature = inspect.signature(command)
-        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        command.__signature__ = signature.replace(parameters=own + options)  # type: ignore[attr-defined]
-        return command
-
-    return declare
 
 
 @app.command()

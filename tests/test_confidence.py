@@ -17,7 +17,6 @@ from test_train import copy_run
 
 import mt.train.confidence_fit
 import mt.train.loop
-from mt.commands.decoding import decode_settings
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import UNK_ID
 from mt.decode.confidence import (
@@ -31,6 +30,7 @@ from mt.decode.confidence import (
     log_prob_of,
     text_confidence,
 )
+from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.decode.search import length_penalty
 from mt.decode.translate import translate_lines, translate_scored, translate_texts, translate_texts_scored
 from mt.errors import MTError
@@ -130,11 +130,10 @@ def test_mt_translate_scores(random_ckpt: Path, tmp_path: Path):
                                       device="cpu", segmenter=segmenter_for(ckpt.config.data.pairs[0].src_lang))
     assert run.stdout.splitlines() == [f"{c:.3f}\t{t}" for t, c in expected] and expected[1] == ("", 1.0)
     with pytest.raises(MTError, match="--repetition-penalty: must be a finite number >= 1"):
-        decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, repetition_penalty=0.5)
+        apply_overrides(decode, DecodeOverrides(repetition_penalty=0.5))
     with pytest.raises(MTError, match="--no-repeat-ngram: must be 0"):
-        decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, no_repeat_ngram=-1)
-    flags = decode_settings(DecodeConfig(), beam=None, alpha=None, n_best=None, max_tokens=None, no_repeat_ngram=4,
-                            repetition_penalty=1.2)
+        apply_overrides(decode, DecodeOverrides(no_repeat_ngram=-1))
+    flags = apply_overrides(DecodeConfig(), DecodeOverrides(no_repeat_ngram=4, repetition_penalty=1.2))
     assert (flags.no_repeat_ngram_size, flags.repetition_penalty) == (4, 1.2)
 
 

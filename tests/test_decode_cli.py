@@ -16,11 +16,11 @@ import pytest
 import torch
 from test_evaluate import ckpt, run_cli, small_data, val_lines  # noqa: F401  (fixtures)
 
-from mt.commands.decoding import decode_settings
 from mt.config_load import load_config
 from mt.data.tokenizer import EOS_ID, Tokenizer
 from mt.decode.engine import NativeEngine
 from mt.decode.forced import score_pairs
+from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.decode.translate import translate_lines, translate_texts
 from mt.errors import MTError
 from mt.model.checkpoint import inference_state, load_checkpoint, load_for_inference, save_checkpoint
@@ -71,8 +71,7 @@ def test_sampling_same_seed_same_file_other_seed_other_file(ckpt, source, tmp_pa
     assert sample("s2.txt", "--seed", "2") != first
     # stdin, one line at a time in the pipe, gives the same lines as the file
     model, tokenizer, cfg = load_for_inference(ckpt, "cpu")
-    decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=None, sampling=True,
-                             top_p=0.9, seed=1)
+    decode = apply_overrides(cfg.decode, DecodeOverrides(sampling=True, top_p=0.9, seed=1))
     alone = [translate_lines(model, tokenizer, [line], decode, device="cpu", first_id=i)[0]
              for i, line in enumerate(lines)]
     assert alone == first
@@ -134,7 +133,7 @@ def test_ensemble_translate_and_evaluate(ckpt, ckpt2, small_data, source, tmp_pa
     assert code == 0, err
     a, tok, cfg = load_for_inference(ckpt, "cpu")
     b, _, _ = load_for_inference(ckpt2, "cpu")
-    decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=None)
+    decode = apply_overrides(cfg.decode, DecodeOverrides())
     segmenter = segmenter_for(cfg.data.src_lang, cfg.data.tgt_lang)  # mt translate splits lines into sentences
     assert mixed.splitlines() == translate_texts(Ensemble([a, b]), tok, lines, decode, device="cpu", segmenter=segmenter)
     assert mixed != single

@@ -12,8 +12,8 @@ from test_train import copy_run
 import mt.train.averaging
 import mt.train.decode_fit
 import mt.train.loop
-from mt.commands.decoding import decode_settings
 from mt.config import Config, DecodeConfig
+from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.model.checkpoint import load_checkpoint, read_checkpoint
 from mt.train.decode_fit import MIN_GAIN, fit_alpha
 from mt.train.validate import Validator
@@ -78,7 +78,7 @@ def test_a_run_with_fit_alpha_stores_the_chosen_alpha_in_its_final_checkpoint(
     assert {n for _, n in seen} == {20} and fit["valid_sentences"] == 20  # FIT_SENTENCES, not validation's 3
     # what translate, evaluate and serve start from: the checkpoint's decode section
     stored = read_checkpoint(final).config.decode
-    assert decode_settings(stored, beam=None, alpha=None, n_best=None, max_tokens=None).alpha == fit["alpha"]
+    assert apply_overrides(stored, DecodeOverrides()).alpha == fit["alpha"]
     log = (cfg.run_dir / "train.log").read_text()
     assert "decoding fitted on 20 val sentences (beam 2" in log and f"stored in {final.name}" in log
     # a finished run resumed: the fit is there, nothing is done twice

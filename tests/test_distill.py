@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from test_evaluate import run_cli
 
-from mt.commands.decoding import decode_settings
 from mt.config import Config
 from mt.data.corpus import read_split
+from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.decode.translate import translate_lines, translate_nbest
 from mt.deploy.loading import load_model
 from mt.eval.bleu import best_by_sentence_bleu
@@ -43,7 +43,7 @@ def test_distill_end_to_end_and_resume(tiny_base, multi30k_dir, tmp_path, monkey
     teacher = load_model([tiny_base], "cpu")
     src, _ = read_split(teacher.config.data, "train")
     assert (folder / "train.en").read_text(encoding="utf-8").splitlines() == src[:LIMIT]
-    decode = decode_settings(teacher.config.decode, beam=2, alpha=None, n_best=1, max_tokens=None)
+    decode = apply_overrides(teacher.config.decode, DecodeOverrides(beam=2, n_best=1))
     expected = translate_lines(teacher.engine, teacher.tokenizer, src[:LIMIT], decode, device="cpu")
     assert (folder / "train.de").read_text(encoding="utf-8").splitlines() == expected
     assert (folder / "val.en").is_file() and (folder / "test_2016_flickr.de").is_file()
@@ -62,7 +62,7 @@ def test_select_bleu_keeps_the_closest_of_the_nbest(tiny_base, tiny_config, tmp_
     loaded = load_model([tiny_base], "cpu")
     teacher = Teacher(loaded.engine, loaded.tokenizer, loaded.config, loaded.device, [{"path": "t", "sha256": "x"}])
     cfg: Config = dataclasses.replace(tiny_config, data=dataclasses.replace(tiny_config.data, train_limit=12))
-    decode = decode_settings(loaded.config.decode, beam=None, alpha=None, n_best=3, max_tokens=None)
+    decode = apply_overrides(loaded.config.decode, DecodeOverrides(n_best=3))
     folder = generate(cfg, teacher, decode, select_bleu=True, chunk_lines=5, report=lambda _: None)
     src, ref = read_split(cfg.data, "train")
     nbest = translate_nbest(loaded.engine, loaded.tokenizer, src[:12], decode, device="cpu")

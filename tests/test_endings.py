@@ -233,13 +233,13 @@ def test_the_ending_flags() -> None:
     import typer.main
 
     from mt.cli import app
-    from mt.commands.decoding import robust_settings
+    from mt.decode.overrides import DecodeOverrides, apply_overrides
     from mt.serve.model import server_decode
     from mt.serve.settings import ServeSettings
 
     decode = DecodeConfig()
-    assert robust_settings(decode, protect=None, case=None).ending
-    assert not robust_settings(decode, protect=None, case=None, ending=False).ending
+    assert apply_overrides(decode, DecodeOverrides()).ending
+    assert not apply_overrides(decode, DecodeOverrides(ending=False)).ending
     translate = typer.main.get_command(app).commands["translate"]  # type: ignore[attr-defined]
     assert any("--no-ending" in (param.secondary_opts or []) for param in translate.params)
     flags = {"api_keys": None, "cors_origins": []}

@@ -23,10 +23,10 @@ import pytest
 import torch
 
 from mt.cli import main
-from mt.commands.decoding import decode_settings
 from mt.config import Config, DecodeConfig
 from mt.data.corpus import read_split
 from mt.data.tokenizer import EOS_ID, Tokenizer
+from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.decode.translate import translate_lines, translate_texts, translate_texts_nbest
 from mt.errors import MTError
 from mt.eval.evaluate import score
@@ -111,7 +111,7 @@ def test_translate_keeps_line_count_and_order(ckpt, loaded, small_data, tmp_path
     assert [g.strip() == "" for g in got] == [not line.strip() for line in lines]
     assert got[3] == "   "  # segmenting keeps a line's whitespace as it was
     model, tokenizer, cfg = loaded
-    decode = decode_settings(cfg.decode, beam=1, alpha=None, n_best=None, max_tokens=None)
+    decode = apply_overrides(cfg.decode, DecodeOverrides(beam=1))
     alone = [as_mt_translate(loaded, [line], decode)[0] for line in lines]
     assert got == alone  # batched, length-sorted translation comes back in input order (one sentence a line)
     assert len(set(got) - {"", "   "}) == 5  # five different non-empty sentences, five different outputs
@@ -120,7 +120,7 @@ def test_translate_keeps_line_count_and_order(ckpt, loaded, small_data, tmp_path
     inp.write_text("\n".join(lines), encoding="utf-8")
     code, stdout, err = run_cli(monkeypatch, capsys, "translate", "-c", ckpt, "-i", inp)
     assert code == 0, err
-    decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=None)
+    decode = apply_overrides(cfg.decode, DecodeOverrides())
     assert decode.beam == 2
     assert stdout.split("\n") == as_mt_translate(loaded, lines, decode) + [""]
 
@@ -140,7 +140,7 @@ def test_translate_nbest_format(ckpt, loaded, small_data, tmp_path, monkeypatch,
     assert sorted(by_line) == [0, 1, 2, 3]
     assert by_line[1] == [("", 0.0)]
     model, tokenizer, cfg = loaded
-    decode = decode_settings(cfg.decode, beam=3, alpha=None, n_best=None, max_tokens=None)
+    decode = apply_overrides(cfg.decode, DecodeOverrides(beam=3))
     for i in (0, 2, 3):
         scores = [s for _, s in by_line[i]]
         assert len(scores) == 3 and scores == sorted(scores, reverse=True)
@@ -152,7 +152,7 @@ def test_translate_interactive_flushes_each_line(ckpt, loaded, small_data):
     # A terminal on stdin: the translation of a line must appear before stdin is closed.
     model, tokenizer, cfg = loaded
     line = val_lines(small_data)[5]
-    decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=None)
+    decode = apply_overrides(cfg.decode, DecodeOverrides())
     expected = as_mt_translate(loaded, [line], decode)[0]
     pid, fd = pty.fork()
     if pid == 0:  # child: the real console script on a pseudo-terminal
@@ -277,16 +277,41 @@ def test_score_golden_and_checks():
         score(["a", "b"], ["a"])
 
 
-def test_decode_settings():
+def test_overrides_apply_the_rules_between_knobs():
     from mt.config import DecodeConfig
 
     base = DecodeConfig(beam=2, alpha=0.6)
-    assert decode_settings(base, beam=None, alpha=1.0, n_best=None, max_tokens=None).alpha == 1.0
-    assert decode_settings(base, beam=None, alpha=None, n_best=4, max_tokens=None).beam == 4  # raised to n-best
-    with pytest.raises(MTError):
-        decode_settings(base, beam=3, alpha=None, n_best=4, max_tokens=None)
-    with pytest.raises(MTError):
-        decode_settings(base, beam=0, alpha=None, n_best=None, max_tokens=None)
+    assert apply_overrides(base, DecodeOverrides(alpha=1.0)).alpha == 1.0
+    assert apply_overrides(base, DecodeOverrides(n_best=4)).beam == 4  # raised to n-best
+    assert apply_overrides(DecodeConfig(beam=5, n_best=3), DecodeOverrides(beam=2)).n_best == 2  # capped by it
+    with pytest.raises(MTError, match=r"^--n-best 4 exceeds --beam 3$"):
+        apply_overrides(base, DecodeOverrides(beam=3, n_best=4))
+    with pytest.raises(MTError, match=r"^--beam: must be at least 1, got 0$"):
+        apply_overrides(base, DecodeOverrides(beam=0))
+    with pytest.raises(MTError, match=r"^--seed: only applies to sampling; add --sampling$"):
+        apply_overrides(base, DecodeOverrides(seed=3))
+    sampling = DecodeConfig(sampling=True)
+    with pytest.raises(MTError, match=r"^--beam: sampling draws translations, it does not search"):
+        apply_overrides(sampling, DecodeOverrides(beam=2))
+    assert apply_overrides(sampling, DecodeOverrides(seed=3, n_best=4)).n_best == 4  # samples, whatever the beam
+
+
+def test_overrides_name_each_value_as_its_user_wrote_it():
+    """One set of messages: a command line's flags, a request's fields, the server's own flags."""
+    from mt.config import DecodeConfig
+    from mt.decode.overrides import REQUEST_FIELDS, SERVE_FLAGS
+
+    base = DecodeConfig()
+    with pytest.raises(MTError, match=r'^top_k: only applies to sampling; add "sampling": true$'):
+        apply_overrides(base, DecodeOverrides(top_k=3), REQUEST_FIELDS)
+    with pytest.raises(MTError, match=r"^n_best 7 exceeds beam 2$"):
+        apply_overrides(base, DecodeOverrides(beam=2, n_best=7), REQUEST_FIELDS)
+    with pytest.raises(MTError, match=r"^--max-batch-tokens: must be at least 1, got 0$"):
+        apply_overrides(base, DecodeOverrides(max_tokens=0), SERVE_FLAGS)
+    with pytest.raises(MTError, match=r"^--max-tokens: must be at least 1, got 0$"):
+        apply_overrides(base, DecodeOverrides(max_tokens=0))
+    assert DecodeOverrides.from_flags(protect="urls,numbers").protect == ("urls", "numbers")
+    assert apply_overrides(base, DecodeOverrides.from_flags(protect="none", case=False)).protect == ()
 
 
 def test_validation_uses_eval_mode_restores_it_and_scores_as_evaluate_does(loaded, tiny_run: Config):

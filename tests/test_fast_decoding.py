@@ -197,16 +197,16 @@ def test_grouped_cross_attention_equals_one_entry_per_row() -> None:
 
 def test_bf16_precision_is_opt_in_and_needs_native_bf16(monkeypatch: pytest.MonkeyPatch) -> None:
     import mt.decode.engine as engines
-    from mt.commands.decoding import decode_settings
     from mt.config import DecodeConfig
+    from mt.decode.overrides import DecodeOverrides, apply_overrides
     from mt.errors import MTError
 
     model = _model()
-    decode = decode_settings(DecodeConfig(beam=2, max_len_b=5), beam=None, alpha=None, n_best=None, max_tokens=None)
+    decode = apply_overrides(DecodeConfig(beam=2, max_len_b=5), DecodeOverrides())
     assert decode.precision == "fp32"
     with pytest.raises(MTError, match="--precision"):
-        decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, precision="fp16")
-    bf16 = decode_settings(decode, beam=None, alpha=None, n_best=None, max_tokens=None, precision="bf16")
+        apply_overrides(decode, DecodeOverrides(precision="fp16"))
+    bf16 = apply_overrides(decode, DecodeOverrides(precision="bf16"))
     src = [[5, 6, 7], [8, 9]]
     monkeypatch.setattr(engines, "bf16_feature", lambda device: "AMX")  # run the bf16 branch on any CPU
     engine = engines.NativeEngine(model, "cpu")

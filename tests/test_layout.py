@@ -147,6 +147,38 @@ def test_long_functions_are_found(tmp_path: Path) -> None:
     assert long_functions(source, 6) == []
 
 
+# Names only decoding uses (a data batcher's max_tokens, seed and temperature are its own).
+DECODE_KNOBS = {"beam", "alpha", "n_best", "sampling", "top_k", "top_p", "precision", "length_penalty",
+                "max_len_a", "max_len_b", "forbid_unk", "no_repeat_ngram", "no_repeat_ngram_size",
+                "repetition_penalty", "protect", "case", "ending", "loop_retry"}
+MAX_KNOB_FUNCTIONS = 2  # issue 74: settings travel whole (DecodeConfig, DecodeOverrides, SearchSettings)
+
+
+def knob_functions(path: Path) -> list[str]:
+    """'name (knobs)' for each function of `path` taking three or more decoding knobs as parameters."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            knobs = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs if p.arg in DECODE_KNOBS]
+            if len(knobs) >= 3:
+                found.append(f"{node.name} ({', '.join(knobs)})")
+    return found
+
+
+def test_decoding_settings_travel_whole() -> None:
+    """At most two functions in mt/ take three or more decoding knobs as loose parameters: the rest
+    take a `DecodeConfig`, `DecodeOverrides` or `SearchSettings` whole."""
+    found = [f"{p.relative_to(PACKAGE.parent)}: {f}" for p in sorted(PACKAGE.rglob("*.py")) for f in knob_functions(p)]
+    assert len(found) <= MAX_KNOB_FUNCTIONS, found
+
+
+def test_knob_functions_are_found(tmp_path: Path) -> None:
+    source = tmp_path / "knobs.py"
+    source.write_text("def search(x, *, beam, alpha, n_best=1):\n    pass\n\n\ndef batch(max_tokens, seed, beam):\n    pass\n")
+    assert knob_functions(source) == ["search (beam, alpha, n_best)"]
+
+
 # ---------------------------------------------------------------------------- one module per command
 
 COMMANDS = PACKAGE / "commands"

@@ -187,10 +187,10 @@ def test_the_loop_retry_flags():
     import typer.main
 
     from mt.cli import app
-    from mt.commands.decoding import robust_settings
+    from mt.decode.overrides import DecodeOverrides, apply_overrides
 
-    assert robust_settings(DecodeConfig(), protect=None, case=None).loop_retry
-    assert not robust_settings(DecodeConfig(), protect=None, case=None, loop_retry=False).loop_retry
+    assert apply_overrides(DecodeConfig(), DecodeOverrides()).loop_retry
+    assert not apply_overrides(DecodeConfig(), DecodeOverrides(loop_retry=False)).loop_retry
     translate = typer.main.get_command(app).commands["translate"]  # type: ignore[attr-defined]
     assert any("--no-loop-retry" in (param.secondary_opts or []) for param in translate.params)
 

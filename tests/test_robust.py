@@ -470,9 +470,9 @@ def test_good_names_pass(name: str) -> None:
 
 def _translate(ckpt: Path, src: Path, out: Path, *, n_best: int | None = None, alpha: float | None = None) -> None:
     from mt.commands.translate import translate_command
+    from mt.decode.overrides import DecodeOverrides
 
-    translate_command([ckpt], str(src), str(out), beam=None, alpha=alpha, n_best=n_best, max_tokens=None,
-                      sampling=None, temperature=None, top_k=None, top_p=None, seed=None, device="cpu")
+    translate_command([ckpt], str(src), str(out), DecodeOverrides(alpha=alpha, n_best=n_best), device="cpu")
 
 
 def test_translate_streams_in_chunks_with_the_same_output(tmp_path: Path, random_ckpt: Path,

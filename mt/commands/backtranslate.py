@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mt.commands.decoding import decode_settings, load_for_target
+from mt.commands.decoding import load_for_target
 from mt.data.pairwriter import PairWriter
 from mt.data.synthetic import mono_lines
 from mt.decode.generate import generate_pairs
+from mt.decode.overrides import FLAGS, SAMPLING_KNOBS, DecodeOverrides, apply_overrides
 from mt.decode.translate import translate_lines
 from mt.deploy.loading import LoadedModel
 from mt.errors import MTError
@@ -40,24 +41,22 @@ def file_identity(path: Path) -> dict[str, Any]:
     return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def backtranslate_command(models: Sequence[Path], mono: Path, out: Path, *, beam: int | None, temperature: float | None,
-                          top_k: int | None, top_p: float | None, seed: int | None, max_tokens: int | None,
+def backtranslate_command(models: Sequence[Path], mono: Path, out: Path, overrides: DecodeOverrides, *,
                           chunk_lines: int, device: str, target_lang: str | None, mono_lang: str | None) -> None:
     """`mt backtranslate`: see the module docstring."""
     if not mono.is_file():
         raise MTError(f"--mono '{mono}': {'is a folder' if mono.is_dir() else 'file not found'}")
     if chunk_lines < 1:
         raise MTError(f"--chunk-lines: must be at least 1, got {chunk_lines}")
-    given = [f for f, v in (("--temperature", temperature), ("--top-k", top_k), ("--top-p", top_p), ("--seed", seed))
-             if v is not None]
+    beam = overrides.beam
+    given = [FLAGS[knob] for knob in SAMPLING_KNOBS if getattr(overrides, knob) is not None]
     if beam is not None and given:
         raise MTError(f"{given[0]}: applies to sampling, and --beam {beam} searches instead; drop one of them")
     loaded, tokenizer = load_for_target(models, device, target_lang)
     cfg = loaded.config
     sampling = beam is None
-    decode = decode_settings(cfg.decode, beam=beam, alpha=None, n_best=1, max_tokens=max_tokens,
-                             sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
-    if sampling and top_k is None and top_p is None and temperature is None:
+    decode = apply_overrides(cfg.decode, dataclasses.replace(overrides, n_best=1, sampling=sampling))
+    if sampling and overrides.top_k is None and overrides.top_p is None and overrides.temperature is None:
         decode = dataclasses.replace(decode, top_k=0, top_p=1.0, temperature=1.0)  # unrestricted (Edunov et al.)
     pair = cfg.data.pair_into(target_lang)
     synthetic_lang, text_lang = pair.tgt_lang, mono_lang or pair.src_lang

@@ -47,12 +47,12 @@ def _direction(checkpoint: Path, flag: str, src_lang: str, tgt_lang: str, device
 def _dual_xent(forward: Path, backward: Path, src_lang: str, tgt_lang: str, device: str,
                max_tokens: int | None) -> Scorer:
     """The two models loaded (torch only now: the rules alone start fast and small)."""
-    from mt.commands.decoding import decode_settings
+    from mt.decode.overrides import DecodeOverrides, apply_overrides
     from mt.eval.dualxent import DualXent
 
     fwd, loaded = _direction(forward, "--forward", src_lang, tgt_lang, device)
     bwd, _ = _direction(backward, "--backward", tgt_lang, src_lang, device)
-    decode = decode_settings(loaded.config.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)
+    decode = apply_overrides(loaded.config.decode, DecodeOverrides(max_tokens=max_tokens))
     return DualXent(fwd, bwd, decode, loaded.device)
 
 

@@ -10,23 +10,24 @@ from the student's last.pt.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
 from mt.commands.backtranslate import model_record
-from mt.commands.decoding import decode_settings
 from mt.config_load import load_config
+from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.train.distill import Teacher, distill
 
 
-def distill_command(teachers: Sequence[Path], config: Path, overrides: list[str], *, beam: int | None,
-                    n_best: int | None, select_bleu: bool, max_tokens: int | None, chunk_lines: int,
-                    device: str) -> None:
+def distill_command(teachers: Sequence[Path], config: Path, overrides: list[str], decoding: DecodeOverrides, *,
+                    select_bleu: bool, chunk_lines: int, device: str) -> None:
     """`mt distill --teacher T.pt [--teacher T2.pt] STUDENT.yaml`: see the module docstring."""
     if chunk_lines < 1:
         raise MTError(f"--chunk-lines: must be at least 1, got {chunk_lines}")
+    n_best = decoding.n_best
     if select_bleu and (n_best is None or n_best < 2):
         raise MTError("--select-bleu: needs --n-best N (N >= 2) hypotheses to choose from")
     if n_best is not None and not select_bleu:
@@ -35,8 +36,8 @@ def distill_command(teachers: Sequence[Path], config: Path, overrides: list[str]
     loaded = load_model(teachers, device)
     if loaded.provenance.files and any(Path(f).is_dir() for f in loaded.provenance.files):
         raise MTError("--teacher: give .pt checkpoints (an exported CTranslate2 model has no tokenizer to train with here)")
-    decode = decode_settings(loaded.config.decode, beam=beam, alpha=None, n_best=n_best or 1, max_tokens=max_tokens,
-                             sampling=False)
+    decode = apply_overrides(loaded.config.decode,
+                             dataclasses.replace(decoding, n_best=n_best or 1, sampling=False))
     teacher = Teacher(loaded.engine, loaded.tokenizer, loaded.config, loaded.device, model_record(loaded))
     best = distill(cfg, teacher, decode, select_bleu=select_bleu, chunk_lines=chunk_lines,
                    report=lambda line: print(line, flush=True))

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from mt.commands.decoding import decode_settings, glossary_for_model, read_glossary_flag
+from mt.commands.decoding import glossary_for_model, read_glossary_flag
+from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.deploy.loading import load_model
 from mt.errors import MTError
 from mt.eval.bleu import bleu_tokenizer_for
@@ -97,17 +99,13 @@ def evaluate_command(
     ref: Path | None,
     hyp: Sequence[Path] = (),
     out_dir: Path | None,
-    beam: int | None,
-    alpha: float | None,
+    overrides: DecodeOverrides,
     samples: int,
     device: str,
     tokenize: str | None = None,
-    precision: str | None = None,
     target_lang: str | None = None,
     compare: Sequence[str] = (),
     glossary: Path | None = None,
-    no_repeat_ngram: int | None = None,
-    repetition_penalty: float | None = None,
 ) -> None:
     """`mt evaluate`: translate splits of the checkpoint's corpus (--split, repeatable) or a
     --src file, score against the references, print scores with signatures (a table when there
@@ -124,7 +122,7 @@ def evaluate_command(
     With `glossary` (--glossary terms.tsv) sentences holding a term are translated keeping it, and
     each set's term success (mt.eval.terms) is printed beside BLEU and written to its report. Each set's
     sentence confidences are ranked against sentence chrF (Spearman, printed and in the report).
-    `no_repeat_ngram`, `repetition_penalty`: the loop guard's flags (`decode_settings`)."""
+    `overrides`: the decode flags (--beam, --alpha, --precision and the loop guard's; `mt.decode.overrides`)."""
     if samples < 0:
         raise MTError(f"--samples: must be at least 0, got {samples}")
     if hyp:
@@ -147,10 +145,8 @@ def evaluate_command(
     outputs: list[dict[str, tuple[list[str], EvalSet, str]]] = []
     for i, system in enumerate(systems):
         where = out_dir / f"system{i + 1}" if out_dir is not None and compare else out_dir
-        outputs.append(_evaluate_system(system, splits, files, where, beam=beam, alpha=alpha, samples=samples,
-                                        device=device, tokenize=tokenize, precision=precision,
-                                        target_lang=target_lang, glossary=terms_file,
-                                        guard=(no_repeat_ngram, repetition_penalty)))
+        outputs.append(_evaluate_system(system, splits, files, where, overrides, samples=samples, device=device,
+                                        tokenize=tokenize, target_lang=target_lang, glossary=terms_file))
     if compare:
         names = ["+".join(str(p) for p in system) for system in systems]
         for label, (_, test, bleu_tokenize) in outputs[0].items():
@@ -163,10 +159,9 @@ def evaluate_command(
                      base / f"comparison.{label.replace('/', '_')}.json")
 
 
-def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: list[EvalSet], out_dir: Path | None,
-                     *, beam: int | None, alpha: float | None, samples: int, device: str, tokenize: str | None,
-                     precision: str | None, target_lang: str | None, glossary: Glossary | None = None,
-                     guard: tuple[int | None, float | None] = (None, None),
+def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: list[EvalSet],
+                     out_dir: Path | None, overrides: DecodeOverrides, *, samples: int, device: str,
+                     tokenize: str | None, target_lang: str | None, glossary: Glossary | None = None,
                      ) -> dict[str, tuple[list[str], EvalSet, str]]:
     """Translate and score every set with one model (an ensemble of `checkpoints`); prints as it goes
     and returns each set's (hypotheses, set, BLEU tokenizer) by label."""
@@ -175,8 +170,7 @@ def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: 
     load_s = time.perf_counter() - started
     model, tokenizer, cfg, dev = loaded.engine, loaded.tokenizer, loaded.config, loaded.device
     tests = eval_sets(cfg, tokenizer, splits, files, target_lang, tokenize)
-    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=1, max_tokens=None,  # scores the 1-best
-                             precision=precision, no_repeat_ngram=guard[0], repetition_penalty=guard[1])
+    decode = apply_overrides(cfg.decode, dataclasses.replace(overrides, n_best=1))  # scores the 1-best
     pair = next((p for p in cfg.data.pairs if target_lang in (None, p.tgt_lang)), cfg.data.pairs[0])
     terms = glossary_for_model(glossary, loaded, tokenizer, (pair.src_lang, pair.tgt_lang), decode)
     out_dir = out_dir if out_dir is not None else default_out_dir(checkpoints[0])

@@ -7,9 +7,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mt.commands.decoding import decode_settings, load_for_target, output_path
+from mt.commands.decoding import load_for_target, output_path
 from mt.decode.engine import NativeEngine
 from mt.decode.forced import score_pairs
+from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.errors import MTError
 from mt.textio import check_same_length, read_lines, write_lines_atomic
 
@@ -37,7 +38,7 @@ def score_command(
     engine, cfg, dev = loaded.engine, loaded.config, loaded.device
     if not isinstance(engine, NativeEngine):
         raise MTError(f"-c {checkpoints[0]}: mt score runs mt's own model; give the .pt checkpoint, not an export")
-    decode = decode_settings(cfg.decode, beam=None, alpha=None, n_best=None, max_tokens=max_tokens)
+    decode = apply_overrides(cfg.decode, DecodeOverrides(max_tokens=max_tokens))
     found = score_pairs(engine.model, tokenizer, src_lines, tgt_lines, decode, max_positions=engine.max_positions,
                         device=dev, progress=sys.stderr.isatty())
     lines = [f"{s.log_prob:.4f}\t{s.per_token:.4f}" + (f"\t{s.normalized:.4f}" if normalize else "") for s in found]

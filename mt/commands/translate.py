@@ -14,18 +14,12 @@ from pathlib import Path
 
 import torch
 
-from mt.commands.decoding import (
-    decode_settings,
-    glossary_for_model,
-    load_for_target,
-    output_path,
-    read_glossary_flag,
-    robust_settings,
-)
+from mt.commands.decoding import glossary_for_model, load_for_target, output_path, read_glossary_flag
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.align import aligner_for
 from mt.decode.engine import Engine
+from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import (
     translate_lines,
@@ -55,23 +49,14 @@ def translate_command(
     checkpoints: Sequence[Path],
     input: str,
     output: str,
+    overrides: DecodeOverrides,
     *,
-    beam: int | None,
-    alpha: float | None,
-    n_best: int | None,
-    max_tokens: int | None,
-    sampling: bool | None,
-    temperature: float | None,
-    top_k: int | None,
-    top_p: float | None,
-    seed: int | None,
     device: str,
-    precision: str | None = None,
     target_lang: str | None = None,
-    format: str | None = None, segment: bool = True,
-    glossary: Path | None = None, protect: str | None = None, case: bool | None = None, ending: bool | None = None,
-    no_repeat_ngram: int | None = None, repetition_penalty: float | None = None, scores: bool = False,
-    loop_retry: bool | None = None,
+    format: str | None = None,
+    segment: bool = True,
+    glossary: Path | None = None,
+    scores: bool = False,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
@@ -104,15 +89,15 @@ def translate_command(
     `glossary` (--glossary terms.tsv, mt.text.glossary): read and checked before the model loads,
     then against it; every sentence holding a term is translated by the constrained beam search
     (mt.decode.constrained), the others as without it. An engine that cannot keep terms refuses it.
-    `protect`, `case`, `ending`, `loop_retry` (--protect, --[no-]case, --[no-]ending, --[no-]loop-retry):
-    the decode settings of those names, which apply to segmented text and documents (`mt.decode.protected`), not to --no-segment lines.
+    `overrides`: the decode flags (`mt.decode.overrides`); its text policy (--protect, --[no-]case,
+    --[no-]ending, --[no-]loop-retry) applies to segmented text and documents, not to --no-segment lines.
     `scores`: 'confidence<TAB>translation' lines (`mt.decode.confidence`: a line's least confident sentence's).
     """
     src_path, out_path = input_path(input), output_path(output)
     # A document format by --format or the extension; a .txt file stays a stream of lines unless --format txt.
     fmt = format_of(input if src_path is not None else "", format)
     fmt = None if fmt == "txt" and format is None else fmt
-    if fmt is not None and (n_best is not None or sampling or scores):
+    if fmt is not None and (overrides.n_best is not None or overrides.sampling or scores):
         raise MTError(f"--n-best, --scores and --sampling write lines, not a .{fmt} document")
     data = _read_document(src_path, DocumentLimits()) if fmt is not None else b""
     if fmt is not None:  # a damaged file fails here, before the model loads
@@ -120,12 +105,8 @@ def translate_command(
     terms_file = read_glossary_flag(glossary)
     loaded, tokenizer = load_for_target(checkpoints, device, target_lang)
     model, cfg, dev = loaded.engine, loaded.config, loaded.device
-    decode = decode_settings(cfg.decode, beam=beam, alpha=alpha, n_best=n_best, max_tokens=max_tokens,
-                             sampling=sampling, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                             precision=precision, no_repeat_ngram=no_repeat_ngram,
-                             repetition_penalty=repetition_penalty)
-    decode = robust_settings(decode, protect=protect, case=case, ending=ending, loop_retry=loop_retry)
-    with_scores = n_best is not None or decode.n_best > 1
+    decode = apply_overrides(cfg.decode, overrides)
+    with_scores = overrides.n_best is not None or decode.n_best > 1
     if scores and with_scores:
         raise MTError("--scores: n-best lines (--n-best, or decode.n_best > 1 in the config) carry their own scores; "
                       "use one or the other")

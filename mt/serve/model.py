@@ -20,6 +20,7 @@ from typing import Any
 
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import Tokenizer
+from mt.decode.overrides import SERVE_FLAGS, apply_overrides
 from mt.decode.terms import UNSPACED, glue_pieces
 from mt.deploy.loading import ModelProvenance
 from mt.errors import MTError
@@ -142,19 +143,12 @@ class ServedModel:
 
 def server_decode(settings: ServeSettings, cfg: Config) -> tuple[DecodeConfig, int]:
     """(the server's default decode settings, the largest beam a request may ask for): the
-    checkpoint's, with --beam, --max-batch-tokens, --protect, --case, --ending and the loop guard's
-    --no-repeat-ngram, --repetition-penalty and --loop-retry."""
-    max_beam = settings.max_beam or cfg.decode.beam
-    guard = settings.no_repeat_ngram, settings.repetition_penalty
-    decode = dataclasses.replace(cfg.decode, beam=max_beam, n_best=min(cfg.decode.n_best, max_beam),
-                                 max_tokens=settings.max_batch_tokens or cfg.decode.max_tokens,
-                                 protect=cfg.decode.protect if settings.protect is None else settings.protect,
-                                 case=cfg.decode.case if settings.case is None else settings.case,
-                                 ending=cfg.decode.ending if settings.ending is None else settings.ending,
-                                 loop_retry=cfg.decode.loop_retry if settings.loop_retry is None else settings.loop_retry,
-                                 no_repeat_ngram_size=cfg.decode.no_repeat_ngram_size if guard[0] is None else guard[0],
-                                 repetition_penalty=cfg.decode.repetition_penalty if guard[1] is None else guard[1])
-    return decode, max_beam
+    checkpoint's with the server's flags (`ServeSettings.decode_overrides`) applied; --beam is both
+    the default and the bound of a request's beam (the checkpoint's decode.beam without it)."""
+    bounded = dataclasses.replace(settings.decode_overrides(), beam=None)  # the bound is not a search's beam
+    decode = apply_overrides(cfg.decode, bounded, SERVE_FLAGS)
+    max_beam = settings.max_beam or decode.beam
+    return dataclasses.replace(decode, beam=max_beam, n_best=min(decode.n_best, max_beam)), max_beam
 
 
 def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Metrics) -> ServedModel:

@@ -9,7 +9,6 @@ the server's other limits, 403 for keys.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Iterable
@@ -17,6 +16,8 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from mt.config import DecodeConfig
+from mt.decode.overrides import REQUEST_FIELDS, DecodeOverrides, apply_overrides
+from mt.errors import MTError
 from mt.serve.limits import ApiKey
 from mt.serve.settings import ServeSettings
 
@@ -103,8 +104,8 @@ def get_str(fields: dict[str, Any], name: str, *, required: bool = True, default
     return check_text(value, name)
 
 
-def get_int(fields: dict[str, Any], name: str, *, low: int, high: int | None = None) -> int | None:
-    """An optional integer field in [low, high] (a form sends it as text)."""
+def get_int(fields: dict[str, Any], name: str, *, low: int | None = None, high: int | None = None) -> int | None:
+    """An optional integer field in [low, high] (a form sends it as text; None: no bound)."""
     value = fields.get(name)
     if value is None or value == "":
         return None
@@ -115,7 +116,7 @@ def get_int(fields: dict[str, Any], name: str, *, low: int, high: int | None = N
             raise ApiError(400, f"{name}: expected an integer, got {fields[name]!r}") from None
     if isinstance(value, bool) or not isinstance(value, int):
         raise ApiError(400, f"{name}: expected an integer, got {type(value).__name__}")
-    if value < low:
+    if low is not None and value < low:
         raise ApiError(400, f"{name}: must be at least {low}, got {value}")
     if high is not None and value > high:
         raise ApiError(400, f"{name}: at most {high} on this server, got {value}")
@@ -219,52 +220,24 @@ def check_key(given: str | None, settings: ServeSettings) -> ApiKey | None:
 
 def v1_decode(fields: dict[str, Any], base: DecodeConfig, settings: ServeSettings,
               max_beam: int, *, samples: bool) -> tuple[DecodeConfig, int | None]:
-    """(decode settings, n_best or None) for a /v1 request: `mt translate`'s rules (decode_settings)
-    within the server's limits (n_best, capped by max_alternatives + 1, may raise the beam to it).
-    `base` is the server's default (checkpoint config, server beam); `samples`: whether the model
-    can sample (an exported CTranslate2 model cannot: 400)."""
-    beam = get_int(fields, "beam", low=1, high=max_beam)
-    n_best = get_int(fields, "n_best", low=1, high=settings.max_alternatives + 1)
-    alpha = get_float(fields, "alpha")
-    if alpha is not None and alpha < 0:
-        raise ApiError(400, f"alpha: must be >= 0, got {alpha}")
+    """(decode settings, n_best or None) for a /v1 request: its fields applied to the server's
+    default `base` by `mt translate`'s rules and messages (`apply_overrides`), within the server's
+    bounds (beam at most `max_beam`, n_best at most max_alternatives + 1); `samples`: whether the
+    model can sample (an exported CTranslate2 model cannot: 400)."""
     sampling = fields.get("sampling")
     if sampling is not None and not isinstance(sampling, bool):
         raise ApiError(400, f"sampling: expected true or false, got {sampling!r}")
-    seed = get_int(fields, "seed", low=0)
-    top_k = get_int(fields, "top_k", low=0)
-    temperature, top_p = get_float(fields, "temperature"), get_float(fields, "top_p")
-    if temperature is not None and not temperature > 0:
-        raise ApiError(400, f"temperature: must be positive, got {temperature}")
-    if top_p is not None and not 0 < top_p <= 1:
-        raise ApiError(400, f"top_p: must be in (0, 1], got {top_p}")
-    sampling = base.sampling if sampling is None else sampling
-    decode = dataclasses.replace(
-        base,
-        beam=base.beam if beam is None else beam,
-        alpha=base.alpha if alpha is None else alpha,
-        n_best=n_best if n_best is not None else (base.n_best if beam is None else min(base.n_best, beam)),
-        sampling=sampling,
-        seed=base.seed if seed is None else seed,
-        top_k=base.top_k if top_k is None else top_k,
-        temperature=base.temperature if temperature is None else temperature,
-        top_p=base.top_p if top_p is None else top_p,
-    )
-    if sampling:
-        if not samples:
-            raise ApiError(400, "sampling: this server runs an `mt export` (CTranslate2) model, which searches "
-                                "(greedy/beam) only; serve the .pt checkpoint to sample")
-        if beam is not None:
-            raise ApiError(400, "beam: sampling draws translations, it does not search; drop beam or sampling")
-        return decode, n_best
-    for name in ("temperature", "top_k", "top_p", "seed"):
-        if fields.get(name) is not None:
-            raise ApiError(400, f"{name}: only applies to sampling; add \"sampling\": true")
-    if decode.n_best > decode.beam:
-        if beam is not None:
-            raise ApiError(400, f"n_best: {decode.n_best} exceeds beam {decode.beam}")
-        decode = dataclasses.replace(decode, beam=decode.n_best)
-    return decode, n_best
+    overrides = DecodeOverrides(
+        beam=get_int(fields, "beam", high=max_beam), n_best=get_int(fields, "n_best", high=settings.max_alternatives + 1),
+        alpha=get_float(fields, "alpha"), sampling=sampling, seed=get_int(fields, "seed"),
+        top_k=get_int(fields, "top_k"), temperature=get_float(fields, "temperature"), top_p=get_float(fields, "top_p"))
+    if not samples and (sampling or sampling is None and base.sampling):
+        raise ApiError(400, "sampling: this server runs an `mt export` (CTranslate2) model, which searches "
+                            "(greedy/beam) only; serve the .pt checkpoint to sample")
+    try:
+        return apply_overrides(base, overrides, REQUEST_FIELDS), overrides.n_best
+    except MTError as e:
+        raise ApiError(400, str(e)) from None
 
 
 # Request bodies as /docs shows them (the routes read bodies themselves: JSON or form data, with

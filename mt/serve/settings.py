@@ -8,7 +8,6 @@ rendered: `__repr__` hides them so a logged or printed settings object cannot le
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,10 +15,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from mt.config import ProtectKind
+from mt.decode.overrides import SERVE_FLAGS, DecodeOverrides, check_overrides
 from mt.errors import MTError
 from mt.serve.limits import KeyRing, check_proxy, read_keys_file
 from mt.text.glossary import Glossary, read_glossary
-from mt.text.protect import KINDS, parse_kinds
+from mt.text.protect import parse_kinds
 
 
 def _flag(default: Any, flag: str, help: str, *, shown: bool = True, **option: Any) -> Any:
@@ -27,6 +27,14 @@ def _flag(default: Any, flag: str, help: str, *, shown: bool = True, **option: A
     (`option_type`/`option_default` where the flag's value differs from the field's, see `from_flags`).
     `shown`: whether the field is in the repr."""
     return field(default=default, repr=shown, metadata={"flag": flag, "help": help, **option})
+
+
+def _decode_flag(knob: str) -> Any:
+    """A field `mt serve` shares with `mt translate`: flag, help and option type are `DecodeOverrides`'
+    (a request's sentences follow it unless the checkpoint's setting is kept: None)."""
+    declared = next(f for f in dataclasses.fields(DecodeOverrides) if f.name == knob)
+    option = {k: v for k, v in declared.metadata.items() if k == "option_type"}
+    return _flag(None, declared.metadata["flag"], declared.metadata["help"], **option)
 
 
 @dataclass(frozen=True)
@@ -58,10 +66,8 @@ class ServeSettings:
     max_batch_tokens: int | None = _flag(
         None, "--max-batch-tokens", "Source tokens x beam per decoding batch (default: decode.max_tokens; "
                                     "1 = no batching).")
-    no_repeat_ngram: int | None = _flag(None, "--no-repeat-ngram", "Loop guard: no n-gram of N target pieces twice "
-                                                                   "in an output (0 = off; default: the checkpoint's).")
-    repetition_penalty: float | None = _flag(None, "--repetition-penalty", "Loop guard: emitted pieces' log-probs "
-                                                                           "times P (1 = off; default: the checkpoint's).")
+    no_repeat_ngram: int | None = _decode_flag("no_repeat_ngram")
+    repetition_penalty: float | None = _decode_flag("repetition_penalty")
     max_wait_ms: float = _flag(5.0, "--max-wait-ms", "How long a filling batch waits for the next segment "
                                                      "(in all at most 10x this).")
     api_keys: KeyRing = _flag(KeyRing(), "--api-keys", "File of API keys: one per line ('#' comments), or YAML "
@@ -108,18 +114,18 @@ class ServeSettings:
                           "glossary replaces it.", shown=False, option_type=list[str], option_default=[])
     max_glossary_terms: int = _flag(1000, "--max-glossary-terms", "Terms in a /v1 request's glossary at most "
                                                                   "(else 413).")
-    protect: tuple[ProtectKind, ...] | None = _flag(
-        None, "--protect", "Spans kept verbatim in every request's sentences: all, none, or some of "
-                           f"{','.join(KINDS)} (default: the checkpoint's decode.protect, all).",
-        option_type=str | None)
-    case: bool | None = _flag(None, "--case/--no-case", "Translate ALL CAPS / Title Case lines in sentence case and "
-                                                        "give their style back (default: decode.case, on).")
-    ending: bool | None = _flag(None, "--ending/--no-ending", "Add no full stop to a sentence that ends without "
-                                                              "punctuation (default: decode.ending, on).")
-    loop_retry: bool | None = _flag(None, "--loop-retry/--no-loop-retry", "Search an output that still loops again "
-                                    "with no piece twice, kept where it repeats less (default: decode.loop_retry, on).")
+    protect: tuple[ProtectKind, ...] | None = _decode_flag("protect")
+    case: bool | None = _decode_flag("case")
+    ending: bool | None = _decode_flag("ending")
+    loop_retry: bool | None = _decode_flag("loop_retry")
     max_body_bytes: int = 1 << 20
     keys_file: Path | None = None  # what --api-keys named: SIGHUP re-reads it
+
+    def decode_overrides(self) -> DecodeOverrides:
+        """What the server's flags change in the checkpoint's decode settings (`mt.serve.model.server_decode`)."""
+        return DecodeOverrides(beam=self.max_beam, max_tokens=self.max_batch_tokens,
+                               no_repeat_ngram=self.no_repeat_ngram, repetition_penalty=self.repetition_penalty,
+                               protect=self.protect, case=self.case, ending=self.ending, loop_retry=self.loop_retry)
 
     @classmethod
     def from_flags(cls, *, api_keys: Path | None, cors_origins: Sequence[str], trusted_proxies: Sequence[str] = (),
@@ -145,14 +151,7 @@ class ServeSettings:
                 raise MTError(f"{flag}: must be at least 1, got {value}")
         if self.port > 65535:
             raise MTError(f"--port: must be at most 65535, got {self.port}")
-        for flag, opt in (("--beam", self.max_beam), ("--max-batch-tokens", self.max_batch_tokens)):
-            if opt is not None and opt < 1:
-                raise MTError(f"{flag}: must be at least 1, got {opt}")
-        if self.no_repeat_ngram is not None and self.no_repeat_ngram < 0:
-            raise MTError(f"--no-repeat-ngram: must be 0 (off) or more, got {self.no_repeat_ngram}")
-        if self.repetition_penalty is not None and not (math.isfinite(self.repetition_penalty)
-                                                        and self.repetition_penalty >= 1.0):
-            raise MTError(f"--repetition-penalty: must be a finite number >= 1 (1 = off), got {self.repetition_penalty}")
+        check_overrides(self.decode_overrides(), SERVE_FLAGS)
         if self.max_alternatives < 0:
             raise MTError(f"--max-alternatives: must be 0 or more, got {self.max_alternatives}")
         if self.cache_size < 0:

@@ -176,13 +176,13 @@ def make_epub(units: int, texts: list[str] | None = None) -> bytes:
 def against_txt(checkpoint: Path, slides: int, pages: int, beam: int | None, repeat: int) -> dict[str, float]:
     """Seconds (wall, and this process's CPU) of .pptx and .epub and of their paragraphs as .txt,
     through the model (module docstring), the least of `repeat` runs each."""
-    from mt.commands.decoding import decode_settings, load_for_target, robust_settings
+    from mt.commands.decoding import load_for_target
     from mt.commands.translate import document_translators
+    from mt.decode.overrides import DecodeOverrides, apply_overrides
     from mt.text.segment import segmenter_for
 
     loaded, tokenizer = load_for_target([checkpoint], "cpu", None)
-    decode = decode_settings(loaded.config.decode, beam=beam, alpha=None, n_best=None, max_tokens=None)
-    decode = robust_settings(decode, protect=None, case=None)  # as `mt translate` with no flags
+    decode = apply_overrides(loaded.config.decode, DecodeOverrides(beam=beam))  # as `mt translate --beam`
     pair = loaded.config.data.pairs[0]
     segmenter = segmenter_for(pair.src_lang, pair.tgt_lang)
     texts, html = document_translators(loaded.engine, tokenizer, decode, loaded.device, segmenter)

@@ -79,14 +79,14 @@ def main() -> None:
 
     import torch
 
-    from mt.commands.decoding import decode_settings, load_for_target, robust_settings
+    from mt.commands.decoding import load_for_target
     from mt.commands.translate import document_translators
+    from mt.decode.overrides import DecodeOverrides, apply_overrides
     from mt.text.segment import segmenter_for
 
     torch.set_num_threads(args.threads)
     loaded, tokenizer = load_for_target([args.checkpoint], "cpu", None)
-    decode = decode_settings(loaded.config.decode, beam=args.beam, alpha=None, n_best=None, max_tokens=None)
-    decode = robust_settings(decode, protect=None, case=None)  # as `mt translate` with no flags
+    decode = apply_overrides(loaded.config.decode, DecodeOverrides(beam=args.beam))  # as `mt translate --beam`
     pair = loaded.config.data.pairs[0]
     engine, searched = loaded.engine, [0]
     search = engine.search_ids

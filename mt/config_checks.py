@@ -44,12 +44,14 @@ class Range:
         return "positive (>= 1)" if self.lo == 1 else f"at least {self.lo:g}"
 
 
-POSITIVE, AT_LEAST_1, AT_LEAST_0, FRACTION = Range(0, lo_open=True), Range(1), Range(0), Range(0, 1, hi_open=True)
+POSITIVE, AT_LEAST_1, AT_LEAST_0 = Range(0, lo_open=True), Range(1), Range(0)
+FRACTION = Range(0, 1, hi_open=True)
 # Every numeric key and its range (tests/test_robust.py checks that none is missing); tuples: each item.
 RANGES: dict[str, Range] = {
-    "data.train_limit": AT_LEAST_0, "data.pair_temperature": POSITIVE, "data.max_len": AT_LEAST_0, "data.max_len_ratio": AT_LEAST_0,
-    "data.synthetic_ratio": AT_LEAST_0,
-    "tokenizer.vocab_size": Range(5), "tokenizer.character_coverage": Range(0.98, 1),  # sentencepiece's own bounds
+    "data.train_limit": AT_LEAST_0, "data.pair_temperature": POSITIVE, "data.max_len": AT_LEAST_0,
+    "data.max_len_ratio": AT_LEAST_0, "data.synthetic_ratio": AT_LEAST_0,
+    # sentencepiece's own bounds
+    "tokenizer.vocab_size": Range(5), "tokenizer.character_coverage": Range(0.98, 1),
     "tokenizer.src_vocab_size": AT_LEAST_0, "tokenizer.src_character_coverage": Range(0, 1),
     "tokenizer.sample_size": AT_LEAST_1, "tokenizer.workers": AT_LEAST_1,
     "tokenizer.sampling_alpha": AT_LEAST_0, "tokenizer.sampling_nbest": Range(-1),
@@ -58,7 +60,8 @@ RANGES: dict[str, Range] = {
     "model.attention_dropout": FRACTION, "model.max_positions": Range(2),
     "train.seed": AT_LEAST_0, "train.max_tokens": AT_LEAST_1, "train.max_sentences": AT_LEAST_1,
     "train.pad_multiple": AT_LEAST_0, "train.max_shapes": AT_LEAST_0, "train.data_workers": Range(-1),
-    "train.accumulate": AT_LEAST_1, "train.lr": POSITIVE, "train.warmup": AT_LEAST_0,  # or a share: SHARE_KEYS
+    # train.warmup: or a share (SHARE_KEYS)
+    "train.accumulate": AT_LEAST_1, "train.lr": POSITIVE, "train.warmup": AT_LEAST_0,
     "train.cooldown": Range(0, 1), "train.betas": FRACTION,
     "train.eps": POSITIVE, "train.weight_decay": AT_LEAST_0, "train.clip_norm": AT_LEAST_0,
     "train.label_smoothing": FRACTION, "train.max_epochs": AT_LEAST_0, "train.max_updates": AT_LEAST_0,
@@ -70,11 +73,13 @@ RANGES: dict[str, Range] = {
     "decode.beam": AT_LEAST_1, "decode.alpha": AT_LEAST_0, "decode.max_len_a": AT_LEAST_0,
     "decode.max_len_b": AT_LEAST_0, "decode.n_best": AT_LEAST_1, "decode.max_tokens": AT_LEAST_1,
     "decode.temperature": POSITIVE, "decode.top_k": AT_LEAST_0, "decode.top_p": Range(0, 1, lo_open=True),
-    "decode.seed": AT_LEAST_0, "decode.no_repeat_ngram_size": AT_LEAST_0, "decode.repetition_penalty": AT_LEAST_1,
+    "decode.seed": AT_LEAST_0, "decode.no_repeat_ngram_size": AT_LEAST_0,
+    "decode.repetition_penalty": AT_LEAST_1,
     "decode.confidence": Range(), "decode.confidence_min_pieces": AT_LEAST_0,
     "decode.confidence_min_distinct": Range(0, 1),
     "clean.max_words": AT_LEAST_0, "clean.max_char_ratio": AT_LEAST_0, "clean.ratio_min_chars": AT_LEAST_0,
-    "clean.max_overlap": Range(0, 1), "clean.min_script_share": Range(0, 1), "clean.langid_threshold": Range(0, 1),
+    "clean.max_overlap": Range(0, 1), "clean.min_script_share": Range(0, 1),
+    "clean.langid_threshold": Range(0, 1),
     "clean.max_drop": Range(0, 1), "clean.samples": AT_LEAST_0, "clean.seed": AT_LEAST_0,
     "augment.upper": Range(0, 1), "augment.title": Range(0, 1), "augment.placeholder": Range(0, 1),
     "augment.noise": Range(0, 1), "augment.seed": AT_LEAST_0,
@@ -100,11 +105,13 @@ def parse_duration(text: str) -> float:
         pass
     else:
         if not (math.isfinite(seconds) and seconds >= 0):
-            raise MTError(f"config key 'train.time_budget': must be a duration >= 0 like '20m', got {short_repr(text)}")
+            raise MTError(f"config key 'train.time_budget': must be a duration >= 0 like '20m', "
+                          f"got {short_repr(text)}")
         return seconds
     m = _DURATION.match(text)
     if not m or not any(m.groups()):
-        raise MTError(f"config key 'train.time_budget': expected a duration like '20m' or '1h30m', got {short_repr(text)}")
+        raise MTError(f"config key 'train.time_budget': expected a duration like '20m' or '1h30m', "
+                      f"got {short_repr(text)}")
     h, mnt, s = (float(g) if g else 0.0 for g in m.groups())
     return h * 3600 + mnt * 60 + s
 
@@ -133,7 +140,8 @@ def check_range(key: str, value: Any, allowed: Range) -> None:
     """MTError naming `key`, the allowed range and `value` unless every item of it is in `allowed`."""
     for v in value if isinstance(value, tuple) else (value,):
         if v not in allowed:
-            raise MTError(f"config key '{key}': must be {allowed}{' and finite' if isinstance(v, float) else ''}, "
+            finite = " and finite" if isinstance(v, float) else ""
+            raise MTError(f"config key '{key}': must be {allowed}{finite}, "
                           f"got {short_repr(value)}")
 
 
@@ -161,30 +169,32 @@ def check_values(cfg: Config) -> None:
         raise MTError(f"config key 'decode.n_best': {d.n_best} exceeds decode.beam={d.beam}")
     tok = cfg.tokenizer
     if tok.type == "bpe" and tok.sampling_alpha >= 1:
-        raise MTError(f"config key 'tokenizer.sampling_alpha': with a bpe tokenizer it is the BPE-dropout rate, "
-                      f"which must be in [0, 1), got {tok.sampling_alpha:g}")
+        raise MTError(f"config key 'tokenizer.sampling_alpha': with a bpe tokenizer it is the "
+                      f"BPE-dropout rate, which must be in [0, 1), got {tok.sampling_alpha:g}")
     if 0 < tok.src_character_coverage < 0.98:
-        raise MTError(f"config key 'tokenizer.src_character_coverage': must be 0 (as character_coverage) or in "
-                      f"[0.98, 1] (sentencepiece's bounds), got {tok.src_character_coverage:g}")
+        raise MTError(f"config key 'tokenizer.src_character_coverage': must be 0 (as character_coverage) "
+                      f"or in [0.98, 1] (sentencepiece's bounds), got {tok.src_character_coverage:g}")
     if 0 < tok.src_vocab_size < 5:
-        raise MTError(f"config key 'tokenizer.src_vocab_size': must be 0 (as vocab_size) or at least 5, got {tok.src_vocab_size}")
+        raise MTError(f"config key 'tokenizer.src_vocab_size': must be 0 (as vocab_size) or at least 5, "
+                      f"got {tok.src_vocab_size}")
     for key in ("src_vocab_size", "src_character_coverage"):
         if tok.joint and getattr(tok, key):
             raise MTError(f"config key 'tokenizer.{key}': sizes the source model of separate vocabularies; "
                           f"with tokenizer.joint true there is one model (set joint: false, or remove it)")
     if tok.sampling_nbest in (0, 1):
-        raise MTError(f"config key 'tokenizer.sampling_nbest': {tok.sampling_nbest} leaves nothing to sample; "
-                      f"use -1 (all segmentations) or at least 2")
+        raise MTError(f"config key 'tokenizer.sampling_nbest': {tok.sampling_nbest} leaves nothing to "
+                      f"sample; use -1 (all segmentations) or at least 2")
     t = cfg.train
     if not (parse_duration(t.time_budget) or t.max_updates or t.max_epochs):
         for name in SHARE_KEYS:
             if isinstance(getattr(t, name), str):
-                raise MTError(f"config key 'train.{name}': {getattr(t, name)!r} is a share of the run, which needs a "
-                              f"limit to measure it by: train.time_budget, max_updates or max_epochs")
+                raise MTError(f"config key 'train.{name}': {getattr(t, name)!r} is a share of the run, "
+                              f"which needs a limit to measure it by: train.time_budget, max_updates or "
+                              f"max_epochs")
     check_pairs(cfg)
     if not NAME.fullmatch(cfg.name):
-        raise MTError(f"config key 'name': {short_repr(cfg.name)} names the run folder: use only letters, digits, "
-                      f"'.', '_' and '-', not starting with '.'")
+        raise MTError(f"config key 'name': {short_repr(cfg.name)} names the run folder: use only letters, "
+                      f"digits, '.', '_' and '-', not starting with '.'")
 
 
 def check_data_format(data_format: str) -> None:
@@ -205,11 +215,12 @@ def check_pairs(cfg: Config) -> None:
         where = f"data.pairs[{i}]"
         for key in ("path", "src_lang", "tgt_lang"):
             if not getattr(pair, key).strip():
-                raise MTError(f"config key '{where}.{key}': required (each pair needs path, src_lang and tgt_lang)")
+                raise MTError(f"config key '{where}.{key}': required "
+                              f"(each pair needs path, src_lang and tgt_lang)")
         for key in ("src_lang", "tgt_lang"):
             if not LANG.fullmatch(getattr(pair, key)):
-                raise MTError(f"config key '{where}.{key}': {short_repr(getattr(pair, key))} is not a language code "
-                              f"(letters, digits, '_', inner '-')")
+                raise MTError(f"config key '{where}.{key}': {short_repr(getattr(pair, key))} is not a "
+                              f"language code (letters, digits, '_', inner '-')")
         if pair.src_lang == pair.tgt_lang:
             raise MTError(f"config key '{where}.tgt_lang': same as src_lang ({pair.src_lang!r})")
         if pair.format == "hub" and not pair.hub_name:
@@ -219,5 +230,6 @@ def check_pairs(cfg: Config) -> None:
                 raise MTError(f"config key '{where}.{key}': must not be empty")
         key = (pair.src_lang, pair.tgt_lang)
         if key in seen:
-            raise MTError(f"config key '{where}': pair {pair.src_lang}-{pair.tgt_lang} repeats data.pairs[{seen[key]}]")
+            raise MTError(f"config key '{where}': pair {pair.src_lang}-{pair.tgt_lang} "
+                          f"repeats data.pairs[{seen[key]}]")
         seen[key] = i

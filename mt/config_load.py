@@ -42,7 +42,8 @@ def _is_text(tp: Any) -> bool:
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check `value` against the annotation `tp`, converting only where lossless (int -> float, list -> tuple).
+    """Check `value` against the annotation `tp`, converting only where lossless (int -> float,
+    list -> tuple).
 
     A `Literal[...]` of strings is a choice key: the value must be a string and one of its choices.
     """
@@ -54,7 +55,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
         if not isinstance(value, str):
             raise MTError(f"config key '{where}': expected str, got {short_repr(value)}")
         if value not in choices:
-            raise MTError(f"config key '{where}': expected one of {', '.join(choices)}, got {short_repr(value)}")
+            raise MTError(f"config key '{where}': expected one of {', '.join(choices)}, "
+                          f"got {short_repr(value)}")
         return value
     bad = MTError(f"config key '{where}': expected {_type_name(tp)}, got {short_repr(value)}")
     if tp is bool:
@@ -105,7 +107,8 @@ def _section_list_item(tp: Any) -> Any:
     return args[0] if len(args) == 2 and args[1] is Ellipsis and dataclasses.is_dataclass(args[0]) else None
 
 
-def _build_list(item_cls: type, value: Any, where: str, parent_cls: type, parent_raw: dict[str, Any]) -> tuple:
+def _build_list(item_cls: type, value: Any, where: str, parent_cls: type,
+                parent_raw: dict[str, Any]) -> tuple:
     """A list of mappings -> a tuple of `item_cls`, each item named `where[i]` in errors; keys of
     `_INHERITED` an item leaves out come from the parent section (its value, else its default)."""
     if value is None:
@@ -118,7 +121,10 @@ def _build_list(item_cls: type, value: Any, where: str, parent_cls: type, parent
     for key in _INHERITED:
         if key in item_fields and key in parent_fields:
             f = parent_fields[key]
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            else:
+                default = f.default_factory()  # type: ignore[misc]
             inherited[key] = parent_raw.get(key, default)
     return tuple(_build(item_cls, {**inherited, **item} if isinstance(item, dict) else item, f"{where}[{i}]")
                  for i, item in enumerate(value))
@@ -131,7 +137,10 @@ def _build(cls: type, raw: Any, prefix: str) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
     # Lists of sections last: a bad inherited key is reported under its own name first.
-    for key, value in sorted(raw.items(), key=lambda kv: kv[0] in fields and _section_list_item(hints[kv[0]]) is not None):
+    def is_list_of_sections(kv: tuple[Any, Any]) -> bool:
+        return kv[0] in fields and _section_list_item(hints[kv[0]]) is not None
+
+    for key, value in sorted(raw.items(), key=is_list_of_sections):
         where = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
             raise MTError(f"unknown config key {short_repr(where)}{_closest(str(key), list(fields))}")
@@ -156,8 +165,9 @@ def _resolve_target_tags(kwargs: dict[str, Any], where: str) -> None:
     listed = bool(kwargs.get("pairs"))
     kwargs.setdefault("target_tags", listed)
     if listed and not kwargs["target_tags"]:
-        raise MTError(f"config key '{where}.target_tags': a model of data.pairs has target tags; for one pair "
-                      f"without a tag, leave data.pairs out and set data.path, data.src_lang and data.tgt_lang")
+        raise MTError(f"config key '{where}.target_tags': a model of data.pairs has target tags; "
+                      f"for one pair without a tag, leave data.pairs out and set data.path, "
+                      f"data.src_lang and data.tgt_lang")
 
 
 def config_from_dict(raw: dict[str, Any]) -> Config:

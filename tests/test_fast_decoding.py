@@ -13,7 +13,8 @@ from mt.decode.search import argmax_rows, topk_candidates
 from mt.device import cpu_isa
 from mt.model import decoder_cache
 from mt.model.decoder_cache import INITIAL_CAPACITY, PACKED_ROWS
-from mt.model.transformer import Transformer, attend_one
+from mt.model.layers import attend_one
+from mt.model.transformer import Transformer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

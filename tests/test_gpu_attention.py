@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.attention.flex_attention as flex_module
 
-import mt.model.transformer
+import mt.model.layers
 from mt.config import ModelConfig
 from mt.data.batching import Batch, collate
 from mt.data.tokenizer import PAD_ID
@@ -66,8 +66,8 @@ def test_target_padding_reaches_neither_real_positions_nor_the_loss(monkeypatch:
     for g, g2 in zip(grads, grads2):
         torch.testing.assert_close(g, g2, atol=1e-6, rtol=1e-5)
     assert (b.tgt_out[~b.tgt_mask] == PAD_ID).all()  # the loss's targets there are PAD
-    real_attention = mt.model.transformer.attention
-    monkeypatch.setattr(mt.model.transformer, "attention",
+    real_attention = mt.model.layers.attention
+    monkeypatch.setattr(mt.model.layers, "attention",
                         lambda q, k, v, mask, p, is_causal: real_attention(q, k, v, mask, p, False))
     leaky, _ = loss_and_grads(net, b)
     leaky2, _ = loss_and_grads(net, changed)
@@ -76,13 +76,13 @@ def test_target_padding_reaches_neither_real_positions_nor_the_loss(monkeypatch:
 
 def spy_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, bool]]:
     calls: list[tuple[Any, bool]] = []
-    real = mt.model.transformer.attention
+    real = mt.model.layers.attention
 
     def spy(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Any, p: float, is_causal: bool) -> torch.Tensor:
         calls.append((mask, is_causal))
         return real(q, k, v, mask, p, is_causal)
 
-    monkeypatch.setattr(mt.model.transformer, "attention", spy)
+    monkeypatch.setattr(mt.model.layers, "attention", spy)
     return calls
 
 

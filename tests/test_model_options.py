@@ -15,7 +15,8 @@ from mt.config import ModelConfig
 from mt.data.tokenizer import Tokenizer
 from mt.data.vocab import SPECIALS, read_vocab, vocab_bytes
 from mt.errors import MTError
-from mt.model.transformer import FeedForward, Transformer, sinusoidal_positions
+from mt.model.layers import FeedForward
+from mt.model.transformer import Transformer, sinusoidal_positions
 from tests.support.hfdirs import LINES, train_spm
 
 

@@ -38,7 +38,8 @@ _FINAL = re.compile(r"^(.*?)(\s*[.!?:;]+)$", re.S)
 
 
 def augmented(src: str, tgt: str, config: AugmentConfig, rng: random.Random) -> list[tuple[str, str]]:
-    """The augmented copies of one pair (possibly none), in a fixed order: upper, title, placeholder, noise."""
+    """The augmented copies of one pair (possibly none), in a fixed order: upper, title, placeholder,
+    noise."""
     out = []
     if rng.random() < config.upper:
         out.append((src.upper(), tgt.upper()))

@@ -60,7 +60,8 @@ class Batch:
         `to(cuda, non_blocking=True)` overlaps the copy with the GPU's work."""
         return Batch(self.src.pin_memory(), self.src_mask.pin_memory(), self.tgt_in.pin_memory(),
                      self.tgt_out.pin_memory(), self.tgt_mask.pin_memory(), self.indices.pin_memory(),
-                     self.num_tgt_tokens, None if self.real_targets is None else self.real_targets.pin_memory())
+                     self.num_tgt_tokens,
+                     None if self.real_targets is None else self.real_targets.pin_memory())
 
 
 def padded_width(width: np.ndarray | int, multiple: int) -> np.ndarray | int:
@@ -97,7 +98,8 @@ def collate_source(src_seqs: Sequence[Sequence[int]], multiple: int = 1) -> tupl
 
 
 def collate(src_seqs: Sequence[Sequence[int]], tgt_seqs: Sequence[Sequence[int]],
-            indices: Sequence[int] | np.ndarray, multiple: int = 1, shape: tuple[int, int, int] | None = None) -> Batch:
+            indices: Sequence[int] | np.ndarray, multiple: int = 1,
+            shape: tuple[int, int, int] | None = None) -> Batch:
     """Pad a list of (source, target) id sequences without BOS/EOS into a `Batch`; S and T are
     rounded up to a multiple of `multiple` (see TokenBatchSampler's `pad_multiple`).
 
@@ -115,7 +117,8 @@ def collate(src_seqs: Sequence[Sequence[int]], tgt_seqs: Sequence[Sequence[int]]
     tgt_out[:, :-1] = tgt_in[:, 1:]
     lengths = tgt_mask.sum(axis=1)  # |y| + 1
     tgt_out[np.arange(len(tgt_seqs)), lengths - 1] = EOS_ID
-    return Batch(src, src_mask, torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), torch.from_numpy(tgt_mask),
+    return Batch(src, src_mask, torch.from_numpy(tgt_in), torch.from_numpy(tgt_out),
+                 torch.from_numpy(tgt_mask),
                  torch.as_tensor(np.asarray(indices, dtype=np.int64)), int(lengths.sum()),
                  torch.from_numpy(np.flatnonzero(tgt_mask)))
 
@@ -124,7 +127,8 @@ def _to_shape(b: Batch, shape: tuple[int, int, int]) -> Batch:
     """`b` padded to shape (B, S, T) with empty rows (see `collate`)."""
     n, (rows, s, t) = b.src.size(0), shape
     if n > rows or b.src.size(1) > s or b.tgt_in.size(1) > t:
-        raise MTError(f"batch: {n} pairs of widths {b.src.size(1)}, {b.tgt_in.size(1)} exceed the shape {shape}")
+        raise MTError(f"batch: {n} pairs of widths {b.src.size(1)}, {b.tgt_in.size(1)} "
+                      f"exceed the shape {shape}")
 
     def grow(x: Tensor, width: int, fill: int | bool) -> Tensor:
         out = torch.full((rows, width), fill, dtype=x.dtype)
@@ -165,7 +169,8 @@ def pair_sample_counts(sizes: Sequence[int], temperature: float) -> list[int]:
     shares, upsampling small pairs), rounded by largest remainder so they add up to sum(sizes)."""
     n = np.asarray(sizes, dtype=np.float64)
     if len(n) == 0 or (n <= 0).any() or not temperature > 0:
-        raise MTError(f"sampler: pair sizes {list(sizes)} must be positive and temperature > 0, got {temperature}")
+        raise MTError(f"sampler: pair sizes {list(sizes)} must be positive and temperature > 0, "
+                      f"got {temperature}")
     weights = n ** (1.0 / temperature)
     share = weights / weights.sum() * n.sum()  # (P,) exact, fractional
     counts = np.floor(share).astype(np.int64)
@@ -258,13 +263,14 @@ class TokenBatchSampler:
     max_tokens // (S + T)) rows, the last one filled with empty rows (`shape_of`, `collate(shape=)`).
     """
 
-    def __init__(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, max_tokens: int, max_sentences: int,
-                 seed: int, rank: int = 0, world_size: int = 1, pad_multiple: int = 1,
+    def __init__(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray, *, max_tokens: int,
+                 max_sentences: int, seed: int, rank: int = 0, world_size: int = 1, pad_multiple: int = 1,
                  pair_sizes: Sequence[int] = (), temperature: float = 1.0, pair_counts: Sequence[int] = (),
                  max_shapes: int = 0) -> None:
         src_lengths, tgt_lengths = np.asarray(src_lengths, np.int64), np.asarray(tgt_lengths, np.int64)
         if src_lengths.shape != tgt_lengths.shape or src_lengths.ndim != 1:
-            raise MTError(f"sampler: {src_lengths.shape} source lengths vs {tgt_lengths.shape} target lengths")
+            raise MTError(f"sampler: {src_lengths.shape} source lengths "
+                          f"vs {tgt_lengths.shape} target lengths")
         if len(src_lengths) == 0:
             raise MTError("sampler: no training pairs")
         if pad_multiple < 1:
@@ -278,21 +284,25 @@ class TokenBatchSampler:
         self._tgt_width = padded_width(tgt_lengths + 1, pad_multiple)  # (N,) BOS included
         self.max_shapes = max_shapes
         if max_shapes > 0:
-            self._src_width, self._tgt_width = shape_grid(src_lengths + 1, tgt_lengths + 1, max_shapes, pad_multiple)
+            self._src_width, self._tgt_width = shape_grid(src_lengths + 1, tgt_lengths + 1, max_shapes,
+                                                          pad_multiple)
         # One int64 sort key: source width major, target width minor.
         self._key = self._src_width * (int(self._tgt_width.max()) + 1) + self._tgt_width
         self.pair_sizes = [int(n) for n in pair_sizes]
         if self.pair_sizes and sum(self.pair_sizes) != len(src_lengths):
-            raise MTError(f"sampler: pair sizes {self.pair_sizes} do not add up to the {len(src_lengths)} training pairs")
+            raise MTError(f"sampler: pair sizes {self.pair_sizes} do not add up to "
+                          f"the {len(src_lengths)} training pairs")
         # Pairs to mix: several (one pair's epoch is all of it, in the order drawn below).
-        self.pair_counts = pair_sample_counts(self.pair_sizes, temperature) if len(self.pair_sizes) > 1 else []
+        self.pair_counts = (pair_sample_counts(self.pair_sizes, temperature) if len(self.pair_sizes) > 1
+                            else [])
         if pair_counts:  # drawn as given (real + synthetic data, mt.data.synthetic.epoch_mix)
             if len(pair_counts) != len(self.pair_sizes) or min(pair_counts) < 1:
                 raise MTError(f"sampler: counts {list(pair_counts)} do not match the parts {self.pair_sizes}")
             self.pair_counts = [int(m) for m in pair_counts]
 
     def _epoch_pool(self, rng: np.random.Generator) -> np.ndarray:
-        """(sum n_i,) the split indices one multi-pair epoch trains on, pair by pair (see the class docstring)."""
+        """(sum n_i,) the split indices one multi-pair epoch trains on, pair by pair (see the class
+        docstring)."""
         parts, start = [], 0
         for n, m in zip(self.pair_sizes, self.pair_counts):
             repeats, rest = divmod(m, n)
@@ -332,7 +342,8 @@ class TokenBatchSampler:
             return batches
         per_rank = len(batches) // self.world_size
         if per_rank == 0:
-            raise MTError(f"sampler: {len(batches)} batches cannot feed {self.world_size} ranks; lower train.max_tokens")
+            raise MTError(f"sampler: {len(batches)} batches cannot feed {self.world_size} ranks; "
+                          f"lower train.max_tokens")
         return batches[self.rank:per_rank * self.world_size:self.world_size]
 
 

@@ -103,7 +103,8 @@ class HashSet64:
 
 
 def hash64(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
 
 
 @dataclass
@@ -148,12 +149,14 @@ class CleanStats:
     def summary(self) -> str:
         """e.g. 'kept 28990 of 29000 (dropped 10: copy 6, langid 4)'."""
         drops = ", ".join(f"{rule} {n}" for rule, n in self.dropped.items() if n)
-        return f"kept {self.kept} of {self.read} (dropped {self.dropped_total()}{': ' + drops if drops else ''})"
+        listed = ": " + drops if drops else ""
+        return f"kept {self.kept} of {self.read} (dropped {self.dropped_total()}{listed})"
 
     def to_dict(self) -> dict[str, Any]:
         return {"read": self.read, "kept": self.kept, "dropped": dict(self.dropped),
                 "dropped_share": round(self.dropped_fraction(), 6), "notes": list(self.notes),
-                "examples": {rule: sorted(found, key=lambda e: e["line"]) for rule, found in self.examples.items()}}
+                "examples": {rule: sorted(found, key=lambda e: e["line"])
+                             for rule, found in self.examples.items()}}
 
 
 class Cleaner:
@@ -162,16 +165,20 @@ class Cleaner:
     def __init__(self, cfg: CleanConfig, src_lang: str, tgt_lang: str) -> None:
         unknown = [r for r in cfg.rules if r not in RULES]
         if unknown:
-            raise MTError(f"config key 'clean.rules': unknown rule {unknown[0]!r}; expected some of {', '.join(RULES)}")
+            raise MTError(f"config key 'clean.rules': unknown rule {unknown[0]!r}; "
+                          f"expected some of {', '.join(RULES)}")
         self.cfg, self.rules = cfg, set(cfg.rules)
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self.src_scripts, self.tgt_scripts = clean_rules.scripts_of(src_lang), clean_rules.scripts_of(tgt_lang)
+        self.src_scripts = clean_rules.scripts_of(src_lang)
+        self.tgt_scripts = clean_rules.scripts_of(tgt_lang)
         self.exact, self.folded = HashSet64(), HashSet64()
-        self.langid = LanguageID([src_lang, tgt_lang], cfg.langid_threshold) if "langid" in self.rules else None
+        self.langid = (LanguageID([src_lang, tgt_lang], cfg.langid_threshold) if "langid" in self.rules
+                       else None)
         self.notes = []
         if "script" in self.rules:
             self.notes += [f"script: no script known for '{lang}'; its side is not checked"
-                           for lang, s in ((src_lang, self.src_scripts), (tgt_lang, self.tgt_scripts)) if not s]
+                           for lang, s in ((src_lang, self.src_scripts), (tgt_lang, self.tgt_scripts))
+                           if not s]
         if self.langid is not None:
             self.notes += [f"langid: py3langid does not cover '{lang}'; its side is not checked"
                            for lang in self.langid.uncovered]
@@ -190,7 +197,8 @@ class Cleaner:
         folded = ""
         if "copy" in rules or "near_duplicate" in rules:
             folded = f"{clean_rules.normalise(src)}\t{clean_rules.normalise(tgt)}"
-        if "copy" in rules and (why := clean_rules.copy_normalised(*folded.split("\t"), max_overlap=cfg.max_overlap)):
+        if "copy" in rules and (why := clean_rules.copy_normalised(*folded.split("\t"),
+                                                                   max_overlap=cfg.max_overlap)):
             return ("copy", why), 0, 0, None
         if "script" in rules and (why := clean_rules.script(src, tgt, src_scripts=self.src_scripts,
                                                              tgt_scripts=self.tgt_scripts,
@@ -254,7 +262,8 @@ def _verdicts(pairs: Iterable[tuple[str, str]], cleaner: Cleaner, workers: int
             src, tgt = src.strip(), tgt.strip()
             yield src, tgt, cleaner.judge(src, tgt)
         return
-    context = mp.get_context("spawn" if "torch" in sys.modules or "fork" not in mp.get_all_start_methods() else "fork")
+    spawn = "torch" in sys.modules or "fork" not in mp.get_all_start_methods()
+    context = mp.get_context("spawn" if spawn else "fork")
     with context.Pool(workers, initializer=_init_worker,
                       initargs=(cleaner.cfg, cleaner.src_lang, cleaner.tgt_lang)) as pool:
         chunks = _chunks(pairs)
@@ -290,9 +299,11 @@ def check_share(stats: CleanStats, max_drop: float, where: str) -> None:
     """MTError naming the rule that dropped most when more than `max_drop` of the pairs were dropped."""
     if stats.read and stats.dropped_fraction() > max_drop:
         rule, n = max(stats.dropped.items(), key=lambda kv: kv[1])
-        example = f" (e.g. {stats.examples[rule][0]['detail']})" if stats.examples.get(rule) else ""  # clean.samples: 0
-        raise MTError(f"{where}: cleaning would drop {100 * stats.dropped_fraction():.1f}% of {stats.read} pairs, "
-                      f"more than clean.max_drop={max_drop:g}; rule '{rule}' drops {100 * n / stats.read:.1f}%"
+        # no example with clean.samples: 0
+        example = f" (e.g. {stats.examples[rule][0]['detail']})" if stats.examples.get(rule) else ""
+        raise MTError(f"{where}: cleaning would drop {100 * stats.dropped_fraction():.1f}% of "
+                      f"{stats.read} pairs, more than clean.max_drop={max_drop:g}; "
+                      f"rule '{rule}' drops {100 * n / stats.read:.1f}%"
                       f"{example}; check the language codes, or leave '{rule}' out of clean.rules, or raise "
                       f"clean.max_drop")
 
@@ -351,8 +362,8 @@ def clean_for_prepare(cfg: Config, pairs_of: Callable[[PairConfig], Iterable[tup
         out = work / f"{pair.name}.jsonl"
         where = f"training split '{pair.train_split}' of {pair.hub_name or pair.path}"
         t0 = time.perf_counter()
-        stats = write_cleaned(pairs_of(pair), cfg.clean, pair.src_lang, pair.tgt_lang, out, dropped_path=dropped,
-                              where=where, workers=cfg.tokenizer.workers)
+        stats = write_cleaned(pairs_of(pair), cfg.clean, pair.src_lang, pair.tgt_lang, out,
+                              dropped_path=dropped, where=where, workers=cfg.tokenizer.workers)
         seconds = time.perf_counter() - t0
         log.info(f"prepare: cleaned {pair.name} {pair.train_split}: {stats.summary()} in {seconds:.1f}s "
                  f"({stats.read / max(seconds, 1e-9):,.0f} pairs/s)" + "".join(f"; {n}" for n in stats.notes))

@@ -29,7 +29,8 @@ from mt.data.clean import CleanStats, check_share, read_cleaned_rows, write_clea
 from mt.errors import MTError
 
 log = logging.getLogger(__name__)
-Scorer = Callable[[Sequence[str], Sequence[str]], np.ndarray]  # (sources, targets) -> (N,) float, higher = better
+# (sources, targets) -> (N,) float, higher = better
+Scorer = Callable[[Sequence[str], Sequence[str]], np.ndarray]
 SCORE_RULE = "dual_xent"
 
 
@@ -72,8 +73,9 @@ def check_keep(keep: float | None, max_drop: float) -> None:
     if not 0 < keep <= 1:
         raise MTError(f"--keep: must be in (0, 1], got {keep:g}")
     if 1 - keep > max_drop + 1e-9:
-        raise MTError(f"--keep {keep:g}: drops {100 * (1 - keep):.1f}% of the pairs by score alone, more than "
-                      f"clean.max_drop={max_drop:g} allows; keep at least {1 - max_drop:g}, or raise --max-drop")
+        raise MTError(f"--keep {keep:g}: drops {100 * (1 - keep):.1f}% of the pairs by score alone, "
+                      f"more than clean.max_drop={max_drop:g} allows; keep at least {1 - max_drop:g}, "
+                      f"or raise --max-drop")
 
 
 def clean_corpus(data: corpus.Corpus, split: str, cfg: CleanConfig, out_dir: Path, *, dropped_file: bool,
@@ -101,13 +103,14 @@ def clean_corpus(data: corpus.Corpus, split: str, cfg: CleanConfig, out_dir: Pat
             cutoff = _cutoff(scores, keep, min_score)
         _write_outputs(rows, outputs, scores, cutoff, stats, dropped_tmp)
         check_share(stats, cfg.max_drop, where)
-        report = {"input": {"path": data.path, "format": data.format, "split": split, "src_lang": data.src_lang,
-                            "tgt_lang": data.tgt_lang}, "settings": asdict(cfg), **timing,
-                  **({"scores": {"rule": SCORE_RULE, "keep": keep, "min_score": min_score, "cutoff": float(cutoff),
-                                 "scored": int(len(scores))}} if scores is not None else {}),
-                  **stats.to_dict()}
-        (out_dir / "clean_report.json.tmp").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n",
-                                                       encoding="utf-8")
+        scored = ({"scores": {"rule": SCORE_RULE, "keep": keep, "min_score": min_score,
+                              "cutoff": float(cutoff), "scored": int(len(scores))}}
+                  if scores is not None else {})
+        report = {"input": {"path": data.path, "format": data.format, "split": split,
+                            "src_lang": data.src_lang, "tgt_lang": data.tgt_lang},
+                  "settings": asdict(cfg), **timing, **scored, **stats.to_dict()}
+        (out_dir / "clean_report.json.tmp").write_text(
+            json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         for path in outputs.values():
             path.with_name(path.name + ".tmp").replace(path)
         (out_dir / "clean_report.json.tmp").replace(out_dir / "clean_report.json")
@@ -121,8 +124,8 @@ def clean_corpus(data: corpus.Corpus, split: str, cfg: CleanConfig, out_dir: Pat
     return stats
 
 
-def _write_outputs(rows: Path, outputs: dict[str, Path], scores: np.ndarray | None, cutoff: float, stats: CleanStats,
-                   dropped_tmp: Path | None) -> None:
+def _write_outputs(rows: Path, outputs: dict[str, Path], scores: np.ndarray | None, cutoff: float,
+                   stats: CleanStats, dropped_tmp: Path | None) -> None:
     """The kept rows (score >= cutoff when scored) as two text files (`.tmp` names); score drops
     counted in `stats` and appended to the dropped file."""
     src_path, tgt_path = (p.with_name(p.name + ".tmp") for p in outputs.values())

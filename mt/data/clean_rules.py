@@ -19,8 +19,8 @@ import unicodedata
 
 # Unicode blocks per script (letters and the marks written with them).
 SCRIPT_RANGES = {
-    "Latin": "A-Za-z\u00aa\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u0250-\u02af\u1e00-\u1eff\u2c60-\u2c7f"
-             "\ua720-\ua7ff\uff21-\uff3a\uff41-\uff5a",
+    "Latin": "A-Za-z\u00aa\u00ba\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u0250-\u02af\u1e00-\u1eff"
+             "\u2c60-\u2c7f\ua720-\ua7ff\uff21-\uff3a\uff41-\uff5a",
     "Greek": "\u0370-\u03ff\u1f00-\u1fff",
     "Cyrillic": "\u0400-\u052f\u1c80-\u1c8f\u2de0-\u2dff\ua640-\ua69f",
     "Armenian": "\u0530-\u058f",
@@ -44,10 +44,12 @@ SCRIPT_RANGES = {
     "Khmer": "\u1780-\u17ff",
     "Hangul": "\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff",
     "Kana": "\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f",
-    "Han": "\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f",
+    "Han": "\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+           "\U00020000-\U0003134f",
 }
-_LATIN = ("af an az br bs ca cs cy da de en eo es et eu fi fo fr fy ga gd gl ha hr ht hu id ig is it jv ku la lb "
-          "lt lv mg ms mt nl nn no nb om pl pt qu ro rw se sk sl sn so sq st sv sw tk tl tr uz vi wa xh yo zu")
+_LATIN = ("af an az br bs ca cs cy da de en eo es et eu fi fo fr fy ga gd gl ha hr ht hu id ig is "
+          "it jv ku la lb lt lv mg ms mt nl nn no nb om pl pt qu ro rw se sk sl sn so sq st sv sw tk "
+          "tl tr uz vi wa xh yo zu")
 LANGUAGE_SCRIPTS: dict[str, tuple[str, ...]] = {
     **{lang: ("Latin",) for lang in _LATIN.split()},
     **{lang: ("Cyrillic",) for lang in "ru uk be bg mk kk ky mn tg tt ba".split()},
@@ -200,7 +202,8 @@ def numbers(src: str, tgt: str) -> str | None:
     nums_s, nums_t = _numbers(src), _numbers(tgt)
     if nums_s != nums_t:
         first = min(nums_s ^ nums_t, key=lambda n: (len(n), n))
-        return f"number on one side only: {first if len(first) <= 40 else first[:20] + f'... ({len(first)} digits)'}"
+        shown = first if len(first) <= 40 else first[:20] + f"... ({len(first)} digits)"
+        return f"number on one side only: {shown}"
     return None
 
 

@@ -131,7 +131,8 @@ def single_file(data: Corpus) -> SingleFile | None:
         return None
     name = _strip_gz(path)
     suffix = name.rsplit(".", 1)[-1] if "." in name else ""
-    if suffix == "tsv" or (suffix not in ("jsonl", "json", data.src_lang, data.tgt_lang) and data.format == "tsv"):
+    named_otherwise = suffix in ("jsonl", "json", data.src_lang, data.tgt_lang)
+    if suffix == "tsv" or (not named_otherwise and data.format == "tsv"):
         return SingleFile("tsv", (path,))
     if suffix in ("jsonl", "json") or data.format == "jsonl":
         return SingleFile("jsonl", (path,))
@@ -140,12 +141,14 @@ def single_file(data: Corpus) -> SingleFile | None:
         other_lang = data.tgt_lang if suffix == data.src_lang else data.src_lang
         other = _existing(path.with_name(f"{stem}.{other_lang}"))
         if other is None:
-            raise MTError(f"{path}: found no {other_lang} side beside it ({stem}.{other_lang}); a corpus of plain-text "
-                          f"files needs one file per language, line i of one translating line i of the other")
+            raise MTError(f"{path}: found no {other_lang} side beside it ({stem}.{other_lang}); "
+                          f"a corpus of plain-text files needs one file per language, "
+                          f"line i of one translating line i of the other")
         return SingleFile("text", (path, other) if suffix == data.src_lang else (other, path))
-    raise MTError(f"{path}: cannot tell the format of one file from its name: name it .tsv (source<TAB>target), "
-                  f".jsonl, or .{data.src_lang} + .{data.tgt_lang} (one plain-text file per language), or give "
-                  f"the format (--format / data.format: tsv or jsonl)")
+    raise MTError(f"{path}: cannot tell the format of one file from its name: name it .tsv "
+                  f"(source<TAB>target), .jsonl, or .{data.src_lang} + .{data.tgt_lang} "
+                  f"(one plain-text file per language), or give the format "
+                  f"(--format / data.format: tsv or jsonl)")
 
 
 def folder_format(path: str | Path, src_lang: str, tgt_lang: str, train_split: str = "train") -> str:
@@ -162,7 +165,8 @@ def folder_format(path: str | Path, src_lang: str, tgt_lang: str, train_split: s
 
 def _single_split(data: Corpus, split: str, single: SingleFile) -> list[Path]:
     if split != data.train_split:
-        raise MTError(f"split '{split}': {data.path} is one corpus file, read as the '{data.train_split}' split "
+        raise MTError(f"split '{split}': {data.path} is one corpus file, "
+                      f"read as the '{data.train_split}' split "
                       f"(mt train and mt prepare hold validation and test sets out of it)")
     return list(single.files)
 
@@ -259,7 +263,8 @@ def iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
     for number, line in enumerate(iter_lines(path), start=1):
         fields = line.split("\t")
         if len(fields) != 2:
-            raise MTError(f"{path}: line {number}: expected 2 tab-separated fields (source, target), got {len(fields)}")
+            raise MTError(f"{path}: line {number}: expected 2 tab-separated fields (source, target), "
+                          f"got {len(fields)}")
         yield fields[0], fields[1]
 
 
@@ -313,14 +318,17 @@ def _load_saved(root: Path) -> Any:
     try:
         ds = datasets.load_from_disk(str(root))
     except (FileNotFoundError, ValueError, OSError) as e:
-        raise MTError(f"saved dataset '{root}': cannot load ({str(e).splitlines()[0] if str(e) else e})") from None
+        first = str(e).splitlines()[0] if str(e) else e
+        raise MTError(f"saved dataset '{root}': cannot load ({first})") from None
     if not isinstance(ds, datasets.DatasetDict):
-        raise MTError(f"saved dataset '{root}': expected a DatasetDict with splits, got a single {type(ds).__name__}")
+        raise MTError(f"saved dataset '{root}': expected a DatasetDict with splits, "
+                      f"got a single {type(ds).__name__}")
     return ds
 
 
 def _iter_rows(ds: Any, data: Corpus, where: str) -> Iterator[tuple[str, str]]:
-    """Pairs from a HF Dataset / IterableDataset, converted from Arrow in batches (much faster than per row)."""
+    """Pairs from a HF Dataset / IterableDataset, converted from Arrow in batches (much faster than
+    per row)."""
     number = 0
     for batch in ds.iter(batch_size=_HF_BATCH):
         columns = list(batch)

@@ -49,7 +49,8 @@ def worker_pool(tokenizer: Tokenizer, workers: int) -> Any:
     scripts calling `prepare` with workers > 1 need an `if __name__ == "__main__":` guard)."""
     if workers <= 1:
         return None
-    context = mp.get_context("spawn" if "torch" in sys.modules or "fork" not in mp.get_all_start_methods() else "fork")
+    spawn = "torch" in sys.modules or "fork" not in mp.get_all_start_methods()
+    context = mp.get_context("spawn" if spawn else "fork")
     # The whole tokenizer (pickled as its model bytes and source prefix: a multi-pair target tag).
     return context.Pool(workers, initializer=_init_worker, initargs=(tokenizer,))
 
@@ -95,7 +96,9 @@ def _encode_chunk(pairs: list[tuple[str, str]], clean: corpus.CleanLimits | None
         for reason in keep:
             report.record(reason)
         kept = [i for i, reason in enumerate(keep) if reason is None]
-        src_seqs, tgt_seqs, tgt = [src_seqs[i] for i in kept], [tgt_seqs[i] for i in kept], [tgt[i] for i in kept]
+        src_seqs = [src_seqs[i] for i in kept]
+        tgt_seqs = [tgt_seqs[i] for i in kept]
+        tgt = [tgt[i] for i in kept]
     else:
         report.kept = len(pairs)
     changed = tok.round_trip_failures(tgt, tgt_seqs)
@@ -140,9 +143,11 @@ class _SplitWriter:
             np.zeros(1, dtype=OFFSETS_DTYPE).tofile(self.files[(side, "offsets")])
 
     def append(self, enc: _Encoded) -> None:
-        for side, ids, lengths in (("src", enc.src_ids, enc.src_lengths), ("tgt", enc.tgt_ids, enc.tgt_lengths)):
+        sides = (("src", enc.src_ids, enc.src_lengths), ("tgt", enc.tgt_ids, enc.tgt_lengths))
+        for side, ids, lengths in sides:
             ids.astype(IDS_DTYPE, copy=False).tofile(self.files[(side, "ids")])
-            (np.cumsum(lengths) + self.totals[side]).astype(OFFSETS_DTYPE).tofile(self.files[(side, "offsets")])
+            offsets = np.cumsum(lengths) + self.totals[side]
+            offsets.astype(OFFSETS_DTYPE).tofile(self.files[(side, "offsets")])
             self.totals[side] += int(lengths.sum())
         self.sentences += len(enc.src_lengths)
 
@@ -167,8 +172,8 @@ def encode_split(pairs: Iterable[tuple[str, str]], clean: corpus.CleanLimits | N
             report.add(enc.report)
             truncated, changed = truncated + enc.truncated, changed + enc.changed
             examples += enc.changed_examples[:ROUND_TRIP_EXAMPLES - len(examples)]
-    stats = {"sentences": writer.sentences, "src_tokens": writer.totals["src"], "tgt_tokens": writer.totals["tgt"],
-             "truncated": truncated, "round_trip_changed": changed}
+    stats = {"sentences": writer.sentences, "src_tokens": writer.totals["src"],
+             "tgt_tokens": writer.totals["tgt"], "truncated": truncated, "round_trip_changed": changed}
     return stats, report, examples
 
 

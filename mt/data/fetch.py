@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)  # stage reports; the CLI shows them, a server
 
 BASE_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/"
 LANGS = ("en", "de", "fr")
-LINES = {"train": 29000, "val": 1014, "test_2016_flickr": 1000, "test_2017_flickr": 1000, "test_2017_mscoco": 461}
+LINES = {"train": 29000, "val": 1014, "test_2016_flickr": 1000, "test_2017_flickr": 1000,
+         "test_2017_mscoco": 461}
 SHA256 = {
     "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
     "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
@@ -60,10 +61,12 @@ def _count_lines(path: Path) -> int:
 
 
 def _check(path: Path, name: str, lines: int, origin: str) -> None:
-    """Raise MTError unless `path` (a fetched copy of `name` from `origin`) has the known checksum and line count."""
+    """Raise MTError unless `path` (a fetched copy of `name` from `origin`) has the known checksum and
+    line count."""
     digest = sha256_file(path)
     if digest != SHA256[name]:
-        raise MTError(f"{origin}: SHA256 mismatch for {name} (expected {SHA256[name][:16]}..., got {digest[:16]}...); "
+        raise MTError(f"{origin}: SHA256 mismatch for {name} "
+                      f"(expected {SHA256[name][:16]}..., got {digest[:16]}...); "
                       "the file is corrupt or not the Multi30k release")
     n = _count_lines(path)
     if n != lines:
@@ -123,5 +126,6 @@ def fetch_multi30k(dest: Path, mirror: Path | None) -> None:
             tmp.replace(target)  # atomic: dest never holds a half-written or unverified file
         finally:
             tmp.unlink(missing_ok=True)
-        log.info(f"  {name}: {lines} lines, sha256 ok ({'copied from ' + str(mirror) if mirror else 'downloaded'})")
+        source = "copied from " + str(mirror) if mirror else "downloaded"
+        log.info(f"  {name}: {lines} lines, sha256 ok ({source})")
     log.info(f"multi30k: {len(LINES) * len(LANGS)} files verified in {dest}")

@@ -93,7 +93,8 @@ def split_pairs(pairs: Pairs, seed: int) -> Split:
         held_src.add(s)
         held_tgt.add(t)
     if len(held) < 2 * size:
-        raise MTError(f"the corpus has only {len(held)} distinct sentence pairs to hold out, {2 * size} needed; "
+        raise MTError(f"the corpus has only {len(held)} distinct sentence pairs to hold out, "
+                      f"{2 * size} needed; "
                       f"give a folder with your own train and val splits")
     taken = set(held)
     train = [pairs[i] for i in range(len(pairs)) if i not in taken

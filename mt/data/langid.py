@@ -49,7 +49,8 @@ def _identifier() -> Any:
     try:
         return load_identifier()
     except ImportError:
-        raise MTError("clean.rules: the 'langid' rule needs py3langid (pip install -e '.[clean]' in mt's checkout, "
+        raise MTError("clean.rules: the 'langid' rule needs py3langid "
+                      "(pip install -e '.[clean]' in mt's checkout, "
                       "or leave 'langid' out of clean.rules)") from None
 
 

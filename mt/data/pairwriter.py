@@ -105,7 +105,8 @@ class PairWriter:
         for side, path in self.files.items():
             size = int(record["bytes"][side])
             if not path.is_file() or path.stat().st_size < size:
-                raise MTError(f"{path}: shorter than its progress record ({size} bytes); delete the folder to start again")
+                raise MTError(f"{path}: shorter than its progress record ({size} bytes); "
+                              f"delete the folder to start again")
             with open(path, "r+b") as f:  # drop what a killed run wrote after its last commit
                 f.truncate(size)
                 f.flush()
@@ -116,8 +117,9 @@ class PairWriter:
             for path in self.files.values():
                 found = count_lines(path)
                 if found != self.written:
-                    raise MTError(f"{path}: {found} lines, its progress record says {self.written} (a line break "
-                                  f"inside a line shifts the pairs); delete the folder to start again")
+                    raise MTError(f"{path}: {found} lines, its progress record says {self.written} "
+                                  f"(a line break inside a line shifts the pairs); "
+                                  f"delete the folder to start again")
         return self.lines
 
     def append(self, sources: Sequence[str], targets: Sequence[str], consumed: int,
@@ -144,12 +146,14 @@ class PairWriter:
     def _commit(self) -> None:
         record = {"identity": self.identity, "lines": self.lines, "counts": self.counts,
                   "bytes": {s: p.stat().st_size for s, p in self.files.items()}}
-        _write_json(self.folder / PROGRESS, record if self.written is None else {**record, "written": self.written})
+        if self.written is not None:
+            record = {**record, "written": self.written}
+        _write_json(self.folder / PROGRESS, record)
 
     def finish(self, manifest: dict[str, Any]) -> Path:
         """Write `manifest.json` (with the identity, lines read and counts) and drop the progress record."""
         path = self.folder / MANIFEST
-        _write_json(path, {**manifest, "identity": self.identity, "input_lines": self.lines, "counts": self.counts,
-                           "files": {s: p.name for s, p in self.files.items()}})
+        _write_json(path, {**manifest, "identity": self.identity, "input_lines": self.lines,
+                           "counts": self.counts, "files": {s: p.name for s, p in self.files.items()}})
         (self.folder / PROGRESS).unlink(missing_ok=True)
         return path

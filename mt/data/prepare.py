@@ -103,8 +103,8 @@ def _shaping_config(cfg: Config) -> dict[str, Any]:
     data = {"pairs": [dataclasses.asdict(p) for p in d.pairs], "target_tags": d.target_tags,
             "train_split": d.train_split, "train_limit": d.train_limit, "max_len": d.max_len,
             "max_len_ratio": d.max_len_ratio}
-    shaping = {"data": data, "tokenizer": tok, "seed": cfg.train.seed, "max_positions": cfg.model.max_positions,
-               "cache_version": CACHE_VERSION}
+    shaping = {"data": data, "tokenizer": tok, "seed": cfg.train.seed,
+               "max_positions": cfg.model.max_positions, "cache_version": CACHE_VERSION}
     if cfg.clean.enabled:  # the cleaning stage's settings and version (off: the key of before it existed)
         shaping["clean"] = {**dataclasses.asdict(cfg.clean), "version": CLEAN_VERSION}
     if cfg.augment.enabled:  # likewise the augmentation's (mt.data.augment)
@@ -112,14 +112,16 @@ def _shaping_config(cfg: Config) -> dict[str, Any]:
     return shaping
 
 
-def _fingerprint(cfg: Config, splits: dict[str, list[str]], reused: Tokenizer | None = None) -> tuple[str, dict[str, Any]]:
+def _fingerprint(cfg: Config, splits: dict[str, list[str]],
+                 reused: Tokenizer | None = None) -> tuple[str, dict[str, Any]]:
     """sha256 over the input files (path, size, mtime) of every pair's `splits` and the config that
     shapes the cache, plus the sha256 of a `reused` tokenizer's model bytes (fine-tuning)."""
     inputs = {}
     for pair in cfg.data.pairs:
         for split in splits[pair.name]:
-            inputs[cfg.data.split_label(pair, split)] = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns]
-                                                         for p in corpus.split_files(pair, split)]
+            inputs[cfg.data.split_label(pair, split)] = [
+                [str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns]
+                for p in corpus.split_files(pair, split)]
     payload = {"inputs": inputs, **_shaping_config(cfg), **synthetic.fingerprint_inputs(cfg)}
     if reused is not None:
         payload["reused_tokenizer"] = _tokenizer_sha256(reused)
@@ -145,15 +147,17 @@ def _is_up_to_date(data_dir: Path, digest: str) -> bool:
         return False
     version = manifest.get("cache_version")
     if version != CACHE_VERSION:
-        log.info(f"prepare: {data_dir} was prepared by an older mt (cache version {version}, now {CACHE_VERSION}); "
+        log.info(f"prepare: {data_dir} was prepared by an older mt "
+                 f"(cache version {version}, now {CACHE_VERSION}); "
                  f"preparing it again")
         return False
     if manifest.get("fingerprint") != digest:
         return False
     run_dir = data_dir.parent
     models = [JOINT_MODEL] if manifest.get("joint") else [SRC_MODEL, TGT_MODEL]
-    needed = [run_dir / m for m in models] + [split_path(data_dir, s, side, kind) for s in manifest.get("splits", {})
-                                              for side in ("src", "tgt") for kind in ("ids", "offsets")]
+    needed = [run_dir / m for m in models]
+    needed += [split_path(data_dir, s, side, kind) for s in manifest.get("splits", {})
+               for side in ("src", "tgt") for kind in ("ids", "offsets")]
     return all(p.is_file() for p in needed)
 
 
@@ -168,13 +172,14 @@ def _train_pairs(pair: PairConfig, limit: int, stage: Cleaned | None = None) -> 
 
 
 def _empty_after_cleaning(pairs: Sequence[PairConfig], report: corpus.CleanReport) -> MTError:
-    return MTError(f"training split '{pairs[0].train_split}' in {', '.join(p.path for p in pairs)}: no sentence "
-                   f"pairs left after cleaning ({report.summary()})")
+    return MTError(f"training split '{pairs[0].train_split}' in {', '.join(p.path for p in pairs)}: "
+                   f"no sentence pairs left after cleaning ({report.summary()})")
 
 
 def _install(staging: Path, run_dir: Path, data_dir: Path, joint: bool) -> None:
     """Move the staged files into place; the caller writes the manifest afterwards."""
-    (data_dir / MANIFEST).unlink(missing_ok=True)  # from here until the new manifest the cache reads as incomplete
+    # from here until the new manifest the cache reads as incomplete
+    (data_dir / MANIFEST).unlink(missing_ok=True)
     stale = [run_dir / m for m in ((SRC_MODEL, TGT_MODEL) if joint else (JOINT_MODEL,))]
     stale += [p for p in data_dir.glob("*") if p.suffix in (".ids", ".offsets")]
     for p in stale:
@@ -222,15 +227,18 @@ def _train_tokenizer(cfg: Config, staging: Path, stage: Cleaned) -> Tokenizer:
     data, tok_cfg = cfg.data, cfg.tokenizer
     report = corpus.CleanReport()
     train = itertools.chain.from_iterable(_train_pairs(p, data.train_limit, stage) for p in data.pairs)
-    sample = reservoir_sample(corpus.clean_pairs(train, SAMPLE_LIMITS, report), tok_cfg.sample_size, cfg.train.seed)
+    sample = reservoir_sample(corpus.clean_pairs(train, SAMPLE_LIMITS, report), tok_cfg.sample_size,
+                              cfg.train.seed)
     if report.kept == 0:
         raise _empty_after_cleaning(data.pairs, report)
     t0 = time.perf_counter()
-    tokenizer = train_sentencepiece([s for s, _ in sample], [t for _, t in sample], tok_cfg, data.target_langs,
-                                    tags=data.target_tags, extra_symbols=synthetic.control_symbols(cfg))
+    tokenizer = train_sentencepiece([s for s, _ in sample], [t for _, t in sample], tok_cfg,
+                                    data.target_langs, tags=data.target_tags,
+                                    extra_symbols=synthetic.control_symbols(cfg))
     tags = " ".join(target_tag(lang) for lang in tokenizer.target_tags())
+    tagged = f", tags {tags}" if tags else ""
     log.info(f"prepare: trained {tok_cfg.type} sentencepiece ({'joint' if tokenizer.joint else 'separate'}, "
-             f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}{f', tags {tags}' if tags else ''}) on "
+             f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}{tagged}) on "
              f"{len(sample)} sampled pairs in {time.perf_counter() - t0:.1f}s")
     tokenizer.save(staging)
     return tokenizer
@@ -243,12 +251,14 @@ def _warn_about(split: str, stats: dict[str, int], report: corpus.CleanReport | 
         warnings.warn(f"cleaning dropped {100 * report.dropped_fraction():.1f}% of the '{split}' pairs "
                       f"({report.summary()}); see data/{CLEAN_REPORT}", MTWarning, stacklevel=3)
     if stats["truncated"]:
-        warnings.warn(f"{stats['truncated']} '{split}' pairs are longer than model.max_positions={max_positions} "
-                      f"pieces and were cut to {max_positions - 1} (validation loss sees the cut pairs)",
+        warnings.warn(f"{stats['truncated']} '{split}' pairs are longer than "
+                      f"model.max_positions={max_positions} pieces and were cut to {max_positions - 1} "
+                      f"(validation loss sees the cut pairs)",
                       MTWarning, stacklevel=3)
     if stats["round_trip_changed"] > ROUND_TRIP_WARNING * max(stats["sentences"], 1):
-        warnings.warn(f"{stats['round_trip_changed']} of {stats['sentences']} '{split}' target lines do not come back "
-                      f"unchanged from the tokenizer, e.g. {examples[0]!r}; see data/{CLEAN_REPORT}",
+        warnings.warn(f"{stats['round_trip_changed']} of {stats['sentences']} '{split}' target lines "
+                      f"do not come back unchanged from the tokenizer, e.g. {examples[0]!r}; "
+                      f"see data/{CLEAN_REPORT}",
                       MTWarning, stacklevel=3)
 
 
@@ -271,7 +281,8 @@ def _encode_pair(cfg: Config, pair: PairConfig, splits: list[str], tokenizer: To
             pairs = (augment_pairs(_train_pairs(pair, data.train_limit, stage), cfg.augment) if is_train
                      else corpus.iter_split(pair, split))
             clean = corpus.CleanLimits.from_config(data, max_positions) if is_train else None
-            s, rep, examples = encode_split(pairs, clean, max_positions - 1, tokenizer, pool, workers, staging, name)
+            s, rep, examples = encode_split(pairs, clean, max_positions - 1, tokenizer, pool, workers,
+                                            staging, name)
             stats[name] = s
             if is_train:
                 if rep.kept == 0:
@@ -279,11 +290,12 @@ def _encode_pair(cfg: Config, pair: PairConfig, splits: list[str], tokenizer: To
                 cleaned = {"split": split, **rep.to_dict()}
             else:
                 truncated[split] = s["truncated"]
-            round_trip[split] = {"lines": s["sentences"], "changed": s["round_trip_changed"], "examples": examples}
+            round_trip[split] = {"lines": s["sentences"], "changed": s["round_trip_changed"],
+                                 "examples": examples}
             dropped = f"; {rep.summary()}" if is_train else ""
             cut = f"; {s['truncated']} truncated to {max_positions - 1} pieces" if s["truncated"] else ""
-            log.info(f"  {data.split_label(pair, split, ' ')}: {s['sentences']} sentences, {s['src_tokens']} src / "
-                     f"{s['tgt_tokens']} tgt tokens{dropped}{cut}")
+            log.info(f"  {data.split_label(pair, split, ' ')}: {s['sentences']} sentences, "
+                     f"{s['src_tokens']} src / {s['tgt_tokens']} tgt tokens{dropped}{cut}")
             _warn_about(name, s, rep if is_train else None, examples, max_positions)
     finally:
         if pool is not None:
@@ -301,8 +313,21 @@ def _pair_entry(cfg: Config, pair: PairConfig, tokenizer: Tokenizer, splits: lis
             "tag": next(iter(tokenizer.for_target(pair.tgt_lang).src_prefix), None),
             "train_sentences": stats[label(pair, pair.train_split)]["sentences"],
             "valid_split": label(pair, pair.valid_split),
-            "test_splits": {s: label(pair, s) for s in splits if s not in (pair.train_split, pair.valid_split)},
+            "test_splits": {s: label(pair, s) for s in splits
+                            if s not in (pair.train_split, pair.valid_split)},
             "skipped_test_splits": skipped}
+
+
+def _write_clean_report(cfg: Config, staging: Path, reports: dict[str, Any], stage: Cleaned) -> None:
+    """CLEAN_REPORT: the length limits, each pair's report and the cleaning stage's settings and counts."""
+    d = cfg.data
+    cleaned = ({"clean": {"settings": dataclasses.asdict(cfg.clean),
+                          **{n: s.to_dict() for n, (_, s) in stage.items()}}}
+               if stage else {})
+    _write_json(staging / CLEAN_REPORT, {"length_unit": "pieces", "max_len": d.max_len,
+                                         "max_len_ratio": d.max_len_ratio,
+                                         "max_positions": cfg.model.max_positions,
+                                         "train_limit": d.train_limit, "pairs": reports, **cleaned})
 
 
 def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = None) -> Path:
@@ -342,20 +367,27 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
     staging.mkdir()
     stats: dict[str, dict[str, int]] = {}
     try:
-        stage = clean_for_prepare(cfg, lambda p: _train_pairs(p, cfg.data.train_limit), run_dir / ".clean.tmp", staging)
+        stage = clean_for_prepare(cfg, lambda p: _train_pairs(p, cfg.data.train_limit),
+                                  run_dir / ".clean.tmp", staging)
         if tokenizer is None:
             tokenizer = _train_tokenizer(cfg, staging, stage)
         else:
             tokenizer.save(staging)
-            log.info(f"prepare: reusing the tokenizer of {cfg.train.init_from} ({'joint' if tokenizer.joint else 'separate'}, "
-                     f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}); no sentencepiece training")
+            log.info(f"prepare: reusing the tokenizer of {cfg.train.init_from} "
+                     f"({'joint' if tokenizer.joint else 'separate'}, "
+                     f"vocab {tokenizer.src_vocab_size}/{tokenizer.tgt_vocab_size}); "
+                     f"no sentencepiece training")
         t0 = time.perf_counter()
-        reports = {p.name: _encode_pair(cfg, p, splits[p.name], tokenizer, staging, stats, stage) for p in cfg.data.pairs}
-        pairs = [_pair_entry(cfg, p, tokenizer, splits[p.name], skipped[p.name], stats) for p in cfg.data.pairs]
+        reports = {p.name: _encode_pair(cfg, p, splits[p.name], tokenizer, staging, stats, stage)
+                   for p in cfg.data.pairs}
+        pairs = [_pair_entry(cfg, p, tokenizer, splits[p.name], skipped[p.name], stats)
+                 for p in cfg.data.pairs]
         # The training split: every pair's, one after the other (the sampler's boundaries: train_sentences).
         parts = [cfg.data.split_label(p, p.train_split) for p in cfg.data.pairs]
-        synthetic_parts, synthetic_stats, synthetic_record = synthetic.encode_synthetic(cfg, tokenizer, staging)
-        parts, stats = parts + synthetic_parts, {**stats, **synthetic_stats}  # synthetic pairs after the real ones
+        synthetic_parts, synthetic_stats, synthetic_record = synthetic.encode_synthetic(
+            cfg, tokenizer, staging)
+        # synthetic pairs after the real ones
+        parts, stats = parts + synthetic_parts, {**stats, **synthetic_stats}
         part_stats = [stats.pop(part) for part in parts]
         stats = {cfg.data.train_split: {k: sum(s[k] for s in part_stats) for k in part_stats[0]}, **stats}
         concatenate_splits(staging, parts, cfg.data.train_split)
@@ -364,13 +396,7 @@ def prepare(cfg: Config, *, force: bool = False, tokenizer: Tokenizer | None = N
         rate = total / seconds if seconds > 0 else float("inf")
         log.info(f"prepare: encoded {total} sentence pairs in {seconds:.1f}s ({rate:,.0f} pairs/s, "
                  f"{cfg.tokenizer.workers} worker(s))")
-        d = cfg.data
-        _write_json(staging / CLEAN_REPORT, {"length_unit": "pieces", "max_len": d.max_len,
-                                             "max_len_ratio": d.max_len_ratio, "max_positions": cfg.model.max_positions,
-                                             "train_limit": d.train_limit, "pairs": reports,
-                                             **({"clean": {"settings": dataclasses.asdict(cfg.clean),
-                                                           **{n: s.to_dict() for n, (_, s) in stage.items()}}}
-                                                if stage else {})})
+        _write_clean_report(cfg, staging, reports, stage)
         save_config(cfg, staging / "config.yaml")
         _install(staging, run_dir, data_dir, tokenizer.joint)
     finally:

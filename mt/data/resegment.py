@@ -62,7 +62,8 @@ class Resegmenter:
         """`tokenizer`: the run's (no `src_prefix`: tags are read off the cached sources)."""
         self.split, self.tokenizer, self.settings = split, tokenizer, settings
         tags = set(tokenizer.target_tags().values())
-        synthetic = tokenizer.control_id(SYNTHETIC_TAG)  # a bilingual model's only tag: <BT> (mt.data.synthetic)
+        # a bilingual model's only tag: <BT> (mt.data.synthetic)
+        synthetic = tokenizer.control_id(SYNTHETIC_TAG)
         if synthetic is not None:
             tags.add(synthetic)
         # Per side: the text, the tag id in front of each sequence (-1: none) and whether the text
@@ -94,8 +95,9 @@ class Resegmenter:
             out: list[list[int]] = []
             for chunk, start in enumerate(range(0, len(texts), CHUNK)):
                 seed = _chunk_seed(self.settings.seed, epoch, side_index, chunk)
-                out += self.tokenizer.sample_encode(side, texts[start:start + CHUNK], alpha=self.settings.alpha,
-                                                    nbest=self.settings.nbest, seed=seed)
+                out += self.tokenizer.sample_encode(side, texts[start:start + CHUNK],
+                                                    alpha=self.settings.alpha, nbest=self.settings.nbest,
+                                                    seed=seed)
             lengths = np.fromiter(map(len, out), dtype=np.int64, count=len(out)) + (prefix >= 0)
             for i in np.flatnonzero(~invertible | (lengths > self.settings.max_len)).tolist():
                 out[i] = cached[i].tolist()

@@ -31,13 +31,15 @@ class TokenArray:
         for p in (ids_path, offsets_path):
             if not p.is_file():
                 raise MTError(f"{p}: missing from the prepared data; run `mt prepare` again")
-        self.offsets: np.ndarray = np.fromfile(offsets_path, dtype=OFFSETS_DTYPE)  # (N+1,) int64, small: kept in RAM
+        # (N+1,) int64, small: kept in RAM
+        self.offsets: np.ndarray = np.fromfile(offsets_path, dtype=OFFSETS_DTYPE)
         n_ids = ids_path.stat().st_size // IDS_DTYPE.itemsize
         # np.memmap cannot map an empty file; an empty split has no ids to map.
         self.ids: np.ndarray = (np.memmap(ids_path, dtype=IDS_DTYPE, mode="r") if n_ids
                                 else np.zeros(0, dtype=IDS_DTYPE))  # (total_tokens,) int32
         if len(self.offsets) == 0 or self.offsets[0] != 0 or self.offsets[-1] != n_ids:
-            raise MTError(f"{offsets_path}: does not match {ids_path.name} (corrupt cache); run `mt prepare --force`")
+            raise MTError(f"{offsets_path}: does not match {ids_path.name} (corrupt cache); "
+                          f"run `mt prepare --force`")
 
     @classmethod
     def from_sequences(cls, seqs: list[list[int]]) -> TokenArray:
@@ -46,7 +48,8 @@ class TokenArray:
         lengths = np.fromiter(map(len, seqs), dtype=OFFSETS_DTYPE, count=len(seqs))
         out.offsets = np.zeros(len(seqs) + 1, dtype=OFFSETS_DTYPE)
         np.cumsum(lengths, out=out.offsets[1:])
-        out.ids = np.fromiter(itertools.chain.from_iterable(seqs), dtype=IDS_DTYPE, count=int(out.offsets[-1]))
+        out.ids = np.fromiter(itertools.chain.from_iterable(seqs), dtype=IDS_DTYPE,
+                              count=int(out.offsets[-1]))
         return out
 
     def to_lists(self) -> list[list[int]]:
@@ -105,9 +108,11 @@ def load_split(run_dir: Path, split: str) -> EncodedSplit:
     data_dir = Path(run_dir) / "data"
     splits = _manifest(run_dir).get("splits", {})
     if split not in splits:
-        raise MTError(f"{run_dir}: split '{split}' was not prepared (prepared: {', '.join(splits) or 'none'})")
+        raise MTError(f"{run_dir}: split '{split}' was not prepared "
+                      f"(prepared: {', '.join(splits) or 'none'})")
     src, tgt = (TokenArray(split_path(data_dir, split, s, "ids"), split_path(data_dir, split, s, "offsets"))
                 for s in ("src", "tgt"))
     if len(src) != len(tgt):
-        raise MTError(f"{data_dir}: split '{split}' has {len(src)} source but {len(tgt)} target sequences (corrupt cache)")
+        raise MTError(f"{data_dir}: split '{split}' has {len(src)} source but {len(tgt)} target sequences "
+                      f"(corrupt cache)")
     return EncodedSplit(src, tgt)

@@ -29,8 +29,10 @@ from mt.errors import MTError
 
 SCRIPT_SAMPLE = 5000  # lines per side whose letters decide its script
 _SCRIPTS = {name: re.compile("[" + chars + "]") for name, chars in SCRIPT_RANGES.items()}
-UNSPACED = ("Han", "Kana", "Thai", "Lao", "Khmer", "Myanmar", "Tibetan")  # written without spaces between words
-MAX_TYPES = 2_000_000  # distinct words (or bigrams) counted per side at most (memory); beyond it the count is a floor
+# written without spaces between words
+UNSPACED = ("Han", "Kana", "Thai", "Lao", "Khmer", "Myanmar", "Tibetan")
+# distinct words (or bigrams) counted per side at most (memory); beyond it the count is a floor
+MAX_TYPES = 2_000_000
 NGRAM_MIN_COUNT = 5  # a character bigram of unspaced text counts as a unit from this many occurrences
 SPACE_PIECE = "\u2581"  # sentencepiece's ▁: how a space (and the start of every line) is counted
 
@@ -121,8 +123,8 @@ def survey(pairs: Iterable[tuple[str, str]]) -> CorpusSurvey:
              sum(1 for c, _ in counts[side] if c != SPACE_PIECE)
              + sum(1 for gram, k in bigrams[side].items() if k >= NGRAM_MIN_COUNT and " " not in gram)
              for side in (0, 1)]
-    return CorpusSurvey(n, words[0], words[1], units[0], units[1], _script(letters[0]), _script(letters[1]), dup,
-                        counts[0], counts[1])
+    return CorpusSurvey(n, words[0], words[1], units[0], units[1], _script(letters[0]), _script(letters[1]),
+                        dup, counts[0], counts[1])
 
 
 def _char_counts(chars: Counter[str], lines: int) -> tuple[tuple[str, int], ...]:

@@ -6,7 +6,8 @@ and jsonl `train.tsv` / `train.jsonl` are read too). `mt prepare` encodes them a
 training split into the same `train` arrays, filtered by the same length limits (empty pairs,
 `data.max_len`, `data.max_len_ratio`, `model.max_positions`) but not by `clean.rules` (a synthetic
 side is a model's output: the language-ID, copy and number rules would judge the model, not
-the data), and records them in the manifest (`synthetic`: sentences, tag id, folders); the real pairs come first.
+the data), and records them in the manifest (`synthetic`: sentences, tag id, folders); the real
+pairs come first.
 
 With `data.synthetic_tag` (the default) every synthetic source starts with the tag `<BT>`
 (Caswell et al. 2019, "Tagged Back-Translation"): a sentencepiece *control* piece of the source
@@ -58,7 +59,8 @@ def synthetic_pairs(cfg: Config) -> list[PairConfig]:
     out = []
     for path in cfg.data.synthetic:
         if not Path(path).is_dir():
-            raise MTError(f"data.synthetic '{path}': not a folder (expected the -o folder of mt backtranslate or mt distill)")
+            raise MTError(f"data.synthetic '{path}': not a folder "
+                          f"(expected the -o folder of mt backtranslate or mt distill)")
         found = None
         for fmt in ("text", "tsv", "jsonl"):
             candidate = PairConfig(path=str(path), src_lang=pair.src_lang, tgt_lang=pair.tgt_lang, format=fmt,
@@ -101,16 +103,17 @@ def tagged(tokenizer: Tokenizer, cfg: Config) -> Tokenizer:
         return tokenizer
     tag = tokenizer.control_id(SYNTHETIC_TAG)
     if tag is None:
-        raise MTError(f"data.synthetic_tag: the tokenizer has no {SYNTHETIC_TAG} piece (a reused tokenizer trained "
-                      f"without synthetic data); set data.synthetic_tag=false")
+        raise MTError(f"data.synthetic_tag: the tokenizer has no {SYNTHETIC_TAG} piece "
+                      f"(a reused tokenizer trained without synthetic data); set data.synthetic_tag=false")
     return tokenizer.with_prefix([*tokenizer.src_prefix, tag])
 
 
-def encode_synthetic(cfg: Config, tokenizer: Tokenizer, staging: Path) -> tuple[list[str], dict[str, dict[str, int]],
-                                                                                  dict[str, Any] | None]:
+def encode_synthetic(
+    cfg: Config, tokenizer: Tokenizer, staging: Path
+) -> tuple[list[str], dict[str, dict[str, int]], dict[str, Any] | None]:
     """Encode every `data.synthetic` corpus into `staging` as parts `synthetic.<i>` of the training
-    split (the length limits only, not clean.rules; tagged with data.synthetic_tag). Returns (part names, their
-    counts, the manifest's `synthetic` record); ([], {}, None) without synthetic data."""
+    split (the length limits only, not clean.rules; tagged with data.synthetic_tag). Returns (part
+    names, their counts, the manifest's `synthetic` record); ([], {}, None) without synthetic data."""
     pairs = synthetic_pairs(cfg)
     if not pairs:
         return [], {}, None
@@ -125,16 +128,18 @@ def encode_synthetic(cfg: Config, tokenizer: Tokenizer, staging: Path) -> tuple[
             s, rep, _ = encode_split(corpus.iter_split(pair, SPLIT), limits, cfg.model.max_positions - 1, tok,
                                      pool, workers, staging, name)
             if rep.kept == 0:
-                raise MTError(f"data.synthetic '{pair.path}': no sentence pairs left after cleaning ({rep.summary()})")
+                raise MTError(f"data.synthetic '{pair.path}': no sentence pairs left after cleaning "
+                              f"({rep.summary()})")
             parts.append(name)
             stats[name] = s
-            reports.append({"path": pair.path, "format": pair.format, "sentences": s["sentences"], **rep.to_dict()})
+            reports.append({"path": pair.path, "format": pair.format, "sentences": s["sentences"],
+                            **rep.to_dict()})
     finally:
         if pool is not None:
             pool.terminate()
             pool.join()
-    record = {"sentences": sum(s["sentences"] for s in stats.values()), "tag": tok.src_prefix[-1] if cfg.data.synthetic_tag else None,
-              "corpora": reports}
+    record = {"sentences": sum(s["sentences"] for s in stats.values()),
+              "tag": tok.src_prefix[-1] if cfg.data.synthetic_tag else None, "corpora": reports}
     return parts, stats, record
 
 
@@ -147,12 +152,14 @@ class EpochMix:
     tagged: bool
 
     def describe(self) -> str:
-        """The training log's line, e.g. 'real 10000 x1.90 = 19000, synthetic 19000 x1.00 = 19000 (tagged <BT>) per epoch: 1.00 synthetic per real'."""
+        """The training log's line, e.g. 'real 10000 x1.90 = 19000, synthetic 19000 x1.00 = 19000
+        (tagged <BT>) per epoch: 1.00 synthetic per real'."""
         real_n, syn_n = sum(self.sizes[:-1]), self.sizes[-1]
         real_m, syn_m = sum(self.counts[:-1]), self.counts[-1]
         tag = f"tagged {SYNTHETIC_TAG}" if self.tagged else "untagged"
         return (f"synthetic data: real {real_n} x{real_m / real_n:.2f} = {real_m}, synthetic {syn_n} "
-                f"x{syn_m / syn_n:.2f} = {syn_m} ({tag}) per epoch: {syn_m / real_m:.2f} synthetic per real example")
+                f"x{syn_m / syn_n:.2f} = {syn_m} ({tag}) per epoch: "
+                f"{syn_m / real_m:.2f} synthetic per real example")
 
 
 def epoch_mix(real_counts: list[int], synthetic: int, ratio: float, tagged: bool) -> EpochMix:

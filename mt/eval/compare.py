@@ -60,13 +60,14 @@ class Comparison:
     def table(self) -> list[str]:
         """The comparison as text lines (what `mt evaluate` prints)."""
         width = max(len("system"), *(len(s.name) for s in self.systems))
-        lines = [f"{'system':<{width}} | {'BLEU':>6} | {'mean ± 95% CI':>15} | {'p':>6} | {'chrF':>6} | {'p':>6}",
+        lines = [f"{'system':<{width}} | {'BLEU':>6} | {'mean ± 95% CI':>15} | {'p':>6} | "
+                 f"{'chrF':>6} | {'p':>6}",
                  f"{'-' * width}-+--------+-----------------+--------+--------+-------"]
         for s in self.systems:
             bp = "base" if s.bleu_p is None else f"{s.bleu_p:.4f}"
             cp = "base" if s.chrf_p is None else f"{s.chrf_p:.4f}"
-            lines.append(f"{s.name:<{width}} | {s.bleu:6.2f} | {s.bleu_mean:6.2f} ± {s.bleu_ci:5.2f} | {bp:>6} | "
-                         f"{s.chrf:6.2f} | {cp:>6}")
+            lines.append(f"{s.name:<{width}} | {s.bleu:6.2f} | {s.bleu_mean:6.2f} ± {s.bleu_ci:5.2f} | "
+                         f"{bp:>6} | {s.chrf:6.2f} | {cp:>6}")
         return lines
 
 
@@ -82,8 +83,8 @@ def paired_bootstrap(systems: list[tuple[str, list[str]]], refs: list[str], *, t
         raise MTError("a comparison needs at least two systems (the first is the baseline)")
     for name, hyps in systems:
         if len(hyps) != len(refs):
-            raise MTError(f"{name}: {len(hyps)} hypotheses for {len(refs)} references; systems must translate "
-                          f"the same test set")
+            raise MTError(f"{name}: {len(hyps)} hypotheses for {len(refs)} references; "
+                          f"systems must translate the same test set")
     if not refs:
         raise MTError("the test set is empty: nothing to compare")
     metrics = {"BLEU": BLEU(tokenize=tokenize, references=[refs]), "chrF": CHRF(references=[refs])}

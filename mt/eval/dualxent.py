@@ -47,14 +47,15 @@ def dual_xent_cost(h_forward: np.ndarray, h_backward: np.ndarray) -> np.ndarray:
 class DualXent:
     """Scores (sources, targets) -> exp(-dual conditional cross-entropy) per pair, higher = better."""
 
-    def __init__(self, forward: Direction, backward: Direction, decode: DecodeConfig, device: torch.device | str):
+    def __init__(self, forward: Direction, backward: Direction, decode: DecodeConfig,
+                 device: torch.device | str):
         self.forward, self.backward, self.decode, self.device = forward, backward, decode, device
 
     def _cross_entropy(self, d: Direction, src: Sequence[str], tgt: Sequence[str]) -> np.ndarray:
         # A pair longer than the model can score costs infinity (it is dropped) instead of stopping the run.
         limit = d.max_positions - 1
-        fits = [i for i, (s, t) in enumerate(zip(d.tokenizer.encode_src(list(src)), d.tokenizer.encode_tgt(list(tgt))))
-                if len(t) <= limit]
+        encoded = zip(d.tokenizer.encode_src(list(src)), d.tokenizer.encode_tgt(list(tgt)))
+        fits = [i for i, (s, t) in enumerate(encoded) if len(t) <= limit]
         out = np.full(len(src), math.inf)
         if not fits:
             return out

@@ -3,8 +3,9 @@
 Scoring uses sacreBLEU's metric objects with their defaults, the field's standard: BLEU (mixed
 case, exponential smoothing), chrF (character 6-grams, beta 2) and TER, each reported with its
 signature. BLEU's tokenizer is the caller's choice, made for the target language by
-`mt.eval.bleu.bleu_tokenizer_for` (13a unless the language needs another, e.g. `zh`). The trainer's validation BLEU calls the same `translate_lines` and
-`score` as `mt evaluate`, so the two always agree.
+`mt.eval.bleu.bleu_tokenizer_for` (13a unless the language needs another, e.g. `zh`). The trainer's
+validation BLEU calls the same `translate_lines` and `score` as `mt evaluate`, so the two always
+agree.
 
 `mt evaluate` either translates test sets (`evaluate_set`: writes `<set>.<ckpt>.beam<K>.hyp`
 and a JSON report beside it, with how well the sentence confidences rank the outputs: Spearman
@@ -201,8 +202,11 @@ def read_split_set(pair: PairConfig, split: str, label: str = "") -> EvalSet:
 
 
 def _not_found(split: str, pairs: Sequence[PairConfig]) -> MTError:
-    known = "; ".join(f"{p.path} (the config names: {', '.join(dict.fromkeys([p.train_split, p.valid_split, *p.test_splits]))})"
-                      for p in pairs)
+    def named(p: PairConfig) -> str:
+        splits = dict.fromkeys([p.train_split, p.valid_split, *p.test_splits])
+        return f"{p.path} (the config names: {', '.join(splits)})"
+
+    known = "; ".join(named(p) for p in pairs)
     return MTError(f"split '{split}': not found in {known}")
 
 
@@ -222,7 +226,8 @@ class SetResult:
     hyp_path: Path
     report_path: Path
     terms: TermSuccess | None = None  # with a glossary: the share of its terms kept
-    confidence: dict[str, Any] | None = None  # how the sentence confidences rank the outputs (`confidence_report`)
+    # how the sentence confidences rank the outputs (`confidence_report`)
+    confidence: dict[str, Any] | None = None
     placement: dict[str, Any] | None = None  # with a glossary and mt's own model: `term_placement`
 
 
@@ -262,7 +267,8 @@ def evaluate_set(
     if not test.src:
         raise MTError(f"{test.label}: no sentences to translate")
     t0 = time.perf_counter()
-    found = translate_scored(model, tokenizer, test.src, decode, device=device, progress=progress, glossary=glossary)
+    found = translate_scored(model, tokenizer, test.src, decode, device=device, progress=progress,
+                             glossary=glossary)
     hyps = [s.output for s in found]
     translate_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -280,7 +286,8 @@ def evaluate_set(
     placed = None
     if terms is not None and glossary is not None:
         report.update(glossary=glossary.glossary.name, term_success=terms.to_dict())
-        placed = term_placement(as_engine(model, device), tokenizer, test, hyps, glossary, bleu_tokenize, device)
+        placed = term_placement(as_engine(model, device), tokenizer, test, hyps, glossary, bleu_tokenize,
+                                device)
     if placed is not None:
         report.update(term_placement=placed)
     report["confidence"] = confidence_report([s.confidence(decode) for s in found], hyps,
@@ -291,15 +298,19 @@ def evaluate_set(
 
 
 def term_placement(engine: Engine, tokenizer: Tokenizer, test: EvalSet, hyps: Sequence[str],
-                   glossary: TermConstraints, bleu_tokenize: str, device: torch.device) -> dict[str, Any] | None:
+                   glossary: TermConstraints, bleu_tokenize: str,
+                   device: torch.device) -> dict[str, Any] | None:
     """Where the terms went (mt.eval.terms.placement), on the sentences holding a term: exclusivity,
     and BLEU against the original and the term-rewritten references; None for an engine without
     cross-attention to align with (an export) or a set without a term."""
     rows = [i for i, line in enumerate(test.src) if glossary.glossary.match(line)]
     if not rows or not isinstance(engine, NativeEngine):
         return None
-    src, refs, held = [test.src[i] for i in rows], [test.ref[i].rstrip() for i in rows], [hyps[i] for i in rows]
-    found = placement(src, refs, held, glossary.glossary, align_words(engine.model, tokenizer, src, refs, device=device))
+    src = [test.src[i] for i in rows]
+    refs = [test.ref[i].rstrip() for i in rows]
+    held = [hyps[i] for i in rows]
+    alignments = align_words(engine.model, tokenizer, src, refs, device=device)
+    found = placement(src, refs, held, glossary.glossary, alignments)
     return {**found.to_dict(), "sentences": len(rows),
             "bleu_original": round(score(held, refs, tokenize=bleu_tokenize).bleu, 2),
             "bleu_rewritten": round(score(held, found.rewritten, tokenize=bleu_tokenize).bleu, 2)}
@@ -320,13 +331,14 @@ def eval_sets(cfg: Config, tokenizer: Tokenizer, splits: Sequence[str], files: l
 
     pairs = cfg.data.pairs_into(target_lang)
     if not pairs:
-        tokenizer.for_target(target_lang, flag="--target-lang")  # the error naming the languages the model knows
+        # the error naming the languages the model knows
+        tokenizer.for_target(target_lang, flag="--target-lang")
     out = []
     for split in splits:
         found = [p for p in pairs if split_available(p, split)]
         if not found:
             raise _not_found(split, pairs)
-        out += [(read_split_set(p, split, cfg.data.split_label(p, split, "/")), tokenizer.for_target(p.tgt_lang),
-                 bleu_for(p.tgt_lang)) for p in found]
+        out += [(read_split_set(p, split, cfg.data.split_label(p, split, "/")),
+                 tokenizer.for_target(p.tgt_lang), bleu_for(p.tgt_lang)) for p in found]
     lang = target_lang or cfg.data.target_langs[0]
     return out + [(f, tokenizer.for_target(target_lang, flag="--target-lang"), bleu_for(lang)) for f in files]

@@ -46,8 +46,8 @@ def read_metrics(path: Path) -> list[dict]:
                 records.append(json.loads(line))
         except (UnicodeDecodeError, json.JSONDecodeError):
             if torn:
-                warnings.warn(f"metrics file '{path}', line {number}: incomplete (an interrupted write); skipped",
-                              MTWarning, stacklevel=2)
+                warnings.warn(f"metrics file '{path}', line {number}: incomplete (an interrupted write); "
+                              f"skipped", MTWarning, stacklevel=2)
                 continue
             raise MTError(f"metrics file '{path}', line {number}: not valid JSON") from None
     return records
@@ -81,10 +81,12 @@ def plot_curves(records: list[dict], out: Path, title: str) -> None:
         loss_ax.legend()
         series = _series(records, "valid", "bleu")
         if series[2]:
-            bleu_ax.plot(series[x_index], series[2], marker="o", markersize=3, color="tab:green", label="val BLEU")
+            bleu_ax.plot(series[x_index], series[2], marker="o", markersize=3, color="tab:green",
+                         label="val BLEU")
         chrf = _series(records, "valid", "chrf")
         if chrf[2]:
-            bleu_ax.plot(chrf[x_index], chrf[2], marker="s", markersize=3, color="tab:purple", label="val chrF")
+            bleu_ax.plot(chrf[x_index], chrf[2], marker="s", markersize=3, color="tab:purple",
+                         label="val chrF")
         bleu_ax.set_xlabel(x_label)
         bleu_ax.set_ylabel("score")
         bleu_ax.grid(alpha=0.3)
@@ -95,7 +97,8 @@ def plot_curves(records: list[dict], out: Path, title: str) -> None:
     plt.close(fig)
 
 
-def plot_attention(loaded: tuple[Transformer, Tokenizer, Config], sentence: str, layer: int, out: Path) -> str:
+def plot_attention(loaded: tuple[Transformer, Tokenizer, Config], sentence: str, layer: int,
+                   out: Path) -> str:
     """Heatmap of decoder layer `layer`'s cross-attention for `sentence` under a loaded checkpoint
     (`load_for_inference`'s model, tokenizer, config); returns the translation."""
     import matplotlib
@@ -137,7 +140,8 @@ def plot_attention(loaded: tuple[Transformer, Tokenizer, Config], sentence: str,
 
 
 def plot_run(run_dir: Path, *, attention: bool, sentence: str | None, layer: int, checkpoint: Path | None,
-             load: Callable[[Path], tuple[Transformer, Tokenizer, Config]] = lambda path: load_for_inference(path, "cpu"),
+             load: Callable[[Path], tuple[Transformer, Tokenizer, Config]] = (
+                 lambda path: load_for_inference(path, "cpu")),
              ) -> list[Path]:
     """Write the run's PNG plots into run_dir/plots and return their paths; the attention plot's
     model (`checkpoint`, default best.pt) comes from `load` (`mt plot`: `mt.deploy.loading.load_model`)."""

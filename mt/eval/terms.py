@@ -52,7 +52,8 @@ class TermSuccess:
         """What `mt evaluate` prints beside BLEU."""
         if not self.terms:
             return "no glossary term found in the source"
-        return f"{self.rate:6.2f}  ({self.kept} of {self.terms} term occurrences kept, in {self.sentences} sentences)"
+        return (f"{self.rate:6.2f}  ({self.kept} of {self.terms} term occurrences kept, "
+                f"in {self.sentences} sentences)")
 
 
 def term_success(sources: Sequence[str], hyps: Sequence[str], glossary: Glossary) -> TermSuccess:
@@ -92,7 +93,8 @@ def placement(sources: Sequence[str], refs: Sequence[str], hyps: Sequence[str], 
     """`Placement` of `hyps` (module docstring); `alignments`: `mt.decode.align.align_words` of
     (sources, refs) through the model."""
     if not len(sources) == len(refs) == len(hyps):
-        raise MTError(f"term placement: {len(sources)} sources, {len(refs)} references, {len(hyps)} hypotheses")
+        raise MTError(f"term placement: {len(sources)} sources, {len(refs)} references, "
+                      f"{len(hyps)} hypotheses")
     slots = exclusive = 0
     rewritten = []
     for source, ref, hyp, found in zip(sources, refs, hyps, own_words(glossary, sources, refs, alignments)):

@@ -106,7 +106,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         with warnings.catch_warnings():  # torch warns about foreign pickle protocols: we refuse those anyway
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, EOFError, ... for bad files
+    # torch raises UnpicklingError, RuntimeError, EOFError, ... for bad files
+    except Exception as e:  # noqa: BLE001
         reason = "refuses to run code from it" if "Unsupported global" in str(e) else "truncated or corrupt"
         raise MTError(f"checkpoint '{path}': not a readable mt checkpoint ({reason})") from None
     if not isinstance(state, dict) or state.get("kind") != KIND:
@@ -131,8 +132,8 @@ def _is_int(value: Any) -> bool:
 # Every field a reader uses: (key, required, check, what it must be). Keys a checkpoint lacks and
 # does not require are skipped; `training` is checked in depth by mt.train.state.restore.
 _FIELDS: tuple[tuple[str, bool, Any, str], ...] = (
-    ("config", True, lambda v: isinstance(v, dict) and all(isinstance(v.get(s, {}), dict) for s in _MODEL_SECTIONS),
-     "a dict of config sections"),
+    ("config", True, lambda v: isinstance(v, dict)
+     and all(isinstance(v.get(s, {}), dict) for s in _MODEL_SECTIONS), "a dict of config sections"),
     ("tokenizer", True, lambda v: isinstance(v, dict) and isinstance(v.get("src"), bytes)
      and isinstance(v.get("tgt", b""), bytes) and isinstance(v.get("vocab", b""), bytes)
      and set(v) <= {"src", "tgt", "vocab"}, "{'src': bytes, 'tgt': bytes, 'vocab': bytes}"),
@@ -145,10 +146,12 @@ _FIELDS: tuple[tuple[str, bool, Any, str], ...] = (
     ("epoch", False, lambda v: _is_int(v) and v >= 0, "a non-negative integer"),
     ("training", False, lambda v: isinstance(v, dict), "a dict"),
     ("averaged_from", False, lambda v: isinstance(v, list), "a list"),
-    ("averaged_updates", False, lambda v: isinstance(v, list) and all(_is_int(u) for u in v), "a list of integers"),
+    ("averaged_updates", False, lambda v: isinstance(v, list) and all(_is_int(u) for u in v),
+     "a list of integers"),
     ("valid", False, lambda v: isinstance(v, dict), "a dict"),
     ("init_from", False, lambda v: isinstance(v, dict) and isinstance(v.get("path"), str)
-     and isinstance(v.get("sha256"), str) and _is_int(v.get("update")), "{'path': str, 'sha256': str, 'update': int}"),
+     and isinstance(v.get("sha256"), str) and _is_int(v.get("update")),
+     "{'path': str, 'sha256': str, 'update': int}"),
 )
 
 
@@ -248,7 +251,8 @@ class Checkpoint:
             model.load_state_dict(self.weights)
         except RuntimeError as e:
             first = str(e).strip().splitlines()[0]
-            raise MTError(f"checkpoint '{self.path}': weights do not fit its model config ({first})") from None
+            raise MTError(f"checkpoint '{self.path}': weights do not fit its model config "
+                          f"({first})") from None
         return model.to(device).eval()
 
     def drop_tensors(self) -> None:
@@ -349,7 +353,8 @@ class CheckpointFiles:
         if bad:  # never replace a good checkpoint with a broken model
             raise MTError(f"train: non-finite weights ({bad[0]}, ...) at update {update}; "
                           f"checkpoints left as they were")
-        return inference_state(self.cfg, self.tokenizer, model, update=update, epoch=epoch, init_from=self.init_from)
+        return inference_state(self.cfg, self.tokenizer, model, update=update, epoch=epoch,
+                               init_from=self.init_from)
 
     def save_best(self, model: torch.nn.Module, *, update: int, epoch: int, valid: dict[str, Any]) -> None:
         """best.pt, with the validation record that made it the best under "valid"."""
@@ -423,5 +428,6 @@ def ensemble_of(paths: Sequence[Path], models: Sequence[Transformer], tokenizers
     or their language pairs differ."""
     if len(models) == 1:
         return models[0]
-    check_compatible(list(paths), list(tokenizers), [[(p.src_lang, p.tgt_lang) for p in c.data.pairs] for c in configs])
+    check_compatible(list(paths), list(tokenizers),
+                     [[(p.src_lang, p.tgt_lang) for p in c.data.pairs] for c in configs])
     return Ensemble(list(models)).eval()

@@ -109,7 +109,8 @@ class DecoderCache:
         if rows >= PACKED_ROWS and not torch.is_grad_enabled() and prefers_onednn_linear(output_weight):
             packed = torch.ops.mkldnn._reorder_linear_weight(output_weight, rows)
             return cls(buffers(), buffers(), cross_k, cross_v, 0, [0], key_mask, None, group, packed)
-        return cls(buffers(), buffers(), cross_k, cross_v, 0, [0], key_mask, output_weight.t().contiguous(), group)
+        return cls(buffers(), buffers(), cross_k, cross_v, 0, [0], key_mask, output_weight.t().contiguous(),
+                   group)
 
     def project(self, h: Tensor, bias: Tensor | None) -> Tensor:
         """The output projection's logits h W^T (+ bias): h (B, D) -> (B, V)."""
@@ -148,7 +149,8 @@ class DecoderCache:
         (a sentence's beam follows its own rows), so the cross-attention entries follow
         index[::group] // group."""
         capacity = self.k_bufs[0].size(0)
-        entries = index if self.group == 1 else torch.div(index[:: self.group], self.group, rounding_mode="floor")
+        entries = (index if self.group == 1
+                   else torch.div(index[:: self.group], self.group, rounding_mode="floor"))
         return replace(self, k_bufs=_gather(self.k_bufs, self.length, index, capacity),
                        v_bufs=_gather(self.v_bufs, self.length, index, capacity),
                        cross_k=[t.index_select(0, entries) for t in self.cross_k],

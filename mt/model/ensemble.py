@@ -99,7 +99,8 @@ class Ensemble(nn.Module):
         """Teacher-forced pass: tgt_in (B, T) -> the ensemble's log-probs (B, T, V) float32.
 
         They are normalised, so they also serve as logits (log_softmax leaves them unchanged)."""
-        return self.combine([torch.log_softmax(m(src, src_mask, tgt_in).float(), dim=-1) for m in self.members])
+        return self.combine([torch.log_softmax(m(src, src_mask, tgt_in).float(), dim=-1)
+                             for m in self.members])
 
 
 def max_positions(model: Transformer | Ensemble) -> int:
@@ -120,5 +121,6 @@ def check_compatible(paths: Sequence[Path], tokenizers: Sequence[Tokenizer],
         if list(langs) != list(pairs[0]):
             def named(p: Sequence[tuple[str, str]]) -> str:
                 return ", ".join(f"{s}->{t}" for s, t in p)
-            raise MTError(f"ensemble: {paths[0]} translates {named(pairs[0])} but {path} translates {named(langs)}; "
+            raise MTError(f"ensemble: {paths[0]} translates {named(pairs[0])} "
+                          f"but {path} translates {named(langs)}; "
                           "only models of the same language pairs can be ensembled")

@@ -56,7 +56,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | BlockMask | None, 
     slow_fused_backward = (q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16)
                            and torch.is_grad_enabled() and q.requires_grad)
     if not slow_fused_backward:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                              is_causal=is_causal)
     scores = (q @ k.transpose(-2, -1)).float().mul_(q.size(-1) ** -0.5)  # (B, H, T, S) float32
     if is_causal:
         mask = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()

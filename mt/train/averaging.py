@@ -26,8 +26,8 @@ from mt.train.log import TrainLog
 from mt.train.validate import Validator, metric_name, selection_metric
 
 
-def average_or_best(best: Path, files: CheckpointFiles, validator: Validator, t: TrainConfig, decode: DecodeConfig,
-                    device: torch.device, log: TrainLog, best_metric: float,
+def average_or_best(best: Path, files: CheckpointFiles, validator: Validator, t: TrainConfig,
+                    decode: DecodeConfig, device: torch.device, log: TrainLog, best_metric: float,
                     where: dict[str, Any]) -> tuple[Path, dict[float, float]]:
     """averaged.pt of the newest `t.average_last` periodic checkpoints when it validates at least
     as well as `best` (best.pt, whose selection metric is `best_metric`), else `best`; and the
@@ -41,7 +41,8 @@ def average_or_best(best: Path, files: CheckpointFiles, validator: Validator, t:
     candidate, state = files.average_candidate(sources)
     model = Checkpoint(candidate, "", state).model(device)  # the mean as written, not read back
     record = validator(model)
-    metric, valid = selection_metric(record), {**record, "update": state["update"]}  # averaged.pt's own scores
+    # averaged.pt's own scores
+    metric, valid = selection_metric(record), {**record, "update": state["update"]}
     record.update(kind="averaged", **where, sources=[p.name for p in sources])
     name = metric_name(t.valid_bleu)
     validation = f"{name} {abs(metric):.2f}, best.pt {abs(best_metric):.2f}"

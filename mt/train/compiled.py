@@ -42,9 +42,10 @@ class StepPlan:
 
     def describe(self) -> str:
         """One line for the training log."""
+        shapes = (f"at most {self.max_shapes} batch shapes per epoch" if self.max_shapes
+                  else "batches as packed")
         return (f"step: {'compiled' if self.compile else 'eager'}"
-                f"{' + CUDA graphs' if self.cuda_graphs else ''}, "
-                f"{f'at most {self.max_shapes} batch shapes per epoch' if self.max_shapes else 'batches as packed'}, "
+                f"{' + CUDA graphs' if self.cuda_graphs else ''}, {shapes}, "
                 f"{f'{self.workers} data worker(s)' if self.workers else 'batches collated in the loop'}, "
                 f"attention {'flex block masks' if self.flex else 'sdpa'}")
 
@@ -67,7 +68,8 @@ def plan_step(t: TrainConfig, model: ModelConfig, device: torch.device, world_si
     return StepPlan(compiled, shapes, workers, t.cuda_graphs, flex)
 
 
-def compile_forward(module: torch.nn.Module, plan: StepPlan, backend: str | Callable = BACKEND) -> torch.nn.Module:
+def compile_forward(module: torch.nn.Module, plan: StepPlan,
+                    backend: str | Callable = BACKEND) -> torch.nn.Module:
     """`module` (the model, or its DDP wrapper) compiled for the plan: static shapes (one graph per
     grid shape, never a dynamic one), room for every shape of the grid before dynamo gives up."""
     if not plan.compile:

@@ -34,7 +34,8 @@ from mt.eval.confidence import sentence_chrf, spearman
 from mt.model.checkpoint import read_checkpoint, store_confidence_fit
 from mt.train.validate import Validator
 
-L2 = 1e-4  # ridge on the standardised weights (per sentence: the loss is a mean); 1e-2 shrank a true 1.5 to 1.0
+# ridge on the standardised weights (per sentence: the loss is a mean); 1e-2 shrank a true 1.5 to 1.0
+L2 = 1e-4
 NEWTON_STEPS = 30  # Newton's method converges in ~10 on a few thousand sentences; the rest are cheap
 FIT_SENTENCES = 1500  # val lines decoded at most (as mt/train/decode_fit.py)
 
@@ -53,7 +54,8 @@ def fit_weights(rows: Sequence[Sequence[float]], targets: Sequence[float]) -> tu
     for _ in range(NEWTON_STEPS):
         p = torch.sigmoid(z @ w)
         grad = z.T @ (p - y) / len(y) + ridge * w
-        hess = (z.T * (p * (1 - p))) @ z / len(y) + torch.diag(ridge) + 1e-9 * torch.eye(z.size(1), dtype=torch.float64)
+        hess = ((z.T * (p * (1 - p))) @ z / len(y) + torch.diag(ridge)
+                + 1e-9 * torch.eye(z.size(1), dtype=torch.float64))
         w = w - torch.linalg.solve(hess, grad)
     scale = w[:-1] / std  # back to raw features: w . (x - mean) / std + b
     return tuple(float(v) for v in scale) + (float(w[-1] - (scale * mean).sum()),)
@@ -68,7 +70,8 @@ def translated_with_chrf(model: NativeModel | Engine, tokenizer: Tokenizer, sour
     return found, sentence_chrf([s.output for s in found], [refs[i] for i in keep])
 
 
-def fit_scored(found: Sequence[Scored], chrf: Sequence[float], seconds: float) -> tuple[tuple[float, ...], dict[str, Any]]:
+def fit_scored(found: Sequence[Scored], chrf: Sequence[float],
+               seconds: float) -> tuple[tuple[float, ...], dict[str, Any]]:
     """(weights, record) fitted on translated sentences and their sentence chrF."""
     rows = [s.features() for s in found]
     weights = fit_weights(rows, [c / 100.0 for c in chrf])
@@ -77,16 +80,19 @@ def fit_scored(found: Sequence[Scored], chrf: Sequence[float], seconds: float) -
               "valid_spearman": round(spearman(after, chrf), 4),
               "valid_spearman_mean_log_prob": round(spearman([r[0] for r in rows], chrf), 4),
               "valid_mean_chrf": round(sum(chrf) / max(1, len(chrf)), 2),
-              "valid_mean_confidence": round(100 * sum(after) / max(1, len(after)), 2), "seconds": round(seconds, 1),
+              "valid_mean_confidence": round(100 * sum(after) / max(1, len(after)), 2),
+              "seconds": round(seconds, 1),
               "min_source_pieces": min((len(s.src_ids) for s in found), default=0),
               "min_distinct_share": round(min((distinct_share(s.source) for s in found), default=0.0), 4)}
     return weights, record
 
 
-def fit_confidence(model: NativeModel | Engine, tokenizer: Tokenizer, sources: Sequence[str], refs: Sequence[str],
-                   decode: DecodeConfig, device: torch.device | str) -> tuple[tuple[float, ...], dict[str, Any]]:
+def fit_confidence(model: NativeModel | Engine, tokenizer: Tokenizer, sources: Sequence[str],
+                   refs: Sequence[str], decode: DecodeConfig,
+                   device: torch.device | str) -> tuple[tuple[float, ...], dict[str, Any]]:
     """(weights, record): the calibration fitted on `sources` translated with `decode` against `refs`,
-    and what it measured (val Spearman of confidence and sentence chrF, and of the mean log-prob alone)."""
+    and what it measured (val Spearman of confidence and sentence chrF, and of the mean log-prob
+    alone)."""
     started = time.perf_counter()
     found, chrf = translated_with_chrf(model, tokenizer, sources, refs, decode, device)
     return fit_scored(found, chrf, time.perf_counter() - started)
@@ -108,7 +114,7 @@ def fit_and_store_confidence(path: Path, validator: Validator, device: torch.dev
         found, chrf = found + more, chrf + scores
     weights, record = fit_scored(found, chrf, time.perf_counter() - started)
     store_confidence_fit(path, weights, record)
-    report(f"confidence fitted on {record['valid_sentences']:,} val sentences ({record['seconds']:.0f}s): Spearman "
-           f"with sentence chrF {record['valid_spearman']:.3f} (mean log-prob alone "
+    report(f"confidence fitted on {record['valid_sentences']:,} val sentences ({record['seconds']:.0f}s): "
+           f"Spearman with sentence chrF {record['valid_spearman']:.3f} (mean log-prob alone "
            f"{record['valid_spearman_mean_log_prob']:.3f}); stored in {path.name}")
     return weights

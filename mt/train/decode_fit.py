@@ -95,7 +95,8 @@ def fit_alpha(bleu_at: Callable[[float], float], start: float,
 def beam_bleu(model: torch.nn.Module, validator: Validator, decode: DecodeConfig, alpha: float) -> float:
     """Val BLEU of `model` on the first FIT_SENTENCES val lines, beam `decode.beam` at `alpha`: what
     the fit maximises, and what chooses between best.pt and the average of the last checkpoints."""
-    return validator.bleu(model, dataclasses.replace(decode, alpha=alpha, n_best=1, sampling=False), FIT_SENTENCES)
+    return validator.bleu(model, dataclasses.replace(decode, alpha=alpha, n_best=1, sampling=False),
+                          FIT_SENTENCES)
 
 
 def fit_sentences(validator: Validator) -> int:
@@ -114,7 +115,8 @@ def fit_and_store(path: Path, validator: Validator, decode: DecodeConfig, device
     `validator`'s val lines, beam `decode.beam`, and store it there; `report` gets the one line
     that says what was chosen. known: its `beam_bleu` already measured at some alphas."""
     if not fits(decode):
-        report(f"train.fit_alpha: nothing to fit (beam {decode.beam}, length penalty {decode.length_penalty})")
+        report(f"train.fit_alpha: nothing to fit "
+               f"(beam {decode.beam}, length penalty {decode.length_penalty})")
         return
     started = time.perf_counter()
     model = read_checkpoint(path).model(device)
@@ -125,6 +127,10 @@ def fit_and_store(path: Path, validator: Validator, decode: DecodeConfig, device
                                   "valid_bleu": {str(a): b for a, b in sorted(tried.items())},
                                   "valid_sentences": sentences,
                                   "seconds": round(seconds, 1)})
-    change = f"alpha {decode.alpha:g} -> {best:g}" if best != round(decode.alpha, 2) else f"alpha {best:g} kept"
-    report(f"decoding fitted on {sentences:,} val sentences (beam {decode.beam}, {seconds:.0f}s): {change}, "
-           f"val BLEU {tried[round(decode.alpha, 2)]:.2f} -> {tried[best]:.2f} ({table}); stored in {path.name}")
+    if best != round(decode.alpha, 2):
+        change = f"alpha {decode.alpha:g} -> {best:g}"
+    else:
+        change = f"alpha {best:g} kept"
+    report(f"decoding fitted on {sentences:,} val sentences (beam {decode.beam}, {seconds:.0f}s): "
+           f"{change}, val BLEU {tried[round(decode.alpha, 2)]:.2f} -> {tried[best]:.2f} ({table}); "
+           f"stored in {path.name}")

@@ -55,7 +55,8 @@ def _corpus_identity(cfg: Config) -> dict[str, Any]:
     if pair.format in ("hub", "saved"):
         files: list[Any] = [pair.format, pair.hub_name, pair.hub_config, str(Path(pair.path).resolve())]
     else:
-        files = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns] for p in corpus.split_files(pair, pair.train_split)]
+        files = [[str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns]
+                 for p in corpus.split_files(pair, pair.train_split)]
     return {"files": files, "split": pair.train_split, "train_limit": cfg.data.train_limit}
 
 
@@ -75,9 +76,11 @@ def generate(cfg: Config, teacher: Teacher, decode: DecodeConfig, *, select_bleu
     """Step 1 and 2 (module docstring): the distilled corpus in `<run>/distill/`; returns the folder."""
     pair = cfg.data.pairs[0]
     folder = cfg.run_dir / FOLDER
-    settings = {k: v for k, v in dataclasses.asdict(decode).items() if k not in ("max_tokens", "bleu_tokenize")}
-    identity = {"command": "distill", "teachers": [m["sha256"] for m in teacher.models], "corpus": _corpus_identity(cfg),
-                "decode": settings, "select": "sentence_bleu" if select_bleu else "best_score"}
+    settings = {k: v for k, v in dataclasses.asdict(decode).items()
+                if k not in ("max_tokens", "bleu_tokenize")}
+    identity = {"command": "distill", "teachers": [m["sha256"] for m in teacher.models],
+                "corpus": _corpus_identity(cfg), "decode": settings,
+                "select": "sentence_bleu" if select_bleu else "best_score"}
     writer = PairWriter(folder, pair.src_lang, pair.tgt_lang, identity)
     tokenizer = teacher.tokenizer.for_target(pair.tgt_lang)
     tokenize = bleu_tokenizer_for(pair.tgt_lang, cfg.decode.bleu_tokenize)
@@ -85,10 +88,13 @@ def generate(cfg: Config, teacher: Teacher, decode: DecodeConfig, *, select_bleu
 
     def translate(first: int, lines: list[str], refs: list[str] | None) -> list[str]:
         if not select_bleu:
-            return translate_lines(teacher.engine, tokenizer, lines, decode, device=teacher.device, first_id=first)
+            return translate_lines(teacher.engine, tokenizer, lines, decode, device=teacher.device,
+                                   first_id=first)
         assert refs is not None
-        found = translate_nbest(teacher.engine, tokenizer, lines, decode, device=teacher.device, first_id=first)
-        best = [best_by_sentence_bleu([t for t, _ in nbest], ref, tokenize) for nbest, ref in zip(found, refs)]
+        found = translate_nbest(teacher.engine, tokenizer, lines, decode, device=teacher.device,
+                                first_id=first)
+        best = [best_by_sentence_bleu([t for t, _ in nbest], ref, tokenize)
+                for nbest, ref in zip(found, refs)]
         changed[0] += sum(1 for i in best if i > 0)
         return [nbest[i][0] for nbest, i in zip(found, best)]
 
@@ -100,9 +106,11 @@ def generate(cfg: Config, teacher: Teacher, decode: DecodeConfig, *, select_bleu
         result = generate_pairs(limited, translate, writer, chunk_lines=chunk_lines, output_is_source=False,
                                 on_chunk=lambda n: report(f"distill: {n} training sources translated"))
         writer.finish({"command": "distill", "teachers": teacher.models, "decode": settings,
-                       "select": identity["select"], "n_best_changed_this_run": changed[0], "resumed_at": result.resumed_at,
-                       "src_lang": pair.src_lang, "tgt_lang": pair.tgt_lang, "corpus": identity["corpus"]})
-        report(f"distill: {result.lines} pairs in {folder}" + (f" (resumed at {result.resumed_at})" if result.resumed_at else ""))
+                       "select": identity["select"], "n_best_changed_this_run": changed[0],
+                       "resumed_at": result.resumed_at, "src_lang": pair.src_lang, "tgt_lang": pair.tgt_lang,
+                       "corpus": identity["corpus"]})
+        resumed = f" (resumed at {result.resumed_at})" if result.resumed_at else ""
+        report(f"distill: {result.lines} pairs in {folder}" + resumed)
     for split in (pair.valid_split, *pair.test_splits):
         if not corpus.split_available(pair, split):
             continue
@@ -118,18 +126,21 @@ def student_config(cfg: Config, teacher: Teacher, folder: Path) -> Config:
     every split present), its tokenizer section is the teacher's (workers kept)."""
     pair = cfg.data.pairs[0]
     tests = tuple(s for s in pair.test_splits if (folder / f"{s}.{pair.src_lang}").is_file())
-    data = dataclasses.replace(cfg.data, format="text", path=str(folder), hub_name="", hub_config="", train_split="train",
-                               valid_split=pair.valid_split, test_splits=tests, train_limit=0, pairs=())
+    data = dataclasses.replace(cfg.data, format="text", path=str(folder), hub_name="", hub_config="",
+                               train_split="train", valid_split=pair.valid_split, test_splits=tests,
+                               train_limit=0, pairs=())
     tok = dataclasses.replace(teacher.config.tokenizer, workers=cfg.tokenizer.workers)
     return dataclasses.replace(cfg, data=data, tokenizer=tok)
 
 
 def distill(cfg: Config, teacher: Teacher, decode: DecodeConfig, *, select_bleu: bool, chunk_lines: int,
             report: Callable[[str], None]) -> Path:
-    """Distil `teacher` into the model of `cfg` (module docstring); returns the student's checkpoint to evaluate."""
+    """Distil `teacher` into the model of `cfg` (module docstring); returns the student's checkpoint to
+    evaluate."""
     check_teacher(cfg, teacher)
     if cfg.train.init_from:
-        raise MTError("distill: the student trains from scratch on the teacher's tokenizer; drop train.init_from")
+        raise MTError("distill: the student trains from scratch on the teacher's tokenizer; "
+                      "drop train.init_from")
     folder = generate(cfg, teacher, decode, select_bleu=select_bleu, chunk_lines=chunk_lines, report=report)
     student = student_config(cfg, teacher, folder)
     last = student.run_dir / "checkpoints" / "last.pt"

@@ -55,7 +55,8 @@ class DistInfo:
 def env_info() -> DistInfo:
     """Rank, world size and local rank as torchrun sets them (a single process otherwise)."""
     try:
-        return DistInfo(rank=int(os.environ.get("RANK", "0")), world_size=int(os.environ.get("WORLD_SIZE", "1")),
+        return DistInfo(rank=int(os.environ.get("RANK", "0")),
+                        world_size=int(os.environ.get("WORLD_SIZE", "1")),
                         local_rank=int(os.environ.get("LOCAL_RANK", "0")))
     except ValueError:
         raise MTError("distributed: RANK, WORLD_SIZE and LOCAL_RANK must be integers") from None

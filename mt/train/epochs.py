@@ -50,7 +50,8 @@ class TrainingData:
         self.pair_counts: list[int] = []
         synthetic = prepared_synthetic(run_dir)
         if synthetic is not None:  # real pairs, then the synthetic block, mixed by data.synthetic_ratio
-            mix = epoch_mix(self.pair_sizes, synthetic["sentences"], cfg.data.synthetic_ratio, synthetic["tag"] is not None)
+            mix = epoch_mix(self.pair_sizes, synthetic["sentences"], cfg.data.synthetic_ratio,
+                            synthetic["tag"] is not None)
             self.pair_sizes, self.pair_counts = mix.sizes, mix.counts
             report(mix.describe())
         self.resegmenter: Resegmenter | None = None
@@ -63,7 +64,8 @@ class TrainingData:
                 alpha=tok.sampling_alpha, nbest=tok.sampling_nbest, max_len=limit, seed=t.seed))
             report(f"subword regularisation: {tok.type} sampling, alpha {tok.sampling_alpha:g}"
                    f"{f', nbest {tok.sampling_nbest}' if tok.type == 'unigram' else ''}; "
-                   f"{100 * self.resegmenter.invertible_fraction():.2f}% of the sequences resampled each epoch "
+                   f"{100 * self.resegmenter.invertible_fraction():.2f}% of the sequences resampled "
+                   f"each epoch "
                    f"(text recovered in {time.perf_counter() - start:.1f}s)")
         self._sampler = None if self.resegmenter else self._make_sampler(split)
         self._last: tuple[int, Epoch] | None = None
@@ -86,11 +88,13 @@ class TrainingData:
             segmented = self.resegmenter.epoch(epoch)
             split, sampler = segmented.split, self._make_sampler(segmented.split)
             self.report(f"epoch {epoch}: sampled segmentation in {time.perf_counter() - start:.1f}s, "
-                        f"{segmented.tokens_ratio:.3f}x the canonical tokens, {segmented.kept} sequences kept canonical")
+                        f"{segmented.tokens_ratio:.3f}x the canonical tokens, "
+                        f"{segmented.kept} sequences kept canonical")
         assert sampler is not None
         batches = sampler.epoch_batches(epoch)
         src_len, tgt_len = split.src.lengths() + 1, split.tgt.lengths() + 1  # + EOS
-        src_tok, tgt_tok = (np.array([n[b].sum() for b in batches], dtype=np.float64) for n in (src_len, tgt_len))
+        src_tok, tgt_tok = (np.array([n[b].sum() for b in batches], dtype=np.float64)
+                            for n in (src_len, tgt_len))
         global_src, global_tgt = src_tok, tgt_tok
         world = self.info.world_size
         if world > 1:  # position i of every rank: batches i*world .. i*world + world - 1 of the epoch

@@ -43,7 +43,8 @@ class _Batches(Dataset):
     def __getitem__(self, i: int) -> Batch:
         idx = self.batches[i]
         shape = self.sampler.shape_of(idx) if self.sampler is not None else None
-        return collate([self.split.src[j] for j in idx], [self.split.tgt[j] for j in idx], idx, self.multiple, shape)
+        return collate([self.split.src[j] for j in idx], [self.split.tgt[j] for j in idx], idx, self.multiple,
+                       shape)
 
 
 def _ignore_signals(worker_id: int) -> None:
@@ -52,8 +53,8 @@ def _ignore_signals(worker_id: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
-def epoch_feed(split: EncodedSplit, batches: list[np.ndarray], sampler: TokenBatchSampler | None, start: int, *,
-               multiple: int, workers: int, pin: bool) -> Iterator[Batch]:
+def epoch_feed(split: EncodedSplit, batches: list[np.ndarray], sampler: TokenBatchSampler | None,
+               start: int, *, multiple: int, workers: int, pin: bool) -> Iterator[Batch]:
     """The collated batches `batches[start:]` in order (see the module docstring); `sampler` gives
     each batch its grid shape (None: as packed)."""
     data = _Batches(split, batches, sampler, multiple)

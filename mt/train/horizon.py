@@ -37,7 +37,8 @@ from mt.config_checks import SHARE_KEYS, parse_share
 
 SPEED_UPDATES = 20  # a session's speed is measured over its updates 2..SPEED_UPDATES
 REPLAN_EVERY = 0.05  # of the budget: how often the speed is measured again
-REPLAN_WINDOW = 0.25  # of the budget: the recent stretch whose speed a re-plan believes (about one validation in it)
+# of the budget: the recent stretch whose speed a re-plan believes (about one validation in it)
+REPLAN_WINDOW = 0.25
 REPLAN_TOLERANCE = 0.05  # the plan moves when the budget allows this much more or fewer updates
 REPLAN_MIN_UPDATES = 5  # a window with fewer updates than this is too short to measure
 
@@ -72,7 +73,8 @@ class RunHorizon:
         self.next_replan = 0.0  # elapsed seconds of the next re-measurement (0: none planned yet)
         self.pending_lines: list[str] = []
         if saved.get("values"):
-            self.values, self.estimate = {k: int(v) for k, v in saved["values"].items()}, int(saved["estimate"])
+            self.values = {k: int(v) for k, v in saved["values"].items()}
+            self.estimate = int(saved["estimate"])
         elif not budget:  # the length is known now
             self.pending_lines = self._resolve(self.known, self.why_known)
 
@@ -163,9 +165,11 @@ class RunHorizon:
         share = self.shares[key]
         return f"{self.given[key]} updates" if share is None else f"{share * 100:.4g}% of the run"
 
-    def _resolve(self, estimate: int, why: str, moved_from: int = 0, frozen: dict[str, int] | None = None) -> list[str]:
+    def _resolve(self, estimate: int, why: str, moved_from: int = 0,
+                 frozen: dict[str, int] | None = None) -> list[str]:
         """Fix every key in updates for a run of `estimate` updates; the log lines that say so
-        (`moved_from`: the estimate this one replaces, 0 for the first; `frozen`: keys kept as they are)."""
+        (`moved_from`: the estimate this one replaces, 0 for the first; `frozen`: keys kept as they
+        are)."""
         frozen = frozen or {}
         warned = set() if not moved_from else {key for key in SHARE_KEYS if self.shares[key] is None
                                                  and self.estimate and int(self.given[key]) > self.estimate}
@@ -177,8 +181,9 @@ class RunHorizon:
                 value = int(self.given[key])
                 reason, instead = _TOO_LONG[key]
                 if estimate and value > estimate and key not in warned:
-                    lines.append(f"warning: train.{key}={value} updates is longer than the ~{estimate:,} updates of "
-                                 f"this run ({why}): {reason}; a share fits any machine, e.g. {instead}")
+                    lines.append(f"warning: train.{key}={value} updates is longer than "
+                                 f"the ~{estimate:,} updates of this run ({why}): {reason}; "
+                                 f"a share fits any machine, e.g. {instead}")
             elif key in frozen:
                 value = frozen[key]
                 parts.append(f"{key} {value:,} updates (done)")
@@ -193,7 +198,8 @@ class RunHorizon:
             lines.insert(0, f"plan moved: ~{moved_from:,} -> ~{estimate:,} updates ({change:+.0f}%; {why})"
                          + (f"; {', '.join(parts)}" if parts else ""))
         elif parts or self.budget:
-            lines.insert(0, f"run length: ~{estimate:,} updates ({why})" + (f"; {', '.join(parts)}" if parts else ""))
+            lines.insert(0, f"run length: ~{estimate:,} updates ({why})"
+                         + (f"; {', '.join(parts)}" if parts else ""))
         return lines
 
 
@@ -206,7 +212,8 @@ def plan_lines(t: TrainConfig, world_size: int, updates_per_epoch: int, horizon:
     global_batch = t.max_tokens * t.accumulate * world_size
     lines.append(f"training: global batch ≤ {t.max_tokens} max_tokens × {t.accumulate} accumulate × "
                  f"{world_size} rank(s) = {global_batch} padded tokens per update; "
-                 f"{updates_per_epoch} updates/epoch; schedule {t.schedule} (warmup {horizon.describe('warmup')}"
+                 f"{updates_per_epoch} updates/epoch; "
+                 f"schedule {t.schedule} (warmup {horizon.describe('warmup')}"
                  + (")" if t.schedule == "linear_decay" else f", cooldown over the last {t.cooldown:.0%})")
                  + (f"; batch widths padded to a multiple of {t.pad_multiple}" if t.pad_multiple > 1 else ""))
     return lines

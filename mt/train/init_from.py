@@ -47,7 +47,8 @@ from mt.model.checkpoint import Checkpoint, read_checkpoint
 
 # model keys that may differ from the init checkpoint's: regularisation of the new run only
 TRAINABLE_MODEL_KEYS = ("dropout", "attention_dropout")
-SHAPE_MODEL_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig) if f.name not in TRAINABLE_MODEL_KEYS)
+SHAPE_MODEL_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig)
+                         if f.name not in TRAINABLE_MODEL_KEYS)
 # tokenizer keys that may differ: they do not change the encoded output
 FREE_TOKENIZER_KEYS = ("workers", "sampling_alpha", "sampling_nbest")
 
@@ -96,7 +97,8 @@ def read_init_source(path: str | Path) -> InitSource:
     """Load the checkpoint at `path` as a starting point; every bad input is one MTError line."""
     path = Path(path)
     if path.is_dir():
-        exported = (path / "mt_export.json").is_file() or (path / "model.bin").is_file()  # mt.deploy.export's files
+        # mt.deploy.export's files
+        exported = (path / "mt_export.json").is_file() or (path / "model.bin").is_file()
         kind = "an `mt export` directory" if exported else "a folder"
         raise MTError(f"{_where(path)}: is {kind}; fine-tuning starts from an mt checkpoint file (.pt), "
                       f"e.g. runs/<name>/checkpoints/best.pt")
@@ -141,7 +143,8 @@ def resolve_config(cfg: Config, explicit: dict[str, Any], source_cfg: Config, wh
                       f"(leave the model/tokenizer sections out to take the checkpoint's)")
     model = dataclasses.replace(source_cfg.model, **{k: getattr(cfg.model, k) for k in TRAINABLE_MODEL_KEYS
                                                      if k in model_given})
-    tokenizer = dataclasses.replace(source_cfg.tokenizer, **{k: getattr(cfg.tokenizer, k) for k in FREE_TOKENIZER_KEYS})
+    tokenizer = dataclasses.replace(source_cfg.tokenizer,
+                                    **{k: getattr(cfg.tokenizer, k) for k in FREE_TOKENIZER_KEYS})
     return dataclasses.replace(cfg, model=model, tokenizer=tokenizer)
 
 
@@ -183,7 +186,8 @@ def start_run(raw: dict[str, Any], *, resume: bool = False) -> RunStart:
             raise MTError(f"train --resume: config train.init_from '{cfg.train.init_from}' but "
                           f"'{_last_pt(cfg)}' started from '{started}'")
         cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, init_from=str(started)))
-        return RunStart(resolve_config(cfg, raw, source.cfg, f"train --resume: '{_last_pt(cfg)}'"), last, source)
+        return RunStart(resolve_config(cfg, raw, source.cfg, f"train --resume: '{_last_pt(cfg)}'"), last,
+                        source)
     if not cfg.train.init_from:
         return RunStart(cfg, None, None)
     source = read_init_source(cfg.train.init_from)
@@ -208,15 +212,19 @@ def _run_sources(cfg: Config, *, resume: bool, start: RunStart | None) -> RunSta
         last = start.last if start is not None and start.last is not None else read_checkpoint(_last_pt(cfg))
         source = resumed_source(last)
         if source is not None and not cfg.train.init_from:
-            raise MTError(f"train --resume: '{_last_pt(cfg)}' was fine-tuned from '{source.record['path']}' but the "
-                          f"config has no train.init_from (`mt train --resume` fills it in)")
+            raise MTError(f"train --resume: '{_last_pt(cfg)}' was fine-tuned from '{source.record['path']}' "
+                          f"but the config has no train.init_from (`mt train --resume` fills it in)")
         if source is None and cfg.train.init_from:
-            raise MTError(f"train --resume: '{_last_pt(cfg)}' was not started from a checkpoint, but the config sets "
-                          f"train.init_from '{cfg.train.init_from}'; drop it to resume, or start a new run")
+            raise MTError(f"train --resume: '{_last_pt(cfg)}' was not started from a checkpoint, "
+                          f"but the config sets train.init_from '{cfg.train.init_from}'; "
+                          f"drop it to resume, or start a new run")
         return RunStart(cfg, last, source)
     if not cfg.train.init_from:
         return RunStart(cfg, None, None)
-    source = start.source if start is not None and start.source is not None else read_init_source(cfg.train.init_from)
+    if start is not None and start.source is not None:
+        source = start.source
+    else:
+        source = read_init_source(cfg.train.init_from)
     check_matches(cfg, source, _where(cfg.train.init_from))
     return RunStart(cfg, None, source)
 

@@ -39,7 +39,8 @@ class TrainLog:
             self.bar = tqdm(total=total_updates or None, unit="upd",
                             dynamic_ncols=True, mininterval=0.5, leave=False)
         if torn:
-            self.info(f"metrics.jsonl: removed an incomplete last record ({torn} bytes; an interrupted write)")
+            self.info(f"metrics.jsonl: removed an incomplete last record "
+                      f"({torn} bytes; an interrupted write)")
         try:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -88,8 +89,9 @@ class TrainLog:
                   "nll": nll, "ppl": math.exp(min(nll, 50.0)), "lr": lr, "grad_norm": gnorm,
                   "tok_s": round(tok_s, 1), "gflop_s": round(gflops, 2)}
         self.metrics(record)
-        self.info(f"update {update} | epoch {epoch} | loss {loss:.3f} | nll {nll:.3f} | ppl {record['ppl']:.1f} "
-                  f"| lr {lr:.2e} | gnorm {gnorm:.2f} | {tok_s:,.0f} tgt tok/s | ~{gflops:.1f} GFLOP/s "
+        self.info(f"update {update} | epoch {epoch} | loss {loss:.3f} | nll {nll:.3f} "
+                  f"| ppl {record['ppl']:.1f} | lr {lr:.2e} | gnorm {gnorm:.2f} | {tok_s:,.0f} tgt tok/s "
+                  f"| ~{gflops:.1f} GFLOP/s "
                   f"| {_clock(wall)}")
 
     def validation(self, record: dict[str, Any], *, why: str, improved: bool, early: bool) -> None:
@@ -100,9 +102,22 @@ class TrainLog:
             scores += " (mean) | " + " | ".join(
                 f"{name} nll {r['nll']:.3f}" + (f" BLEU {r['bleu']:.2f}" if "bleu" in r else "")
                 for name, r in record["pairs"].items())
-        self.info(f"valid ({why}) update {record['update']} | loss {record['loss']:.3f} | nll {record['nll']:.3f} | "
-                  f"ppl {record['ppl']:.2f}{scores}{' | new best' if improved else ''}"
+        self.info(f"valid ({why}) update {record['update']} | loss {record['loss']:.3f} "
+                  f"| nll {record['nll']:.3f} | ppl {record['ppl']:.2f}{scores}"
+                  f"{' | new best' if improved else ''}"
                   f"{' | early stopping' if early else ''}")
+
+    def session(self, seconds: float, *, tokens: float, timer: PhaseTimer, skipped: int,
+                max_share: float) -> None:
+        """A session's closing lines: the validations skipped to keep under `max_share`
+        (train.valid_max_share), target tokens per second while training and overall, time per phase."""
+        busy = max(seconds - timer.seconds.get("validation", 0.0), 1e-9)
+        if skipped:
+            self.info(f"{skipped} validation(s) skipped to keep validation under "
+                      f"{max_share:.1%} of the session")
+        self.info(f"session: {seconds:.0f}s, {tokens / busy:,.0f} target tokens/s "
+                  f"while training ({tokens / max(seconds, 1e-9):,.0f} overall); "
+                  f"time per phase: {timer.summary()}")
 
     def step(self, *, loss: float | None, lr: float, tok_s: float, left_s: float | None) -> None:
         """Advance the bar by one update and show the running figures (`loss`: the last logged one,

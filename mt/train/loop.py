@@ -10,27 +10,29 @@ Per update the ranks all-reduce one small vector (their token counts, a stop fla
 so the LR, the time-budget stop and a signal on any rank are decided identically everywhere.
 Rank 0 alone validates, logs and writes checkpoints; the others wait for it.
 
-Checkpoints (run_dir/checkpoints): last.pt (full training state; what --resume reads), best.pt
-(best validation BLEU, or lowest val NLL when train.valid_bleu is off), update_<N>.pt (periodic,
-weights only, keep_checkpoints newest), averaged.pt (average_last > 0: the mean of the newest
-periodic checkpoints, kept only if its validation BLEU is at least best.pt's: with train.fit_alpha,
-beam BLEU on the fit's val lines, so whichever file `make evaluate` picks was chosen on val). Time budget: training seconds
-accumulated over sessions (resume continues the count), validations included; training stops
-early enough that the closing validation (and the averaged model's) fit in it too, estimated
-by the duration of the latest validation. warmup, valid_every and save_every may be shares of the
-run ("5%"), resolved into updates by mt/train/horizon.py. Validation (mt/train/validate.py) runs
-every valid_every updates, at each epoch end and when training ends; patience counts validations without a gain in the selection metric (early stopping).
-With train.ema_decay > 0 (mt/train/ema.py) an exponential moving average of the weights is what is
-validated and written to best.pt and the periodic checkpoints; last.pt holds the raw weights and
-the average. Periodic checkpoints are written every save_every updates, or at each validation when 0. A fresh
-`mt train` refuses to overwrite an existing last.pt (use --resume, another name, or delete it).
+Checkpoints (run_dir/checkpoints): last.pt (full training state; what --resume reads), best.pt (best
+validation BLEU, or lowest val NLL when train.valid_bleu is off), update_<N>.pt (periodic, weights
+only, keep_checkpoints newest), averaged.pt (average_last > 0: the mean of the newest periodic
+checkpoints, kept only if its validation BLEU is at least best.pt's: with train.fit_alpha, beam BLEU
+on the fit's val lines, so whichever file `make evaluate` picks was chosen on val). Time budget:
+training seconds accumulated over sessions (resume continues the count), validations included;
+training stops early enough that the closing validation (and the averaged model's) fit in it too,
+estimated by the duration of the latest validation. warmup, valid_every and save_every may be shares
+of the run ("5%"), resolved into updates by mt/train/horizon.py. Validation (mt/train/validate.py)
+runs every valid_every updates, at each epoch end and when training ends; patience counts
+validations without a gain in the selection metric (early stopping). With train.ema_decay > 0
+(mt/train/ema.py) an exponential moving average of the weights is what is validated and written to
+best.pt and the periodic checkpoints; last.pt holds the raw weights and the average. Periodic
+checkpoints are written every save_every updates, or at each validation when 0. A fresh `mt train`
+refuses to overwrite an existing last.pt (use --resume, another name, or delete it).
 
 SIGINT/SIGTERM: the current update finishes, last.pt is written, train() returns (exit code 0);
 a second signal aborts at once without saving (`mt.errors.Interrupted`; the CLI exits 128 + the
 signal number: 130 for SIGINT, 143 for SIGTERM, as a shell reports a signal). kill -9 or a power
 cut at any moment loses nothing saved: every write is atomic, the next start removes the temp
-files of cut writes and a torn last line of metrics.jsonl, and --resume continues from last.pt. torchrun forwards SIGTERM to every rank
-and kills them 30 s later, so an update plus a last.pt write must fit in that.
+files of cut writes and a torn last line of metrics.jsonl, and --resume continues from last.pt.
+torchrun forwards SIGTERM to every rank and kills them 30 s later, so an update plus a last.pt
+write must fit in that.
 
 No host sync inside an update (mt/train/step.py): loss, NLL, gradient norm and the non-finite
 check stay on the device, summed there, and the host reads them once per log line, validation
@@ -64,14 +66,12 @@ from mt.data.splits import load_split
 from mt.data.tokenizer import Tokenizer
 from mt.device import resolve_device
 from mt.errors import MTError
-from mt.model.checkpoint import AVERAGE_CANDIDATE, CheckpointFiles, read_checkpoint
+from mt.model.checkpoint import AVERAGE_CANDIDATE, CheckpointFiles
 from mt.model.transformer import Transformer
 from mt.textio import remove_stale_temp_files
 from mt.train import distributed
-from mt.train.averaging import average_or_best
+from mt.train.closing import close_run, finish_fits
 from mt.train.compiled import StepPlan, compile_forward, plan_step
-from mt.train.confidence_fit import fit_and_store_confidence
-from mt.train.decode_fit import fit_and_store
 from mt.train.distributed import DistInfo
 from mt.train.ema import WeightEMA
 from mt.train.epochs import TrainingData
@@ -161,7 +161,8 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
     ema = WeightEMA(model, t.ema_decay) if t.ema_decay > 0 else None
     log = TrainLog(run_dir, enabled=info.is_main, total_updates=t.max_updates)
     if stale:
-        log.info(f"removed {len(stale)} temporary file(s) of interrupted writes: {', '.join(p.name for p in stale)}")
+        log.info(f"removed {len(stale)} temporary file(s) of interrupted writes: "
+                 f"{', '.join(p.name for p in stale)}")
     state = TrainState(world_size=info.world_size)
     if resume:
         state = restore(start.last, cfg, tokenizer, model, optimizer, scaler, ema, rank=info.rank,
@@ -195,9 +196,10 @@ def _run(cfg: Config, *, resume: bool, info: DistInfo, device: torch.device, sto
 class _Loop:
     """The state of one training session; `run()` trains until a limit, a signal or early stopping."""
 
-    def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer, step: UpdateStep,
-                 validator: Validator, data: TrainingData, state: TrainState,
-                 files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None, plan: StepPlan) -> None:
+    def __init__(self, *, cfg: Config, info: DistInfo, device: torch.device, model: Transformer,
+                 step: UpdateStep, validator: Validator, data: TrainingData, state: TrainState,
+                 files: CheckpointFiles, log: TrainLog, stop: StopSignal, ema: WeightEMA | None,
+                 plan: StepPlan) -> None:
         self.t, self.info, self.device, self.model, self.step, self.validator = \
             cfg.train, info, device, model, step, validator
         self.cfg_decode = cfg.decode
@@ -205,15 +207,18 @@ class _Loop:
         self.data, self.state, self.files, self.log, self.stop = data, state, files, log, stop
         self.optimizer, self.scaler, self.timer = step.optimizer, step.scaler, step.timer
         self.budget = parse_duration(self.t.time_budget)
-        n_batches = len(data.epoch(state.epoch).batches)  # with subword sampling: this epoch's, ~ every epoch's
+        # with subword sampling: this epoch's, ~ every epoch's
+        n_batches = len(data.epoch(state.epoch).batches)
         self.updates_per_epoch = math.ceil(n_batches / self.t.accumulate)
         self.horizon_updates = self.t.max_epochs * self.updates_per_epoch
-        self.horizon = RunHorizon(self.t, budget=self.budget, epoch_updates=self.horizon_updates, saved=state.horizon)
+        self.horizon = RunHorizon(self.t, budget=self.budget, epoch_updates=self.horizon_updates,
+                                  saved=state.horizon)
         self.schedule = Schedule.from_config(self.t, d_model=cfg.model.d_model, has_horizon=bool(
             self.t.max_updates or self.horizon_updates or self.budget),
             warmup=self.horizon.warmup(state.update, state.elapsed))
         self.flops = model.flops_per_token()
-        # on the device, read at log lines and checkpoints: the window's summed loss and NLL, non-finite updates
+        # on the device, read at log lines and checkpoints: the window's summed loss and NLL,
+        # non-finite updates
         self.sums = torch.tensor([0.0, 0.0, float(state.bad_losses)], device=device)
         self.gnorm = torch.zeros((), device=device)
         self.shown_loss: float | None = None  # the last logged loss, on the progress bar
@@ -239,7 +244,8 @@ class _Loop:
           4. clip the gradient norm, optimizer step (skipped on a non-finite loss)
           5. log: progress bar every update, a train line every log_every
           6. validate (best.pt, periodic, last.pt) every valid_every, or save every save_every
-        At each epoch end (valid_epoch_end): validate and save unless that update just did. At the end: `_finish`.
+        At each epoch end (valid_epoch_end): validate and save unless that update just did. At the end:
+        `_finish`.
         """
         st, t = self.state, self.t
         for line in plan_lines(t, self.info.world_size, self.updates_per_epoch, self.horizon):
@@ -260,15 +266,16 @@ class _Loop:
             if st.position >= len(batches):  # the epoch is done (also after a final update in it)
                 st.epoch += 1
                 st.position = 0
-                validated = (t.valid_epoch_end and st.last_valid_update != st.update and self._validation_fits()
-                             and self._validate_and_save(why="epoch end"))
+                validated = (t.valid_epoch_end and st.last_valid_update != st.update
+                             and self._validation_fits() and self._validate_and_save(why="epoch end"))
                 if validated and not reason:  # validated and patience ran out
                     reason = StopReason.EARLY_STOPPING
                 if not reason:
                     reason = limit_reached(self.state, self.t)
         return self._finish(reason)
 
-    def _one_update(self, chunk: list[Batch], global_tgt: float, global_src: float, end: int) -> StopReason | None:
+    def _one_update(self, chunk: list[Batch], global_tgt: float, global_src: float,
+                    end: int) -> StopReason | None:
         """Agree with the other ranks, run one update (skipped on the device when not finite), report;
         returns a stop reason or None. Reads nothing back from the device except at a log line."""
         st, t, info = self.state, self.t, self.info
@@ -308,8 +315,8 @@ class _Loop:
         if st.update % t.log_every == 0:
             self.window.loss, self.window.nll, gnorm = self._read()
             self.shown_loss = self.window.loss / max(self.window.tgt_tokens, 1.0)
-            self.log.train(self.window, update=st.update, epoch=st.epoch, wall=self.elapsed(), lr=lr, gnorm=gnorm,
-                           flops=self.flops)
+            self.log.train(self.window, update=st.update, epoch=st.epoch, wall=self.elapsed(), lr=lr,
+                           gnorm=gnorm, flops=self.flops)
             self.sums[:2].zero_()
             self.window = Window()
         # 6. validate and/or save
@@ -339,7 +346,8 @@ class _Loop:
             return True
         if not self.skipped_validations:
             self.log.info(f"validation skipped from update {self.state.update}: validations took "
-                          f"{self.valid_share:.1%} of this session (train.valid_max_share {self.t.valid_max_share:.1%})")
+                          f"{self.valid_share:.1%} of this session "
+                          f"(train.valid_max_share {self.t.valid_max_share:.1%})")
         self.skipped_validations += 1
         return False
 
@@ -379,7 +387,8 @@ class _Loop:
         return early
 
     def smoothed(self) -> contextlib.AbstractContextManager:
-        """The weights that are validated and saved for use: the EMA's with train.ema_decay, else the model's."""
+        """The weights that are validated and saved for use: the EMA's with train.ema_decay, else the
+        model's."""
         return self.ema.applied() if self.ema is not None else contextlib.nullcontext()
 
     def _save_periodic(self) -> None:
@@ -411,35 +420,27 @@ class _Loop:
         elif st.update == self.session_update0 and best.is_file():
             # A resumed run whose limits were already reached: nothing changed, so nothing is redone.
             best = files.averaged if files.averaged.is_file() else best
-            if self.t.fit_alpha and self.info.is_main and "decode_fit" not in read_checkpoint(best).state:
-                fit_and_store(best, self.validator, self.cfg_decode, self.device, self.log.info)  # killed while fitting
-            if self.t.fit_confidence and self.info.is_main and "confidence_fit" not in read_checkpoint(best).state:
-                fit_and_store_confidence(best, self.validator, self.device, self.log.info)
-            self.log.info(f"training already finished ({reason.value}) at update {st.update}; nothing to do: {best}")
+            if self.info.is_main:
+                finish_fits(best, validator=self.validator, t=self.t, decode=self.cfg_decode,
+                            device=self.device, report=self.log.info)
+            self.log.info(f"training already finished ({reason.value}) at update {st.update}; "
+                          f"nothing to do: {best}")
             return best
         else:
             if st.last_valid_update != st.update:  # else last.pt was written at that validation
                 self._validate_and_save(why="end")
-            self.log.info(f"training finished ({reason.value}) at update {st.update}, epoch {st.epoch}; best "
-                          f"{metric_name(self.t.valid_bleu)} {abs(st.best_metric):.2f} at update {st.best_update}")
+            self.log.info(f"training finished ({reason.value}) at update {st.update}, epoch {st.epoch}; "
+                          f"best {metric_name(self.t.valid_bleu)} {abs(st.best_metric):.2f} "
+                          f"at update {st.best_update}")
             if self.budget and self.horizon.estimate:
                 off = (st.update - self.horizon.estimate) / self.horizon.estimate * 100
                 self.log.info(f"plan: ~{self.horizon.estimate:,} updates, made {st.update:,} ({off:+.1f}%)")
-            known: dict[float, float] = {}
-            if self.t.average_last > 0 and self.info.is_main:
-                best, known = average_or_best(
-                    best, self.files, self.validator, self.t, self.cfg_decode, self.device, self.log,
-                    self.state.best_metric, {"update": self.state.update, "epoch": self.state.epoch,
-                                             "wall": round(self.elapsed(), 2)})
-            if self.t.fit_alpha and self.info.is_main:
-                fit_and_store(best, self.validator, self.cfg_decode, self.device, self.log.info, known)
-            if self.t.fit_confidence and self.info.is_main:
-                fit_and_store_confidence(best, self.validator, self.device, self.log.info)
-        seconds = self.elapsed() - self.session_elapsed0
-        busy = max(seconds - self.timer.seconds.get("validation", 0.0), 1e-9)
-        if self.skipped_validations:
-            self.log.info(f"{self.skipped_validations} validation(s) skipped to keep validation under "
-                          f"{self.t.valid_max_share:.1%} of the session")
-        self.log.info(f"session: {seconds:.0f}s, {self.total_tokens / busy:,.0f} target tokens/s while training "
-                      f"({self.total_tokens / max(seconds, 1e-9):,.0f} overall); time per phase: {self.timer.summary()}")
+            if self.info.is_main:
+                best = close_run(best, files=files, validator=self.validator, t=self.t,
+                                 decode=self.cfg_decode, device=self.device, log=self.log,
+                                 best_metric=st.best_metric,
+                                 where=lambda: {"update": st.update, "epoch": st.epoch,
+                                                "wall": round(self.elapsed(), 2)})
+        self.log.session(self.elapsed() - self.session_elapsed0, tokens=self.total_tokens, timer=self.timer,
+                         skipped=self.skipped_validations, max_share=self.t.valid_max_share)
         return best

@@ -26,9 +26,10 @@ g = softmax - q, and both products of the backward (dL/dh = g W, dL/dW += g^T h)
 gradients are computed in the forward pass; backward only scales them by the incoming gradient,
 a scalar because the loss is a sum. PAD target positions are dropped before any product.
 
-The maths is that of `label_smoothed_nll(F.linear(h, W, b), target, eps)`; only the order of floating-point additions differs, and tests compare values and
-gradients. Under bf16/fp16 autocast the products run in that dtype, as autocast would run
-them, and the softmax and loss in float32. Off the CPU, or when no gradient is needed, the plain
+The maths is that of `label_smoothed_nll(F.linear(h, W, b), target, eps)`; only the order of
+floating-point additions differs, and tests compare values and gradients. Under bf16/fp16
+autocast the products run in that dtype, as autocast would run them, and the softmax and loss in
+float32. Off the CPU, or when no gradient is needed, the plain
 computation runs instead: GPUs gain nothing from cache-sized chunks. Measurements:
 docs/performance.md.
 """
@@ -158,7 +159,8 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
         picked = torch.empty(h.size(0), 1, dtype=acc)  # log p_y per position
         lp_sums = torch.empty(h.size(0), 1, dtype=acc)  # sum_v log p_v per position
         rows = chunk_rows(vocab)
-        gold_step = torch.full((min(rows, h.size(0)), 1), epsilon - 1.0, dtype=acc)  # gradient at the target class
+        # gradient at the target class
+        gold_step = torch.full((min(rows, h.size(0)), 1), epsilon - 1.0, dtype=acc)
         products = _Products(w, b, rows) if h.size(0) else None
         # 16-bit products, float32 dL/dW: the chunks' gradients g are kept (16-bit) for GROUP_BYTES
         # worth of rows and multiplied once per group, so dL/dW is cast and added once a group.
@@ -215,7 +217,8 @@ class _ProjectedSmoothedNLL(torch.autograd.Function):
 
 
 def projected_smoothed_nll(hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
-                           epsilon: float, pad_id: int = 0, real: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+                           epsilon: float, pad_id: int = 0,
+                           real: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
     """`label_smoothed_nll(F.linear(hidden, weight, bias), target, epsilon, pad_id)`, in row chunks.
 
     hidden: (B, T, D) the decoder's final states; weight (V, D) and bias (V,) or None: the output
@@ -231,6 +234,7 @@ def projected_smoothed_nll(hidden: Tensor, weight: Tensor, bias: Tensor | None, 
         real = flat_target.ne(pad_id).nonzero().squeeze(1)  # (n,) indices of real target positions
     dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else hidden.dtype
     with torch.autocast("cpu", enabled=False):  # the products' dtype is chosen explicitly above
-        loss, nll = _ProjectedSmoothedNLL.apply(hidden.reshape(-1, hidden.size(-1)).index_select(0, real), weight,
-                                                bias, flat_target.index_select(0, real), float(epsilon), dtype)
+        real_hidden = hidden.reshape(-1, hidden.size(-1)).index_select(0, real)
+        loss, nll = _ProjectedSmoothedNLL.apply(real_hidden, weight, bias, flat_target.index_select(0, real),
+                                                float(epsilon), dtype)
     return loss, nll, torch.tensor(real.numel())

@@ -10,9 +10,10 @@ of the training progress in [0, 1] (see `training_progress`). Base shapes:
 
 When training has a horizon (max_updates, max_epochs or a time budget), the non-linear_decay
 shapes are multiplied by a cooldown factor that decays linearly from 1 to `floor` over the last
-`train.cooldown` fraction of progress (0.2 by default, 0 = off; a warmup-stable-decay ending): a run cut by its time budget ends
-with a finished, annealed model instead of one stopped at a high learning rate. Progress is the
-furthest of step/max_updates, elapsed/budget and step/(max_epochs · updates per epoch).
+`train.cooldown` fraction of progress (0.2 by default, 0 = off; a warmup-stable-decay ending): a
+run cut by its time budget ends with a finished, annealed model instead of one stopped at a high
+learning rate. Progress is the furthest of step/max_updates, elapsed/budget and
+step/(max_epochs · updates per epoch).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ COOLDOWN = TrainConfig.cooldown  # fraction of the horizon over which the learni
 FLOOR = 0.0  # learning rate at the horizon, as a fraction of the base schedule's value there
 
 
-def build_optimizer(model: torch.nn.Module, train: TrainConfig, capturable: bool = False) -> torch.optim.Optimizer:
+def build_optimizer(model: torch.nn.Module, train: TrainConfig,
+                    capturable: bool = False) -> torch.optim.Optimizer:
     """Adam or AdamW, fused; weight decay only on matrices (not on biases or LayerNorm gains).
     `capturable` (CUDA graphs): the step count stays on the device, so a graph may replay the step."""
     decay, no_decay = [], []
@@ -44,7 +46,8 @@ def build_optimizer(model: torch.nn.Module, train: TrainConfig, capturable: bool
     if train.optimizer == "adamw":
         return torch.optim.AdamW(groups, lr=train.lr, betas=train.betas, eps=train.eps, fused=True,
                                  capturable=capturable)
-    return torch.optim.Adam(groups, lr=train.lr, betas=train.betas, eps=train.eps, fused=True, capturable=capturable)
+    return torch.optim.Adam(groups, lr=train.lr, betas=train.betas, eps=train.eps, fused=True,
+                            capturable=capturable)
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
@@ -84,7 +87,8 @@ class Schedule:
     floor: float = FLOOR
 
     @classmethod
-    def from_config(cls, train: TrainConfig, *, d_model: int, has_horizon: bool, warmup: int | None = None) -> Schedule:
+    def from_config(cls, train: TrainConfig, *, d_model: int, has_horizon: bool,
+                    warmup: int | None = None) -> Schedule:
         """warmup: in updates; None = train.warmup, which must then be a number (a share of the run
         is resolved into updates by mt.train.horizon first)."""
         if warmup is None:

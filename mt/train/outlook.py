@@ -37,7 +37,8 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 
 def outlook(run_dir: Path) -> list[str]:
-    """A few lines on what more would buy, from `run_dir/metrics.jsonl` (lines, not advice to act on blindly)."""
+    """A few lines on what more would buy, from `run_dir/metrics.jsonl` (lines, not advice to act on
+    blindly)."""
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         return ["outlook: no metrics.jsonl in the run; nothing to read"]
@@ -56,23 +57,27 @@ def outlook(run_dir: Path) -> list[str]:
     train_nll = train[-1]["nll"] if train else float("nan")
     gap = nll[-1] - train_nll if train else 0.0
     train_part = f"train NLL {train_nll:.3f}" if train else "no training loss logged (train.log_every)"
-    lines = [f"outlook (from this run's {len(valid)} validations; a rough reading of one curve): val BLEU "
-             f"{third.get('bleu') or 0:.1f} -> {bleu[-1] or 0:.1f} over the last third, val NLL {nll[-1]:.3f} "
-             f"(best {nll[best_i]:.3f} at update {valid[best_i]['update']}), {train_part}"]
+    lines = [f"outlook (from this run's {len(valid)} validations; a rough reading of one curve): "
+             f"val BLEU {third.get('bleu') or 0:.1f} -> {bleu[-1] or 0:.1f} over the last third, "
+             f"val NLL {nll[-1]:.3f} (best {nll[best_i]:.3f} at update {valid[best_i]['update']}), "
+             f"{train_part}"]
     rose = rise >= OVERFIT_RISE and valid[best_i]["update"] < OVERFIT_AT * last_update
     if rose or gap >= GAP_NATS:
         sign = f"rose {rise:.0%} from its best" if rose else f"sits {gap:.2f} nats above the training loss"
         lines.append(f"  more data would likely help most: validation loss {sign}, "
-                     "so the model fits the training pairs faster than what generalises; more budget or a larger "
-                     "model would mostly fit them harder (more dropout / label smoothing is the other remedy)")
+                     "so the model fits the training pairs faster than what generalises; "
+                     "more budget or a larger model would mostly fit them harder "
+                     "(more dropout / label smoothing is the other remedy)")
     elif nll[-1] <= min(nll[:-1]):
         fell = 1 - nll[-1] / third["nll"]
-        lines.append(f"  more budget would likely help most: the val loss was at its lowest at the end (down {fell:.1%} "
-                     f"over the last third, val BLEU {gain:+.1f}, while the learning rate decayed) with no sign of "
-                     "over-fitting" + (f"; twice the budget might add roughly {gain / 2:.1f} BLEU (curves flatten, "
-                                       "so less than the last third's gain)" if gain >= RISING_BLEU else ""))
+        more = (f"; twice the budget might add roughly {gain / 2:.1f} BLEU "
+                "(curves flatten, so less than the last third's gain)" if gain >= RISING_BLEU else "")
+        lines.append(f"  more budget would likely help most: the val loss was at its lowest at the end "
+                     f"(down {fell:.1%} over the last third, val BLEU {gain:+.1f}, while the learning rate "
+                     "decayed) with no sign of over-fitting" + more)
     else:
-        lines.append(f"  a larger model would likely help most: val BLEU moved {gain:+.1f} over the last third and "
-                     "the losses show no over-fitting, so capacity looks like the limit (try the next size, "
-                     "e.g. --set model.d_model=256 --set model.d_ff=1024, with a budget to train it)")
+        lines.append(f"  a larger model would likely help most: val BLEU moved {gain:+.1f} over the last "
+                     "third and the losses show no over-fitting, so capacity looks like the limit "
+                     "(try the next size, e.g. --set model.d_model=256 --set model.d_ff=1024, "
+                     "with a budget to train it)")
     return lines

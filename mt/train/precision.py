@@ -11,8 +11,8 @@ bf16 kernel for every new batch shape and its cache held only 1,024 of them). bf
 CPU therefore pads batch widths to a multiple of 4 (`train.pad_multiple` auto: a few dozen
 shapes) and raises oneDNN's kernel cache; the check times passes over a repeated shape then, and
 over new shapes when padding is turned off. Without a model
-to time (`probe=None`), a timed matrix product stands in. On CUDA it picks bf16 where the GPU supports it. The choice comes with a
-one-line reason for the training log.
+to time (`probe=None`), a timed matrix product stands in. On CUDA it picks bf16 where the GPU
+supports it. The choice comes with a one-line reason for the training log.
 """
 
 from __future__ import annotations
@@ -152,9 +152,10 @@ def resolve_precision(requested: str, device: torch.device,
         ("a bf16 matrix product", MIN_MATMUL_SPEEDUP)
     speedup = probe() if probe is not None else matmul_speedup()
     if speedup < needed:
-        return PrecisionChoice("fp32", f"auto: the CPU has {feature}, but {what} ran only {speedup:.2f}x as fast "
-                                       f"as fp32 here (bf16 needs {needed:.1f}x)")
-    return PrecisionChoice("bf16", f"auto: the CPU has {feature} and {what} ran {speedup:.2f}x as fast as fp32 here")
+        return PrecisionChoice("fp32", f"auto: the CPU has {feature}, but {what} ran only "
+                                       f"{speedup:.2f}x as fast as fp32 here (bf16 needs {needed:.1f}x)")
+    return PrecisionChoice("bf16", f"auto: the CPU has {feature} and {what} ran {speedup:.2f}x as fast "
+                                   f"as fp32 here")
 
 
 def run_precision(cfg: Config, info: DistInfo, device: torch.device) -> tuple[Config, PrecisionChoice]:

@@ -1,7 +1,8 @@
 """The training recipe for a corpus and a budget: every key a user would otherwise guess, chosen
 from the corpus (`mt.data.survey.CorpusSurvey`) and the machine (`Machine`, measured as
-`train.precision: auto` measures it), each with a one-line reason (`choose`); `recipe_yaml`
-writes the choice as an ordinary config that `mt train CONFIG` reproduces.
+`train.precision: auto` measures it), each with a one-line reason (`choose`);
+`mt.train.recipe_yaml.recipe_yaml` writes the choice as an ordinary config that `mt train CONFIG`
+reproduces.
 
 The rule, and where each part comes from (L = literature, M = measured here, J = judgement):
 
@@ -15,30 +16,31 @@ The rule, and where each part comes from (L = literature, M = measured here, J =
   by 5.2, and sentencepiece refused 7.5k; at 1k pairs 3k beat 1.5k by 0.6, at 10k 9k beat 4.5k by
   0.5 (both within the noise; validation preferred the smaller) but took 22% longer, and in
   4 minutes at 10k pairs 8k pieces scored 24.17, 4.5k 25.14 (the session before) and 5k 26.42
-  (exp_recipe, each beside its own demo-config run: +2.75, +4.07, +3.84); at 29k pairs 5k and 8k were level in the demo sweep (docs/sweep.md). Monotone in the
-  corpus size as long as its distinct words grow with it.
-- **Model size** (L, M, J): the smaller of two caps, both monotone. The data cap (L: Araabi &
-  Monz: smaller FFN and fewer heads on small data; scaling laws, Gordon, Duh & Kaplan 2021 and
-  Ghorbani et al. 2021: past some size extra parameters stop paying for a given corpus): rung 0
-  (d 128) under 5k pairs, rung 1 (d 192, the demo) under 50k, rung 2 (d 256, 4+4) under 300k,
-  rung 3 (Transformer base) under 3M, rung 4 (big) above. The compute cap (M): the largest rung
-  that sees at least `TOKENS_PER_PARAM` (1.0) target tokens per non-embedding parameter in the
-  budget at the machine's estimated rate. Measured on both sides of it: in the key grid
-  (scripts/experiments/exp_recipe_grid.py, en→de, the updates a 4-minute budget buys one thread of a 2-core
-  Zen 4) d 128 beat d 192 by 4.7 test BLEU at 10k pairs (26.96 vs 22.29; ~1.3 vs ~0.4 tokens per
-  parameter by this estimate), and at 29k pairs and 20 minutes d 192 (~2-3 per parameter) beat
-  d 256 and d 384 (~0.4-1) in the demo sweep. The machine's rate is the training step itself,
-  timed (`_StepTimer`: the demo-size model's forward, fused loss, backward and AdamW step in the
-  precision auto picks; the median of `MEASURE_ROUNDS` interleaved rounds, since a shared machine's
-  speed swings from second to second; scaled by `STEP_SUSTAINED` to what whole runs sustain), not
-  a matrix product scaled by an assumed efficiency; and a rung is climbed only when the budget clears the cap by `RUNG_MARGIN`
-  (15%), so timing noise near the boundary keeps the smaller model (J, issue 54: a Zen 3 read 83
-  and 101 GFLOP/s a minute apart and chose d 128, then d 192). The reason line names the rung
-  it nearly chose and the figure it measured. On a slow machine the smaller rung pays (M: 29k
-  pairs, 20 minutes, one fp32 thread of an Intel Xeon without BF16, 63 GFLOP/s: d 192 would see
+  (exp_recipe, each beside its own demo-config run: +2.75, +4.07, +3.84); at 29k pairs 5k and 8k
+  were level in the demo sweep (docs/sweep.md). Monotone in the corpus size as long as its
+  distinct words grow with it.
+- **Model size** (L, M, J): the smaller of two caps, both monotone. The data cap (L: Araabi & Monz:
+  smaller FFN and fewer heads on small data; scaling laws, Gordon, Duh & Kaplan 2021 and Ghorbani et
+  al. 2021: past some size extra parameters stop paying for a given corpus): rung 0 (d 128) under 5k
+  pairs, rung 1 (d 192, the demo) under 50k, rung 2 (d 256, 4+4) under 300k, rung 3 (Transformer
+  base) under 3M, rung 4 (big) above. The compute cap (M): the largest rung that sees at least
+  `TOKENS_PER_PARAM` (1.0) target tokens per non-embedding parameter in the budget at the machine's
+  estimated rate. Measured on both sides of it: in the key grid
+  (scripts/experiments/exp_recipe_grid.py, en→de, the updates a 4-minute budget buys one thread of a
+  2-core Zen 4) d 128 beat d 192 by 4.7 test BLEU at 10k pairs (26.96 vs 22.29; ~1.3 vs ~0.4 tokens
+  per parameter by this estimate), and at 29k pairs and 20 minutes d 192 (~2-3 per parameter) beat d
+  256 and d 384 (~0.4-1) in the demo sweep. The machine's rate is the training step itself, timed
+  (`_StepTimer`: the demo-size model's forward, fused loss, backward and AdamW step in the precision
+  auto picks; the median of `MEASURE_ROUNDS` interleaved rounds, since a shared machine's speed
+  swings from second to second; scaled by `STEP_SUSTAINED` to what whole runs sustain), not a matrix
+  product scaled by an assumed efficiency; and a rung is climbed only when the budget clears the cap
+  by `RUNG_MARGIN` (15%), so timing noise near the boundary keeps the smaller model (J, issue 54: a
+  Zen 3 read 83 and 101 GFLOP/s a minute apart and chose d 128, then d 192). The reason line names
+  the rung it nearly chose and the figure it measured. On a slow machine the smaller rung pays (M:
+  29k pairs, 20 minutes, one fp32 thread of an Intel Xeon without BF16, 63 GFLOP/s: d 192 would see
   0.86 per parameter, so d 128 was chosen and scored 36.27 test BLEU against the demo config's
-  34.59, p = 0.002; on its two threads, 77 GFLOP/s, d 128 again: 37.23 / 29.05 / 23.82
-  on the three test sets against d 192's 37.00 / 27.94 / 23.52 the session before).
+  34.59, p = 0.002; on its two threads, 77 GFLOP/s, d 128 again: 37.23 / 29.05 / 23.82 on the three
+  test sets against d 192's 37.00 / 27.94 / 23.52 the session before).
 - **Regularisation** (M, L): dropout by the epochs the budget buys (tokens seen / corpus
   tokens, by this module's estimate): 0.3 from 80 epochs, 0.2 from 25, else 0.1. The key grid's
   best at 1k pairs (~125-175 estimated epochs) was 0.3, at 3k (~50) 0.2, at 10k (~12) 0.1, and
@@ -56,8 +58,8 @@ The rule, and where each part comes from (L = literature, M = measured here, J =
   big (L: the usual peaks at those widths).
 - **Validation and checkpoints** (J, M): validate every 25% of a run under 30 minutes, every 10%
   of a longer one, on at most 300 sentences (greedy: each validation of an early model decodes
-  to the length limit, and took a third of a 40-second run), a periodic checkpoint every 3%, the last 5 averaged into averaged.pt when that
-  validates better (M: the demo keeps it only then).
+  to the length limit, and took a third of a 40-second run), a periodic checkpoint every 3%, the
+  last 5 averaged into averaged.pt when that validates better (M: the demo keeps it only then).
 
 Measured against the demo config with its data swapped (scripts/experiments/exp_recipe.py, same budget, one
 thread each, two trainings side by side on a quiet 2-core AMD EPYC Zen 4, test_2016_flickr, beam
@@ -78,7 +80,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import yaml
 
 from mt.config import ModelConfig
 from mt.data.batching import collate
@@ -112,7 +113,8 @@ PRODUCT_N = 1024  # the timed fp32 product's size
 # runs really trained, so the timed step is scaled to that.
 STEP_SUSTAINED = 0.82
 BF16_STEP_GAIN = 1.27  # a bf16 training step over fp32 where auto picks bf16 (Zen 4, docs/performance.md)
-OUTPUT_SHARE = 0.5  # the output layer's parameters (d_model x vocabulary) over the rung's matrix parameters, at most
+# the output layer's parameters (d_model x vocabulary) over the rung's matrix parameters, at most
+OUTPUT_SHARE = 0.5
 CAP_VOCAB = 8000  # the output layer's size in the compute cap, whatever the corpus's vocabulary
 WORDS_TO_PIECES = 1.3  # subword pieces per word at these vocabulary sizes (Multi30k: ~1.3 at 8k)
 
@@ -150,7 +152,8 @@ class Machine:
     name: str
     gflops: float  # fp32 1024^3 matrix products, median of readings (CPU); a nominal figure for CUDA
     precision: str  # what train.precision auto would choose: bf16 | fp32
-    step_gflops: float = 0.0  # the training step timed (`_StepTimer`, the recipe's FLOP count); 0 = not measured
+    # the training step timed (`_StepTimer`, the recipe's FLOP count); 0 = not measured
+    step_gflops: float = 0.0
 
     @property
     def flops(self) -> float:
@@ -206,7 +209,8 @@ class _StepTimer:
         gen = torch.Generator().manual_seed(0)
         self.batch = collate(torch.randint(4, vocab, (64, 14), generator=gen).tolist(),
                              torch.randint(4, vocab, (64, 16), generator=gen).tolist(), list(range(64)))
-        self.flops = 6.0 * (r.matrix_params() + r.d_model * vocab) * float((self.batch.tgt_out != PAD_ID).sum())
+        tgt_tokens = float((self.batch.tgt_out != PAD_ID).sum())
+        self.flops = 6.0 * (r.matrix_params() + r.d_model * vocab) * tgt_tokens
         self.seconds(2)
 
     def seconds(self, steps: int) -> list[float]:
@@ -284,7 +288,8 @@ def output_cap(rung: Rung) -> int:
 
 def _rung(s: CorpusSurvey, budget_s: float, machine: Machine) -> tuple[int, int]:
     """(the rung, the data cap's rung)."""
-    data_cap = next((i for i, r in enumerate(LADDER) if r.max_pairs and s.pairs < r.max_pairs), len(LADDER) - 1)
+    data_cap = next((i for i, r in enumerate(LADDER) if r.max_pairs and s.pairs < r.max_pairs),
+                    len(LADDER) - 1)
     chosen = 0
     for i in range(data_cap + 1):  # at a fixed vocabulary: the cap must not fall as the corpus grows
         if _per_param(i, budget_s, machine) >= TOKENS_PER_PARAM * (1 + RUNG_MARGIN):
@@ -313,27 +318,33 @@ def choose(s: CorpusSurvey, budget_s: float, machine: Machine) -> Recipe:
     tgt_per_epoch = max(1.0, s.tgt_words * WORDS_TO_PIECES)
     epochs = tgt_tokens / tgt_per_epoch
     up = rung_i + 1  # the rung it did not choose: how near it came
-    near = (f"; rung {up} (d_model {LADDER[up].d_model}) would see {_per_param(up, budget_s, machine):.2f} per parameter "
-            f"at {machine.flops / 1e9:.0f} GFLOP/s, under the {TOKENS_PER_PARAM * (1 + RUNG_MARGIN):.2f} it needs"
+    near = (f"; rung {up} (d_model {LADDER[up].d_model}) would see "
+            f"{_per_param(up, budget_s, machine):.2f} per parameter at {machine.flops / 1e9:.0f} GFLOP/s, "
+            f"under the {TOKENS_PER_PARAM * (1 + RUNG_MARGIN):.2f} it needs"
             if up <= cap_i else "")
     why = (f"{n} allow rung {cap_i}; the budget buys ~{tgt_tokens / 1e6:.1f}M target tokens, "
            f"{tgt_tokens / rung.matrix_params():.2f} per parameter{near}" if rung_i < cap_i
            else f"{n}: rung {rung_i} of {len(LADDER) - 1} (smaller models for less data, Araabi & Monz 2020)")
     recipe.set("model", "d_model", rung.d_model, why)
-    recipe.set("model", "heads", rung.heads, f"d_model {rung.d_model}: {rung.d_model // rung.heads} per head; "
+    recipe.set("model", "heads", rung.heads,
+               f"d_model {rung.d_model}: {rung.d_model // rung.heads} per head; "
                "fewer heads on small data (Araabi & Monz 2020)")
     recipe.set("model", "encoder_layers", rung.layers, f"rung {rung_i}")
     recipe.set("model", "decoder_layers", rung.layers, f"rung {rung_i}")
     recipe.set("model", "d_ff", rung.d_ff, "4 x d_model; a small FFN for small data (Araabi & Monz 2020)")
     recipe.set("model", "norm", "pre", "pre-LN trains stably at the high peak lr below")
     dropout = 0.3 if epochs >= 80 else 0.2 if epochs >= 25 else 0.1
-    recipe.set("model", "dropout", dropout, f"~{epochs:.0f} epochs in the budget: "
-               + ("many passes over little data, dropout 0.3 (best at 1k pairs in the grid; Araabi & Monz 2020)"
-                  if dropout == 0.3 else "dropout 0.2 (best at 3k pairs in the grid)" if dropout == 0.2 else
-                  "few epochs, dropout 0.1 (best at 10k pairs in the grid and at 29k in the demo sweep)"))
+    if dropout == 0.3:
+        dropout_why = ("many passes over little data, dropout 0.3 "
+                       "(best at 1k pairs in the grid; Araabi & Monz 2020)")
+    elif dropout == 0.2:
+        dropout_why = "dropout 0.2 (best at 3k pairs in the grid)"
+    else:
+        dropout_why = "few epochs, dropout 0.1 (best at 10k pairs in the grid and at 29k in the demo sweep)"
+    recipe.set("model", "dropout", dropout, f"~{epochs:.0f} epochs in the budget: " + dropout_why)
     recipe.set("model", "attention_dropout", 0.1 if epochs >= 15 else 0.0, f"~{epochs:.0f} epochs")
-    recipe.set("train", "label_smoothing", 0.1, "0.1 at every size: in the grid (1k-10k pairs) 0.2 and 0.3 never "
-               "beat it by more than the noise and lost 5 test BLEU at 3k pairs")
+    recipe.set("train", "label_smoothing", 0.1, "0.1 at every size: in the grid (1k-10k pairs) 0.2 and 0.3 "
+               "never beat it by more than the noise and lost 5 test BLEU at 3k pairs")
     _schedule(recipe, s, rung_i, rung, tgt_per_epoch, budget_s)
     recipe.headline = (f"{s.describe()}; budget {_duration(budget_s)} on {machine.describe()}: "
                        f"~{tgt_tokens / 1e6:.1f}M target tokens, ~{epochs:.0f} epochs of rung {rung_i} "
@@ -348,9 +359,10 @@ def _tokenizer(recipe: Recipe, s: CorpusSurvey, rung: Rung) -> int:
     def wanted(units: int) -> tuple[int, str]:
         full = corpus_vocab(s.pairs, units)
         size = min(full, output_cap(rung))
+        capped = (f"; at most {size:,} at d_model {rung.d_model}, whose output layer it keeps within half "
+                  "the matrix parameters" if size < full else "")
         return size, ("half as many pieces, at most 8k up to 1M pairs (measured; Gowda & May 2020)"
-                      + (f"; at most {size:,} at d_model {rung.d_model}, whose output layer it keeps within half "
-                         "the matrix parameters" if size < full else "") + (", at its floor" if size <= 1000 else ""))
+                      + capped + (", at its floor" if size <= 1000 else ""))
 
     main, src = choose_vocab(s, wanted)
     recipe.set("tokenizer", "type", "unigram", "unigram sentencepiece (Kudo 2018), mt's default")
@@ -359,14 +371,15 @@ def _tokenizer(recipe: Recipe, s: CorpusSurvey, rung: Rung) -> int:
     scripts = f"{s.src_script or '?'} and {s.tgt_script or '?'}"
     recipe.set("tokenizer", "joint", src is None, f"{scripts}: " + (
         "one script, one shared vocabulary and tied embeddings" if s.shared_script else
-        "Han characters shared, one vocabulary and tied embeddings" if src is None else "two scripts, a vocabulary each"))
+        "Han characters shared, one vocabulary and tied embeddings" if src is None else
+        "two scripts, a vocabulary each"))
     if src is not None:
         recipe.set("tokenizer", "src_vocab_size", src.size, src.reason)
         recipe.set("tokenizer", "src_character_coverage", src.coverage, src.coverage_reason)
-    recipe.set("tokenizer", "hard_vocab_limit", False, "the sizes above are the most pieces: a corpus too small "
-               "for them gets fewer instead of an error")
-    recipe.set("tokenizer", "byte_fallback", True, "a character the tokenizer never saw is spelled in UTF-8 byte "
-               "pieces, not <unk>, so it comes back as itself")
+    recipe.set("tokenizer", "hard_vocab_limit", False, "the sizes above are the most pieces: "
+               "a corpus too small for them gets fewer instead of an error")
+    recipe.set("tokenizer", "byte_fallback", True, "a character the tokenizer never saw is spelled in "
+               "UTF-8 byte pieces, not <unk>, so it comes back as itself")
     normalization, why = width_normalisation(s)
     recipe.set("tokenizer", "normalization", normalization, why)
     ratio, why = length_ratio(s)
@@ -383,24 +396,29 @@ def _schedule(recipe: Recipe, s: CorpusSurvey, rung_i: int, rung: Rung, tgt_per_
     recipe.set("train", "max_tokens", max_tokens, f"{base:,}-token batches at this size (measured at rung 1)"
                + (", cut so an epoch has ~10 updates" if max_tokens < base else ""))
     lr = 2e-3 if rung.d_model <= 256 else 1e-3 if rung.d_model <= 512 else 5e-4
-    recipe.set("train", "schedule", "linear_decay", "linear decay to 0 over the budget (+1.8 val BLEU, demo sweep)")
-    recipe.set("train", "lr", lr, f"peak for d_model {rung.d_model}" + (" (measured at d_model 192)" if rung.d_model <= 256 else ""))
+    recipe.set("train", "schedule", "linear_decay",
+               "linear decay to 0 over the budget (+1.8 val BLEU, demo sweep)")
+    measured = " (measured at d_model 192)" if rung.d_model <= 256 else ""
+    recipe.set("train", "lr", lr, f"peak for d_model {rung.d_model}" + measured)
     recipe.set("train", "warmup", "6%", "the demo's 400 of ~6,500 updates")
     recipe.set("train", "time_budget", _duration(budget_s), "--budget")
     short = budget_s < 1800
     recipe.set("train", "valid_every", "25%" if short else "10%",
                "four validations in a short run (each one decodes), ten in a longer one")
-    recipe.set("train", "valid_epoch_end", False, "validate on that cadence only: a small corpus ends an epoch "
-               "every few updates")
-    recipe.set("train", "valid_max_sentences", 300, "greedy BLEU on at most 300 sentences keeps validation cheap")
+    recipe.set("train", "valid_epoch_end", False, "validate on that cadence only: a small corpus ends "
+               "an epoch every few updates")
+    recipe.set("train", "valid_max_sentences", 300,
+               "greedy BLEU on at most 300 sentences keeps validation cheap")
     recipe.set("train", "save_every", "3%", "periodic checkpoints for averaging")
     recipe.set("train", "keep_checkpoints", 5, "the last 5 periodic checkpoints")
     recipe.set("train", "average_last", 5, "averaged.pt of the last 5, kept only when it validates better")
     recipe.set("train", "log_every", 25, "a training-loss record every 25 updates (the outlook reads them)")
-    recipe.set("train", "fit_alpha", True, "after training, the length penalty's alpha chosen by beam BLEU on up "
-               "to 1,500 val sentences and stored in the checkpoint (a short run's model is short-spoken)")
-    recipe.set("train", "fit_confidence", True, "after training, the sentence confidence calibrated against sentence "
-               "chrF on the same val sentences (one more beam decode of them) and stored in the checkpoint")
+    recipe.set("train", "fit_alpha", True, "after training, the length penalty's alpha chosen by beam BLEU "
+               "on up to 1,500 val sentences and stored in the checkpoint "
+               "(a short run's model is short-spoken)")
+    recipe.set("train", "fit_confidence", True, "after training, the sentence confidence calibrated "
+               "against sentence chrF on the same val sentences (one more beam decode of them) "
+               "and stored in the checkpoint")
     recipe.set("decode", "beam", 5, "beam 5, alpha 0.6 to start from (mt's evaluation default)")
 
 
@@ -410,30 +428,3 @@ def _duration(seconds: float) -> str:
     m, sec = divmod(rest, 60)
     return "".join(f"{v}{u}" for v, u in ((h, "h"), (m, "m"), (sec, "s")) if v) or "0s"
 
-
-def _scalar(value: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("...").strip()
-
-
-def recipe_yaml(config: dict[str, Any], reasons: dict[str, str], headline: str) -> str:
-    """The config as YAML, each key with its reason as a trailing comment (what `load_config` reads)."""
-    lines = ["# Chosen by `mt train --data` (mt/train/recipe.py): " + headline,
-             "# An ordinary config: `mt train THIS_FILE` trains the same run; edit any key."]
-    for key, value in config.items():
-        if not isinstance(value, dict):
-            lines.append(f"{key}: {_scalar(value)}")
-    for section, keys in config.items():
-        if not isinstance(keys, dict):
-            continue
-        lines.append(f"{section}:")
-        for key, value in keys.items():
-            reason = reasons.get(f"{section}.{key}")
-            lines.append(f"  {key}: {_scalar(value)}" + (f"  # {reason}" if reason else ""))
-    return "\n".join(lines) + "\n"
-
-
-def summary_lines(config: dict[str, Any], reasons: dict[str, str]) -> list[str]:
-    """'section.key = value  (reason)' for every chosen key: what `mt train --data` prints."""
-    return [f"  {section}.{key} = {_scalar(value)}  ({reasons[f'{section}.{key}']})"
-            for section, keys in config.items() if isinstance(keys, dict)
-            for key, value in keys.items() if f"{section}.{key}" in reasons]

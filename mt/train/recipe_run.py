@@ -24,7 +24,8 @@ from mt.data.holdout import TEST, VALID, resolve_single_files
 from mt.data.survey import survey
 from mt.errors import MTError
 from mt.textio import atomic_write
-from mt.train.recipe import Machine, choose, measure_machine, recipe_yaml, summary_lines
+from mt.train.recipe import Machine, choose, measure_machine
+from mt.train.recipe_yaml import recipe_yaml, summary_lines
 
 RECIPE_FILE = "recipe.yaml"
 VALID_NAMES = ("val", "valid", "dev", "validation")
@@ -44,8 +45,8 @@ def _folder_splits(path: str, fmt: str, src_lang: str, tgt_lang: str) -> dict[st
     probe = PairConfig(path=path, src_lang=src_lang, tgt_lang=tgt_lang, format=fmt)  # type: ignore[arg-type]
     valid = next((v for v in VALID_NAMES if corpus.split_available(probe, v)), None)
     if valid is None:
-        raise MTError(f"{path}: no validation split ({', '.join(VALID_NAMES)}); add one, or give one corpus file "
-                      f"and mt holds validation and test sets out of it")
+        raise MTError(f"{path}: no validation split ({', '.join(VALID_NAMES)}); add one, "
+                      f"or give one corpus file and mt holds validation and test sets out of it")
     names = sorted({p.name.split(".")[0] for p in Path(path).iterdir() if p.name.startswith("test")})
     tests = [t for t in names if corpus.split_available(probe, t)]
     return {"valid_split": valid, "test_splits": tests}
@@ -89,7 +90,8 @@ def _reversed_columns(pair: PairConfig) -> str:
                                                        corpus.CleanLimits(0, 0), corpus.CleanReport()), 2000))
     if first.src_script in tgt_scripts and first.tgt_script in src_scripts:
         return (f"the first column is written in {first.src_script}, the second in {first.tgt_script}: "
-                f"each line holds {pair.tgt_lang}<TAB>{pair.src_lang}, read as {pair.src_lang} -> {pair.tgt_lang}")
+                f"each line holds {pair.tgt_lang}<TAB>{pair.src_lang}, "
+                f"read as {pair.src_lang} -> {pair.tgt_lang}")
     return ""
 
 
@@ -103,8 +105,8 @@ def plan_run(path: str, src_lang: str, tgt_lang: str, *, budget: str, overrides:
                             "data": data_section(path, src_lang, tgt_lang, data_format)}
     cfg = config_from_dict(apply_overrides(base, overrides))
     if (cfg.run_dir / "checkpoints").is_dir() and any((cfg.run_dir / "checkpoints").iterdir()):
-        raise MTError(f"{cfg.run_dir} already holds a training run; give another name (--set name=...), or continue "
-                      f"it with mt train {cfg.run_dir / RECIPE_FILE} --resume")
+        raise MTError(f"{cfg.run_dir} already holds a training run; give another name (--set name=...), "
+                      f"or continue it with mt train {cfg.run_dir / RECIPE_FILE} --resume")
     swapped = _reversed_columns(cfg.data.pairs[0])
     if swapped and not any(text.split("=", 1)[0].strip() == "data.columns" for text in overrides):
         base["data"]["columns"] = "tgt-src"
@@ -126,7 +128,8 @@ def plan_run(path: str, src_lang: str, tgt_lang: str, *, budget: str, overrides:
         reasons[key] = "set by --set"
         section, _, name = key.partition(".")
         if name and name not in chosen.get(section, {}):  # keep the key's place: after the chosen ones
-            final[section] = {**{k: v for k, v in final[section].items() if k != name}, name: final[section][name]}
+            final[section] = {**{k: v for k, v in final[section].items() if k != name},
+                              name: final[section][name]}
     config_from_dict(final)  # every key and value checked before anything is written
     out = cfg.run_dir / RECIPE_FILE
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -89,23 +89,28 @@ def _side(counts: tuple[tuple[str, int], ...], scripts: tuple[str, ...], wanted:
           extra_pieces: int) -> SideVocab:
     """The size and coverage of one model over `counts`, `wanted` pieces by its units (`why`)."""
     coverage = LARGE_COVERAGE if any(s in LARGE_CHARSETS for s in scripts) else 1.0
-    cov_why = (f"{'/'.join(scripts)}: 0.9995, sentencepiece's figure for scripts of thousands of characters"
-               if coverage < 1 else f"{'/'.join(s or '?' for s in scripts)}: every character (sentencepiece's 1.0)")
+    if coverage < 1:
+        cov_why = (f"{'/'.join(scripts)}: 0.9995, sentencepiece's figure for scripts of thousands of "
+                   f"characters")
+    else:
+        cov_why = f"{'/'.join(s or '?' for s in scripts)}: every character (sentencepiece's 1.0)"
     kept = chars_kept(counts, coverage) if counts else 0
     if kept > MAX_CHAR_PIECES:
         coverage = max(MIN_COVERAGE, coverage_of(counts, MAX_CHAR_PIECES))
         kept = chars_kept(counts, coverage)
-        cov_why = (f"{len(counts):,} distinct characters: the {kept:,} most frequent cover {coverage:.2%} of the "
-                   "text and get a piece each; the rarer ones are spelled in UTF-8 byte pieces (byte_fallback)"
-                   + (f" ({MIN_COVERAGE:g} is the least sentencepiece accepts)" if coverage == MIN_COVERAGE else ""))
+        least = f" ({MIN_COVERAGE:g} is the least sentencepiece accepts)" if coverage == MIN_COVERAGE else ""
+        cov_why = (f"{len(counts):,} distinct characters: the {kept:,} most frequent cover {coverage:.2%} "
+                   "of the text and get a piece each; the rarer ones are spelled in UTF-8 byte pieces "
+                   "(byte_fallback)" + least)
     floor = _round_up(ROOM * (kept + BYTE_PIECES + SPECIAL_PIECES + extra_pieces)) if counts else 0
     size = max(wanted, floor)
     reason = why
     if floor > wanted:
-        reason += (f"; raised to {floor:,}: the {kept:,} characters that coverage {coverage:g} keeps need a piece "
-                   f"each, plus {BYTE_PIECES} byte pieces and the specials, and room for longer pieces")
-    else:
-        reason += f" (at least {floor:,}: {kept:,} characters at coverage {coverage:g} plus byte pieces)" if counts else ""
+        reason += (f"; raised to {floor:,}: the {kept:,} characters that coverage {coverage:g} keeps "
+                   f"need a piece each, plus {BYTE_PIECES} byte pieces and the specials, "
+                   f"and room for longer pieces")
+    elif counts:
+        reason += f" (at least {floor:,}: {kept:,} characters at coverage {coverage:g} plus byte pieces)"
     return SideVocab(size, coverage, reason, cov_why)
 
 
@@ -120,7 +125,8 @@ def _merged(a: tuple[tuple[str, int], ...], b: tuple[tuple[str, int], ...]) -> t
     return tuple(sorted(total.items(), key=lambda item: (-item[1], item[0])))
 
 
-def choose_vocab(s: CorpusSurvey, wanted: WantedSize, extra_pieces: int = 0) -> tuple[SideVocab, SideVocab | None]:
+def choose_vocab(s: CorpusSurvey, wanted: WantedSize,
+                 extra_pieces: int = 0) -> tuple[SideVocab, SideVocab | None]:
     """(the joint or target model's vocabulary, the source model's or None when joint).
 
     `wanted(units)` is the size the units alone ask for (half, capped) and a phrase saying so;
@@ -129,7 +135,10 @@ def choose_vocab(s: CorpusSurvey, wanted: WantedSize, extra_pieces: int = 0) -> 
     if joint_scripts(s):
         units = s.src_types + s.tgt_types
         size, why = wanted(units)
-        what = unit[s.src_unspaced] if s.src_unspaced == s.tgt_unspaced else "distinct words, characters and pairs"
+        if s.src_unspaced == s.tgt_unspaced:
+            what = unit[s.src_unspaced]
+        else:
+            what = "distinct words, characters and pairs"
         joint = _side(_merged(s.src_char_counts, s.tgt_char_counts), (s.src_script, s.tgt_script),
                       size, f"{s.pairs:,} pairs, {units:,} {what} (both sides): {why}", extra_pieces)
         return joint, None
@@ -146,9 +155,9 @@ def width_normalisation(s: CorpusSurvey) -> tuple[str, str]:
     """(tokenizer.normalization, its reason)."""
     cjk = [script for script in (s.src_script, s.tgt_script) if script in LARGE_CHARSETS]
     if cjk:
-        return "cjk_width", (f"{'/'.join(dict.fromkeys(cjk))}: full-width Latin letters and digits read as ASCII, "
-                             "half-width katakana as full-width, CJK punctuation kept; the same rule in training "
-                             "and translation (it is compiled into the tokenizer)")
+        return "cjk_width", (f"{'/'.join(dict.fromkeys(cjk))}: full-width Latin letters and digits read "
+                             "as ASCII, half-width katakana as full-width, CJK punctuation kept; "
+                             "the same rule in training and translation (it is compiled into the tokenizer)")
     return "identity", "text as written (full-width punctuation and runs of spaces kept)"
 
 
@@ -163,6 +172,7 @@ def length_ratio(s: CorpusSurvey) -> tuple[float, str]:
     ratio = max(s.src_words, s.tgt_words) / max(1, min(s.src_words, s.tgt_words))
     unit = {True: "characters", False: "words"}
     value = max(MAX_LEN_RATIO, round(3 * ratio))
-    return float(value), (f"{s.tgt_words / max(1, s.src_words):.1f} target {unit[s.tgt_unspaced]} per source "
-                          f"{unit[s.src_unspaced][:-1]} on average: pairs whose lengths in pieces differ more than "
-                          f"{value:g} times are dropped" + ("" if value == MAX_LEN_RATIO else " (3 times the mean ratio)"))
+    loosened = "" if value == MAX_LEN_RATIO else " (3 times the mean ratio)"
+    return float(value), (f"{s.tgt_words / max(1, s.src_words):.1f} target {unit[s.tgt_unspaced]} "
+                          f"per source {unit[s.src_unspaced][:-1]} on average: pairs whose lengths in pieces "
+                          f"differ more than {value:g} times are dropped" + loosened)

@@ -46,7 +46,8 @@ class TrainState:
     bad_validations: int = 0  # validations since the last improvement (patience)
     bad_losses: int = 0  # non-finite losses skipped so far
     last_valid_update: int = -1
-    final_reserve: float = 0.0  # seconds of the latest validation (x2 with averaging), kept free at the budget's end
+    # seconds of the latest validation (x2 with averaging), kept free at the budget's end
+    final_reserve: float = 0.0
     world_size: int = 1
     horizon: dict[str, Any] = field(default_factory=dict)  # RunHorizon.saved(): shares resolved into updates
     history: list[dict[str, Any]] = field(default_factory=list)  # validation records
@@ -157,14 +158,16 @@ def restore(last: Checkpoint, cfg: Config, tokenizer: Tokenizer, model: torch.nn
             ema.reset()
         state = TrainState(**tr["state"])
         if state.world_size != world_size:
-            log(f"resume: world size {state.world_size} -> {world_size}; continuing with epoch {state.epoch + 1}")
+            log(f"resume: world size {state.world_size} -> {world_size}; "
+                f"continuing with epoch {state.epoch + 1}")
             state = dataclasses.replace(state, epoch=state.epoch + 1, position=0, world_size=world_size)
             seed_everything(cfg.train.seed + state.update + rank)
         else:
             set_rng_state(tr["rng"][rank])
     except (TypeError, ValueError, KeyError, IndexError, AttributeError, RuntimeError) as e:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise MTError(f"train --resume: '{path}': training state is not readable ({type(e).__name__}: {first})") from None
+        raise MTError(f"train --resume: '{path}': training state is not readable "
+                      f"({type(e).__name__}: {first})") from None
     log(f"resumed from {path} at update {state.update}, epoch {state.epoch}, batch {state.position}")
     return state
 

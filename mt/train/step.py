@@ -64,11 +64,13 @@ class StepResult:
 
 class UpdateStep:
     """What one update computes: forward/backward over its micro-batches (DDP syncs gradients on
-    the last one), gradient clipping and the optimizer step. `mt.train.loop`'s loop decides when and with what LR."""
+    the last one), gradient clipping and the optimizer step. `mt.train.loop`'s loop decides when and
+    with what LR."""
 
     def __init__(self, *, model: Transformer, ddp: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  scaler: torch.amp.GradScaler | None, t: TrainConfig, info: DistInfo,
-                 device: torch.device, timer: PhaseTimer, precision: str, forward: torch.nn.Module | None = None) -> None:
+                 device: torch.device, timer: PhaseTimer, precision: str,
+                 forward: torch.nn.Module | None = None) -> None:
         self.model, self.ddp, self.optimizer, self.scaler = model, ddp, optimizer, scaler
         self.forward = forward if forward is not None else ddp  # `ddp`, or it compiled (mt.train.compiled)
         self.precision = precision  # train.precision resolved: fp32 | bf16 | fp16

@@ -46,7 +46,8 @@ class _PairValidation:
         self._batches: list[Batch] | None = None
         self._lines: tuple[list[str], list[str]] | None = None  # the whole val split, read once
         # The tokenizer `mt evaluate` would use for this target language (chosen once: one fallback note).
-        self.bleu_tokenize = bleu_tokenizer_for(pair.tgt_lang, cfg.decode.bleu_tokenize) if cfg.train.valid_bleu else ""
+        self.bleu_tokenize = (bleu_tokenizer_for(pair.tgt_lang, cfg.decode.bleu_tokenize)
+                              if cfg.train.valid_bleu else "")
 
     def batches(self) -> list[Batch]:
         if self._batches is None:
@@ -64,8 +65,10 @@ class _PairValidation:
         src, ref = self._lines
         return (src[:limit], ref[:limit]) if limit > 0 else (src, ref)
 
-    def __call__(self, model: torch.nn.Module, autocast: Callable[[], contextlib.AbstractContextManager]) -> dict[str, Any]:
-        """{loss, nll, ppl} per target token, plus {bleu, chrf} when train.valid_bleu; `model` in eval mode."""
+    def __call__(self, model: torch.nn.Module,
+                 autocast: Callable[[], contextlib.AbstractContextManager]) -> dict[str, Any]:
+        """{loss, nll, ppl} per target token, plus {bleu, chrf} when train.valid_bleu; `model` in eval
+        mode."""
         t = self.cfg.train
         loss_sum = nll_sum = tokens = 0.0
         for batch in self.batches():
@@ -99,9 +102,10 @@ class Validator:
     def __init__(self, cfg: Config, run_dir: Path, tokenizer: Tokenizer, device: torch.device,
                  autocast: Callable[[], contextlib.AbstractContextManager]) -> None:
         self.autocast = autocast
-        self.pairs = {pair.name: _PairValidation(cfg, pair, load_split(run_dir, cfg.data.split_label(pair, pair.valid_split)),
-                                                 tokenizer, device)
-                      for pair in cfg.data.pairs}
+        self.pairs: dict[str, _PairValidation] = {}
+        for pair in cfg.data.pairs:
+            split = load_split(run_dir, cfg.data.split_label(pair, pair.valid_split))
+            self.pairs[pair.name] = _PairValidation(cfg, pair, split, tokenizer, device)
 
     @torch.no_grad()
     def __call__(self, model: torch.nn.Module) -> dict[str, Any]:
@@ -116,7 +120,8 @@ class Validator:
         records = list(per_pair.values())
         record: dict[str, Any] = {key: sum(r[key] for r in records) / len(records) for key in ("loss", "nll")}
         record["ppl"] = math.exp(min(record["nll"], 50.0))
-        record.update({key: sum(r[key] for r in records) / len(records) for key in ("bleu", "chrf") if key in records[0]})
+        record.update({key: sum(r[key] for r in records) / len(records)
+                       for key in ("bleu", "chrf") if key in records[0]})
         if len(records) > 1:  # one pair's own record is the record itself
             record["pairs"] = per_pair
         return record

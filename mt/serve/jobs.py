@@ -29,7 +29,8 @@ from mt.decode.pipeline import Found, Search, Steps, translate_steps
 from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
-from mt.serve.batcher import Hyps, Job, QueueFull
+from mt.serve.batcher import QueueFull
+from mt.serve.batchjob import Hyps, Job
 from mt.serve.cache import Cached, Key
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_size

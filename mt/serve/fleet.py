@@ -63,8 +63,8 @@ class Fleet:
                 if pair in owner:
                     raise PairConflict(f"-c {spec_name(self.specs[owner[pair]])} and "
                                        f"-c {spec_name(self.specs[i])} both translate {pair[0]}-{pair[1]}: "
-                                       f"serve each language pair from one model (an "
-                                       f"ensemble is one -c with its checkpoints joined by commas)")
+                                       "serve each language pair from one model "
+                                       "(an ensemble is one -c with its checkpoints joined by commas)")
                 owner[pair] = i
         self._owner = {pair: self.models[i] for pair, i in owner.items()}
         self.languages = ServedLanguages(list(owner))

@@ -69,8 +69,8 @@ def bf16_feature(device: torch.device | str) -> str | None:
 
 @functools.cache
 def _cpuinfo_fields() -> dict[str, str]:
-    """The fields of the first CPU in /proc/cpuinfo ("model name", "flags", "vendor_id", ...); {} where there is none.
-    Read once per process: the trainer asks for the vendor on every update (mt.train.loss)."""
+    """The fields of the first CPU in /proc/cpuinfo ("model name", "flags", "vendor_id", ...); {} where
+    there is none. Read once per process: the trainer asks for the vendor on every update (mt.train.loss)."""
     fields: dict[str, str] = {}
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
@@ -124,5 +124,6 @@ def cpu_isa() -> str:
     _, flags = _cpuinfo()
     isa = ("AVX-512 VNNI" if "avx512_vnni" in flags else "AVX-512" if "avx512f" in flags
            else "AVX2" if "avx2" in flags else "older")
-    caps = [f"{var}={os.environ[var]}" for var in ("CT2_FORCE_CPU_ISA", "ONEDNN_MAX_CPU_ISA") if os.environ.get(var)]
+    caps = [f"{var}={os.environ[var]}" for var in ("CT2_FORCE_CPU_ISA", "ONEDNN_MAX_CPU_ISA")
+            if os.environ.get(var)]
     return f"{isa} ({', '.join(caps)})" if caps else isa

@@ -147,7 +147,7 @@ class LoopBatcher:
         return []
 
     def submit(self, lines, decode, *, n_best, tokenizer, constraints=None, glue=()):
-        from mt.serve.batcher import Job
+        from mt.serve.batchjob import Job
 
         self.sent.append((list(lines), decode.no_repeat_ngram_size))
         strict = decode.no_repeat_ngram_size == RETRY_NGRAM

@@ -14,7 +14,8 @@ from test_serve import httpx, metric, server
 
 from mt.config import DecodeConfig
 from mt.errors import MTError
-from mt.serve.batcher import Batcher, Job
+from mt.serve.batcher import Batcher
+from mt.serve.batchjob import Job
 from mt.serve.cache import Cached, TranslationCache
 from mt.serve.metrics import Metrics
 from mt.serve.settings import ServeSettings

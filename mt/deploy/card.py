@@ -27,8 +27,8 @@ EXPORT_INFO = "mt_export.json"
 _REPORT_KEYS = ("bleu", "chrf", "ter", "bleu_signature", "chrf_signature", "ter_signature", "sentences")
 _VALID_KEYS = ("bleu", "chrf", "loss", "nll", "ppl", "update")
 # what `model_card` reads of a checkpoint (mt_export.json holds the same keys)
-_STATE_KEYS = ("config", "pairs", "valid", "joint_vocab", "src_vocab_size", "tgt_vocab_size", "update", "epoch",
-               "averaged_updates")
+_STATE_KEYS = ("config", "pairs", "valid", "joint_vocab", "src_vocab_size", "tgt_vocab_size", "update",
+               "epoch", "averaged_updates")
 
 
 def run_dir_of(checkpoint: Path) -> Path | None:
@@ -87,13 +87,15 @@ def model_card(state: dict[str, Any], *, checkpoint: str, scores: dict[str, dict
         "checkpoint": checkpoint,
         "languages": _languages(state),
         "model": {"parameters": parameters, "d_model": m["d_model"], "heads": m["heads"],
-                  "encoder_layers": m["encoder_layers"], "decoder_layers": m["decoder_layers"], "d_ff": m["d_ff"],
+                  "encoder_layers": m["encoder_layers"], "decoder_layers": m["decoder_layers"],
+                  "d_ff": m["d_ff"],
                   "norm": m["norm"], "activation": m["activation"], "tie_embeddings": m["tie_embeddings"]},
         "vocabulary": {"joint": bool(state["joint_vocab"]), "source": int(state["src_vocab_size"]),
                        "target": int(state["tgt_vocab_size"])},
         "training_data": {"format": data.get("format", ""), "path": data.get("path", ""),
                           "hub_name": data.get("hub_name", ""), "train_split": data.get("train_split", ""),
-                          "valid_split": data.get("valid_split", ""), "train_limit": data.get("train_limit", 0)},
+                          "valid_split": data.get("valid_split", ""),
+                          "train_limit": data.get("train_limit", 0)},
         "update": int(state.get("update", 0)),
         "averaged_updates": [int(u) for u in state.get("averaged_updates") or []],  # [] unless an average
         "epoch": int(state.get("epoch", 0)),
@@ -128,7 +130,8 @@ def checkpoint_card_source(state: dict[str, Any], path: Path) -> CardSource:
 
 def export_card_source(info: dict[str, Any], path: Path) -> CardSource:
     """The card source of the `mt export` directory `path` whose mt_export.json holds `info`."""
-    return CardSource(info, info.get("checkpoint", str(path)), info.get("parameters"), info.get("scores", {}), None)
+    return CardSource(info, info.get("checkpoint", str(path)), info.get("parameters"), info.get("scores", {}),
+                      None)
 
 
 def model_card_for(path: Path) -> dict[str, Any]:
@@ -158,23 +161,26 @@ def model_card_markdown(card: dict[str, Any], *, title: str, extra: list[str] = 
     lines = [
         f"# {title}", "",
         f"- source checkpoint: `{card['checkpoint']}` (update {card['update']}, epoch {card['epoch']}"
-        + (f"; the average of updates {', '.join(map(str, card['averaged_updates']))})" if card.get("averaged_updates")
-           else ")"),
+        + (f"; the average of updates {', '.join(map(str, card['averaged_updates']))})"
+           if card.get("averaged_updates") else ")"),
         f"- languages: {card['languages']['source']} -> {card['languages']['target']}",
         (f"- Transformer: {params}d_model {m['d_model']}, {m['heads']} heads, {m['encoder_layers']}+"
          f"{m['decoder_layers']} layers, d_ff {m['d_ff']}, {m['norm']}-LN, {m['activation']}, "
          f"tied embeddings {m['tie_embeddings']}"),
-        (f"- vocabulary: {'joint' if v['joint'] else 'separate'} sentencepiece ({v['source']} / {v['target']} pieces)"),
+        (f"- vocabulary: {'joint' if v['joint'] else 'separate'} sentencepiece "
+         f"({v['source']} / {v['target']} pieces)"),
         (f"- training data: {data} ({t['format']}), split {t['train_split']}"
-         + (f", first {t['train_limit']} pairs" if t["train_limit"] else "") + f"; validation split {t['valid_split']}"),
+         + (f", first {t['train_limit']} pairs" if t["train_limit"] else "")
+         + f"; validation split {t['valid_split']}"),
         *extra,
-        (f"- mt decoding defaults: beam {d['beam']}, length penalty {d['length_penalty']} (alpha {d['alpha']}), "
-         f"max length {d['max_len_a']} * |src| + {d['max_len_b']}"),
+        (f"- mt decoding defaults: beam {d['beam']}, length penalty {d['length_penalty']} "
+         f"(alpha {d['alpha']}), max length {d['max_len_a']} * |src| + {d['max_len_b']}"),
         "", "## Validation (stored in the checkpoint)", "",
     ]
     val = card["validation"]
-    lines.append(f"BLEU {_num(val.get('bleu'))}, chrF {_num(val.get('chrf'))}, perplexity {_num(val.get('ppl'))} "
-                 f"at update {val.get('update', card['update'])}" if val else "none stored")
+    lines.append(f"BLEU {_num(val.get('bleu'))}, chrF {_num(val.get('chrf'))}, "
+                 f"perplexity {_num(val.get('ppl'))} at update {val.get('update', card['update'])}"
+                 if val else "none stored")
     lines += ["", "## Scores (from the run's eval reports)", ""]
     if card["test_scores"]:
         lines += ["| report | BLEU | chrF | TER | BLEU signature |", "|---|---|---|---|---|"]

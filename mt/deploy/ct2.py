@@ -76,7 +76,8 @@ def ct2_options(settings: SearchSettings) -> dict[str, Any]:
     return dict(beam_size=settings.beam, patience=1, num_hypotheses=hyps, length_penalty=penalty,
                 disable_unk=settings.forbid_unk, suppress_sequences=_BANNED, return_end_token=True,
                 return_scores=True, max_input_length=0, min_decoding_length=0,
-                no_repeat_ngram_size=settings.no_repeat_ngram_size, repetition_penalty=settings.repetition_penalty)
+                no_repeat_ngram_size=settings.no_repeat_ngram_size,
+                repetition_penalty=settings.repetition_penalty)
 
 
 def _vocabulary(model_dir: Path, side: str) -> list[str]:
@@ -115,7 +116,8 @@ class CT2Translator:
         out = []
         for ids in src_ids:
             if len(ids) + 1 > self.max_positions:
-                raise MTError(f"model: sequence of {len(ids) + 1} tokens exceeds model.max_positions={self.max_positions}")
+                raise MTError(f"model: sequence of {len(ids) + 1} tokens exceeds "
+                              f"model.max_positions={self.max_positions}")
             out.append([self.src_vocab[int(i)] for i in ids])
         return out
 
@@ -129,7 +131,8 @@ class CT2Translator:
         return max_output_lengths(lengths, settings).clamp(max=self.max_positions - 1).tolist()
 
     def score_ids(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[list[float]]:
-        """Teacher-forced log-probs of each target `y EOS` (no BOS/EOS in the inputs): len(y) + 1 floats each."""
+        """Teacher-forced log-probs of each target `y EOS` (no BOS/EOS in the inputs): len(y) + 1 floats
+        each."""
         if len(src_ids) != len(tgt_ids):
             raise ValueError(f"score_ids: {len(src_ids)} sources but {len(tgt_ids)} targets")
         if not src_ids:
@@ -141,7 +144,8 @@ class CT2Translator:
 
     def translate_ids(self, src_ids: list[list[int]], settings: SearchSettings, *,
                       exact_scores: bool = False) -> list[Results]:
-        """For each source (ids without EOS), its `settings.n_best` (tokens without BOS/EOS, score), best first.
+        """For each source (ids without EOS), its `settings.n_best` (tokens without BOS/EOS, score), best
+        first.
 
         beam 1 is greedy search (n_best must be 1; the score is the summed log-prob). Scores follow
         mt's convention: log-prob / length_penalty(|y| + 1). CTranslate2's log-probs are renormalised
@@ -158,8 +162,10 @@ class CT2Translator:
         raw: list[list[tuple[list[int], float, bool]]] = [[] for _ in src_ids]  # (tokens, log-prob, ended)
 
         def search(members: list[int], limit: int) -> list[Any]:
-            return self.translator.translate_batch([pieces[i] for i in members], max_batch_size=self.max_batch_size,
-                                                   batch_type=self.batch_type, max_decoding_length=limit, **options)
+            return self.translator.translate_batch([pieces[i] for i in members],
+                                                   max_batch_size=self.max_batch_size,
+                                                   batch_type=self.batch_type, max_decoding_length=limit,
+                                                   **options)
 
         # One search at the batch's longest limit: a sentence whose search ended before its own limit
         # is exactly what a search limited to it finds. The few that got that far (their own limit
@@ -186,7 +192,8 @@ class CT2Translator:
                 ended = bool(ids) and ids[-1] == EOS_ID
                 tokens = ids[:-1] if ended else ids
                 # undo CTranslate2's normalisation: it divided by len(hyp) ** ct2_penalty
-                raw[i].append((tokens, float(score) * len(hyp) ** ct2_penalty if hyp else float(score), ended))
+                raw[i].append((tokens, float(score) * len(hyp) ** ct2_penalty if hyp else float(score),
+                               ended))
         if exact_scores:
             self._rescore(src_ids, raw)
         else:
@@ -198,7 +205,8 @@ class CT2Translator:
             out.append(scored[:settings.n_best])
         return out
 
-    def _add_forced_eos(self, src_ids: list[list[int]], raw: list[list[tuple[list[int], float, bool]]]) -> None:
+    def _add_forced_eos(self, src_ids: list[list[int]],
+                        raw: list[list[tuple[list[int], float, bool]]]) -> None:
         """Hypotheses stopped by the length limit get mt's forced EOS: their log-prob gains log p(EOS);
         one without a log-prob (NaN: the empty output, a greedy output cut at its limit) gets the
         teacher-forced log-prob of `y EOS`."""
@@ -229,7 +237,8 @@ class CT2Translator:
         if constraints is not None:
             raise MTError(self.refusal)
         if decode.sampling:
-            raise MTError("--sampling: runs with .pt checkpoints only; an exported model searches (greedy/beam)")
+            raise MTError("--sampling: runs with .pt checkpoints only; "
+                          "an exported model searches (greedy/beam)")
         if decode.precision != "fp32":
             raise MTError(f"--precision {decode.precision}: an exported model's precision is its export's "
                           f"--quantization ({self.info.get('quantization')})")
@@ -241,8 +250,8 @@ class CT2Translator:
     @property
     def refusal(self) -> str:
         """The one line saying this engine cannot keep a glossary's terms."""
-        return (f"--glossary: '{self.model_dir}' is a CTranslate2 export, whose search cannot be constrained to a "
-                "glossary's terms; translate with the .pt checkpoint it was exported from")
+        return (f"--glossary: '{self.model_dir}' is a CTranslate2 export, whose search cannot be "
+                "constrained to a glossary's terms; translate with the .pt checkpoint it was exported from")
 
     def describe(self) -> dict[str, Any]:
         """What `mt translate/evaluate -c DIR` may print: the export's settings and source checkpoint."""

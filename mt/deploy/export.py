@@ -103,8 +103,10 @@ def build_spec(cfg: Config, state: dict[str, Any]) -> Any:
     pre = m.norm == "pre"
     activation = {"gelu": common_spec.Activation.GELU, "relu": common_spec.Activation.RELU,
                   "swish": common_spec.Activation.SWISH}[m.activation]
-    encoder = transformer_spec.TransformerEncoderSpec(m.encoder_layers, m.heads, pre_norm=pre, activation=activation)
-    decoder = transformer_spec.TransformerDecoderSpec(m.decoder_layers, m.heads, pre_norm=pre, activation=activation)
+    encoder = transformer_spec.TransformerEncoderSpec(m.encoder_layers, m.heads, pre_norm=pre,
+                                                      activation=activation)
+    decoder = transformer_spec.TransformerDecoderSpec(m.decoder_layers, m.heads, pre_norm=pre,
+                                                      activation=activation)
     spec = transformer_spec.TransformerSpec(encoder, decoder)
 
     positions = sinusoidal_positions(m.max_positions, m.d_model, m.positions).numpy()  # (P, D), mt's table
@@ -145,9 +147,11 @@ def build_spec(cfg: Config, state: dict[str, Any]) -> Any:
         _set_norm(layer.ffn.layer_norm, w, f"{p}.norm_ff")
 
     tok = state["tokenizer"]
-    src_pieces = json.loads(tok["vocab"]) if "vocab" in tok else _pieces(tok["src"])  # a shared vocabulary's, or spm's
+    # a shared vocabulary's, or spm's
+    src_pieces = json.loads(tok["vocab"]) if "vocab" in tok else _pieces(tok["src"])
     spec.register_source_vocabulary(src_pieces)
-    spec.register_target_vocabulary(_pieces(tok["tgt"]) if "tgt" in tok and "vocab" not in tok else src_pieces)
+    spec.register_target_vocabulary(_pieces(tok["tgt"]) if "tgt" in tok and "vocab" not in tok
+                                    else src_pieces)
     spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = "<unk>", "<s>", "</s>"
     spec.config.decoder_start_token = "<s>"
     spec.config.add_source_bos, spec.config.add_source_eos = False, True  # mt ends every source with EOS
@@ -157,18 +161,21 @@ def build_spec(cfg: Config, state: dict[str, Any]) -> Any:
 
 def export_model_card(info: dict[str, Any]) -> str:
     """MODEL_CARD.md of an export: the shared card (`mt.deploy.card`) plus how to use the directory."""
-    card = model_card(info, checkpoint=info["checkpoint"], scores=info["scores"], parameters=info["parameters"])
+    card = model_card(info, checkpoint=info["checkpoint"], scores=info["scores"],
+                      parameters=info["parameters"])
     extra = [f"- tokenizer files: {', '.join(info['tokenizer_files'])}",
              (f"- weights: {'float32' if info['quantization'] == 'none' else info['quantization']}"
-              + {"reduced": " in [-63, 63] (exact on AVX2 CPUs too)", "full": " in [-127, 127] (AVX2 CPUs saturate: "
-                 "for VNNI CPUs only)"}.get(info.get("int8_range", ""), "")
+              + {"reduced": " in [-63, 63] (exact on AVX2 CPUs too)",
+                 "full": " in [-127, 127] (AVX2 CPUs saturate: for VNNI CPUs only)"}.get(
+                  info.get("int8_range", ""), "")
               + f"; CTranslate2 {info['ctranslate2_version']}"),
              "- the model appends `</s>` to each source itself (config `add_source_eos`): pass plain pieces"]
     if info.get("quantization_check"):  # written by mt.deploy.quantcheck after the export
         extra.append(f"- {info['quantization_check']['summary']}")
     if info.get("pairs"):
         extra.insert(0, _languages(info))
-    lines = [model_card_markdown(card, title=f"{info['name']} — mt model exported to CTranslate2", extra=extra),
+    lines = [model_card_markdown(card, title=f"{info['name']} — mt model exported to CTranslate2",
+                                 extra=extra),
              "## Use", "", "```python", "import ctranslate2, sentencepiece as spm",
              f"sp = spm.SentencePieceProcessor(model_file='{info['tokenizer_files'][0]}')",
              "tr = ctranslate2.Translator('<this dir>', compute_type='auto')",
@@ -224,14 +231,17 @@ def _quantize_int8_reduced(spec: Any) -> None:
     model_spec.visit_spec(spec, quantize)
 
 
-def check_export(out_dir: Path, *, quantization: str = "none", force: bool = False, int8_range: str = "reduced") -> Any:
+def check_export(out_dir: Path, *, quantization: str = "none", force: bool = False,
+                 int8_range: str = "reduced") -> Any:
     """The ctranslate2 module, once the export's options and `out_dir` are checked (before any
     checkpoint is read; an MTError names what is wrong)."""
     out_dir = Path(out_dir)
     if quantization not in QUANTIZATIONS:
-        raise MTError(f"mt export: unknown quantization {quantization!r}; expected one of {', '.join(QUANTIZATIONS)}")
+        raise MTError(f"mt export: unknown quantization {quantization!r}; "
+                      f"expected one of {', '.join(QUANTIZATIONS)}")
     if int8_range not in INT8_RANGES:
-        raise MTError(f"mt export: unknown --int8-range {int8_range!r}; expected one of {', '.join(INT8_RANGES)}")
+        raise MTError(f"mt export: unknown --int8-range {int8_range!r}; "
+                      f"expected one of {', '.join(INT8_RANGES)}")
     ct2 = import_ctranslate2()
     if out_dir.exists() and not out_dir.is_dir():
         raise MTError(f"mt export: '{out_dir}' exists and is not a directory")
@@ -240,8 +250,8 @@ def check_export(out_dir: Path, *, quantization: str = "none", force: bool = Fal
     return ct2
 
 
-def export_ctranslate2(checkpoint: Checkpoint | Path, out_dir: Path, *, quantization: str = "none", force: bool = False,
-                       int8_range: str = "reduced") -> Path:
+def export_ctranslate2(checkpoint: Checkpoint | Path, out_dir: Path, *, quantization: str = "none",
+                       force: bool = False, int8_range: str = "reduced") -> Path:
     """Write the CTranslate2 model directory `out_dir` for an mt checkpoint (read here from its
     path, or already read: a `Checkpoint`); returns `out_dir`.
 
@@ -261,7 +271,8 @@ def export_ctranslate2(checkpoint: Checkpoint | Path, out_dir: Path, *, quantiza
     try:
         spec.validate()
     except ValueError as e:
-        raise MTError(f"mt export: '{path}' does not fit a CTranslate2 Transformer ({str(e).splitlines()[0]})") from None
+        raise MTError(f"mt export: '{path}' does not fit a CTranslate2 Transformer "
+                      f"({str(e).splitlines()[0]})") from None
     if quantization.startswith("int8") and int8_range == "reduced":
         spec.optimize(quantization=None)  # aliases tied weights; quantised below
         _quantize_int8_reduced(spec)
@@ -299,7 +310,8 @@ def export_ctranslate2(checkpoint: Checkpoint | Path, out_dir: Path, *, quantiza
             "valid": state.get("valid", {}),
             "scores": eval_scores(run_dir_of(path)),
         }
-        (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        (tmp / EXPORT_INFO).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n",
+                                       encoding="utf-8")
         (tmp / MODEL_CARD).write_text(export_model_card(info), encoding="utf-8")
         install_dir(tmp, out_dir)
     except BaseException:

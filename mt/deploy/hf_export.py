@@ -54,12 +54,13 @@ _NEEDS_HF = "mt export --format hf: needs the transformers package: pip install 
 def exportable(cfg: Config, tokenizer: Tokenizer) -> None:
     """MTError (one line: why) when no transformers class expresses the model exactly."""
     if cfg.model.norm != "post":
-        raise MTError("mt export --format hf: pre-LN models (model.norm: pre) have no exact transformers class "
-                      "(Marian is post-LN; MBart adds layernorm_embedding; M2M100's positions differ): "
+        raise MTError("mt export --format hf: pre-LN models (model.norm: pre) have no exact transformers "
+                      "class (Marian is post-LN; MBart adds layernorm_embedding; M2M100's positions differ): "
                       "train with --set model.norm=post to export")
     if not tokenizer.joint:
-        raise MTError("mt export --format hf: separate source and target vocabularies (tokenizer.joint: false) "
-                      "are not mapped onto MarianTokenizer; train with tokenizer.joint: true to export")
+        raise MTError("mt export --format hf: separate source and target vocabularies "
+                      "(tokenizer.joint: false) are not mapped onto MarianTokenizer; "
+                      "train with tokenizer.joint: true to export")
 
 
 def vocabulary(tokenizer: Tokenizer) -> list[str]:
@@ -68,16 +69,19 @@ def vocabulary(tokenizer: Tokenizer) -> list[str]:
     for lang, i in tokenizer.target_tags().items():
         pieces[i] = f">>{lang}<<"
     if len(set(pieces)) != len(pieces):
-        raise MTError("mt export --format hf: the vocabulary has a piece twice; vocab.json needs unique pieces")
+        raise MTError("mt export --format hf: the vocabulary has a piece twice; "
+                      "vocab.json needs unique pieces")
     return pieces
 
 
 def marian_config(cfg: Config, vocab_size: int) -> dict[str, Any]:
-    """MarianConfig keyword arguments for an mt model config (ids: PAD 0, UNK 1, BOS 2 = decoder start, EOS 3)."""
+    """MarianConfig keyword arguments for an mt model config (ids: PAD 0, UNK 1, BOS 2 = decoder start,
+    EOS 3)."""
     m = cfg.model
     return dict(vocab_size=vocab_size, decoder_vocab_size=vocab_size, d_model=m.d_model,
-                encoder_layers=m.encoder_layers, decoder_layers=m.decoder_layers, encoder_attention_heads=m.heads,
-                decoder_attention_heads=m.heads, encoder_ffn_dim=m.d_ff, decoder_ffn_dim=m.d_ff,
+                encoder_layers=m.encoder_layers, decoder_layers=m.decoder_layers,
+                encoder_attention_heads=m.heads, decoder_attention_heads=m.heads,
+                encoder_ffn_dim=m.d_ff, decoder_ffn_dim=m.d_ff,
                 activation_function=ACTIVATIONS[m.activation], max_position_embeddings=m.max_positions,
                 dropout=m.dropout, attention_dropout=m.attention_dropout, activation_dropout=0.0,
                 scale_embedding=m.scale_embedding, share_encoder_decoder_embeddings=True,
@@ -109,8 +113,9 @@ def generation_settings(cfg: Config) -> dict[str, Any]:
     the n-grams transformers sees start with BOS, which is never emitted again)."""
     d = cfg.decode
     banned = [[PAD_ID], [BOS_ID]] + ([[UNK_ID]] if d.forbid_unk else [])
-    beam = {} if d.beam == 1 else dict(num_beams=d.beam, early_stopping=True, length_penalty=hf_length_penalty(
-        d.length_penalty, d.alpha, cfg.model.max_positions))
+    beam = {} if d.beam == 1 else dict(
+        num_beams=d.beam, early_stopping=True,
+        length_penalty=hf_length_penalty(d.length_penalty, d.alpha, cfg.model.max_positions))
     if d.no_repeat_ngram_size:
         beam["no_repeat_ngram_size"] = d.no_repeat_ngram_size
     return dict(bad_words_ids=banned, max_length=cfg.model.max_positions, decoder_start_token_id=BOS_ID,
@@ -125,8 +130,10 @@ def hub_card(state: dict[str, Any], cfg: Config, path: Path, languages: list[str
     card = model_card(state, checkpoint=path.name, scores=scores, parameters=parameters)
     header = ["---", "language:", *[f"- {lang}" for lang in languages],
               'license: ""  # left to you: the license of the training data and of this model',
-              "library_name: transformers", "pipeline_tag: translation", "tags:", "- translation", "- marian", "- mt"]
-    results = [(name, metric, s[metric]) for name, s in scores.items() for metric in ("bleu", "chrf") if metric in s]
+              "library_name: transformers", "pipeline_tag: translation", "tags:", "- translation", "- marian",
+              "- mt"]
+    results = [(name, metric, s[metric]) for name, s in scores.items() for metric in ("bleu", "chrf")
+               if metric in s]
     if results:
         header += ["model-index:", f"- name: {card['name']}", "  results:"]
         for name, metric, value in results:
@@ -143,9 +150,10 @@ def hub_card(state: dict[str, Any], cfg: Config, path: Path, languages: list[str
            "print(tok.batch_decode(model.generate(**batch), skip_special_tokens=True))", "```", "",
            "With transformers 4.x, `pipeline('translation', model='<this dir>')` does the same "
            "(transformers 5 removed that pipeline).", "", *_beam_note(cfg)]
-    body = model_card_markdown(card, title=f"{card['name']} — mt model exported to transformers (MarianMTModel)",
-                               extra=["- files: config.json, model.safetensors, generation_config.json, source.spm, "
-                                      "target.spm, vocab.json, tokenizer_config.json"])
+    body = model_card_markdown(card,
+                               title=f"{card['name']} — mt model exported to transformers (MarianMTModel)",
+                               extra=["- files: config.json, model.safetensors, generation_config.json, "
+                                      "source.spm, target.spm, vocab.json, tokenizer_config.json"])
     return "\n".join(header) + "\n\n" + body + "\n" + "\n".join(use)
 
 
@@ -156,10 +164,10 @@ def _beam_note(cfg: Config) -> list[str]:
         return []
     p = hf_length_penalty(d.length_penalty, d.alpha, cfg.model.max_positions)
     return ["## Beam search", "",
-            f"mt ranks beam hypotheses by log P / ((5 + |y|) / 6)^{d.alpha:g} (GNMT); transformers can only divide "
-            f"by |y|^p, so generation_config.json has `length_penalty: {p}`, the p closest to it over the lengths "
-            "the model handles. Beam search may therefore choose another hypothesis than `mt translate` for some "
-            "sentences; greedy search (`num_beams=1`) is identical.", ""]
+            f"mt ranks beam hypotheses by log P / ((5 + |y|) / 6)^{d.alpha:g} (GNMT); transformers can "
+            f"only divide by |y|^p, so generation_config.json has `length_penalty: {p}`, the p closest to "
+            "it over the lengths the model handles. Beam search may therefore choose another hypothesis "
+            "than `mt translate` for some sentences; greedy search (`num_beams=1`) is identical.", ""]
 
 
 def export_hf(checkpoint: Checkpoint | Path, out_dir: Path, *, force: bool = False) -> Path:
@@ -183,14 +191,17 @@ def export_hf(checkpoint: Checkpoint | Path, out_dir: Path, *, force: bool = Fal
     exportable(cfg, tokenizer)
     pieces = vocabulary(tokenizer)
     m = cfg.model
-    weights = mt_to_marian(source.weights, layers=(m.encoder_layers, m.decoder_layers), tied=m.tie_embeddings,
+    weights = mt_to_marian(source.weights, layers=(m.encoder_layers, m.decoder_layers),
+                           tied=m.tie_embeddings,
                            perm=residual_order(m.d_model) if m.positions == "interleaved" else None)
     model = MarianMTModel(MarianConfig(**marian_config(cfg, len(pieces))))
     missing, unexpected = model.load_state_dict(weights, strict=False)
     if unexpected or any("embed_positions" not in k for k in missing):
-        raise MTError(f"mt export --format hf: weights do not fit MarianMTModel (missing {missing}, unexpected {unexpected})")
+        raise MTError(f"mt export --format hf: weights do not fit MarianMTModel "
+                      f"(missing {missing}, unexpected {unexpected})")
     model.generation_config = GenerationConfig(**generation_settings(cfg))
-    languages = list(dict.fromkeys([p.src_lang for p in cfg.data.pairs] + [p.tgt_lang for p in cfg.data.pairs]))
+    languages = list(dict.fromkeys([p.src_lang for p in cfg.data.pairs]
+                                   + [p.tgt_lang for p in cfg.data.pairs]))
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
@@ -200,13 +211,16 @@ def export_hf(checkpoint: Checkpoint | Path, out_dir: Path, *, force: bool = Fal
         files = tokenizer.model_bytes()
         (tmp / "source.spm").write_bytes(files["src"])
         (tmp / "target.spm").write_bytes(files.get("tgt", files["src"]))
-        (tmp / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)}, ensure_ascii=False, indent=1),
+        (tmp / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(pieces)},
+                                                   ensure_ascii=False, indent=1),
                                          encoding="utf-8")
         pair = cfg.data.pairs[0]
         MarianTokenizer(str(tmp / "source.spm"), str(tmp / "target.spm"), str(tmp / "vocab.json"),
                         source_lang=pair.src_lang, target_lang=pair.tgt_lang,
-                        model_max_length=m.max_positions, clean_up_tokenization_spaces=False).save_pretrained(tmp)
-        (tmp / "README.md").write_text(hub_card(state, cfg, source.path, languages, parameter_count(state)), encoding="utf-8")
+                        model_max_length=m.max_positions,
+                        clean_up_tokenization_spaces=False).save_pretrained(tmp)
+        (tmp / "README.md").write_text(hub_card(state, cfg, source.path, languages, parameter_count(state)),
+                                       encoding="utf-8")
         install_dir(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

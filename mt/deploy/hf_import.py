@@ -78,23 +78,27 @@ def model_config(cfg: dict[str, Any], path: Path) -> ModelConfig:
     """mt's model config for a Marian config.json; MTError naming a field with no mapping."""
     for key, value in _FIXED.items():
         if key in cfg and cfg[key] is not None and bool(cfg[key]) != value:
-            raise MTError(f"{path}: field '{key}' = {cfg[key]!r} has no mapping in mt (it supports {value!r})")
+            raise MTError(f"{path}: field '{key}' = {cfg[key]!r} has no mapping in mt "
+                          f"(it supports {value!r})")
     pairs = (("encoder_attention_heads", "decoder_attention_heads"), ("encoder_ffn_dim", "decoder_ffn_dim"))
     for a, b in pairs:
         if _field(cfg, path, a) != _field(cfg, path, b):
-            raise MTError(f"{path}: field '{b}' = {cfg[b]} differs from '{a}' = {cfg[a]}: mt uses one value for both")
+            raise MTError(f"{path}: field '{b}' = {cfg[b]} differs from '{a}' = {cfg[a]}: "
+                          f"mt uses one value for both")
     act = _field(cfg, path, "activation_function", "gelu")
     if act not in ACTIVATIONS:
         raise MTError(f"{path}: field 'activation_function' = {act!r} has no mapping in mt "
                       f"(it supports {', '.join(ACTIVATIONS)})")
     if cfg.get("decoder_vocab_size") not in (None, cfg.get("vocab_size")):
-        raise MTError(f"{path}: field 'decoder_vocab_size' = {cfg['decoder_vocab_size']} differs from 'vocab_size': "
-                      f"separate vocabularies have no mapping in mt")
+        raise MTError(f"{path}: field 'decoder_vocab_size' = {cfg['decoder_vocab_size']} "
+                      f"differs from 'vocab_size': separate vocabularies have no mapping in mt")
     return ModelConfig(
         d_model=int(_field(cfg, path, "d_model")), heads=int(cfg["encoder_attention_heads"]),
-        encoder_layers=int(_field(cfg, path, "encoder_layers")), decoder_layers=int(_field(cfg, path, "decoder_layers")),
+        encoder_layers=int(_field(cfg, path, "encoder_layers")),
+        decoder_layers=int(_field(cfg, path, "decoder_layers")),
         d_ff=int(cfg["encoder_ffn_dim"]), dropout=float(cfg.get("dropout", 0.1)),
-        attention_dropout=float(cfg.get("attention_dropout", 0.0)), activation=ACTIVATIONS[act], norm="post",  # type: ignore[arg-type]
+        attention_dropout=float(cfg.get("attention_dropout", 0.0)),
+        activation=ACTIVATIONS[act], norm="post",  # type: ignore[arg-type]
         tie_embeddings=bool(cfg.get("tie_word_embeddings", True)),
         max_positions=int(_field(cfg, path, "max_position_embeddings")), positions="halves",
         scale_embedding=bool(cfg.get("scale_embedding", False)), final_logits_bias=True)
@@ -104,9 +108,11 @@ def _tokenizer_files(model_dir: Path, cfg: dict[str, Any]) -> tuple[bytes, bytes
     """source.spm, target.spm and vocab.json, checked against config.json's vocab_size."""
     for name in TOKENIZER_FILES:
         if not (model_dir / name).is_file():
-            raise MTError(f"{model_dir / name}: missing (a Marian directory has {', '.join(TOKENIZER_FILES)})")
+            raise MTError(f"{model_dir / name}: missing "
+                          f"(a Marian directory has {', '.join(TOKENIZER_FILES)})")
     if (model_dir / "target_vocab.json").is_file():
-        raise MTError(f"{model_dir / 'target_vocab.json'}: separate source and target vocabularies have no mapping in mt")
+        raise MTError(f"{model_dir / 'target_vocab.json'}: "
+                      "separate source and target vocabularies have no mapping in mt")
     path = model_dir / "vocab.json"
     try:
         vocab = json.loads(path.read_text(encoding="utf-8"))
@@ -134,8 +140,8 @@ def _languages(model_dir: Path, src_lang: str | None, tgt_lang: str | None) -> t
             saved = {}
     src, tgt = src_lang or saved.get("source_lang"), tgt_lang or saved.get("target_lang")
     if not (isinstance(src, str) and src and isinstance(tgt, str) and tgt):
-        raise MTError(f"{model_dir}: languages unknown (tokenizer_config.json names no source_lang/target_lang): "
-                      f"give --src-lang and --tgt-lang")
+        raise MTError(f"{model_dir}: languages unknown (tokenizer_config.json names no "
+                      f"source_lang/target_lang): give --src-lang and --tgt-lang")
     return src, tgt
 
 
@@ -153,7 +159,8 @@ def _load_weights(model_dir: Path) -> dict[str, torch.Tensor]:
     try:
         model = MarianMTModel.from_pretrained(str(model_dir), dtype=torch.float32)
     except (OSError, ValueError, RuntimeError) as e:
-        raise MTError(f"{model_dir}: transformers could not load the weights: {str(e).splitlines()[0]}") from None
+        raise MTError(f"{model_dir}: transformers could not load the weights: "
+                      f"{str(e).splitlines()[0]}") from None
     return {k: v.detach() for k, v in model.state_dict().items()}
 
 
@@ -166,13 +173,14 @@ def import_marian(model_dir: Path, out: Path, *, src_lang: str | None = None, tg
     mcfg = model_config(raw, path)
     src_spm, tgt_spm, vocab = _tokenizer_files(model_dir, raw)
     src, tgt = _languages(model_dir, src_lang, tgt_lang)
-    pad, start, eos = (int(_field(raw, path, k)) for k in ("pad_token_id", "decoder_start_token_id", "eos_token_id"))
+    pad, start, eos = (int(_field(raw, path, k))
+                       for k in ("pad_token_id", "decoder_start_token_id", "eos_token_id"))
     order = vocab_order(pad, vocab["<unk>"], start, eos, len(vocab))
     by_id = {i: piece for piece, i in vocab.items()}
-    pieces = list(SPECIALS) + [_LANG_CODE.sub(r"<2\1>", by_id[i]) if _LANG_CODE.fullmatch(by_id[i]) else by_id[i]
-                               for i in order[4:]]
-    weights = marian_to_mt(_load_weights(model_dir), layers=(mcfg.encoder_layers, mcfg.decoder_layers), order=order,
-                           tied=mcfg.tie_embeddings)
+    pieces = list(SPECIALS) + [_LANG_CODE.sub(r"<2\1>", by_id[i]) if _LANG_CODE.fullmatch(by_id[i])
+                               else by_id[i] for i in order[4:]]
+    weights = marian_to_mt(_load_weights(model_dir), layers=(mcfg.encoder_layers, mcfg.decoder_layers),
+                           order=order, tied=mcfg.tie_embeddings)
     if not mcfg.tie_embeddings or (order[0] is not None and not weights["final_logits_bias"].any()):
         weights.pop("final_logits_bias", None)  # untied: out_proj's own bias; zeros (an mt export): none
         mcfg = dataclasses.replace(mcfg, final_logits_bias=False)

@@ -39,10 +39,12 @@ class ModelProvenance:
     """Where a loaded model comes from, as plain data: picklable (the serve worker sends it to the
     HTTP process, which then never reads a checkpoint)."""
 
-    files: tuple[Path, ...]  # what `-c` named, in order: .pt files (several: an ensemble) or an export directory
+    # what `-c` named, in order: .pt files (several: an ensemble) or an export directory
+    files: tuple[Path, ...]
     sha256s: tuple[str, ...]  # of each one's weights: a checkpoint's file, an export's model.bin
     update: int  # the training update of the first (an export's, from its mt_export.json)
-    init_from: tuple[dict[str, Any] | None, ...]  # each one's {"path", "sha256", "update"}: where its run started
+    # each one's {"path", "sha256", "update"}: where its run started
+    init_from: tuple[dict[str, Any] | None, ...]
     card_source: CardSource  # what the first one's model card is made of (`card_source.card()`)
 
     @property
@@ -73,22 +75,26 @@ def load_model(paths: Sequence[Path], device: str) -> LoadedModel:
         return _load_checkpoints(paths, resolve_device(device))
     path = exports[0]
     if len(paths) > 1:
-        raise MTError(f"-c {path}: an exported CTranslate2 model cannot be part of an ensemble; give it alone")
+        raise MTError(f"-c {path}: an exported CTranslate2 model cannot be part of an ensemble; "
+                      "give it alone")
     if device not in ("auto", "cpu"):
         raise MTError(f"--device {device}: an exported CTranslate2 model ('{path}') runs on the CPU here; "
                       "use --device cpu or the .pt checkpoint")
     from mt.deploy.ct2 import CT2Translator  # ctranslate2 is an optional extra
 
-    translator = CT2Translator(path, max_batch_size=0)  # one CTranslate2 batch per mt batch (decode.max_tokens)
+    # one CTranslate2 batch per mt batch (decode.max_tokens)
+    translator = CT2Translator(path, max_batch_size=0)
     try:
         cfg = config_from_dict(translator.info["config"])
     except MTError as e:
         raise MTError(f"'{path}': stored config is invalid: {e}") from None
     # An export keeps no init_from record: only the path its config names.
     init = {"path": cfg.train.init_from, "sha256": None, "update": None} if cfg.train.init_from else None
-    provenance = ModelProvenance((Path(path),), (sha256_file(Path(path) / WEIGHTS_FILE),), int(translator.info["update"]),
-                                 (init,), export_card_source(translator.info, Path(path)))
-    return LoadedModel(translator, Tokenizer.from_files(path, targets=cfg.data.target_langs), cfg, torch.device("cpu"), provenance)
+    provenance = ModelProvenance((Path(path),), (sha256_file(Path(path) / WEIGHTS_FILE),),
+                                 int(translator.info["update"]), (init,),
+                                 export_card_source(translator.info, Path(path)))
+    return LoadedModel(translator, Tokenizer.from_files(path, targets=cfg.data.target_langs), cfg,
+                       torch.device("cpu"), provenance)
 
 
 def _load_checkpoints(paths: Sequence[Path], device: torch.device) -> LoadedModel:

@@ -16,7 +16,8 @@ are lm_head(h) + final_logits_bias). Per layer:
     decoder.i.cross_attn.out            ...encoder_attn.out_proj
     decoder.i.norm_cross / norm_ff      ...encoder_attn_layer_norm / final_layer_norm
     src_embed / tgt_embed               model.shared (one matrix when shared) or encoder/decoder.embed_tokens
-    out_proj.weight / .bias             lm_head.weight / final_logits_bias (tied: tgt_embed, final_logits_bias buffer)
+    out_proj.weight / .bias             lm_head.weight / final_logits_bias
+                                        (tied: tgt_embed, final_logits_bias buffer)
 
 Two re-indexings connect them:
 
@@ -125,7 +126,8 @@ def marian_to_mt(sd: dict[str, Tensor], *, layers: tuple[int, int], order: list[
     return out
 
 
-def mt_to_marian(w: dict[str, Tensor], *, layers: tuple[int, int], tied: bool, perm: Tensor | None) -> dict[str, Tensor]:
+def mt_to_marian(w: dict[str, Tensor], *, layers: tuple[int, int], tied: bool,
+                 perm: Tensor | None) -> dict[str, Tensor]:
     """mt Transformer weights (a joint vocabulary) -> a MarianMTModel state dict with the same
     vocabulary order; `perm`: `residual_order` for an interleaved position table, None for `halves`.
     Untied, the encoder and decoder embeddings and lm_head are three matrices (model.shared unused)."""
@@ -135,16 +137,18 @@ def mt_to_marian(w: dict[str, Tensor], *, layers: tuple[int, int], tied: bool, p
         for i in range(n):
             for ours, theirs, role in table:
                 for kind in ("weight", "bias"):
-                    sd[f"{prefix}.{i}.{theirs}.{kind}"] = _permute(w[f"{stack}.{i}.{ours}.{kind}"], role, perm, False)
+                    sd[f"{prefix}.{i}.{theirs}.{kind}"] = _permute(w[f"{stack}.{i}.{ours}.{kind}"],
+                                                                   role, perm, False)
     for stack, ours, theirs, parts in _FUSED:
         for i in range(layers[0] if stack == "encoder" else layers[1]):
             weight, bias = w[f"{stack}.{i}.{ours}.weight"], w[f"{stack}.{i}.{ours}.bias"]
             for c, wc, bc in zip(parts, weight.chunk(len(parts)), bias.chunk(len(parts))):
                 sd[f"model.{stack}.layers.{i}.{theirs}.{c}_proj.weight"] = _permute(wc, "in", perm, False)
                 sd[f"model.{stack}.layers.{i}.{theirs}.{c}_proj.bias"] = bc.clone()
-    src, tgt = _permute(w["src_embed.weight"], "in", perm, False), _permute(w["tgt_embed.weight"], "in", perm, False)
-    sd["model.shared.weight"], sd["model.encoder.embed_tokens.weight"], sd["model.decoder.embed_tokens.weight"] = (
-        (tgt, tgt, tgt) if tied else (src, src, tgt))
+    src, tgt = (_permute(w["src_embed.weight"], "in", perm, False),
+                _permute(w["tgt_embed.weight"], "in", perm, False))
+    (sd["model.shared.weight"], sd["model.encoder.embed_tokens.weight"],
+     sd["model.decoder.embed_tokens.weight"]) = (tgt, tgt, tgt) if tied else (src, src, tgt)
     if tied:
         sd["lm_head.weight"] = tgt
         bias = w.get("final_logits_bias", torch.zeros(tgt.size(0)))

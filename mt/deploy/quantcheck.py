@@ -64,9 +64,11 @@ def check_quantization(export_dir: Path, checkpoint: Checkpoint | Path, *,
                 hyps = translate_lines(eng, tok, src, decode, device="cpu")
                 seconds = time.perf_counter() - started
                 scores = score(hyps, ref, tokenize=bleu_tokenize)
-                row[name] = {"bleu": round(scores.bleu, 2), "chrf": round(scores.chrf, 2), "seconds": round(seconds, 2)}
+                row[name] = {"bleu": round(scores.bleu, 2), "chrf": round(scores.chrf, 2),
+                             "seconds": round(seconds, 2)}
             row["bleu_delta"] = round(row[quantization]["bleu"] - row["float32"]["bleu"], 2)
-            row["logprob_error"] = _logprob_error(engines["float32"], engine, tok, src, ref, cfg.model.max_positions)
+            row["logprob_error"] = _logprob_error(engines["float32"], engine, tok, src, ref,
+                                                  cfg.model.max_positions)
             results.append(row)
     record["sets"] = results
     record["bleu_delta"] = round(sum(r["bleu_delta"] for r in results) / len(results), 2)
@@ -94,9 +96,11 @@ def describe(record: dict[str, Any]) -> str:
     q = record["quantization"]
     if "skipped" in record:
         return f"{q} against float32: not measured: {record['skipped']}"
-    parts = [f"{r['label']} ({r['sentences']:,} sentences): BLEU {r[q]['bleu']:.2f} against {r['float32']['bleu']:.2f} "
+    parts = [f"{r['label']} ({r['sentences']:,} sentences): "
+             f"BLEU {r[q]['bleu']:.2f} against {r['float32']['bleu']:.2f} "
              f"({r['bleu_delta']:+.2f}), chrF {r[q]['chrf']:.2f} against {r['float32']['chrf']:.2f}, "
-             f"token log-prob error mean {r['logprob_error']['mean']:.4f} / p99 {r['logprob_error']['p99']:.4f}"
+             f"token log-prob error mean {r['logprob_error']['mean']:.4f} "
+             f"/ p99 {r['logprob_error']['p99']:.4f}"
              for r in record["sets"]]
     name = f"{q} ({record['int8_range']} range)" if record.get("int8_range") else q
     return (f"{name} against float32, beam {record['beam']}, measured at export on {record['cpu']} "

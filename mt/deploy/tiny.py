@@ -26,7 +26,8 @@ from mt.data.tokenizer import train_sentencepiece
 from mt.model.checkpoint import inference_state, save_checkpoint
 from mt.model.transformer import Transformer
 
-_ALPHABETS = ("abcdefghijklmnopqrstuvwxyz", "äöüßéèàçñ", "αβγδεζηθικλμνξοπρστυφχψω", "абвгдежзийклмнопрстуфхцчшщыэюя",
+_ALPHABETS = ("abcdefghijklmnopqrstuvwxyz", "äöüßéèàçñ", "αβγδεζηθικλμνξοπρστυφχψω",
+              "абвгдежзийклмнопрстуфхцчшщыэюя",
               "的一是不了人我在有他这中大来上国个到说们")
 
 
@@ -36,8 +37,8 @@ def tiny_config(name: str = "tiny-random", src_lang: str = "en", tgt_lang: str =
         "name": name,
         "data": {"src_lang": src_lang, "tgt_lang": tgt_lang},
         "tokenizer": {"vocab_size": 400, "joint": True},
-        "model": {"d_model": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "d_ff": 64, "dropout": 0.0,
-                  "max_positions": 256},
+        "model": {"d_model": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "d_ff": 64,
+                  "dropout": 0.0, "max_positions": 256},
         "decode": {"beam": 1, "max_len_a": 0.5, "max_len_b": 5, "max_tokens": 4000},
     })
 
@@ -62,7 +63,8 @@ def write_random_checkpoint(path: Path, *, seed: int = 0, src_lang: str = "en", 
     sample = synthetic_sentences(3000, seed)
     tokenizer = train_sentencepiece(sample, sample, cfg.tokenizer)
     torch.manual_seed(seed)
-    model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, joint_vocab=tokenizer.joint)
+    model = Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
+                        joint_vocab=tokenizer.joint)
     save_checkpoint(path, inference_state(cfg, tokenizer, model))
     return path
 

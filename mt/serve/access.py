@@ -21,9 +21,10 @@ from mt.serve.metrics import Metrics
 access_log = logging.getLogger("mt.serve.access")
 
 TRANSLATE_ROUTES = frozenset({"/translate", "/v1/translate"})
-KNOWN_ROUTES = frozenset({"/translate", "/languages", "/detect", "/frontend/settings", "/suggest", "/translate_file",
-                          "/v1/translate", "/v1/settings", "/v1/models", "/v1/model-card", "/v1/admin/reload", "/health",
-                          "/ready", "/metrics", "/docs", "/redoc", "/openapi.json", "/"})
+KNOWN_ROUTES = frozenset({"/translate", "/languages", "/detect", "/frontend/settings", "/suggest",
+                          "/translate_file", "/v1/translate", "/v1/settings", "/v1/models", "/v1/model-card",
+                          "/v1/admin/reload", "/health", "/ready", "/metrics", "/docs", "/redoc",
+                          "/openapi.json", "/"})
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
@@ -42,7 +43,8 @@ class AccessMiddleware:
         given = dict(scope.get("headers") or []).get(b"x-request-id", b"").decode("latin-1")
         request_id = given if _REQUEST_ID.match(given) else uuid.uuid4().hex[:16]
         path = scope.get("path", "")
-        route = path if path in KNOWN_ROUTES else "/download_file" if path.startswith("/download_file/") else "other"
+        route = (path if path in KNOWN_ROUTES
+                 else "/download_file" if path.startswith("/download_file/") else "other")
         status = 500
 
         async def send_with_id(message: dict[str, Any]) -> None:

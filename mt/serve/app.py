@@ -1,5 +1,6 @@
 """The FastAPI app: LibreTranslate-compatible /translate and /languages, mt's own /v1 API,
-operations routes (/health, /ready, /metrics), the API reference (/docs, /redoc: no CDN) and the web page at /.
+operations routes (/health, /ready, /metrics), the API reference (/docs, /redoc: no CDN) and the
+web page at /.
 
 `create_app(settings, specs)` assembles the server in the layout of FastAPI's full-stack
 template: one `APIRouter` per API in `mt.serve.routes`, the dependencies they share in
@@ -47,7 +48,8 @@ def create_app(settings: ServeSettings, specs: Sequence[Spec]) -> FastAPI:
     app.state.serve = state
     app.add_middleware(AccessMiddleware, metrics=state.metrics)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["GET", "POST"],
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST"],
                            allow_headers=["Content-Type", "X-API-Key", "Authorization"], max_age=86400)
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, invalid_request)

@@ -28,7 +28,8 @@ alongside. Cancelling a job (client gone, timeout) removes its queued segments a
 its segments still in the current round, so no queue slot leaks. The worker never dies on a
 failing batch: the jobs in it get the exception.
 
-Every time the batcher reads or waits on goes through its `Clock` (`mt.serve.batchparts`).
+Every time the batcher reads or waits on goes through its `Clock` (`mt.serve.batchparts`). The
+`Job` and what the batcher reads of its segments are `mt.serve.batchjob`'s.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -51,11 +52,10 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import scored
 from mt.decode.engine import Engine, Results, rows_per_sentence
 from mt.errors import MTError
+from mt.serve.batchjob import Job, fail_job, keeps_terms, segment_work
 from mt.serve.batchparts import BatchStats, Clock, QueueFull, RealClock
 
 log = logging.getLogger(__name__)
-
-Hyps = list[tuple[str, float]]  # one line's outputs: (text, score), best first; score NaN when unknown
 
 
 # A filling batch waits for the next segment at most max_wait_ms, and in all at most this many
@@ -68,25 +68,6 @@ RATE_BATCHES = 16
 
 
 @dataclass
-class Job:
-    """One request's segments. `future` -> list of Hyps, one per line, in order."""
-
-    ids: list[list[int]]
-    decode: DecodeConfig
-    n_best: int | None
-    warnings: list[str]
-    future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
-    tokens: list[Results | None] = field(default_factory=list)
-    left: int = 0
-    cancelled: bool = False
-    cut: list[bool] = field(default_factory=list)  # per line: cut to the model's limit (`warnings` counts them)
-    constraints: list[list[list[int]]] | None = None  # per line: the target pieces of its glossary terms
-    glue: tuple[int, ...] = ()  # target pieces barred right after a term (`mt.decode.terms.TermConstraints.glue`)
-    lines: list[str] = field(default_factory=list)  # the source lines (stripped), for their confidence
-    confidence: list[float] = field(default_factory=list)  # per line, its 1-best's (`mt.decode.confidence`), once done
-
-
-@dataclass
 class _Item:
     job: Job
     index: int  # the line's index inside its request: its sentence id for sampling
@@ -95,7 +76,7 @@ class _Item:
     @property
     def constrained(self) -> bool:
         """The segment holds glossary terms: the constrained beam search decodes it."""
-        return _constrained(self.job, self.index)
+        return keeps_terms(self.job, self.index)
 
     @property
     def key(self) -> tuple[object, ...]:
@@ -203,7 +184,7 @@ class Batcher:
                 raise QueueFull("the server is shutting down")
             if len(self._queue) + len(todo) > self.queue_size:
                 raise QueueFull(f"{len(self._queue)} segments queued, room for {self.queue_size}")
-            self._admit(sum(_work(job, i) for i in todo))
+            self._admit(sum(segment_work(job, i) for i in todo))
             self._queue.extend(_Item(job, i, now) for i in todo)
             self._last_arrival = now
             self._on_depth(len(self._queue))
@@ -237,7 +218,7 @@ class Batcher:
             self._on_depth(0)
             self._cond.notify_all()
         for item in left:
-            _fail(item.job, RuntimeError("server stopped"))
+            fail_job(item.job, RuntimeError("server stopped"))
         self._thread.join(timeout)
 
     # ------------------------------------------------------------------ worker side
@@ -259,7 +240,8 @@ class Batcher:
             while (not self._stopping and self._queue and self._queued_tokens() < budget
                    and not (self._last_jobs > 1 and self._queued_jobs() >= self._last_jobs)
                    and not (self._last_jobs <= 1 and self._nobody_else_coming())):
-                # (the last round's requests all back: go) max_wait_s without a new segment, never past the cap
+                # (the last round's requests all back: go)
+                # max_wait_s without a new segment, never past the cap
                 deadline = min(max(since, self._last_arrival) + self.max_wait_s, cap)
                 remaining = deadline - self._now()
                 if remaining <= 0:
@@ -286,7 +268,7 @@ class Batcher:
     def _admit(self, work: int) -> None:
         """QueueFull when, with work ahead, the queue, the running round and `work` would take longer
         than `admit_within_s` at the measured rate. Called under the lock."""
-        ahead = sum(_work(item.job, item.index) for item in self._queue) + self._running_work
+        ahead = sum(segment_work(item.job, item.index) for item in self._queue) + self._running_work
         done_work, seconds = sum(w for w, _ in self._measured), sum(t for _, t in self._measured)
         if self.admit_within_s is None or not ahead or done_work <= 0 or seconds <= 0:
             return
@@ -303,7 +285,8 @@ class Batcher:
     @staticmethod
     def _budget(item: _Item) -> int:
         """Sentences (= source tokens, one per sentence at least) per batch for the item's options."""
-        return max(1, item.job.decode.max_tokens // rows_per_sentence(item.job.decode, constrained=item.constrained))
+        return max(1, item.job.decode.max_tokens
+                   // rows_per_sentence(item.job.decode, constrained=item.constrained))
 
     def _supervise(self) -> None:
         """Run the worker loop until `stop`; restart it after a failure (see `__init__`)."""
@@ -312,12 +295,13 @@ class Batcher:
                 self._run()
                 return
             except Exception as e:  # noqa: BLE001 - a bug in the loop: its round fails, the loop runs again
-                log.exception("serve: the batcher's worker thread failed; restarting it in %g s", self.restart_delay_s)
+                log.exception("serve: the batcher's worker thread failed; restarting it in %g s",
+                              self.restart_delay_s)
                 self.crashed = f"{type(e).__name__}: {e}"
                 with self._cond:
                     failed, self._round, self._running_work = self._round, [], 0
                 for job in {id(item.job): item.job for item in failed}.values():
-                    _fail(job, RuntimeError(f"the batcher's worker thread failed ({self.crashed})"))
+                    fail_job(job, RuntimeError(f"the batcher's worker thread failed ({self.crashed})"))
                 self._on_thread_restart()
                 with self._cond:
                     if not self._stopping:
@@ -336,7 +320,7 @@ class Batcher:
                 continue
             round_jobs = len({id(item.job) for item in taken})
             with self._cond:
-                self._running_work = sum(_work(item.job, item.index) for item in taken)
+                self._running_work = sum(segment_work(item.job, item.index) for item in taken)
             budget = self._budget(taken[0])
             lengths = np.array([len(item.job.ids[item.index]) for item in taken], dtype=np.int64)
             answered, late = self._answered, 0
@@ -344,10 +328,12 @@ class Batcher:
             for batch in decode_batches(lengths, max_tokens=budget, max_sentences=budget):
                 with self._cond:  # a job cancelled meanwhile is skipped
                     items = [taken[i] for i in batch.tolist() if not taken[i].job.cancelled]
-                if items:  # only the last batch's late answers come at the round's end: earlier ones are early
+                # only the last batch's late answers come at the round's end: earlier ones are early
+                if items:
                     late = self._decode(items)
                 with self._cond:
-                    self._running_work -= sum(_work(taken[i].job, taken[i].index) for i in batch.tolist())
+                    self._running_work -= sum(segment_work(taken[i].job, taken[i].index)
+                                              for i in batch.tolist())
             with self._cond:
                 self._running_work = 0
                 self._free_at = self._now()
@@ -390,11 +376,12 @@ class Batcher:
                 log.exception("decoding a batch of %d segments failed", len(items))
             self._on_failure(len(items))
             for job in {id(item.job): item.job for item in items}.values():
-                _fail(job, e)
+                fail_job(job, e)
             return 0
         self._on_batch(BatchStats(len(items), int(sum(len(s) for s in src)), time.perf_counter() - started))
         with self._cond:  # the rate admission reads
-            self._measured.append((sum(_work(item.job, item.index) for item in items), self._now() - began))
+            self._measured.append((sum(segment_work(item.job, item.index) for item in items),
+                                   self._now() - began))
         return sum(self._record(item, hyps) for item, hyps in zip(items, found))  # those not handed over yet
 
     def _record(self, item: _Item, hyps: Results) -> bool:
@@ -419,32 +406,14 @@ class Batcher:
             return
         flat = [tokens for hyps in job.tokens for tokens, _ in hyps]  # type: ignore[union-attr]
         texts = iter(self.tokenizer.decode_tgt(flat))
-        result = [[(next(texts), score) for _, score in hyps] for hyps in job.tokens]  # type: ignore[union-attr]
+        result = [[(next(texts), score) for _, score in hyps]  # type: ignore[union-attr]
+                  for hyps in job.tokens]
+        # a search that found nothing (a first pass's step) is not rated
         job.confidence = [scored(line, hyps[0][0], ids, len(found[0][0]), hyps[0][1], job.decode).confidence(
-            job.decode) if hyps else math.nan  # a search that found nothing (a first pass's step) is not rated
+            job.decode) if hyps else math.nan
             for line, hyps, ids, found in zip(job.lines, result, job.ids, job.tokens)]  # type: ignore[index]
         try:
             job.future.set_result(result)
-        except concurrent.futures.InvalidStateError:  # cancelled meanwhile (see _fail)
+        except concurrent.futures.InvalidStateError:  # cancelled meanwhile (see fail_job)
             pass
-
-
-def _work(job: Job, index: int) -> int:
-    """What decoding segment `index` of `job` costs, in the unit of the measured rate: its source
-    tokens times the decoder rows it takes (beam, or samples)."""
-    return len(job.ids[index]) * rows_per_sentence(job.decode, constrained=_constrained(job, index))
-
-
-def _constrained(job: Job, index: int) -> bool:
-    return job.constraints is not None and bool(job.constraints[index])
-
-
-def _fail(job: Job, error: BaseException) -> None:
-    """Fail `job`'s future unless it is already settled. A client that goes away cancels its future
-    outside the batcher's lock (`Batcher.cancel`), so it may be cancelled between any check and the
-    set: setting then raises InvalidStateError, which must never end the worker thread."""
-    try:
-        job.future.set_exception(error)
-    except concurrent.futures.InvalidStateError:  # cancelled (or answered) meanwhile
-        pass
 

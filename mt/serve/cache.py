@@ -27,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
-from mt.serve.batcher import Hyps
+from mt.serve.batchjob import Hyps
 
 Key = tuple[Hashable, ...]
 

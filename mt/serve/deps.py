@@ -90,7 +90,8 @@ async def request_fields(request: Request, settings: SettingsDep) -> dict[str, A
         request._body = raw  # let Starlette's parser read what we already took off the wire
         form = await request.form()
         return form_fields(form.multi_items())
-    return parse_fields(raw, content_type, max_fields=settings.max_segments + 16)  # q per segment, and the options
+    # q per segment, and the options
+    return parse_fields(raw, content_type, max_fields=settings.max_segments + 16)
 
 
 Fields = Annotated[dict[str, Any], Depends(request_fields)]

@@ -61,9 +61,10 @@ class Fleet:
         for i, model in enumerate(self.models):
             for pair in model.pairs:
                 if pair in owner:
-                    raise PairConflict(f"-c {spec_name(self.specs[owner[pair]])} and -c {spec_name(self.specs[i])} both "
-                                  f"translate {pair[0]}-{pair[1]}: serve each language pair from one model (an "
-                                  f"ensemble is one -c with its checkpoints joined by commas)")
+                    raise PairConflict(f"-c {spec_name(self.specs[owner[pair]])} and "
+                                       f"-c {spec_name(self.specs[i])} both translate {pair[0]}-{pair[1]}: "
+                                       "serve each language pair from one model "
+                                       "(an ensemble is one -c with its checkpoints joined by commas)")
                 owner[pair] = i
         self._owner = {pair: self.models[i] for pair, i in owner.items()}
         self.languages = ServedLanguages(list(owner))
@@ -71,7 +72,8 @@ class Fleet:
             self.terms: dict[tuple[str, str], TermConstraints] = default_terms(self.models, glossaries)
         except MTError as e:
             raise GlossaryRefused(str(e)) from None
-        self.detector = detector_for(tuple(self.languages.all))  # /detect and source "auto", over every model's
+        # /detect and source "auto", over every model's
+        self.detector = detector_for(tuple(self.languages.all))
 
     def for_pair(self, source: str, target: str) -> tuple[ServedModel, str]:
         """(the model that translates `source` into `target`, the served target code); a 400 naming
@@ -102,23 +104,26 @@ class Fleet:
 
     def find(self, model_id: str) -> ServedModel:
         """The model whose id (sha256) starts with `model_id`; a 404 naming the served ids otherwise."""
-        found = [model for model in self.models if model.identity.id.startswith(model_id.lower())] if model_id else []
+        found = ([model for model in self.models if model.identity.id.startswith(model_id.lower())]
+                 if model_id else [])
         if len(found) != 1:
             ids = ", ".join(model.identity.id[:12] for model in self.models)
-            raise ApiError(404, f"model {model_id!r}: {'ambiguous' if found else 'not served'}; this server's "
-                                f"models are {ids}")
+            raise ApiError(404, f"model {model_id!r}: {'ambiguous' if found else 'not served'}; "
+                                f"this server's models are {ids}")
         return found[0]
 
     def describe(self) -> list[dict[str, object]]:
         """GET /v1/models: each model's id, update (and averaged updates), pairs and files (names only)."""
         return [{**model.identity.summary(), "pairs": [{"source": s, "target": t} for s, t in model.pairs],
-                 "files": [Path(path).name for path in model.identity.provenance.files]} for model in self.models]
+                 "files": [Path(path).name for path in model.identity.provenance.files]}
+                for model in self.models]
 
     def summaries(self) -> list[dict[str, object]]:
         return [model.identity.summary() for model in self.models]
 
     def problem(self) -> str | None:
-        """Why some model cannot translate now (a batcher thread or worker process gone), naming it; else None."""
+        """Why some model cannot translate now (a batcher thread or worker process gone), naming it; else
+        None."""
         for model, spec in zip(self.models, self.specs):
             problem = model.problem()
             if problem is not None:

@@ -3,10 +3,10 @@ PAIR=FILE`, or `--glossary FILE` for a server with one pair) and a /v1 request's
 `glossary` field), as decoding constraints (`mt.decode.terms.TermConstraints`) for the model of
 the pair.
 
-- **Defaults** are read at start-up (`mt.serve.settings.parse_glossary_flags`: a file that cannot be read or a bad
-  line is one line and the server does not start) and checked against the model of their pair
-  when the models load (`default_terms`: a pair no model serves, a CTranslate2 model, a term the
-  model cannot write stop the server, as two models claiming one pair do). LibreTranslate's
+- **Defaults** are read at start-up (`mt.serve.settings.parse_glossary_flags`: a file that cannot be
+  read or a bad line is one line and the server does not start) and checked against the model of
+  their pair when the models load (`default_terms`: a pair no model serves, a CTranslate2 model, a
+  term the model cannot write stop the server, as two models claiming one pair do). LibreTranslate's
   /translate, /translate_file and a /v1 request without a `glossary` field use them.
 - **A request's glossary replaces the default** for its pair (as DeepL's `glossary_id` does):
   `"glossary": []` translates without any. It is a list of `{"source": str, "target": str}`
@@ -55,19 +55,20 @@ def default_terms(models: Sequence[ServedModel],
     terms: dict[tuple[str, str], TermConstraints] = {}
     for name, glossary in glossaries:
         if not name and len(names) != 1:
-            raise MTError(f"--glossary {glossary.name}: this server translates {', '.join(names)}; name the pair "
-                          f"(--glossary {next(iter(names))}={glossary.name})")
+            raise MTError(f"--glossary {glossary.name}: this server translates {', '.join(names)}; "
+                          f"name the pair (--glossary {next(iter(names))}={glossary.name})")
         pair = names.get(name) if name else next(iter(names.values()))
         if pair is None:
-            raise MTError(f"--glossary {name}={glossary.name}: no model translates {name}; this server translates "
-                          f"{', '.join(names)}")
+            raise MTError(f"--glossary {name}={glossary.name}: no model translates {name}; "
+                          f"this server translates {', '.join(names)}")
         model = owner[pair]
         if not model.constrains:
-            raise MTError(f"--glossary {glossary.name}: the {pair[0]}-{pair[1]} model is an `mt export` (CTranslate2), "
-                          "whose search cannot keep a glossary's terms; serve the .pt checkpoint")
+            raise MTError(f"--glossary {glossary.name}: the {pair[0]}-{pair[1]} model is an `mt export` "
+                          "(CTranslate2), whose search cannot keep a glossary's terms; "
+                          "serve the .pt checkpoint")
         if model.decode.sampling:
-            raise MTError(f"--glossary {glossary.name}: the {pair[0]}-{pair[1]} model samples (decode.sampling), "
-                          "which cannot keep a glossary's terms")
+            raise MTError(f"--glossary {glossary.name}: the {pair[0]}-{pair[1]} model samples "
+                          "(decode.sampling), which cannot keep a glossary's terms")
         terms[pair] = model_terms(model, glossary, *pair)
     return terms
 
@@ -99,7 +100,8 @@ def request_glossary(fields: dict[str, Any], max_terms: int) -> Glossary | None:
         target = _side(item, "target", where) if item.get("target") is not None else source
         if source in seen:
             if seen[source].target != target:
-                raise ApiError(400, f"{where}: '{source}' -> '{target}', but glossary[{seen[source].line}] says "
+                raise ApiError(400, f"{where}: '{source}' -> '{target}', "
+                                    f"but glossary[{seen[source].line}] says "
                                     f"'{seen[source].target}'; a source term has one target")
             continue
         seen[source] = Term(source, target, i)

@@ -29,7 +29,8 @@ from mt.decode.pipeline import Found, Search, Steps, translate_steps
 from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
-from mt.serve.batcher import Hyps, Job, QueueFull
+from mt.serve.batcher import QueueFull
+from mt.serve.batchjob import Hyps, Job
 from mt.serve.cache import Cached, Key
 from mt.serve.model import ServedModel
 from mt.serve.requests import ApiError, check_size
@@ -46,15 +47,17 @@ Terms = tuple[list[Wanted], tuple[int, ...]]  # a job's lines' constraints, and 
 
 async def translate_texts(request: Request, model: ServedModel, settings: ServeSettings, texts: list[str],
                           decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer, source: str,
-                          *, segment: bool = True, terms: TermConstraints | None = None) -> tuple[list[Hyps], list[str]]:
+                          *, segment: bool = True,
+                          terms: TermConstraints | None = None) -> tuple[list[Hyps], list[str]]:
     """(each text's outputs, the job's warnings): `translate_texts_scored` without the confidences."""
-    found, notes, _ = await translate_texts_scored(request, model, settings, texts, decode, n_best, tokenizer, source,
-                                                   segment=segment, terms=terms)
+    found, notes, _ = await translate_texts_scored(request, model, settings, texts, decode, n_best, tokenizer,
+                                                   source, segment=segment, terms=terms)
     return found, notes
 
 
-async def translate_texts_scored(request: Request, model: ServedModel, settings: ServeSettings, texts: list[str],
-                                 decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer, source: str, *,
+async def translate_texts_scored(request: Request, model: ServedModel, settings: ServeSettings,
+                                 texts: list[str], decode: DecodeConfig, n_best: int | None,
+                                 tokenizer: Tokenizer, source: str, *,
                                  segment: bool = True, terms: TermConstraints | None = None,
                                  ) -> tuple[list[Hyps], list[str], list[float]]:
     """(each text's outputs, the job's warnings, each text's confidence: its least confident
@@ -68,8 +71,8 @@ async def translate_texts_scored(request: Request, model: ServedModel, settings:
     check_size(texts, settings)  # the limits before any work
     max_positions = model.batcher.engine.max_positions
     segmenter = segmenter_for(source, tokenizer.target) if segment else None
-    steps = translate_steps(texts, tokenizer, decode, max_positions=max_positions, segmenter=segmenter, n_best=n_best,
-                            terms=terms, first_pass=terms is not None and model.constrains)
+    steps = translate_steps(texts, tokenizer, decode, max_positions=max_positions, segmenter=segmenter,
+                            n_best=n_best, terms=terms, first_pass=terms is not None and model.constrains)
     done = await _drive(steps, request, model, settings, tokenizer)
     notes = model.batcher.cut_warning(done.cut(), len(done.segments))
     if done.broken:
@@ -119,7 +122,8 @@ async def _search(request: Request, model: ServedModel, settings: ServeSettings,
         for i, answer in zip(todo, _answers(job)):
             answers[i] = answer
             model.cache.store(keys[i], answer)
-    done = [answer if answer is not None else answers[first[cast(tuple, keys[i])]] for i, answer in enumerate(answers)]
+    done = [answer if answer is not None else answers[first[cast(tuple, keys[i])]]
+            for i, answer in enumerate(answers)]
     return [Found(answer.hyps, answer.confidence, answer.cut) for answer in cast(list[Cached], done)]
 
 
@@ -127,11 +131,13 @@ def _answers(job: Job) -> list[Cached]:
     """An answered job's lines as the cache holds them: outputs, whether cut, confidence (NaN from a
     batcher that does not rate its outputs)."""
     sure = job.confidence or [math.nan] * len(job.cut)
-    return [Cached(hyps, cut, confidence) for hyps, cut, confidence in zip(job.future.result(), job.cut, sure)]
+    return [Cached(hyps, cut, confidence)
+            for hyps, cut, confidence in zip(job.future.result(), job.cut, sure)]
 
 
 def _aligner(model: ServedModel, tokenizer: Tokenizer) -> Aligner:
-    """Word alignments by the model in its worker (`mt.decode.align`; None from an engine that cannot align)."""
+    """Word alignments by the model in its worker (`mt.decode.align`; None from an engine that cannot
+    align)."""
     return lambda sources, targets: model.engine.align(list(tokenizer.src_prefix), sources, targets)
 
 
@@ -147,7 +153,8 @@ def segment_key(model: ServedModel, decode: DecodeConfig, n_best: int | None, to
 
 
 async def _run_job(request: Request, model: ServedModel, settings: ServeSettings, lines: list[str],
-                   decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer, terms: Terms | None) -> Job:
+                   decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer,
+                   terms: Terms | None) -> Job:
     """`lines` through the batcher (with `terms`: each line's constraints and the glue): the job once
     answered (429 when the queue is full; 499 when the client goes away, 503 after --timeout: its
     segments dropped from the queue)."""
@@ -156,7 +163,8 @@ async def _run_job(request: Request, model: ServedModel, settings: ServeSettings
 
 
 async def _wait_job(request: Request, model: ServedModel, settings: ServeSettings, lines: list[str],
-                    decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer, terms: Terms | None) -> Job:
+                    decode: DecodeConfig, n_best: int | None, tokenizer: Tokenizer,
+                    terms: Terms | None) -> Job:
     constraints, glue = terms if terms is not None else (None, ())
     try:
         job = model.batcher.submit(lines, decode, n_best=n_best, tokenizer=tokenizer, constraints=constraints,
@@ -166,7 +174,8 @@ async def _wait_job(request: Request, model: ServedModel, settings: ServeSetting
     waiter = asyncio.ensure_future(asyncio.wrap_future(job.future))
     gone = asyncio.ensure_future(_disconnected(request))
     try:
-        done, _ = await asyncio.wait({waiter, gone}, timeout=settings.timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait({waiter, gone}, timeout=settings.timeout_s,
+                                     return_when=asyncio.FIRST_COMPLETED)
     finally:
         gone.cancel()
     if waiter not in done:
@@ -192,9 +201,9 @@ async def _disconnected(request: Request) -> None:
             return
 
 
-async def translate_html(request: Request, model: ServedModel, settings: ServeSettings, fragments: list[HtmlFragment],
-                         decode: DecodeConfig, tokenizer: Tokenizer, source: str,
-                         terms: TermConstraints | None = None) -> list[str]:
+async def translate_html(request: Request, model: ServedModel, settings: ServeSettings,
+                         fragments: list[HtmlFragment], decode: DecodeConfig, tokenizer: Tokenizer,
+                         source: str, terms: TermConstraints | None = None) -> list[str]:
     """Each HTML fragment with its blocks' text translated (each block split into sentences, all
     fragments' sentences in one job) and its markup kept (`mt.text.html`): a block's inline markup
     placed on the words the model's cross-attention aligns with the words it marked (one forced
@@ -202,7 +211,8 @@ async def translate_html(request: Request, model: ServedModel, settings: ServeSe
     cannot align). The caller has checked --char-limit on the markup (`check_chars`), as
     LibreTranslate counts it. `terms`: a glossary, as in `translate_texts`."""
     blocks = [block for fragment in fragments for block in fragment.blocks]
-    found, _ = (await translate_texts(request, model, settings, blocks, decode, None, tokenizer, source, terms=terms)
+    found, _ = (await translate_texts(request, model, settings, blocks, decode, None, tokenizer, source,
+                                      terms=terms)
                 if blocks else ([], []))
     translations = [hyps[0][0] for hyps in found]
 

@@ -19,9 +19,10 @@ from typing import Any
 
 from mt.serve.requests import ApiError
 
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish", "it": "Italian",
-                  "pt": "Portuguese", "nl": "Dutch", "ru": "Russian", "zh": "Chinese", "ja": "Japanese",
-                  "ko": "Korean", "ar": "Arabic", "pl": "Polish", "tr": "Turkish", "uk": "Ukrainian",
+LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "cs": "Czech", "es": "Spanish",
+                  "it": "Italian", "pt": "Portuguese", "nl": "Dutch", "ru": "Russian", "zh": "Chinese",
+                  "ja": "Japanese", "ko": "Korean", "ar": "Arabic", "pl": "Polish", "tr": "Turkish",
+                  "uk": "Ukrainian",
                   "zh-hant": "Chinese (traditional)", "pt-br": "Portuguese (Brazil)", "sv": "Swedish",
                   "da": "Danish", "fi": "Finnish", "el": "Greek", "hu": "Hungarian", "ro": "Romanian",
                   "bg": "Bulgarian", "hi": "Hindi", "id": "Indonesian", "vi": "Vietnamese", "he": "Hebrew",
@@ -78,7 +79,8 @@ class ServedLanguages:
         return found
 
     def pair(self, source: str, target: str) -> tuple[str, str]:
-        """The served (source, target) pair the request's codes name; 400 when the model does not translate it."""
+        """The served (source, target) pair the request's codes name; 400 when the model does not
+        translate it."""
         src, tgt = self.find(source, self.sources) or source, self.find(target, self.targets) or target
         if (src, tgt) not in self.pairs:
             served = ", ".join(f"{s}-{t}" for s, t in self.pairs)
@@ -87,5 +89,6 @@ class ServedLanguages:
 
     def listing(self) -> list[dict[str, Any]]:
         """GET /languages: each language with the targets it translates into (LibreTranslate's shape)."""
-        return [{"code": code, "name": language_name(code), "targets": [t for s, t in self.pairs if s == code]}
+        return [{"code": code, "name": language_name(code),
+                 "targets": [t for s, t in self.pairs if s == code]}
                 for code in self.all]

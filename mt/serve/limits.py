@@ -45,7 +45,8 @@ _FIELDS = ("name", "key", "requests_per_minute", "characters_per_day", "admin")
 
 @dataclass(frozen=True)
 class ApiKey:
-    """One key: its name (logged, a metrics label), the key itself (never shown) and its limits (None: none)."""
+    """One key: its name (logged, a metrics label), the key itself (never shown) and its limits (None:
+    none)."""
 
     name: str
     key: str
@@ -119,7 +120,8 @@ def _yaml_keys(path: Path, text: str) -> KeyRing:
         where = f"line {mark.line + 1}: " if mark is not None else ""
         problem = getattr(e, "problem", None) or "not valid YAML"
         raise MTError(f"--api-keys {path}: {where}{problem}") from None
-    if not isinstance(data, dict) or set(data) != {"keys"} or not isinstance(data["keys"], list) or not data["keys"]:
+    if (not isinstance(data, dict) or set(data) != {"keys"} or not isinstance(data["keys"], list)
+            or not data["keys"]):
         raise MTError(f"--api-keys {path}: line 1: expected `keys:` and a list of entries (name, key, "
                       "requests_per_minute, characters_per_day, admin)")
     entries = next(value for name, value in root.value if name.value == "keys").value
@@ -132,7 +134,8 @@ def _yaml_keys(path: Path, text: str) -> KeyRing:
             value = getattr(key, what)
             if value in seen:
                 shown = f" {value!r}" if what == "name" else ""
-                raise MTError(f"--api-keys {path}: line {node.start_mark.line + 1}: {what}{shown} given twice")
+                raise MTError(f"--api-keys {path}: line {node.start_mark.line + 1}: "
+                              f"{what}{shown} given twice")
             seen.add(value)
     return KeyRing(tuple(keys))
 
@@ -140,7 +143,8 @@ def _yaml_keys(path: Path, text: str) -> KeyRing:
 def _entry(path: Path, line: int, index: int, entry: Any) -> ApiKey:
     where = f"--api-keys {path}: line {line}"
     if not isinstance(entry, dict):
-        raise MTError(f"{where}: expected an entry with key (and name, requests_per_minute, characters_per_day, admin)")
+        raise MTError(f"{where}: expected an entry with key "
+                      "(and name, requests_per_minute, characters_per_day, admin)")
     unknown = sorted(str(k) for k in set(entry) - set(_FIELDS))
     if unknown:
         raise MTError(f"{where}: unknown field {', '.join(unknown)}; an entry takes {', '.join(_FIELDS)}")
@@ -276,4 +280,5 @@ def check_proxy(value: str) -> None:
     try:
         ipaddress.ip_network(value, strict=False)
     except ValueError:
-        raise MTError(f"--trusted-proxy {value!r}: expected an IP address or network (10.0.0.1, 10.0.0.0/8)") from None
+        raise MTError(f"--trusted-proxy {value!r}: expected an IP address or network "
+                      "(10.0.0.1, 10.0.0.0/8)") from None

@@ -24,16 +24,18 @@ _TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 
 
 class Metrics:
-    """requests by route and status (and by API key name), latency, queue depth, batch sizes, segments, model load time,
-    translate requests open, translation cache hits, misses and size; failed batches, worker restarts,
-    reloads, the workers' memory and which models run."""
+    """requests by route and status (and by API key name), latency, queue depth, batch sizes, segments,
+    model load time, translate requests open, translation cache hits, misses and size; failed batches,
+    worker restarts, reloads, the workers' memory and which models run."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("mt_requests", "HTTP requests by route and status", ["route", "status"], registry=r)
-        self.key_requests = Counter("mt_key_requests", "Requests with a valid API key by the key's name (never the "
-                                                       "key), route and status", ["key", "route", "status"], registry=r)
+        self.requests = Counter("mt_requests", "HTTP requests by route and status", ["route", "status"],
+                                registry=r)
+        self.key_requests = Counter("mt_key_requests", "Requests with a valid API key by the key's name "
+                                                       "(never the key), route and status",
+                                    ["key", "route", "status"], registry=r)
         self.latency = Histogram("mt_request_seconds", "Request latency by route", ["route"],
                                  buckets=_LATENCY_BUCKETS, registry=r)
         self.queue_depth = Gauge("mt_queue_depth", "Segments waiting for the model worker", registry=r)
@@ -44,33 +46,37 @@ class Metrics:
         self.batch_seconds = Histogram("mt_batch_seconds", "Model time per decoded batch",
                                        buckets=_LATENCY_BUCKETS, registry=r)
         self.segments = Counter("mt_segments_translated", "Segments (non-empty lines) translated", registry=r)
-        self.load_seconds = Gauge("mt_model_load_seconds", "Seconds to load and warm up the model", registry=r)
+        self.load_seconds = Gauge("mt_model_load_seconds", "Seconds to load and warm up the model",
+                                  registry=r)
         self.translate_open = Gauge("mt_translate_requests_open",
                                     "Translate requests received and not yet answered", registry=r)
         self.cache_hits = Counter("mt_cache_hits", "Segments answered from the translation cache", registry=r)
-        self.cache_misses = Counter("mt_cache_misses", "Segments looked up in the translation cache and not found "
-                                                       "(sent to the model)", registry=r)
+        self.cache_misses = Counter("mt_cache_misses", "Segments looked up in the translation cache and "
+                                                       "not found (sent to the model)", registry=r)
         self.cache_entries = Gauge("mt_cache_segments", "Segments held in the translation cache, by model id",
                                    ["model"], registry=r)
         self.open_translations = 0  # the same count, read by the batchers' worker threads
         self.routed = 0  # of those, the ones that have reached a model (`OpenRequests.held`)
         self._depths: list[int] = []  # each batcher's queued segments (`depth_reporter`)
-        self.batch_failures = Counter("mt_batch_failures", "Decoded batches that failed (their requests got 500)",
-                                      registry=r)
-        self.batcher_restarts = Counter("mt_batcher_restarts", "Batcher worker threads run again after one failed",
-                                        registry=r)
-        self.worker_restarts = Counter("mt_worker_restarts", "Model worker processes started again after one exited",
-                                       registry=r)
+        self.batch_failures = Counter("mt_batch_failures",
+                                      "Decoded batches that failed (their requests got 500)", registry=r)
+        self.batcher_restarts = Counter("mt_batcher_restarts",
+                                        "Batcher worker threads run again after one failed", registry=r)
+        self.worker_restarts = Counter("mt_worker_restarts",
+                                       "Model worker processes started again after one exited", registry=r)
         self.worker_memory = Gauge("mt_worker_memory_bytes", "Resident memory of the model worker processes "
                                                              "(all models together)", registry=r)
-        self.model_info = Gauge("mt_model_info", "The models served (value 1 each): weights' sha256, update, pairs",
+        self.model_info = Gauge("mt_model_info",
+                                "The models served (value 1 each): weights' sha256, update, pairs",
                                 ["id", "update", "pairs"], registry=r)
-        self.reloads = Counter("mt_reloads", "Reloads of the models (SIGHUP, POST /v1/admin/reload) by result",
+        self.reloads = Counter("mt_reloads",
+                               "Reloads of the models (SIGHUP, POST /v1/admin/reload) by result",
                                ["result"], registry=r)
 
     def models_loaded(self, models: list[tuple[str, int, list[tuple[str, str]]]],
                       memory_bytes: Callable[[], float]) -> None:
-        """Name the models now served ((id, update, pairs) each), and read their workers' memory at every scrape."""
+        """Name the models now served ((id, update, pairs) each), and read their workers' memory at every
+        scrape."""
         self.model_info.clear()
         self.cache_entries.clear()  # a reloaded model's cache starts empty; a replaced model's label goes
         for model_id, update, pairs in models:

@@ -44,8 +44,8 @@ class _Server(uvicorn.Server):
         self.state.draining = True  # /ready 503 from now on
         drain = self.state.settings.drain_s
         if drain > 0:  # a load balancer sees /ready fail and stops sending before the listener closes
-            log.info("serve: %s: /ready is 503; answering %g s more (--drain-seconds), then finishing requests in "
-                     "flight and exiting", name, drain)
+            log.info("serve: %s: /ready is 503; answering %g s more (--drain-seconds), "
+                     "then finishing requests in flight and exiting", name, drain)
             timer = threading.Timer(drain, lambda: setattr(self, "should_exit", True))
             timer.daemon = True
             timer.start()
@@ -60,7 +60,8 @@ def bind(host: str, port: int) -> socket.socket:
     for an address with ':', else IPv4 (so "localhost" is 127.0.0.1, as under uvicorn itself)."""
     # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say so, and without it
     # small responses wait out Nagle and delayed ACKs (~40 ms a request on loopback).
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM,
+                         socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: restart over TIME_WAIT
         sock.bind((host, port))
@@ -124,7 +125,8 @@ def run_server(settings: ServeSettings, specs: Sequence[Spec]) -> None:
     # header only from --trusted-proxy peers (`mt.serve.limits.client_address`). limit_concurrency:
     # connections and requests beyond --max-connections get uvicorn's 503 before any work.
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_config=None, access_log=False,
-                            timeout_keep_alive=5, lifespan="on", http=head_deadline_protocol(settings.timeout_s),
+                            timeout_keep_alive=5, lifespan="on",
+                            http=head_deadline_protocol(settings.timeout_s),
                             proxy_headers=False, limit_concurrency=settings.max_connections)
     host = f"[{settings.host}]" if ":" in settings.host else settings.host  # an IPv6 address in a URL
     log.info("serve: listening on http://%s:%d (docs at /docs)", host, settings.port)
@@ -132,8 +134,8 @@ def run_server(settings: ServeSettings, specs: Sequence[Spec]) -> None:
     server = _Server(config, state)
     state.on_fatal = lambda: setattr(server, "should_exit", True)
     # uvicorn handles SIGTERM/SIGINT only; the reload runs in a thread, not inside the signal handler
-    signal.signal(signal.SIGHUP, lambda sig, frame: threading.Thread(target=_reload, args=(state,), name="mt-reload",
-                                                                     daemon=True).start())
+    signal.signal(signal.SIGHUP, lambda sig, frame: threading.Thread(
+        target=_reload, args=(state,), name="mt-reload", daemon=True).start())
     with sock:
         server.run(sockets=[sock])
     if state.fatal is not None:

@@ -6,7 +6,8 @@ once; until they are ready, `not_ready` says why (loading, or the one-line reaso
 models that claim one language pair, or a --glossary their model refuses, stop the server
 (`fatal`). A reload (`reload`: SIGHUP, or POST /v1/admin/reload) re-reads the keys file and loads
 every `-c` model again in new workers beside the old ones; when all are warm the new fleet is
-swapped in, requests in flight finish on the old one, which is closed once idle. A model that fails to load leaves the old ones serving.
+swapped in, requests in flight finish on the old one, which is closed once idle. A model that fails
+to load leaves the old ones serving.
 """
 
 from __future__ import annotations
@@ -50,10 +51,13 @@ class ServeState:
     reloading: bool = False  # new models are loading beside the served ones (/ready 503)
     draining: bool = False  # a stop signal came: requests in flight finish, /ready 503
     cards: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # /v1/model-card, by model id
-    limiter: Limiter = field(default_factory=Limiter, repr=False)  # per key or client address (`mt.serve.limits`)
-    files: FileStore = field(default_factory=FileStore, repr=False)  # translated files to download (/translate_file)
+    # per key or client address (`mt.serve.limits`)
+    limiter: Limiter = field(default_factory=Limiter, repr=False)
+    # translated files to download (/translate_file)
+    files: FileStore = field(default_factory=FileStore, repr=False)
     starting: bool = False  # the start-up thread is loading the models
-    _reload_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # one load or reload at a time
+    # one load or reload at a time
+    _reload_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _swap_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)  # `fleet` against `close`
     _closed: bool = False
 
@@ -69,7 +73,8 @@ class ServeState:
             log.error("serve: reload: keeping the old keys: %s", e)
             return
         self.settings = self.settings.with_keys(keys)
-        log.info("serve: reload: %d keys from %s (%s)", len(keys.keys), path, ", ".join(k.name for k in keys.keys))
+        log.info("serve: reload: %d keys from %s (%s)", len(keys.keys), path,
+                 ", ".join(k.name for k in keys.keys))
 
     def load(self) -> None:
         """Load the models (the start-up thread's job); a failure is kept for /ready and logged, the
@@ -101,7 +106,8 @@ class ServeState:
         (the old models keep serving) when a model fails to load, ReloadBusy while another reload runs."""
         self.reload_keys()  # at once, even while another reload loads models
         if not self._reload_lock.acquire(blocking=False):
-            raise ReloadBusy("the models are still loading (start-up)" if self.starting else "a reload is already running")
+            raise ReloadBusy("the models are still loading (start-up)" if self.starting
+                             else "a reload is already running")
         try:
             self.reloading = True
             started = time.perf_counter()
@@ -139,7 +145,8 @@ class ServeState:
         metrics then name them. Nothing is left running when one fails."""
         started = time.perf_counter()
         with ThreadPoolExecutor(len(self.specs), thread_name_prefix="mt-serve-load") as pool:
-            futures = [pool.submit(load_served_model, self.settings, spec, self.metrics) for spec in self.specs]
+            futures = [pool.submit(load_served_model, self.settings, spec, self.metrics)
+                       for spec in self.specs]
         models, errors = [], []
         for spec, future in zip(self.specs, futures):
             try:

@@ -59,7 +59,8 @@ class WorkerModel:
     max_positions: int
     samples: bool  # the engine can sample: mt's own models can; an `mt export` (CTranslate2) only searches
     constrains: bool  # the engine keeps glossary terms (mt's own models; not an `mt export`)
-    provenance: ModelProvenance  # files, sha256s (`model_id`), update, init_from, the card's data (`card_source`)
+    # files, sha256s (`model_id`), update, init_from, the card's data (`card_source`)
+    provenance: ModelProvenance
 
     @property
     def update(self) -> int:
@@ -148,7 +149,8 @@ class ModelProcess:
         self._on_restart = on_restart or (lambda: None)  # a dead child was replaced by a new one
         self._lock = threading.Lock()
         self._closed = threading.Event()
-        self.refused: str | None = None  # why a restart was refused (the files changed): searches fail with it
+        # why a restart was refused (the files changed): searches fail with it
+        self.refused: str | None = None
         self._restarting: int | None = None  # the dead child's exit code while a new one loads
         self.loaded = self._start()
         self.max_positions = self.loaded.max_positions
@@ -172,7 +174,8 @@ class ModelProcess:
 
     def _restart(self) -> None:
         """A new child in place of the dead one (under the lock); MTError if it cannot load the same model."""
-        log.error("serve: the model worker process had exited (code %s); starting a new one", self._proc.exitcode)
+        log.error("serve: the model worker process had exited (code %s); starting a new one",
+                  self._proc.exitcode)
         self._restarting = self._proc.exitcode  # `exited` reports it until the new child is ready
         try:
             model = self._start()
@@ -180,7 +183,8 @@ class ModelProcess:
             self._restarting = None
         if model.provenance.model_id != self.loaded.provenance.model_id:
             self.close()
-            self.refused = (f"the checkpoint changed on disk since it was loaded ({model.provenance.model_id[:12]}, "
+            self.refused = (f"the checkpoint changed on disk since it was loaded "
+                            f"({model.provenance.model_id[:12]}, "
                             f"served as {self.loaded.provenance.model_id[:12]}); reload the server (SIGHUP)")
             raise MTError(self.refused)
         self._on_restart()
@@ -189,7 +193,8 @@ class ModelProcess:
         """Start a child and wait until it has loaded the model (MTError, child stopped, if it cannot)."""
         ctx = multiprocessing.get_context("spawn")
         self._conn, child_conn = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child_conn, *self._args), name="mt-serve-model", daemon=True)
+        self._proc = ctx.Process(target=_serve, args=(child_conn, *self._args), name="mt-serve-model",
+                                 daemon=True)
         self._proc.start()
         child_conn.close()  # the child holds the only other end: its exit is our EOF
         kind, payload = self._receive()
@@ -207,7 +212,8 @@ class ModelProcess:
         return float(pages * os.sysconf("SC_PAGE_SIZE"))
 
     def exited(self) -> int | None:
-        """The exit code of the child that is no longer running (also while its replacement loads), else None."""
+        """The exit code of the child that is no longer running (also while its replacement loads), else
+        None."""
         if self._restarting is not None:
             return self._restarting
         return None if self._proc.is_alive() else self._proc.exitcode
@@ -251,7 +257,8 @@ class ModelProcess:
 
     def align(self, prefix: list[int], sources: list[str], targets: list[str]) -> list[list[int]] | None:
         """`mt.decode.align.align_words` of (source, translation) pairs, the sources after `prefix`
-        (a target tag: `Tokenizer.src_prefix`), in the child; None when its engine cannot align (an export)."""
+        (a target tag: `Tokenizer.src_prefix`), in the child; None when its engine cannot align (an
+        export)."""
         with self._lock:
             self._send(("align", prefix, sources, targets))
             kind, payload = self._receive()
@@ -260,7 +267,8 @@ class ModelProcess:
             return payload
 
     def close(self, timeout: float = 10.0) -> None:
-        """Stop the child after its current search (killed if it does not stop within `timeout`), and the watcher."""
+        """Stop the child after its current search (killed if it does not stop within `timeout`), and the
+        watcher."""
         self._closed.set()
         self._stop_child(timeout)
 

@@ -86,7 +86,8 @@ def sentence_case(words: Sequence[str], style: Style, count: Count) -> list[str]
             options.append([word])  # an acronym in a title ("Buy A New USB Stick") stays
         else:
             lower, capital = word.lower(), _capitalise(word)
-            options.append([lower, capital] + ([word] if style == "upper" and word not in (lower, capital) else []))
+            extra = [word] if style == "upper" and word not in (lower, capital) else []
+            options.append([lower, capital] + extra)
     flat = [option for choice in options for option in choice]
     pieces = iter(count(flat) if flat else [])
     out = []

@@ -119,9 +119,11 @@ def translate_document(data: bytes, fmt: str, translate_texts: Translate, transl
     if fmt == "html":
         return translate_html_document(data, translate_html, limits)
     if fmt in ("srt", "vtt"):
-        return getattr(_module("subtitles"), f"translate_{fmt}")(data, translate_texts, translate_html, limits)
+        translate_subtitles = getattr(_module("subtitles"), f"translate_{fmt}")
+        return translate_subtitles(data, translate_texts, translate_html, limits)
     if fmt in ("docx", "odt", "pptx", "odp", "epub"):  # .odp is .odt's XML: mt.text.odt
-        return getattr(_module("odt" if fmt == "odp" else fmt), f"translate_{fmt}")(data, translate_html, limits)
+        translate_package = getattr(_module("odt" if fmt == "odp" else fmt), f"translate_{fmt}")
+        return translate_package(data, translate_html, limits)
     if fmt == "md":
         return _module("markdown").translate_md(data, translate_html, limits)
     if fmt == "po":

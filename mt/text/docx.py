@@ -13,8 +13,8 @@ order; consecutive texts with the same run properties and link, not parted by a 
 drawing or field character, are one piece (Word splits runs for spell-checking and revision ids).
 The pieces go through `translate_html` as inline HTML (`mt.text.inline`: bold `w:b`, italics
 `w:i`, underline `w:u`, links `w:hyperlink`), and each piece's translation goes into its first
-`w:t` (`xml:space="preserve"`), the others emptied (`mt.text.runs`, shared with .pptx). Field codes (`w:instrText`), deleted text
-(`w:delText`), numbering and paragraph properties are not touched.
+`w:t` (`xml:space="preserve"`), the others emptied (`mt.text.runs`, shared with .pptx). Field codes
+(`w:instrText`), deleted text (`w:delText`), numbering and paragraph properties are not touched.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from mt.text.runs import RunSyntax, translate_package
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 R_ID = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}id"
 PARTS = re.compile(r"^word/(document|header\d*|footer\d*|footnotes|endnotes|comments)\.xml$")
-BREAKS = frozenset(f"{{{W}}}{name}" for name in ("tab", "br", "cr", "drawing", "sym", "fldChar", "ptab", "noBreakHyphen"))
+BREAKS = frozenset(f"{{{W}}}{name}"
+                   for name in ("tab", "br", "cr", "drawing", "sym", "fldChar", "ptab", "noBreakHyphen"))
 OFF = frozenset(("0", "false", "off", "none"))
 
 
@@ -59,7 +60,8 @@ SYNTAX = RunSyntax(paragraph=f"{{{W}}}p", run=f"{{{W}}}r", text=f"{{{W}}}t", bre
                    tags=_tags, preserve=True)
 
 
-def translate_docx(data: bytes, translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
+def translate_docx(data: bytes, translate_html: Callable[[list[str]], list[str]],
+                   limits: DocumentLimits) -> bytes:
     """The .docx `data` with every paragraph translated (see the module docstring)."""
     return translate_package(data, translate_html, limits, what=".docx", main="word/document.xml",
                              kind="a Word document", parts=PARTS, syntax=SYNTAX)

@@ -150,8 +150,10 @@ def _chapter(path: str, data: bytes) -> tuple[str, HtmlFragment, dict[str, str]]
         raise DocumentError(f"{path}: {e}") from None
 
 
-def translate_epub(data: bytes, translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
-    """The .epub `data` with its chapters, table of contents and title translated (see the module docstring)."""
+def translate_epub(data: bytes, translate_html: Callable[[list[str]], list[str]],
+                   limits: DocumentLimits) -> bytes:
+    """The .epub `data` with its chapters, table of contents and title translated (see the module
+    docstring)."""
     members = read_zip(data, ".epub", limits)
     opf_path, opf = _package(members)
     chapters = {path: _chapter(path, members[path]) for path in _manifest(opf_path, opf, members, XHTML_TYPE)}
@@ -159,10 +161,12 @@ def translate_epub(data: bytes, translate_html: Callable[[list[str]], list[str]]
     ncx = {path: parse_xml(members[path], path) for path in _manifest(opf_path, opf, members, NCX_TYPE)}
     titles = [(opf_path, node) for node in opf.iter(DC_TITLE) if (node.text or "").strip()]
     for path, root in ncx.items():  # page numbers (pageList) are not titles
-        titles.extend((path, text) for label in (*root.iter(f"{{{NCX}}}docTitle"), *root.iter(f"{{{NCX}}}navLabel"))
+        labels = (*root.iter(f"{{{NCX}}}docTitle"), *root.iter(f"{{{NCX}}}navLabel"))
+        titles.extend((path, text) for label in labels
                       if not any(a.tag == f"{{{NCX}}}pageList" for a in label.iterancestors())
                       for text in label.iter(f"{{{NCX}}}text") if (text.text or "").strip())
-    check_units(sum(len(fragment.blocks) for _, fragment, _ in chapters.values()) + len(titles), "blocks of text", limits)
+    check_units(sum(len(fragment.blocks) for _, fragment, _ in chapters.values()) + len(titles),
+                "blocks of text", limits)
     translated = translate_html([fragment.source for _, fragment, _ in chapters.values()]
                                 + [_title_html(t.text) for _, t in titles])
     replaced: dict[str, bytes] = {}

@@ -117,13 +117,15 @@ class Glossary:
     language: str = ""  # the source language: its lemmatiser finds inflected forms (mt.text.lemma)
     entries: tuple[Entry, ...] = ()  # a TBX file's concepts: `for_pair` makes them terms
     _by_word: dict[str, list[int]] = field(init=False, compare=False, repr=False)
-    _patterns: dict[tuple[int, bool, bool], re.Pattern[str] | None] = field(init=False, compare=False, repr=False)
+    _patterns: dict[tuple[int, bool, bool], re.Pattern[str] | None] = field(init=False, compare=False,
+                                                                           repr=False)
 
     def __post_init__(self) -> None:
         by_word: dict[str, list[int]] = {}
         for i, term in enumerate(self.terms):  # candidates by their first word: a sentence tries only those
             by_word.setdefault(_first_word(term.source), []).append(i)
-        object.__setattr__(self, "_by_word", by_word)  # derived state of a frozen value (replace() rebuilds it)
+        # derived state of a frozen value (replace() rebuilds it)
+        object.__setattr__(self, "_by_word", by_word)
         object.__setattr__(self, "_patterns", {})
 
     def for_pair(self, source: str, target: str) -> Glossary:
@@ -151,7 +153,8 @@ class Glossary:
                 regex = self._regex(i, capitalise, by_lemma)
                 if regex is None:
                     continue
-                found = [regex.match(sentence, first.start())] if capitalise and first else regex.finditer(sentence)
+                found = ([regex.match(sentence, first.start())] if capitalise and first
+                         else regex.finditer(sentence))
                 spans += [m.span() for m in found if m is not None and (not by_lemma or _inflects(
                     m.group(1), _WORD.findall(source)[-1], lemma, capitalise or not lower))]
         return spans
@@ -291,7 +294,8 @@ def _rows(data: bytes, name: str) -> list[tuple[int, str, str | None]]:
     return rows
 
 
-def parse_glossary(data: bytes, name: str, *, suffixes: tuple[str, ...] = (), max_terms: int = MAX_TERMS) -> Glossary:
+def parse_glossary(data: bytes, name: str, *, suffixes: tuple[str, ...] = (),
+                   max_terms: int = MAX_TERMS) -> Glossary:
     """A glossary file's bytes -> `Glossary` (TSV; CSV or TBX by `name`'s extension, or TBX when
     the data is XML); MTError naming `name:line` for the first problem."""
     data = data.removeprefix(b"\xef\xbb\xbf")
@@ -320,5 +324,6 @@ def read_glossary(path: Path, *, suffixes: tuple[str, ...] = (), max_terms: int 
     except OSError as e:
         raise MTError(f"glossary {path}: cannot read ({e.strerror or e})") from None
     if len(data) > MAX_BYTES:
-        raise MTError(f"glossary {path}: over {MAX_BYTES >> 20} MiB; glossaries of at most {max_terms:,} terms are read")
+        raise MTError(f"glossary {path}: over {MAX_BYTES >> 20} MiB; "
+                      f"glossaries of at most {max_terms:,} terms are read")
     return parse_glossary(data, str(path), suffixes=suffixes, max_terms=max_terms)

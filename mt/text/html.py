@@ -16,10 +16,11 @@ Never sent to the model: attributes, and the content of `code`, `kbd`, `samp`, `
 `pre`, `script`, `style`, `textarea`, `svg`, `math`, `template` and of any element marked
 `translate="no"` or `class="notranslate"`. The output is rebuilt from the parsed tokens: tags and
 attributes that were in the input (attribute values re-escaped; tag and attribute names that are
-not plain names dropped), comments, doctypes and processing instructions dropped, text escaped (`&`, `<`, `>`), elements left open closed at the end, stray end
-tags dropped, and an open `<p>`/`<li>`/`<td>`... closed where HTML closes it implicitly. So nothing
-comes back as markup that was not markup in the input: a translation or text reading
-`<script>` comes back as `&lt;script&gt;`.
+not plain names dropped), comments, doctypes and processing instructions dropped, text escaped
+(`&`, `<`, `>`), elements left open closed at the end, stray end tags dropped, and an open
+`<p>`/`<li>`/`<td>`... closed where HTML closes it implicitly. So nothing comes back as markup that
+was not markup in the input: a translation or text reading `<script>` comes back as
+`&lt;script&gt;`.
 """
 
 from __future__ import annotations
@@ -31,24 +32,28 @@ from html.parser import HTMLParser
 from mt.errors import MTError
 
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
-INLINE = frozenset("a abbr b bdi bdo cite data del dfn em font i ins label mark q s small span strong sub sup "
-                   "time tt u big".split())
+INLINE = frozenset("a abbr b bdi bdo cite data del dfn em font i ins label mark q s small span strong "
+                   "sub sup time tt u big".split())
 INLINE_ATOMS = frozenset("img wbr input".split())  # void elements that sit inside a sentence
-OPAQUE = frozenset("code kbd samp var pre script style textarea svg math template noscript iframe object".split())
+OPAQUE = frozenset("code kbd samp var pre script style textarea svg math template noscript iframe "
+                   "object".split())
 INLINE_OPAQUE = frozenset("code kbd samp var script style".split())  # opaque, yet inside a sentence
 MAX_DEPTH = 512  # elements open at once at most (HtmlTooDeep beyond): real pages nest a few dozen
 RAW_TEXT = frozenset(("script", "style"))  # the parser hands their content over as written
-TRAILING_PUNCTUATION = ".,;:!?…。、，！？"  # kept outside a link or bold run that the source closed before it
+# kept outside a link or bold run that the source closed before it
+TRAILING_PUNCTUATION = ".,;:!?…。、，！？"
 MAX_PLACEMENT_WORK = 2_000_000  # words x slots^2 above which markup is placed in proportion, not by alignment
 # A start tag closes an open element of these names (HTML's optional end tags), searched up to the
 # elements named second.
 IMPLIED = {"li": ({"li"}, {"ul", "ol"}), "dt": ({"dt", "dd"}, {"dl"}), "dd": ({"dt", "dd"}, {"dl"}),
-           "tr": ({"tr"}, {"table"}), "td": ({"td", "th"}, {"tr", "table"}), "th": ({"td", "th"}, {"tr", "table"}),
+           "tr": ({"tr"}, {"table"}), "td": ({"td", "th"}, {"tr", "table"}),
+           "th": ({"td", "th"}, {"tr", "table"}),
            "option": ({"option"}, {"select"})}
 
 
 def _plain_name(name: str) -> bool:
-    return bool(name) and name.isascii() and name[0].isalpha() and all(c.isalnum() or c in "-:_" for c in name)
+    return (bool(name) and name.isascii() and name[0].isalpha()
+            and all(c.isalnum() or c in "-:_" for c in name))
 
 
 def _is_opaque(tag: str, attrs: list[tuple[str, str | None]]) -> bool:
@@ -74,7 +79,8 @@ class _Tokens(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.max_depth = max_depth
         self.items: list[tuple[str, str, bool]] = []
-        self.stack: list[tuple[str, bool, int]] = []  # open elements: (tag, opaque, non-inline ones up to here)
+        # open elements: (tag, opaque, non-inline ones up to here)
+        self.stack: list[tuple[str, bool, int]] = []
         self._opaque = 0  # open opaque elements
         self._at: dict[str, list[int]] = {}  # tag -> its open elements' stack indices, innermost last
 
@@ -112,7 +118,8 @@ class _Tokens(HTMLParser):
             if found > self._last(scope):
                 self._close_to(found)
                 return
-        if tag not in INLINE and tag not in INLINE_ATOMS and tag not in INLINE_OPAQUE and tag != "br" and self._at.get("p"):
+        if (tag not in INLINE and tag not in INLINE_ATOMS and tag not in INLINE_OPAQUE and tag != "br"
+                and self._at.get("p")):
             at = self._at["p"][-1]  # a block start closes an open <p> (inline ones above it too)
             if self.stack[-1][2] == self.stack[at][2]:  # no non-inline element open above it
                 self._close_to(at)
@@ -124,7 +131,8 @@ class _Tokens(HTMLParser):
             self._implied_end(tag)
         shown = "".join(f" {name}" if value is None else f' {name}="{escape(value, quote=True)}"'
                         for name, value in attrs if _plain_name(name))
-        self._markup(f"<{tag}{shown}>", tag not in INLINE and tag not in INLINE_ATOMS and tag not in INLINE_OPAQUE)
+        self._markup(f"<{tag}{shown}>",
+                     tag not in INLINE and tag not in INLINE_ATOMS and tag not in INLINE_OPAQUE)
         if tag not in VOID:
             self._push(tag, _is_opaque(tag, attrs))
 
@@ -207,7 +215,8 @@ class _Run:
         the translation, the index of the block word it translates, or -1) when given, else in
         proportion to where the source words stood."""
         if translation is None:  # no words: whitespace between markup, kept
-            return "".join(text if kind == "markup" else escape(text, quote=False) for kind, text, _ in self.items)
+            return "".join(text if kind == "markup" else escape(text, quote=False)
+                           for kind, text, _ in self.items)
         pieces = _words_with_space(translation.strip())
         m = len(pieces)
         even = [round(start * m / self.words) for start in self.starts] + [m]
@@ -226,7 +235,8 @@ class _Run:
         for j in range(len(slots) - 1):  # `<a>bike</a>.`: the sentence's full stop stays outside the link
             word = slots[j].rstrip()
             end = len(word) - len(word.rstrip(TRAILING_PUNCTUATION))
-            if end and word[:-end].strip() and not self.texts[j].rstrip().endswith(tuple(TRAILING_PUNCTUATION)):
+            if (end and word[:-end].strip()
+                    and not self.texts[j].rstrip().endswith(tuple(TRAILING_PUNCTUATION))):
                 slots[j], slots[j + 1] = word[:-end], word[-end:] + slots[j][len(word):] + slots[j + 1]
         slots[0] = self.lead + slots[0]
         # The block's closing whitespace where the source had it: a `<li><a>Title</a>\n  </li>` keeps
@@ -252,7 +262,8 @@ def aligned_bounds(alignment: list[int], word_slots: list[int], even: list[int],
     A dynamic programme over (word, slot): a word aligned to a source word costs 1 outside that
     word's slot; an unaligned word costs 0.1 outside the slot the proportional placement (`even`)
     gives it, so it stays beside its neighbours; a slot whose source had words but gets none costs
-    1.5 (a link must not vanish: moving one word into it is cheaper). O(m k^2), bounded by MAX_PLACEMENT_WORK."""
+    1.5 (a link must not vanish: moving one word into it is cheaper). O(m k^2), bounded by
+    MAX_PLACEMENT_WORK."""
     m = len(alignment)
     even_slot = [max(j for j in range(k) if even[j] <= w) for w in range(m)]
     wordy = [0] * k
@@ -343,7 +354,8 @@ class HtmlFragment:
 Aligner = Callable[[list[str], list[str]], "list[list[int]] | None"]
 
 
-def render_fragments(fragments: list[HtmlFragment], translations: list[str], align: Aligner | None) -> list[str]:
+def render_fragments(fragments: list[HtmlFragment], translations: list[str],
+                     align: Aligner | None) -> list[str]:
     """Each fragment rendered with its blocks' translations (`translations`: every fragment's
     blocks in order); `align(sources, targets)` gives the word alignments (mt.decode.align) of the
     blocks with inline markup, so their markup lands on the words that translate what it marked

@@ -10,8 +10,9 @@ were. YAML front matter (a first line `---` up to the next `---` or `...`) is ke
 values: it holds slugs, dates and layout names as often as titles, and mt cannot tell them apart.
 
 A block's inline content crosses the model as an HTML fragment (`translate_html`, as .docx runs
-do; `mt.text.markdown_inline` is that half): emphasis becomes `<em>`/`<strong>`/`<s>` and a link `<a>`, so they land on the words that
-translate what they marked; inline code, autolinks, images and inline HTML become `<code>`, which
+do; `mt.text.markdown_inline` is that half): emphasis becomes `<em>`/`<strong>`/`<s>` and a link
+`<a>`, so they land on the words that translate what they marked; inline code, autolinks, images
+and inline HTML become `<code>`, which
 the HTML path never sends to the model, and come back as their source text. Each tag carries
 `data-m="k"`, the index of its source syntax: the emphasis marker (`*`, `_`, `**`), the link's
 destination part as written (`](url "title")`, `][ref]`; a shortcut or collapsed reference link
@@ -45,14 +46,16 @@ from mt.text.markdown_inline import OPAQUE_KINDS, Mark, parts, to_html, words, w
 
 logger = logging.getLogger("mt.text.markdown")
 
-MAX_NESTING = 64  # open blocks or inline elements at once (markdown-it's own default is 100; real files nest < 10)
+# open blocks or inline elements at once (markdown-it's own default is 100; real files nest < 10)
+MAX_NESTING = 64
 _LINE_END = re.compile(r"\r\n?|\n")
 _PREFIX_ONLY = re.compile(r"(?:[ \t>]|[-+*][ \t]|\d{1,9}[.)][ \t])*")  # container markers before a table row
 
 Translate = Callable[[list[str]], list[str]]
 
 
-def _recorded(rule: Callable[[StateInline, bool], bool], kinds: tuple[str, ...]) -> Callable[[StateInline, bool], bool]:
+def _recorded(rule: Callable[[StateInline, bool], bool],
+              kinds: tuple[str, ...]) -> Callable[[StateInline, bool], bool]:
     """`rule` that also stores the source text it consumed on the token it made (its `meta["src"]`;
     a link's label in `meta["label"]`): markdown-it keeps no inline positions."""
 
@@ -77,7 +80,8 @@ def parser() -> MarkdownIt:
     md = MarkdownIt("commonmark", {"maxNesting": MAX_NESTING}).enable(["table", "strikethrough"])
     for name, kinds in (("link", ("link_open",)), ("image", ("image",)), ("autolink", ("link_open",)),
                         ("html_inline", ("html_inline",)), ("backticks", ("code_inline",))):
-        md.inline.ruler.at(name, _recorded(md.inline.ruler.__rules__[md.inline.ruler.__find__(name)].fn, kinds))
+        rule = md.inline.ruler.__rules__[md.inline.ruler.__find__(name)].fn
+        md.inline.ruler.at(name, _recorded(rule, kinds))
     return md
 
 
@@ -142,7 +146,8 @@ def _shape(tokens: list[Token]) -> list[tuple]:
     for token in tokens:
         if token.type == "inline":
             shape.append(("inline", tuple((c.type, c.nesting, c.attrGet("href") or c.attrGet("src"))
-                                          for c in token.children or () if c.type not in ("text", "softbreak"))))
+                                          for c in token.children or ()
+                                          if c.type not in ("text", "softbreak"))))
         else:
             shape.append((token.type, token.tag, token.nesting, token.level, token.markup))
     return shape
@@ -151,7 +156,8 @@ def _shape(tokens: list[Token]) -> list[tuple]:
 def _parse(md: MarkdownIt, lines: list[str], front: int) -> list[Token]:
     tokens = md.parse("\n".join([""] * front + lines[front:]))
     if any(token.level >= MAX_NESTING - 1 for token in tokens):
-        raise DocumentError(f"Markdown nested deeper than {MAX_NESTING} levels (lists, quotes); not translated")
+        raise DocumentError(f"Markdown nested deeper than {MAX_NESTING} levels (lists, quotes); "
+                            "not translated")
     return tokens
 
 
@@ -159,7 +165,8 @@ def _groups(block: _Block) -> list[list[int]]:
     """The block's source line offsets, grouped between hard line breaks."""
     groups, line = [[0]], 0
     for child in block.inline.children or ():
-        source = child.meta.get("tail", child.meta.get("src", "")) if child.type in (*OPAQUE_KINDS, "link_open") else ""
+        source = (child.meta.get("tail", child.meta.get("src", ""))
+                  if child.type in (*OPAQUE_KINDS, "link_open") else "")
         line += source.count("\n")
         if child.type in ("softbreak", "hardbreak"):
             line += 1
@@ -171,7 +178,8 @@ def _groups(block: _Block) -> list[list[int]]:
     return groups
 
 
-def _rewrite_lines(block: _Block, lines: list[str], ends: list[str], markup: str, strict: bool) -> dict[int, str]:
+def _rewrite_lines(block: _Block, lines: list[str], ends: list[str], markup: str,
+                   strict: bool) -> dict[int, str]:
     """New text (ending included; "" drops the line) for the source lines of a paragraph or heading."""
     contents = block.inline.content.split("\n")
     first = block.line
@@ -286,13 +294,16 @@ def translate_md(data: bytes, translate_html: Translate, limits: DocumentLimits)
         got = _shape(_parse(md, _LINE_END.split(out), front))
         if got == want:
             break
-        same_blocks = len(got) == len(want) and all(a == b or a[0] == b[0] == "inline" for a, b in zip(got, want))
+        same_blocks = len(got) == len(want) and all(a == b or a[0] == b[0] == "inline"
+                                                    for a, b in zip(got, want))
         changed = ({at[id(t)] for t, a, b in zip(tokens, got, want) if a != b and id(t) in at} if same_blocks
                    else set(range(len(blocks))))
         if changed <= strict:
             if not same_blocks:
-                raise DocumentError("Markdown: the translation would change the document's structure; not written")
-            logger.warning("Markdown: %d blocks keep their words but lose some emphasis or links", len(changed))
+                raise DocumentError("Markdown: the translation would change the document's structure; "
+                                    "not written")
+            logger.warning("Markdown: %d blocks keep their words but lose some emphasis or links",
+                           len(changed))
             break
         strict |= changed
     return out.encode("utf-8")

@@ -51,7 +51,8 @@ def to_html(children: list[Token]) -> tuple[str, list[Mark]]:
         elif kind == "hardbreak":
             out.append("<br>")
         elif kind in OPAQUE_KINDS or (kind == "link_open" and token.markup == "autolink"):
-            out.append(f'<code data-m="{len(marks)}">{escape(token.meta.get("src", token.content), quote=False)}</code>')
+            code = escape(token.meta.get("src", token.content), quote=False)
+            out.append(f'<code data-m="{len(marks)}">{code}</code>')
             marks.append(Mark(token.meta.get("src", token.content), opaque=True))
             skip = 1 if kind == "link_open" else 0
         elif kind == "link_open":
@@ -149,7 +150,8 @@ def wrap(words: list[tuple[str, bool]], widths: list[int]) -> list[str]:
     current: list[str] = []
     done, target, line = 0, 0.0, 0
     for word, may_start in words:
-        if current and may_start and line + 1 < len(widths) and done + len(word) / 2 > target + (widths[line] + 1) * scale:
+        if (current and may_start and line + 1 < len(widths)
+                and done + len(word) / 2 > target + (widths[line] + 1) * scale):
             lines.append(" ".join(current))
             target += (widths[line] + 1) * scale
             line += 1

@@ -87,7 +87,9 @@ def _tags_at(element: etree._Element, paragraph: etree._Element,
     for node in reversed(chain):  # outermost first
         if node.tag == f"{{{TEXT}}}a":
             tags.append(("a", node.get(f"{{{XLINK}}}href", "")))
-        for tag in styles.get(node.get(f"{{{TEXT}}}style-name", ""), ()) if node.tag == f"{{{TEXT}}}span" else ():
+        spanned = (styles.get(node.get(f"{{{TEXT}}}style-name", ""), ())
+                   if node.tag == f"{{{TEXT}}}span" else ())
+        for tag in spanned:
             if (tag, "") not in tags:
                 tags.append((tag, ""))
     return tuple(tags)
@@ -128,11 +130,13 @@ def _translate(data: bytes, translate_html: Callable[[list[str]], list[str]], li
     return write_zip(data, {name: xml_bytes(roots[name]) for name in {name for name, _ in paragraphs}})
 
 
-def translate_odt(data: bytes, translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
+def translate_odt(data: bytes, translate_html: Callable[[list[str]], list[str]],
+                  limits: DocumentLimits) -> bytes:
     """The .odt `data` with every paragraph translated (see the module docstring)."""
     return _translate(data, translate_html, limits, ".odt", "text")
 
 
-def translate_odp(data: bytes, translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
+def translate_odp(data: bytes, translate_html: Callable[[list[str]], list[str]],
+                  limits: DocumentLimits) -> bytes:
     """The .odp `data` with every paragraph of its slides and notes translated (see the module docstring)."""
     return _translate(data, translate_html, limits, ".odp", "presentation")

@@ -71,7 +71,8 @@ def nplurals(po: polib.POFile) -> int:
     found = _NPLURALS.search(po.metadata.get("Plural-Forms", ""))
     count = int(found.group(1)) if found else 2
     if not 1 <= count <= MAX_PLURALS:
-        raise DocumentError(f".po: Plural-Forms says nplurals={count}; between 1 and {MAX_PLURALS} are translated")
+        raise DocumentError(f".po: Plural-Forms says nplurals={count}; "
+                            f"between 1 and {MAX_PLURALS} are translated")
     return count
 
 
@@ -103,7 +104,8 @@ def translate_po(data: bytes, translate_texts: Callable[[list[str]], list[str]],
         if entry.msgid_plural:
             (one, sure), (other, sure_other) = next(found), next(found)
             entry.msgstr_plural = {n: one if n == 0 else other for n in range(forms)}
-            sure = min(sure, sure_other, key=lambda c: c if c == c else 2.0)  # the least sure form's; NaN last
+            # the least sure form's; NaN last
+            sure = min(sure, sure_other, key=lambda c: c if c == c else 2.0)
         else:
             entry.msgstr, sure = next(found)
         note = low_confidence_note(sure)

@@ -27,11 +27,13 @@ from mt import __version__
 
 _ONE = "nplurals=1; plural=0;"
 _TWO = "nplurals=2; plural=(n != 1);"
-_SLAVIC = "nplurals=3; plural=(n%10==1 && n%100!=11 ? 0 : n%10>=2 && n%10<=4 && (n%100<10 || n%100>=20) ? 1 : 2);"
+_SLAVIC = ("nplurals=3; "
+           "plural=(n%10==1 && n%100!=11 ? 0 : n%10>=2 && n%10<=4 && (n%100<10 || n%100>=20) ? 1 : 2);")
 PLURAL_FORMS: dict[str, str] = {
     **{code: _ONE for code in ("ja", "ko", "vi", "zh", "th", "id", "ms", "lo", "my")},
-    **{code: _TWO for code in ("en", "de", "nl", "sv", "da", "no", "nb", "nn", "fo", "es", "pt", "it", "bg", "el",
-                               "fi", "et", "hu", "he", "eo", "tr", "ca", "eu", "gl", "af", "sq", "hi", "bn", "ur")},
+    **{code: _TWO for code in ("en", "de", "nl", "sv", "da", "no", "nb", "nn", "fo", "es", "pt", "it",
+                               "bg", "el", "fi", "et", "hu", "he", "eo", "tr", "ca", "eu", "gl", "af",
+                               "sq", "hi", "bn", "ur")},
     **{code: "nplurals=2; plural=(n > 1);" for code in ("fr", "pt_BR", "oc", "ti", "wa")},
     **{code: _SLAVIC for code in ("ru", "uk", "be", "sr", "hr", "bs")},
     "lv": "nplurals=3; plural=(n%10==1 && n%100!=11 ? 0 : n != 0 ? 1 : 2);",
@@ -42,7 +44,8 @@ PLURAL_FORMS: dict[str, str] = {
     "sk": "nplurals=3; plural=(n==1) ? 0 : (n>=2 && n<=4) ? 1 : 2;",
     "pl": "nplurals=3; plural=(n==1 ? 0 : n%10>=2 && n%10<=4 && (n%100<10 || n%100>=20) ? 1 : 2);",
     "sl": "nplurals=4; plural=(n%100==1 ? 0 : n%100==2 ? 1 : n%100==3 || n%100==4 ? 2 : 3);",
-    "ar": "nplurals=6; plural=n==0 ? 0 : n==1 ? 1 : n==2 ? 2 : n%100>=3 && n%100<=10 ? 3 : n%100>=11 ? 4 : 5;",
+    "ar": ("nplurals=6; "
+           "plural=n==0 ? 0 : n==1 ? 1 : n==2 ? 2 : n%100>=3 && n%100<=10 ? 3 : n%100>=11 ? 4 : 5;"),
 }
 _PLACEHOLDER = re.compile(r"INTEGER|EXPRESSION")
 _CHARSET = re.compile(r"charset\s*=\s*CHARSET", re.I)
@@ -65,7 +68,8 @@ def is_template(po: polib.POFile) -> bool:
     meta = po.metadata
     if _PLACEHOLDER.search(meta.get("Plural-Forms", "")) or _CHARSET.search(meta.get("Content-Type", "")):
         return True
-    return not meta.get("Language", "").strip() and not any(e.msgstr or any(e.msgstr_plural.values()) for e in po)
+    return (not meta.get("Language", "").strip()
+            and not any(e.msgstr or any(e.msgstr_plural.values()) for e in po))
 
 
 def revision_date() -> str:

@@ -4,8 +4,9 @@ formatting.
 
 Built on lxml over the slide parts (`ppt/slides/slideN.xml`) and the notes parts
 (`ppt/notesSlides/notesSlideN.xml`) (`mt.text.zipparts`), not python-pptx, for the reasons
-`mt.text.docx` gives (and with its code, `mt.text.runs`): python-pptx sets a paragraph's text by dropping its runs, and re-saves the
-whole package; on the XML every other member (layouts, masters, media, animations, charts) is
+`mt.text.docx` gives (and with its code, `mt.text.runs`): python-pptx sets a paragraph's text by
+dropping its runs, and re-saves the whole package; on the XML every other member (layouts, masters,
+media, animations, charts) is
 copied byte for byte, and in the translated parts only the `a:t` texts change. DrawingML
 paragraphs are WordprocessingML's in another namespace (`a:p` > `a:r` > `a:t`), so they go
 through the same code (`mt.text.runs`): bold, italics and underline are the `b`, `i` and `u`
@@ -60,7 +61,8 @@ SYNTAX = RunSyntax(paragraph=f"{{{A}}}p", run=f"{{{A}}}r", text=f"{{{A}}}t",
                    breaks=frozenset((f"{{{A}}}br", f"{{{A}}}fld")), key=_key, tags=_tags)
 
 
-def translate_pptx(data: bytes, translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits) -> bytes:
+def translate_pptx(data: bytes, translate_html: Callable[[list[str]], list[str]],
+                   limits: DocumentLimits) -> bytes:
     """The .pptx `data` with every slide's and note's paragraphs translated (see the module docstring)."""
     return translate_package(data, translate_html, limits, what=".pptx", main="ppt/presentation.xml",
                              kind="a PowerPoint presentation", parts=PARTS, syntax=SYNTAX)

@@ -67,7 +67,8 @@ PATTERNS: dict[str, str] = {
     "placeholders": "|".join((
         r"\{\{[^{}\n]{1,200}\}\}", r"[$%]\{[^{}\n]{1,200}\}",
         r"%\([\w.-]{1,64}\)[-#0+]{0,4}\d{0,3}(?:\.\d{1,3})?[diouxXeEfFgGcrsa]",
-        r"%(?:\d{1,3}\$)?[-#0+']{0,4}(?:\d{1,3}|\*)?(?:\.(?:\d{1,3}|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGcspaA@]",
+        r"%(?:\d{1,3}\$)?[-#0+']{0,4}(?:\d{1,3}|\*)?(?:\.(?:\d{1,3}|\*))?"
+        r"(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGcspaA@]",
         r"\{\d{1,3}(?:[,:][^{}\n]{0,40})?\}", r"\{[A-Za-z_][\w.\-]{0,64}(?:[,:!][^{}\n]{0,40})?\}",
         r"<[A-Za-z_][\w.-]{0,64}>", r"(?<![\w:/]):[A-Za-z_]\w{0,64}")),
     "handles": r"(?<![\w@])@[A-Za-z0-9_]{1,64}(?:@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8})?",
@@ -80,7 +81,8 @@ PATTERNS: dict[str, str] = {
 SYMBOLS = r"[^\w\s](?:[^\w\s]|\s(?=[^\w\s])){7,}"
 _URL_TAIL = ".,;:!?'\")]}"  # punctuation after a URL belongs to the sentence
 _AROUND = ".,;:!?'\"«»“”"  # punctuation a sentence puts around a word
-FULL_STOPS = ".。．"  # a final full stop the model adds to a segment that had none (not '...', '…', '?', '!')
+# a final full stop the model adds to a segment that had none (not '...', '…', '?', '!')
+FULL_STOPS = ".。．"
 # The final marks a segment's translation is given from its source (`decode.ending`): a label's colon,
 # a menu item's ellipsis, a question's or an exclamation's mark. A full stop stays the model's.
 MARKS = (":", "...", "…", "?", "!")
@@ -97,14 +99,16 @@ def parse_kinds(value: str, flag: str = "--protect") -> tuple[ProtectKind, ...]:
         return ()
     unknown = [word for word in words if word not in KINDS]
     if unknown:
-        raise MTError(f"{flag}: unknown kind {unknown[0]!r}; expected all, none or some of {', '.join(KINDS)}")
+        raise MTError(f"{flag}: unknown kind {unknown[0]!r}; "
+                      f"expected all, none or some of {', '.join(KINDS)}")
     return tuple(kind for kind in KINDS if kind in words)
 
 
 @lru_cache(maxsize=64)
 def _finder(kinds: tuple[str, ...]) -> re.Pattern[str]:
     order = [kind for kind in PATTERNS if kind in kinds]
-    return re.compile("|".join([*(f"(?P<{kind}>{PATTERNS[kind]})" for kind in order), f"(?P<symbols>{SYMBOLS})"]))
+    return re.compile("|".join([*(f"(?P<{kind}>{PATTERNS[kind]})" for kind in order),
+                                f"(?P<symbols>{SYMBOLS})"]))
 
 
 def find_spans(text: str, kinds: Sequence[str]) -> list[tuple[int, int, str]]:
@@ -196,7 +200,8 @@ class Prepared:
     def _render(self, translation: str, alignment: list[int] | None,
                 truecase: Callable[[str], bool] | None) -> str:
         if not self.spans and self.style == "none" and not self.loud:
-            return drop_full_stop(translation) if self.bare else translation  # only the ending: the rest as it came
+            # only the ending: the rest as it came
+            return drop_full_stop(translation) if self.bare else translation
         words = restyle(translation.split(), self.style)
         tail = " ".join(words[-2:])
         if self.bare and len(drop_full_stop(tail)) < len(tail):
@@ -208,7 +213,8 @@ class Prepared:
             return " ".join(word for word in words if word)
         return self._place(words, alignment if usable else None, truecase)
 
-    def _place(self, words: list[str], alignment: list[int] | None, truecase: Callable[[str], bool] | None) -> str:
+    def _place(self, words: list[str], alignment: list[int] | None,
+               truecase: Callable[[str], bool] | None) -> str:
         k, m = len(self.slots), len(words)
         starts, begun = [], 0  # starts[j]: words of `text` begun before slot j
         for j in range(k):
@@ -223,12 +229,15 @@ class Prepared:
         for j in range(k - 1):  # a full stop the source has after the span goes after it (and after
             word = texts[j]     # the spans that follow it with only whitespace between them)
             cut = len(word) - len(word.rstrip(TRAILING_PUNCTUATION))
-            if cut and word[:-cut].strip() and not self.slots[j].rstrip().endswith(tuple(TRAILING_PUNCTUATION)):
+            if (cut and word[:-cut].strip()
+                    and not self.slots[j].rstrip().endswith(tuple(TRAILING_PUNCTUATION))):
                 to = next((i for i in range(j + 1, k) if self.slots[i].strip() or texts[i]), k - 1)
                 texts[j], texts[to] = word[:-cut].rstrip(), (word[-cut:] + " " + texts[to]).strip()
         if truecase is not None and not texts[0] and self._opens_lower():
-            after = next((j for j in range(1, k) if texts[j]), None)  # the sentence's first word follows a span:
-            if after is not None:  # no capital for being first ("2 blond girls": "2 blonde Mädchen")
+            # the sentence's first word follows a span: no capital for being first
+            # ("2 blond girls": "2 blonde Mädchen")
+            after = next((j for j in range(1, k) if texts[j]), None)
+            if after is not None:
                 texts[after] = _uncapitalised(texts[after], truecase)
         out = texts[0]
         for span, after in zip(self.spans, texts[1:]):
@@ -254,7 +263,8 @@ def drop_full_stop(translation: str) -> str:
     URL's or a number's), nor the only thing there."""
     end = len(translation.rstrip())
     body = translation[:end - 1]
-    if not end or translation[end - 1] not in FULL_STOPS or not body.strip() or body[-1] in FULL_STOPS + "…":
+    if (not end or translation[end - 1] not in FULL_STOPS or not body.strip()
+            or body[-1] in FULL_STOPS + "…"):
         return translation
     word = "" if body[-1].isspace() else body.split()[-1]
     return translation if "." in word else body.rstrip() + translation[end:]
@@ -318,7 +328,8 @@ def prepare(segment: str, kinds: Sequence[str], case: bool, count: Count, ending
     bare = ending and last > 0 and (segment[last - 1].isalnum() or bool(found) and found[-1][1] == last)
     mark = final_mark(segment) if ending and any(c.isalnum() for c in segment) else ""
     if not found and not (case and any(c.isupper() for c in segment)):
-        return Prepared(segment, segment, bare=bare, mark=mark)  # the common case: no span, no capital to look at
+        # the common case: no span, no capital to look at
+        return Prepared(segment, segment, bare=bare, mark=mark)
     spans, slots, at = [], [], 0
     for start, end, _ in found:
         slots.append(segment[at:start])
@@ -344,8 +355,8 @@ def prepare(segment: str, kinds: Sequence[str], case: bool, count: Count, ending
         model_words = [w.lower() if i in loud else w for i, w in enumerate(model_words)]
     if not spans and style == "none" and not loud:
         return Prepared(segment, segment, bare=bare, mark=mark)
-    return Prepared(segment, " ".join(model_words), tuple(spans), tuple(slots), tuple(word_slots), style, loud, bare,
-                    mark)
+    return Prepared(segment, " ".join(model_words), tuple(spans), tuple(slots), tuple(word_slots), style,
+                    loud, bare, mark)
 
 
 Aligner = Callable[[list[str], list[str]], "list[list[int]] | None"]
@@ -357,9 +368,11 @@ def render_all(prepared: Sequence[Prepared], translations: Sequence[str], align:
     `align(sources, targets)` (mt.decode.align) is called once for the segments that need an
     alignment (None: by position)."""
     todo = [i for i, p in enumerate(prepared) if p.needs_alignment and translations[i].strip()]
-    found = align([prepared[i].text for i in todo], [translations[i] for i in todo]) if todo and align else None
+    found = (align([prepared[i].text for i in todo], [translations[i] for i in todo])
+             if todo and align else None)
     alignments: dict[int, list[int]] = dict(zip(todo, found or []))
-    return [p.render(t, alignments.get(i), truecase=truecase) for i, (p, t) in enumerate(zip(prepared, translations))]
+    return [p.render(t, alignments.get(i), truecase=truecase)
+            for i, (p, t) in enumerate(zip(prepared, translations))]
 
 
 def _whole_span(word: str, kinds: Sequence[str]) -> bool:

@@ -40,7 +40,8 @@ class RunSyntax:
     preserve: bool = False  # mark a written text xml:space="preserve" (WordprocessingML trims otherwise)
 
 
-def paragraph_pieces(paragraph: etree._Element, syntax: RunSyntax) -> list[tuple[Piece, list[etree._Element]]]:
+def paragraph_pieces(paragraph: etree._Element,
+                     syntax: RunSyntax) -> list[tuple[Piece, list[etree._Element]]]:
     """The paragraph's pieces, each with its text elements (see the module docstring)."""
     found: list[tuple[Piece, list[etree._Element]]] = []
     key: object = None
@@ -65,11 +66,13 @@ def paragraph_pieces(paragraph: etree._Element, syntax: RunSyntax) -> list[tuple
 
 
 def translate_paragraphs(roots: dict[str, etree._Element], syntax: RunSyntax,
-                         translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits) -> set[str]:
+                         translate_html: Callable[[list[str]], list[str]],
+                         limits: DocumentLimits) -> set[str]:
     """Every paragraph with words in the parts `roots` (name -> root) translated in place (see
     the module docstring); the names of the parts that held one (the others are left as they were)."""
     paragraphs = [(name, pieces) for name, root in roots.items() for p in root.iter(syntax.paragraph)
-                  if (pieces := paragraph_pieces(p, syntax)) and any(piece.text.strip() for piece, _ in pieces)]
+                  if (pieces := paragraph_pieces(p, syntax))
+                  and any(piece.text.strip() for piece, _ in pieces)]
     check_units(len(paragraphs), "paragraphs", limits)
     translated = translate_html([to_html([piece for piece, _ in pieces]) for _, pieces in paragraphs])
     for (_, pieces), markup in zip(paragraphs, translated):
@@ -82,8 +85,9 @@ def translate_paragraphs(roots: dict[str, etree._Element], syntax: RunSyntax,
     return {name for name, _ in paragraphs}
 
 
-def translate_package(data: bytes, translate_html: Callable[[list[str]], list[str]], limits: DocumentLimits, *,
-                      what: str, main: str, kind: str, parts: re.Pattern[str], syntax: RunSyntax) -> bytes:
+def translate_package(data: bytes, translate_html: Callable[[list[str]], list[str]],
+                      limits: DocumentLimits, *, what: str, main: str, kind: str,
+                      parts: re.Pattern[str], syntax: RunSyntax) -> bytes:
     """An Office Open XML package (`what`: ".docx", ".pptx") with the paragraphs of its members
     named by `parts` translated; a DocumentError when it has no `main` part (it is not `kind`)."""
     members = read_zip(data, what, limits)

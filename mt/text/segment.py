@@ -42,8 +42,8 @@ _ADDRESS = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+|@?[^\s@]+@[^\s@]+\.[^\
 CLAUSE_MARKS = frozenset(",;:，；：、")  # a break after one of these keeps a clause whole
 # Languages written without spaces between words or sentences (base codes): their translations'
 # sentences are joined without one, and theirs get one in a language written with spaces.
-UNSPACED_LANGUAGES = frozenset({"zh", "zho", "cmn", "yue", "wuu", "ja", "jpn", "th", "tha", "lo", "lao", "km", "khm",
-                                "my", "mya", "bo", "bod"})
+UNSPACED_LANGUAGES = frozenset({"zh", "zho", "cmn", "yue", "wuu", "ja", "jpn", "th", "tha", "lo", "lao",
+                                "km", "khm", "my", "mya", "bo", "bod"})
 
 
 @dataclass(frozen=True)

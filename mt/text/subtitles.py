@@ -61,7 +61,8 @@ def _translate_cues(texts: list[str], translate_texts: Translate, translate_html
     return out
 
 
-def translate_srt(data: bytes, translate_texts: Translate, translate_html: Translate, limits: DocumentLimits) -> bytes:
+def translate_srt(data: bytes, translate_texts: Translate, translate_html: Translate,
+                  limits: DocumentLimits) -> bytes:
     """A SubRip file with each cue's text translated; numbers, timings and coordinates as they were."""
     text = decode_text(data, ".srt")
     try:
@@ -69,17 +70,21 @@ def translate_srt(data: bytes, translate_texts: Translate, translate_html: Trans
     except (srt.SRTParseError, ValueError) as e:
         raise DocumentError(f".srt: cannot read the subtitles ({e})") from None
     if not cues and text.strip():
-        raise DocumentError(".srt: no subtitle found (expected a number, then 'start --> end', then the text)")
+        raise DocumentError(".srt: no subtitle found "
+                            "(expected a number, then 'start --> end', then the text)")
     check_units(len(cues), "cues", limits)
-    for cue in cues:  # srt reads a damaged end time ("00:00:0x") as a shorter one: a cue that ends before it starts
+    # srt reads a damaged end time ("00:00:0x") as a shorter one: a cue that ends before it starts
+    for cue in cues:
         if cue.end < cue.start:
             raise DocumentError(f".srt: cue {cue.index} ends before it starts (a damaged timing line?)")
-    for cue, found in zip(cues, _translate_cues([cue.content for cue in cues], translate_texts, translate_html)):
+    translated = _translate_cues([cue.content for cue in cues], translate_texts, translate_html)
+    for cue, found in zip(cues, translated):
         cue.content = found
     return srt.compose(cues, reindex=False, strict=False).encode("utf-8")
 
 
-def translate_vtt(data: bytes, translate_texts: Translate, translate_html: Translate, limits: DocumentLimits) -> bytes:
+def translate_vtt(data: bytes, translate_texts: Translate, translate_html: Translate,
+                  limits: DocumentLimits) -> bytes:
     """A WebVTT file with each cue's text translated; header, NOTE and STYLE blocks, identifiers,
     timings and cue settings as they were."""
     text = decode_text(data, ".vtt")
@@ -90,7 +95,8 @@ def translate_vtt(data: bytes, translate_texts: Translate, translate_html: Trans
     timing_lines = [n for n, line in enumerate(text.splitlines(), start=1) if "-->" in line]
     if len(timing_lines) != len(captions.captions):
         read = {_start(caption.start) for caption in captions.captions}
-        lost = next((n for n in timing_lines if _start(text.splitlines()[n - 1]) not in read), timing_lines[-1])
+        lost = next((n for n in timing_lines if _start(text.splitlines()[n - 1]) not in read),
+                    timing_lines[-1])
         raise DocumentError(f".vtt: line {lost}: a cue timing line that cannot be read "
                             f"({len(captions.captions)} of {len(timing_lines)} cues readable)")
     check_units(len(captions.captions), "cues", limits)

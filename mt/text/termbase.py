@@ -141,7 +141,8 @@ def tbx_entries(data: bytes, name: str) -> list[Entry]:
     try:
         reader.parser.Parse(data, True)
     except expat.ExpatError as e:
-        raise MTError(f"glossary {name}:{e.lineno}: not TBX (XML error: {expat.ErrorString(e.code)})") from None
+        raise MTError(f"glossary {name}:{e.lineno}: not TBX "
+                      f"(XML error: {expat.ErrorString(e.code)})") from None
     if reader.root not in {"martif", "tbx"}:
         raise MTError(f"glossary {name}:1: not TBX (the root element is <{reader.root or '?'}>, "
                       "expected <martif> or <tbx>)")

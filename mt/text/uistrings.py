@@ -179,15 +179,16 @@ def _placeholder(word: str) -> bool:
 def undouble(source: str, translation: str) -> str:
     """`translation` with a word written twice in a row written once: the second copy's letters go,
     its markup and punctuation stay on the first ("Ende Ende." -> "Ende.", "Name Name:" -> "Name:",
-    "Fett</b> Fett</b>" -> "Fett</b></b>"); unless the source writes a word twice in a row itself. The spacing of the rest kept."""
+    "Fett</b> Fett</b>" -> "Fett</b></b>"); unless the source writes a word twice in a row itself.
+    The spacing of the rest kept."""
     words = [_core(word) for word in source.split()]
     if any(a and a == b for a, b in zip(words, words[1:])):
         return translation
     out: list[str] = []
     last = -1  # the index in `out` of the last word that is no placeholder (pofilter reads past those)
     for part in re.split(r"(\s+)", translation):
-        if part and not part.isspace() and last >= 0 and _core(part) and _core(out[last]) in (_core(part),
-                                                                                              _core(part).rstrip(",;:!?…")):
+        if (part and not part.isspace() and last >= 0 and _core(part)
+                and _core(out[last]) in (_core(part), _core(part).rstrip(",;:!?…"))):
             rest = "".join(piece if piece.startswith("<") else "".join(c for c in piece if not c.isalnum())
                            for piece in re.split(r"(<[^<>]*>)", part))
             out[last] += rest  # the second copy's letters go, with the space before them
@@ -220,8 +221,8 @@ def shield(text: str) -> tuple[str, list[str]]:
     """`text` with each piece a UI string keeps verbatim (`_KEEP`) outside its spans replaced by a
     placeholder `{_0}`, `{_1}`... (which `mt.text.protect` takes out of what the model reads and
     puts back where the words around it went), and those pieces in order. An acronym is kept only
-    in a line the case rule does not read as ALL CAPS ("OK" alone is kept, "SAVE ALL" is not). Text that already
-    holds such a placeholder is left as it is."""
+    in a line the case rule does not read as ALL CAPS ("OK" alone is kept, "SAVE ALL" is not). Text
+    that already holds such a placeholder is left as it is."""
     if "{_" in text:
         return text, []
     spans = find_spans(text, KINDS)
@@ -251,7 +252,8 @@ def unshield(translation: str, kept: list[str]) -> str:
     model did not return is lost, as any word would be)."""
     if not kept:
         return translation
-    return _TOKEN.sub(lambda m: kept[int(m.group(1))] if int(m.group(1)) < len(kept) else m.group(), translation)
+    return _TOKEN.sub(lambda m: kept[int(m.group(1))] if int(m.group(1)) < len(kept) else m.group(),
+                      translation)
 
 
 def same_line_breaks(source: str, translation: str) -> str:
@@ -276,7 +278,8 @@ def translate_messages(texts: list[str], translate: Scored, marker: str | None) 
     taken = [take_accelerator(text, marker) for text in texts]
     shielded = [shield(bare) for bare, _ in taken]
     found = translate([text for text, _ in shielded]) if texts else []
-    return [(put_accelerator(same_line_breaks(bare, fix_message(bare, unshield(text, kept))), letter, marker), score)
+    return [(put_accelerator(same_line_breaks(bare, fix_message(bare, unshield(text, kept))), letter, marker),
+             score)
             for (bare, letter), (_, kept), (text, score) in zip(taken, shielded, found)]
 
 

@@ -19,10 +19,10 @@ What is filled (as translate-toolkit's `pretranslate` and Weblate's machine tran
   appliesTo="target">` saying its targets are machine translation, not reviewed (`MT_NOTE`).
 - Given confidences (`scored`), a plain segment whose translation is under `LOW_CONFIDENCE` (0.3,
   `mt.text.uistrings`) gets a note a reviewer sees: 1.2 `<note from="mt" annotates="target">`,
-  2.0 a `<note category="mt-confidence" appliesTo="target">` in its unit's notes. XLIFF 2.0 has four states only (initial,
-  translated, reviewed, final): `translated` is the one before review, which translate-toolkit
-  (and so Weblate) reads as translated but not reviewed; no `subState` is written, since its
-  values belong to a named authority.
+  2.0 a `<note category="mt-confidence" appliesTo="target">` in its unit's notes. XLIFF 2.0 has four
+  states only (initial, translated, reviewed, final): `translated` is the one before review, which
+  translate-toolkit (and so Weblate) reads as translated but not reviewed; no `subState` is written,
+  since its values belong to a named authority.
 Everything else (units with targets, `<note>`s, `<context-group>`s, `<ignorable>`s, other files'
 bodies) is left as it was.
 
@@ -201,7 +201,8 @@ def _note(unit: etree._Element) -> None:
     notes = unit.find(f"{{{ns}}}notes")
     if notes is None:
         notes = unit.makeelement(f"{{{ns}}}notes", {})
-        anchor = next((child for child in unit if _local(child) in ("originalData", "segment", "ignorable")), None)
+        anchor = next((child for child in unit
+                       if _local(child) in ("originalData", "segment", "ignorable")), None)
         if anchor is None:
             unit.append(notes)
         else:
@@ -231,7 +232,8 @@ def translate_xliff(data: bytes, translate_texts: Translate, translate_html: Tra
     codes: dict[int, list[etree._Element]] = {k: [] for k in marked}
     fragments = [_to_html(slots[k][0], codes[k]) for k in marked]
     sources = [slots[k][0].text or "" for k in plain]
-    texts = translate_messages(sources, scored or unscored(translate_texts), accelerator_of(sources)) if plain else []
+    texts = (translate_messages(sources, scored or unscored(translate_texts), accelerator_of(sources))
+             if plain else [])
     markup = translate_html(fragments) if fragments else []
     for k, (text, sure) in zip(plain, texts):
         _place(*slots[k], version).text = NOT_XML.sub("", text)

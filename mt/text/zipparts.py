@@ -1,4 +1,5 @@
-"""The zip container of .docx, .odt, .pptx, .odp and .epub, read within bounds and written back member for member.
+"""The zip container of .docx, .odt, .pptx, .odp and .epub, read within bounds and written back
+member for member.
 
 `read_zip` refuses before decompressing anything: a file that is not a zip (or is cut short), more
 members than `DocumentLimits.max_members`, or declared uncompressed sizes over
@@ -26,7 +27,8 @@ def read_zip(data: bytes, what: str, limits: DocumentLimits) -> dict[str, bytes]
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as e:
-        raise DocumentError(f"not a readable {what} file (its zip container is damaged or missing: {e})") from None
+        raise DocumentError(f"not a readable {what} file "
+                            f"(its zip container is damaged or missing: {e})") from None
     if len(infos) > limits.max_members:
         raise DocumentError(f"{what}: {len(infos)} files inside the zip; at most {limits.max_members}")
     unzipped = sum(info.file_size for info in infos)
@@ -49,9 +51,11 @@ def write_zip(original: bytes, replaced: dict[str, bytes], first: str | None = N
     with zipfile.ZipFile(io.BytesIO(original)) as source, zipfile.ZipFile(out, "w") as target:
         infos = source.infolist()
         lead = next((info for info in infos if info.filename == first), None)
-        if lead is not None and (lead is not infos[0] or lead.compress_type != zipfile.ZIP_STORED or lead.extra):
+        if lead is not None and (lead is not infos[0] or lead.compress_type != zipfile.ZIP_STORED
+                                 or lead.extra):
             infos.remove(lead)
-            target.writestr(zipfile.ZipInfo(lead.filename, lead.date_time), source.read(lead), zipfile.ZIP_STORED)
+            target.writestr(zipfile.ZipInfo(lead.filename, lead.date_time), source.read(lead),
+                            zipfile.ZIP_STORED)
         for info in infos:
             target.writestr(info, replaced[info.filename] if info.filename in replaced else source.read(info))
     return out.getvalue()

@@ -21,14 +21,16 @@ router = APIRouter()
 
 
 def assets_folder() -> Path:
-    """The installed Swagger UI / ReDoc bundles (swagger-ui-bundle.js, swagger-ui.css, redoc.standalone.js)."""
+    """The installed Swagger UI / ReDoc bundles (swagger-ui-bundle.js, swagger-ui.css,
+    redoc.standalone.js)."""
     return Path(str(files("fastapi_offline") / "static"))
 
 
 @router.get("/docs", include_in_schema=False)
 async def swagger_ui(request: Request) -> HTMLResponse:
     root = request.scope.get("root_path", "")
-    return get_swagger_ui_html(openapi_url=f"{root}{request.app.openapi_url}", title=f"{request.app.title} - API",
+    return get_swagger_ui_html(openapi_url=f"{root}{request.app.openapi_url}",
+                               title=f"{request.app.title} - API",
                                swagger_js_url=f"{root}{ASSETS}/swagger-ui-bundle.js",
                                swagger_css_url=f"{root}{ASSETS}/swagger-ui.css",
                                swagger_favicon_url=f"{root}{ASSETS}/favicon.png")
@@ -37,6 +39,7 @@ async def swagger_ui(request: Request) -> HTMLResponse:
 @router.get("/redoc", include_in_schema=False)
 async def redoc(request: Request) -> HTMLResponse:
     root = request.scope.get("root_path", "")
-    return get_redoc_html(openapi_url=f"{root}{request.app.openapi_url}", title=f"{request.app.title} - ReDoc",
+    return get_redoc_html(openapi_url=f"{root}{request.app.openapi_url}",
+                          title=f"{request.app.title} - ReDoc",
                           redoc_js_url=f"{root}{ASSETS}/redoc.standalone.js",
                           redoc_favicon_url=f"{root}{ASSETS}/favicon.png", with_google_fonts=False)

@@ -52,7 +52,8 @@ UPLOAD_DOC = {"requestBody": {"required": True, "content": {"multipart/form-data
 
 
 def supported_formats() -> list[str]:
-    """The file extensions /frontend/settings lists (`supportedFilesFormat`, with their dots as LibreTranslate's)."""
+    """The file extensions /frontend/settings lists (`supportedFilesFormat`, with their dots as
+    LibreTranslate's)."""
     return list(EXTENSIONS)
 
 
@@ -60,7 +61,8 @@ async def _read_form(request: Request, settings: ServeSettings) -> tuple[dict[st
     """The form's text fields and its `file` (400 for a body that is not multipart form data)."""
     raw = await read_body(request, settings.max_file_bytes + FORM_SLACK, settings.timeout_s)
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
-        raise ApiError(400, "Invalid request: send the file as multipart/form-data (fields file, source, target)")
+        raise ApiError(400, "Invalid request: send the file as multipart/form-data "
+                            "(fields file, source, target)")
     request._body = raw
     try:
         form = await request.form(max_part_size=settings.max_file_bytes + FORM_SLACK)
@@ -83,8 +85,8 @@ def file_translators(request: Request, model: ServedModel, settings: ServeSettin
     unlimited = dataclasses.replace(settings, char_limit=1 << 62, max_segments=1 << 62)
 
     def translate_job(texts: list[str]) -> list[tuple[str, float]]:
-        coroutine = translate_texts_scored(request, model, unlimited, texts, model.decode, None, tokenizer, source,
-                                           terms=terms)
+        coroutine = translate_texts_scored(request, model, unlimited, texts, model.decode, None, tokenizer,
+                                           source, terms=terms)
         hyps, _, sure = asyncio.run_coroutine_threadsafe(coroutine, loop).result()
         return [(found[0][0], confidence) for found, confidence in zip(hyps, sure)]
 
@@ -109,7 +111,8 @@ def file_translators(request: Request, model: ServedModel, settings: ServeSettin
         parsed = [HtmlFragment(markup) for markup in fragments]
         translations = translate_texts_sync([block for fragment in parsed for block in fragment.blocks])
         return render_fragments(parsed, translations, span_links(
-            lambda sources, targets: model.engine.align(list(tokenizer.src_prefix), sources, targets), model.decode.protect))
+            lambda sources, targets: model.engine.align(list(tokenizer.src_prefix), sources, targets),
+            model.decode.protect))
 
     return translate_texts_sync, translate_html, translate_scored_sync
 
@@ -134,7 +137,8 @@ async def translate_file(request: Request, state: StateDep, fleet: ReadyFleet) -
         raise ApiError(400, "Invalid request: empty file")
     fmt = format_of(upload.filename)
     if fmt is None:
-        raise ApiError(400, f"Invalid request: file format not supported (one of {', '.join(supported_formats())})")
+        raise ApiError(400, "Invalid request: file format not supported "
+                            f"(one of {', '.join(supported_formats())})")
     data = await upload.read()
     admit(request, state, fields.get("api_key"), len(data))  # a file costs its size in characters
     limits = DocumentLimits(max_bytes=settings.max_file_bytes)
@@ -146,14 +150,16 @@ async def translate_file(request: Request, state: StateDep, fleet: ReadyFleet) -
         model, served_target = fleet.for_pair(source, target)
         served_source = fleet.languages.match(source, "source", fleet.languages.sources)
         texts, html, scored = file_translators(request, model, settings, served_source, served_target,
-                                       asyncio.get_running_loop(), fleet.terms.get((served_source, served_target)))
-        translated = await asyncio.to_thread(translate_document, data, fmt, texts, html, limits, target=served_target,
-                                             scored=scored)
+                                       asyncio.get_running_loop(),
+                                       fleet.terms.get((served_source, served_target)))
+        translated = await asyncio.to_thread(translate_document, data, fmt, texts, html, limits,
+                                             target=served_target, scored=scored)
     except DocumentError as e:
         raise ApiError(400, f"{upload.filename}: {e}") from None
     stem, dot, ext = upload.filename.rpartition(".")
     ext = "po" if ext.lower() == "pot" else ext  # a template comes back as the target's catalogue
-    name = state.files.put(translated, MEDIA_TYPES[fmt], f"{stem}.{served_target}.{ext}" if dot else upload.filename)
+    name = state.files.put(translated, MEDIA_TYPES[fmt],
+                           f"{stem}.{served_target}.{ext}" if dot else upload.filename)
     return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
 
 
@@ -172,5 +178,6 @@ async def download_file(name: str, state: StateDep) -> Response:
 
 def frontend_files(settings: ServeSettings) -> dict[str, Any]:
     """/frontend/settings' file fields: `filesTranslation` and `supportedFilesFormat`."""
-    return {"filesTranslation": settings.files, "supportedFilesFormat": supported_formats() if settings.files else []}
+    return {"filesTranslation": settings.files,
+            "supportedFilesFormat": supported_formats() if settings.files else []}
 

@@ -45,7 +45,8 @@ router = APIRouter()
 
 @router.post("/translate", summary="Translate (LibreTranslate-compatible; JSON or form data)",
              openapi_extra=body_doc(LT_SCHEMA, form=True), dependencies=[RequireKey])
-async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
+async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet,
+                       settings: SettingsDep) -> JSONResponse:
     texts, as_list = get_texts(fields, "q")
     check_request(texts, settings)  # the limits hold before any parsing, detection or translation
     source, target = get_str(fields, "source"), get_str(fields, "target")
@@ -64,7 +65,8 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
         sources = [fleet.languages.match(source, "source", fleet.languages.sources)] * len(texts)
     alternatives = get_int(fields, "alternatives", low=0) or 0
     if alternatives > settings.max_alternatives:
-        raise ApiError(400, f"alternatives: at most {settings.max_alternatives} on this server, got {alternatives}")
+        raise ApiError(400, f"alternatives: at most {settings.max_alternatives} on this server, "
+                            f"got {alternatives}")
     groups: dict[tuple[int, str, str], list[int]] = {}  # texts for one model, target and source: one job
     for i, (model, tgt) in enumerate(routes):
         groups.setdefault((id(model), tgt, sources[i]), []).append(i)
@@ -77,8 +79,8 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
         tokenizer = model.tokenizer_for(tgt, "target")
         terms = fleet.terms.get((src, tgt))  # the pair's --glossary, if any
         if fragments is not None:  # as LibreTranslate: no alternatives for HTML
-            found = await translate_html(request, model, settings, [fragments[i] for i in indices], model.decode,
-                                         tokenizer, src, terms)
+            found = await translate_html(request, model, settings, [fragments[i] for i in indices],
+                                         model.decode, tokenizer, src, terms)
             for i, text in zip(indices, found):
                 best[i] = text
             return
@@ -86,13 +88,15 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
         if alternatives:
             n_best = alternatives + 1
             decode = dataclasses.replace(decode, n_best=n_best, beam=max(decode.beam, n_best), sampling=False)
-        hyps, _, confidences = await translate_texts_scored(request, model, settings, [texts[i] for i in indices],
-                                                            decode, n_best, tokenizer, src, terms=terms)
+        hyps, _, confidences = await translate_texts_scored(request, model, settings,
+                                                            [texts[i] for i in indices], decode, n_best,
+                                                            tokenizer, src, terms=terms)
         for i, text_hyps, confidence in zip(indices, hyps, confidences):
             best[i], alts[i] = text_hyps[0][0], [text for text, _ in text_hyps[1:]]
             sure[i] = confidence if math.isfinite(confidence) else None
 
-    outcomes = await asyncio.gather(*(translate_group(indices) for indices in groups.values()), return_exceptions=True)
+    outcomes = await asyncio.gather(*(translate_group(indices) for indices in groups.values()),
+                                    return_exceptions=True)
     for outcome in outcomes:  # every group has finished: the first failure is the answer
         if isinstance(outcome, BaseException):
             raise outcome
@@ -127,9 +131,9 @@ def _auto_routes(fleet: Fleet, detected: list[dict[str, Any]], target: str) -> l
     for i, found in enumerate(detected):
         if found["language"] not in sources:
             where = f"q[{i}]" if len(detected) > 1 else "q"
-            raise ApiError(400, f"source auto: {where} is {language_name(found['language'])} ({found['language']}, "
-                                f"confidence {found['confidence']:g}); this server translates into {tgt} from "
-                                f"{', '.join(sources)}")
+            raise ApiError(400, f"source auto: {where} is {language_name(found['language'])} "
+                                f"({found['language']}, confidence {found['confidence']:g}); "
+                                f"this server translates into {tgt} from {', '.join(sources)}")
         routes.append(fleet.for_pair(found["language"], tgt))
     return routes
 
@@ -140,7 +144,8 @@ def _auto_routes(fleet: Fleet, detected: list[dict[str, Any]], target: str) -> l
              dependencies=[RequireKey])
 async def lt_detect(fields: Fields, fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     texts, _ = get_texts(fields, "q")  # a list is read as one text, as LibreTranslate averages over it
-    check_request(texts, settings)  # LibreTranslate has no limit here; mt keeps detection within the limits too
+    # LibreTranslate has no limit here; mt keeps detection within the limits too
+    check_request(texts, settings)
     return JSONResponse(await asyncio.to_thread(LanguageDetector.rank, fleet.detector, "\n".join(texts)))
 
 

@@ -41,7 +41,8 @@ router = APIRouter(prefix="/v1")
 
 @router.post("/translate", summary="Translate segments with decoding options (mt's API)",
              openapi_extra=body_doc(V1_SCHEMA, form=False), dependencies=[RequireKey])
-async def v1_translate(request: Request, fields: Fields, fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
+async def v1_translate(request: Request, fields: Fields, fleet: ReadyFleet,
+                       settings: SettingsDep) -> JSONResponse:
     check_known(fields, V1_SCHEMA, "/v1/translate")
     segments = get_segments(fields)
     check_request(segments, settings)  # before any work
@@ -52,8 +53,9 @@ async def v1_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
     decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam, samples=model.samples)
     tokenizer, pair = model.tokenizer_for(target, "target"), _pair(model, source, target)
     terms = request_terms(model, glossary, fleet.terms.get(pair), pair, decode.sampling)
-    found, notes, sure = await translate_texts_scored(request, model, settings, segments, decode, n_best, tokenizer,
-                                                      pair[0], segment=get_bool(fields, "segment", True), terms=terms)
+    found, notes, sure = await translate_texts_scored(request, model, settings, segments, decode, n_best,
+                                                      tokenizer, pair[0],
+                                                      segment=get_bool(fields, "segment", True), terms=terms)
     rows = []
     for hyps, confidence in zip(found, sure):
         score = hyps[0][1] if n_best is not None else None
@@ -68,7 +70,8 @@ async def v1_translate(request: Request, fields: Fields, fleet: ReadyFleet, sett
 async def v1_settings(fleet: ReadyFleet, settings: SettingsDep) -> JSONResponse:
     return JSONResponse({"char_limit": settings.char_limit, "max_segments": settings.max_segments,
                          "max_beam": min(model.max_beam for model in fleet.models),
-                         "max_alternatives": settings.max_alternatives, "keys_required": settings.keys_required,
+                         "max_alternatives": settings.max_alternatives,
+                         "keys_required": settings.keys_required,
                          "sampling": all(model.samples for model in fleet.models),
                          "glossary": all(model.constrains for model in fleet.models),
                          "max_glossary_terms": settings.max_glossary_terms, "low_confidence": LOW,

@@ -114,6 +114,16 @@ def test_the_ending_only_ever_removes_one_final_full_stop(segment: str, translat
     spacing around it) taken out, and only for a bare segment whose translation ended with one."""
     n = len(translation.split())
     alignment = data.draw(st.none() | st.lists(st.integers(-1, 8), min_size=n, max_size=n))
+    check_ending(segment, translation, case, alignment)
+
+
+@pytest.mark.parametrize(("segment", "translation"), [("/0\x1b²", "save , .")])  # hypothesis found these
+def test_the_ending_found_cases(segment: str, translation: str) -> None:
+    check_ending(segment, translation, True, None)
+
+
+def check_ending(segment: str, translation: str, case: bool, alignment: list[int] | None) -> None:
+    """The ending rule's invariant for one rendering (see the property test above)."""
     keeps = lambda word: len(word) % 2 == 0  # noqa: E731  (any answer: the same on both sides)
     off = prepare(segment, KINDS, case, ONE, False).render(translation, alignment, truecase=keeps)
     on = prepare(segment, KINDS, case, ONE, True).render(translation, alignment, truecase=keeps)
@@ -125,10 +135,11 @@ def test_the_ending_only_ever_removes_one_final_full_stop(segment: str, translat
         # one full stop out, and at most the spacing around where it stood changed ('save 2 \x080' -> '0 2.0'
         # becomes '0 2 0': two spans that the moved full stop kept apart stay apart), or the sentence
         # punctuation it left at the end put after the last span, where it goes ('save 2' translated
-        # 'save ... .': 'save ... 2.' off, 'save 2...' on)
+        # 'save ... .': 'save ... 2.' off, 'save 2...' on; '/0' translated 'save , .': 'save ,0.' off,
+        # 'save 0,' on)
         squeeze = lambda text: "".join(text.split())  # noqa: E731
         assert any(off[i] in FULL_STOPS and (squeeze(on) == squeeze(off[:i] + off[i + 1:]) or sorted(squeeze(on))
-                                             == sorted(squeeze(off[:i] + off[i + 1:])) and on[-1:] in ".…!?")
+                                             == sorted(squeeze(off[:i] + off[i + 1:])) and on[-1:] in ".…!?,;:")
                    for i in range(len(off))), (off, on)
 
 

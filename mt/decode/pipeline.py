@@ -34,6 +34,7 @@ searches are executed, never in the order of the rules.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -47,13 +48,14 @@ from mt.decode.swap import first_pass_searches, first_pass_wanted
 from mt.decode.terms import TermConstraints, terms_in
 from mt.decode.wanted import Wanted
 from mt.text.glossary import Term
-from mt.text.protect import Aligner, Prepared
+from mt.text.protect import SYMBOLS, Aligner, Prepared
 from mt.text.segment import Segmented, Segmenter, fit, whole_lines
 
 T = TypeVar("T")
 Hyps = list[tuple[str, float]]  # one segment's outputs: (text, length-normalised score), best first
 
 SENTENCE_STRIDE = 1 << 32  # sampling keys: sentence j of line i is line i's id + j x this
+SYMBOL_RUN = re.compile(SYMBOLS)
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,9 @@ def segment(texts: Sequence[str], tokenizer: Tokenizer, max_positions: int, segm
         return [whole_lines(text) for text in texts]
 
     def count(segments: list[str]) -> list[int]:
-        return [len(ids) for ids in tokenizer.encode_src(segments)]
+        # A run of symbols is a span the model never reads (`mt.text.protect.SYMBOLS`): counted as a
+        # space, so a hostile line of symbols is not broken into pieces only to be skipped.
+        return [len(ids) for ids in tokenizer.encode_src([SYMBOL_RUN.sub(" ", s) for s in segments])]
 
     return fit([segmenter.split(text) for text in texts], count, max_positions - 1)
 

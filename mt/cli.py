@@ -7,68 +7,38 @@ inside the commands so `mt --help` stays fast. `mt serve`'s options are `ServeSe
 (flag, default and help declared once, in mt/serve/settings.py). Errors a user can cause raise
 `MTError`; `main()` prints them as one line on stderr and exits with code 2, and prints each
 `MTWarning` as one line too. Library stages report progress through `logging` (loggers under
-"mt"); `main()` shows those INFO messages on stdout, as plain lines.
+"mt"); `main()` shows those INFO messages on stdout, as plain lines. That machinery, and
+`options_of`, which declares a settings dataclass's fields as options, live in mt/cli_support.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
-import logging
-import signal
-import sys
-import typing
-import warnings
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Optional
 
 import typer
 
+from mt.cli_support import options_of, run_app
 from mt.decode.overrides import DecodeOverrides
-from mt.errors import Interrupted, MTError, MTWarning
 from mt.serve.settings import ServeSettings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="mt: train, run and score Transformer translation models.")
 data_app = typer.Typer(no_args_is_help=True, help="Fetch and clean corpora.")
 app.add_typer(data_app, name="data")
-import_app = typer.Typer(no_args_is_help=True, help="Import a model trained elsewhere as an mt checkpoint.")
+import_app = typer.Typer(no_args_is_help=True,
+                         help="Import a model trained elsewhere as an mt checkpoint.")
 app.add_typer(import_app, name="import")
 
 ConfigArg = typer.Argument(..., help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml.")
 SetOpt = typer.Option([], "--set", help="Override a config value: section.key=value (repeatable).")
-SERVE_CKPT_HELP = ("One model: a checkpoint (.pt), an ensemble of checkpoints joined by commas (a.pt,b.pt), or an "
-                   "`mt export` directory. Repeat for several models (in worker processes of their own): each "
-                   "request goes to the one that serves its language pair; two may not serve the same pair.")
-CKPT_HELP = ("A checkpoint file (.pt). Repeat for an ensemble: the models' probabilities are averaged at every "
-             "step; they must share one tokenizer, and the first one's config and decode settings apply. "
-             "translate/evaluate also take one `mt export` directory (run in CTranslate2).")
-
-
-def options_of(settings: type, only: Sequence[str] = (),
-               help: Mapping[str, str] | None = None) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """A decorator giving a command one keyword option per field of the dataclass `settings` that
-    declares a flag (its metadata: flag, help, and `option_type`/`option_default` where the flag's
-    value is not the field's), after the command's own parameters and in field order: every such
-    field, or those named in `only`; `help` replaces a field's help where the command gives it
-    another meaning. Typer reads options from the command's signature, so the decorated command's
-    signature lists them; the command takes them as `**settings`."""
-    hints = typing.get_type_hints(settings)
-    chosen = [f for f in dataclasses.fields(settings) if "flag" in f.metadata and (not only or f.name in only)]
-    options = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
-                                 annotation=f.metadata.get("option_type", hints[f.name]),
-                                 default=typer.Option(f.metadata.get("option_default", f.default), f.metadata["flag"],
-                                                      help=(help or {}).get(f.name, f.metadata["help"])))
-               for f in chosen]
-
-    def declare(command: Callable[..., None]) -> Callable[..., None]:
-        signature = inspect.signature(command)
-        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        command.__signature__ = signature.replace(parameters=own + options)  # type: ignore[attr-defined]
-        return command
-
-    return declare
+SERVE_CKPT_HELP = ("One model: a checkpoint (.pt), an ensemble of checkpoints joined by commas (a.pt,b.pt), "
+                   "or an `mt export` directory. Repeat for several models (in worker processes of their "
+                   "own): each request goes to the one that serves its language pair; two may not serve the "
+                   "same pair.")
+CKPT_HELP = ("A checkpoint file (.pt). Repeat for an ensemble: the models' probabilities are averaged at "
+             "every step; they must share one tokenizer, and the first one's config and decode settings "
+             "apply. translate/evaluate also take one `mt export` directory (run in CTranslate2).")
 
 
 @data_app.command("fetch")
@@ -86,25 +56,33 @@ def data_fetch(
 
 @data_app.command("clean")
 def data_clean(
-    path: str = typer.Argument(..., help="The corpus: a folder of split files (text, tsv, jsonl), a saved dataset, "
-                                         "or a hub dataset name with --format hub."),
-    output: Path = typer.Option(..., "--output", "-o", help="Folder for the cleaned {split}.{lang} files and report."),
+    path: str = typer.Argument(..., help="The corpus: a folder of split files (text, tsv, jsonl), a saved "
+                                         "dataset, or a hub dataset name with --format hub."),
+    output: Path = typer.Option(..., "--output", "-o",
+                                help="Folder for the cleaned {split}.{lang} files and report."),
     src_lang: str = typer.Option("en", "--src-lang", help="Source language code."),
     tgt_lang: str = typer.Option("de", "--tgt-lang", help="Target language code."),
-    data_format: str = typer.Option("text", "--format", help="text | tsv | jsonl | saved | hub (as data.format)."),
+    data_format: str = typer.Option("text", "--format",
+                                    help="text | tsv | jsonl | saved | hub (as data.format)."),
     split: str = typer.Option("train", "--split", help="The split to clean."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Take the settings of this config's clean: section."),
-    overrides: list[str] = typer.Option([], "--set", help="Override a cleaning setting: clean.key=value (repeatable)."),
-    dropped_file: bool = typer.Option(False, "--dropped-file", help="Write every dropped pair with its rule to "
-                                                                    "clean_dropped.jsonl."),
-    max_drop: Optional[float] = typer.Option(None, "--max-drop", help="Stop when more than this share would be "
-                                                                      "dropped (default clean.max_drop, 0.5)."),
-    forward: Optional[Path] = typer.Option(None, "--forward", help="A src->tgt checkpoint: with --backward, score "
-                                                                   "pairs by dual conditional cross-entropy."),
-    backward: Optional[Path] = typer.Option(None, "--backward", help="A tgt->src checkpoint (see --forward)."),
-    keep: Optional[float] = typer.Option(None, "--keep", help="Keep this best-scoring share of the pairs the rules keep."),
-    min_score: Optional[float] = typer.Option(None, "--min-score", help="Keep pairs scoring at least this "
-                                                                        "(exp(-dual cross-entropy), in (0, 1])."),
+    config: Optional[Path] = typer.Option(None, "--config",
+                                          help="Take the settings of this config's clean: section."),
+    overrides: list[str] = typer.Option([], "--set",
+                                        help="Override a cleaning setting: clean.key=value (repeatable)."),
+    dropped_file: bool = typer.Option(False, "--dropped-file", help="Write every dropped pair with its rule "
+                                                                    "to clean_dropped.jsonl."),
+    max_drop: Optional[float] = typer.Option(
+        None, "--max-drop", help="Stop when more than this share would be dropped (default clean.max_drop, "
+                                 "0.5)."),
+    forward: Optional[Path] = typer.Option(
+        None, "--forward", help="A src->tgt checkpoint: with --backward, score pairs by dual conditional "
+                                "cross-entropy."),
+    backward: Optional[Path] = typer.Option(
+        None, "--backward", help="A tgt->src checkpoint (see --forward)."),
+    keep: Optional[float] = typer.Option(None, "--keep",
+                                         help="Keep this best-scoring share of the pairs the rules keep."),
+    min_score: Optional[float] = typer.Option(
+        None, "--min-score", help="Keep pairs scoring at least this (exp(-dual cross-entropy), in (0, 1])."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N (model scores)."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Padded tokens per scoring batch."),
     workers: int = typer.Option(1, help="Processes for the rules and language ID (same output)."),
@@ -113,9 +91,9 @@ def data_clean(
     from mt.commands.clean import clean_command
 
     clean_command(path, output, src_lang=src_lang, tgt_lang=tgt_lang, data_format=data_format, split=split,
-                  config=config, overrides=overrides, dropped_file=dropped_file, max_drop=max_drop, forward=forward,
-                  backward=backward, keep=keep, min_score=min_score, device=device, max_tokens=max_tokens,
-                  workers=workers)
+                  config=config, overrides=overrides, dropped_file=dropped_file, max_drop=max_drop,
+                  forward=forward, backward=backward, keep=keep, min_score=min_score, device=device,
+                  max_tokens=max_tokens, workers=workers)
 
 
 @app.command()
@@ -130,22 +108,28 @@ def prepare(config: Path = ConfigArg, overrides: list[str] = SetOpt,
 
 
 @app.command()
-def train(config: Optional[Path] = typer.Argument(
-              None, help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml; or leave it out and give --data."),
-          overrides: list[str] = SetOpt,
-          resume: bool = typer.Option(False, help="Continue exactly from runs/<name>/checkpoints/last.pt."),
-          init_from: Optional[Path] = typer.Option(
-              None, "--init-from",
-              help="Fine-tune: start a NEW run from this checkpoint's weights and tokenizer (optimizer, schedule, "
-                   "update count and best score start fresh); same as --set train.init_from=PATH."),
-          data: Optional[str] = typer.Option(
-              None, "--data", help="No config: a corpus (one .tsv/.jsonl file, corpus.xx + corpus.yy, or a folder of "
-                                   "splits); mt chooses the config for it and --budget and writes it to the run."),
-          src_lang: str = typer.Option("", "--src-lang", help="With --data: the source language code."),
-          tgt_lang: str = typer.Option("", "--tgt-lang", help="With --data: the target language code."),
-          budget: str = typer.Option("1h", help="With --data: the training time, e.g. 30m, 2h."),
-          data_format: str = typer.Option("", "--format", help="With --data: tsv | jsonl | text (default: from the names)."),
-          dry_run: bool = typer.Option(False, "--dry-run", help="With --data: write the chosen config, do not train.")) -> None:
+def train(
+    config: Optional[Path] = typer.Argument(
+        None, help="Experiment config (YAML), e.g. configs/multi30k_en_de.yaml; or leave it out and give "
+                   "--data."),
+    overrides: list[str] = SetOpt,
+    resume: bool = typer.Option(False, help="Continue exactly from runs/<name>/checkpoints/last.pt."),
+    init_from: Optional[Path] = typer.Option(
+        None, "--init-from",
+        help="Fine-tune: start a NEW run from this checkpoint's weights and tokenizer (optimizer, schedule, "
+             "update count and best score start fresh); same as --set train.init_from=PATH."),
+    data: Optional[str] = typer.Option(
+        None, "--data", help="No config: a corpus (one .tsv/.jsonl file, corpus.xx + corpus.yy, or a folder "
+                             "of splits); mt chooses the config for it and --budget and writes it to the "
+                             "run."),
+    src_lang: str = typer.Option("", "--src-lang", help="With --data: the source language code."),
+    tgt_lang: str = typer.Option("", "--tgt-lang", help="With --data: the target language code."),
+    budget: str = typer.Option("1h", help="With --data: the training time, e.g. 30m, 2h."),
+    data_format: str = typer.Option(
+        "", "--format", help="With --data: tsv | jsonl | text (default: from the names)."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="With --data: write the chosen config, do not train."),
+) -> None:
     """Train a model (preparing the data first when needed). Works under torchrun for DDP.
 
     `mt train --data corpus.tsv --src-lang en --tgt-lang de --budget 1h`: no config to write."""
@@ -155,26 +139,31 @@ def train(config: Optional[Path] = typer.Argument(
                   tgt_lang=tgt_lang, budget=budget, dry_run=dry_run, data_format=data_format)
 
 
-GlossaryOpt = typer.Option(None, "--glossary", help="Terms to keep: TSV lines 'source<TAB>target' or 'source'.")
+GlossaryOpt = typer.Option(None, "--glossary",
+                           help="Terms to keep: TSV lines 'source<TAB>target' or 'source'.")
 
 
 @app.command()
 @options_of(DecodeOverrides)
 def translate(
     checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
-    input: str = typer.Option("-", "--input", "-i", help="Source text (each line split into sentences); '-' = stdin."),
+    input: str = typer.Option(
+        "-", "--input", "-i", help="Source text (each line split into sentences); '-' = stdin."),
     output: str = typer.Option("-", "--output", "-o", help="Where to write translations; '-' = stdout."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
-    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language to translate into, for a "
-                                              "model of several pairs (required when it has several target languages)."),
+    target_lang: Optional[str] = typer.Option(
+        None, "--target-lang", help="The language to translate into, for a model of several pairs "
+                                    "(required when it has several target languages)."),
     format: Optional[str] = typer.Option(
-        None, "--format", help="Translate the input as a document: txt (paragraphs), html, srt, vtt, docx, odt, pptx, "
-                               "odp, epub, md, po, xliff; default: the input's extension (.txt: a line a segment)."),
-    segment: bool = typer.Option(True, "--segment/--no-segment", help="Split each line into sentences and translate "
-                                 "them one by one (default; whitespace kept); --no-segment translates each line as "
-                                 "one segment (pre-split corpora, evaluation)."),
+        None, "--format", help="Translate the input as a document: txt (paragraphs), html, srt, vtt, docx, "
+                               "odt, pptx, odp, epub, md, po, xliff; default: the input's extension (.txt: a "
+                               "line a segment)."),
+    segment: bool = typer.Option(True, "--segment/--no-segment", help="Split each line into sentences and "
+                                 "translate them one by one (default; whitespace kept); --no-segment "
+                                 "translates each line as one segment (pre-split corpora, evaluation)."),
     glossary: Optional[Path] = GlossaryOpt,
-    scores: bool = typer.Option(False, "--scores", help="Write 'confidence<TAB>translation', confidence in [0, 1]."),
+    scores: bool = typer.Option(
+        False, "--scores", help="Write 'confidence<TAB>translation', confidence in [0, 1]."),
     **knobs: Any,
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order; or a document.
@@ -186,7 +175,8 @@ def translate(
     from mt.commands.translate import translate_command
 
     translate_command(checkpoint, input, output, DecodeOverrides.from_flags(**knobs), device=device,
-                      target_lang=target_lang, format=format, segment=segment, glossary=glossary, scores=scores)
+                      target_lang=target_lang, format=format, segment=segment, glossary=glossary,
+                      scores=scores)
 
 
 @app.command()
@@ -194,20 +184,27 @@ def translate(
     "beam": "Beam search with this beam instead of sampling.",
     "seed": "Sampling seed: line i's draws depend on (seed, i) only (default 0)."})
 def backtranslate(
-    model: list[Path] = typer.Option(..., "--model", "-c", help="The reverse model (target -> source); repeat for an ensemble."),
-    mono: Path = typer.Option(..., help="Target-language text, one sentence a line (.gz, or a .tsv/.jsonl's target side)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Folder for the synthetic corpus (train.SRC, train.TGT, manifest)."),
-    chunk_lines: int = typer.Option(10_000, "--chunk-lines", help="Lines translated and committed at a time."),
+    model: list[Path] = typer.Option(
+        ..., "--model", "-c", help="The reverse model (target -> source); repeat for an ensemble."),
+    mono: Path = typer.Option(
+        ..., help="Target-language text, one sentence a line (.gz, or a .tsv/.jsonl's target side)."),
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="Folder for the synthetic corpus (train.SRC, train.TGT, manifest)."),
+    chunk_lines: int = typer.Option(
+        10_000, "--chunk-lines", help="Lines translated and committed at a time."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
-    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="For a reverse model of several pairs."),
-    mono_lang: Optional[str] = typer.Option(None, "--mono-lang", help="Language of --mono (default: the model's source)."),
+    target_lang: Optional[str] = typer.Option(
+        None, "--target-lang", help="For a reverse model of several pairs."),
+    mono_lang: Optional[str] = typer.Option(
+        None, "--mono-lang", help="Language of --mono (default: the model's source)."),
     **knobs: Any,
 ) -> None:
-    """Back-translate monolingual text into synthetic pairs (sampled by default), resumably: run it again to continue."""
+    """Back-translate monolingual text into synthetic pairs (sampled by default), resumably: run it again
+    to continue."""
     from mt.commands.backtranslate import backtranslate_command
 
-    backtranslate_command(model, mono, output, DecodeOverrides(**knobs), chunk_lines=chunk_lines, device=device,
-                          target_lang=target_lang, mono_lang=mono_lang)
+    backtranslate_command(model, mono, output, DecodeOverrides(**knobs), chunk_lines=chunk_lines,
+                          device=device, target_lang=target_lang, mono_lang=mono_lang)
 
 
 @app.command()
@@ -216,13 +213,18 @@ def backtranslate(
     "n_best": "With --select-bleu: hypotheses to choose from."})
 def distill(
     config: Path = ConfigArg, overrides: list[str] = SetOpt,
-    teacher: list[Path] = typer.Option(..., "--teacher", "-t", help="Teacher checkpoint; repeat for an ensemble."),
-    select_bleu: bool = typer.Option(False, "--select-bleu", help="Keep the n-best hypothesis closest to the reference."),
-    chunk_lines: int = typer.Option(10_000, "--chunk-lines", help="Lines translated and committed at a time."),
-    device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N (translation; training follows the config)."),
+    teacher: list[Path] = typer.Option(
+        ..., "--teacher", "-t", help="Teacher checkpoint; repeat for an ensemble."),
+    select_bleu: bool = typer.Option(
+        False, "--select-bleu", help="Keep the n-best hypothesis closest to the reference."),
+    chunk_lines: int = typer.Option(
+        10_000, "--chunk-lines", help="Lines translated and committed at a time."),
+    device: str = typer.Option(
+        "auto", help="auto | cpu | cuda | cuda:N (translation; training follows the config)."),
     **knobs: Any,
 ) -> None:
-    """Train the student CONFIG on the teacher's translations of its training sources (resumable: run it again)."""
+    """Train the student CONFIG on the teacher's translations of its training sources (resumable: run it
+    again)."""
     from mt.commands.distill import distill_command
 
     distill_command(teacher, config, overrides, DecodeOverrides(**knobs), select_bleu=select_bleu,
@@ -240,9 +242,10 @@ def evaluate(
         [], help="Score these hypotheses against --ref (no model needed); repeat to compare systems with "
                  "sacreBLEU's paired bootstrap (the first is the baseline)."),
     compare: list[str] = typer.Option(
-        [], "--compare", help="Another model to compare with -c on the same sets (paired bootstrap; repeatable; "
-                              "an ensemble as a.pt,b.pt). Repeated -c stays one ensemble."),
-    out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where hypotheses and reports go (default: <run>/eval)."),
+        [], "--compare", help="Another model to compare with -c on the same sets (paired bootstrap; "
+                              "repeatable; an ensemble as a.pt,b.pt). Repeated -c stays one ensemble."),
+    out_dir: Optional[Path] = typer.Option(
+        None, "--out-dir", help="Where hypotheses and reports go (default: <run>/eval)."),
     samples: int = typer.Option(0, help="Print this many sample translations beside their references."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
     tokenize: Optional[str] = typer.Option(
@@ -254,7 +257,8 @@ def evaluate(
     glossary: Optional[Path] = GlossaryOpt,
     **knobs: Any,
 ) -> None:
-    """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report; --glossary adds term success."""
+    """Score with sacreBLEU (BLEU, chrF, TER + signatures) and write a JSON report; --glossary adds term
+    success."""
     from mt.commands.evaluate import evaluate_command
 
     evaluate_command(checkpoint, splits=split, src=src, ref=ref, hyp=hyp, out_dir=out_dir,
@@ -265,7 +269,8 @@ def evaluate(
 @app.command()
 def export(
     checkpoint: Path = typer.Argument(..., help="The checkpoint (.pt) to export."),
-    format: str = typer.Option(..., "--format", help="Export format: ctranslate2 | hf (a transformers directory)."),
+    format: str = typer.Option(
+        ..., "--format", help="Export format: ctranslate2 | hf (a transformers directory)."),
     output: Path = typer.Option(..., "--output", "-o", help="The model directory to write."),
     quantization: str = typer.Option("none", help="Weights: none (float32) | int8 | int8_float32 | int16."),
     force: bool = typer.Option(False, help="Replace a non-empty output directory."),
@@ -288,14 +293,18 @@ def export(
 def score(
     checkpoint: list[Path] = typer.Option(..., "--checkpoint", "-c", help=CKPT_HELP),
     src: Path = typer.Option(..., help="Source sentences, one per line."),
-    tgt: Path = typer.Option(..., help="Target sentences: line i is scored as a translation of --src line i."),
+    tgt: Path = typer.Option(
+        ..., help="Target sentences: line i is scored as a translation of --src line i."),
     output: str = typer.Option("-", "--output", "-o", help="Where to write the scores; '-' = stdout."),
-    normalize: bool = typer.Option(False, help="Add a third column: the log-probability divided by the config's "
-                                   "length penalty (decode.length_penalty, decode.alpha), the score beam search ranks by."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Padded source + target tokens per batch."),
+    normalize: bool = typer.Option(False, help="Add a third column: the log-probability divided by the "
+                                   "config's length penalty (decode.length_penalty, decode.alpha), the score "
+                                   "beam search ranks by."),
+    max_tokens: Optional[int] = typer.Option(
+        None, "--max-tokens", help="Padded source + target tokens per batch."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
-    target_lang: Optional[str] = typer.Option(None, "--target-lang", help="The language of --tgt, for a model of "
-                                              "several pairs (required when it has several target languages)."),
+    target_lang: Optional[str] = typer.Option(
+        None, "--target-lang", help="The language of --tgt, for a model of several pairs (required when it "
+                                    "has several target languages)."),
 ) -> None:
     """Score sentence pairs under the model: per line 'log_prob<TAB>per_token' (forced decoding,
     EOS included), e.g. to filter a noisy corpus or rerank n-best lists."""
@@ -307,13 +316,17 @@ def score(
 
 @import_app.command("hf")
 def import_hf(
-    model_dir: Path = typer.Argument(..., help="A transformers Marian directory (OPUS-MT layout: config.json, "
-                                               "model.safetensors or pytorch_model.bin, source.spm, target.spm, vocab.json)."),
+    model_dir: Path = typer.Argument(
+        ..., help="A transformers Marian directory (OPUS-MT layout: config.json, model.safetensors or "
+                  "pytorch_model.bin, source.spm, target.spm, vocab.json)."),
     output: Path = typer.Option(..., "--output", "-o", help="The mt checkpoint (.pt) to write."),
-    src_lang: Optional[str] = typer.Option(None, help="Source language (default: tokenizer_config.json's source_lang)."),
-    tgt_lang: Optional[str] = typer.Option(None, help="Target language (default: tokenizer_config.json's target_lang)."),
+    src_lang: Optional[str] = typer.Option(
+        None, help="Source language (default: tokenizer_config.json's source_lang)."),
+    tgt_lang: Optional[str] = typer.Option(
+        None, help="Target language (default: tokenizer_config.json's target_lang)."),
 ) -> None:
-    """Import a transformers Marian (OPUS-MT) model: translate, evaluate, serve or fine-tune it (--init-from)."""
+    """Import a transformers Marian (OPUS-MT) model: translate, evaluate, serve or fine-tune it
+    (--init-from)."""
     from mt.commands.hf import hf_command
 
     hf_command(model_dir, output, src_lang=src_lang, tgt_lang=tgt_lang)
@@ -334,9 +347,11 @@ def average(
 def plot(
     run_dir: Path = typer.Argument(..., help="A run directory, e.g. runs/multi30k_en_de."),
     attention: bool = typer.Option(False, help="Also plot cross-attention for one sentence."),
-    sentence: Optional[str] = typer.Option(None, help="Source sentence for the attention plot (default: first val line)."),
+    sentence: Optional[str] = typer.Option(
+        None, help="Source sentence for the attention plot (default: first val line)."),
     layer: int = typer.Option(-1, help="Decoder layer whose cross-attention is plotted (-1 = last)."),
-    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", "-c", help="Checkpoint for the attention plot (default: best.pt)."),
+    checkpoint: Optional[Path] = typer.Option(
+        None, "--checkpoint", "-c", help="Checkpoint for the attention plot (default: best.pt)."),
 ) -> None:
     """Write PNG plots of loss and BLEU against updates and wall time (and attention)."""
     from mt.commands.plot import plot_command
@@ -359,63 +374,7 @@ def serve(checkpoint: list[str] = typer.Option(..., "--checkpoint", "-c", help=S
     serve_command(checkpoint, **settings)
 
 
-ShowWarning = Callable[[Warning | str, type[Warning], str, int, TextIO | None, str | None], None]
-
-
-def _showing_mt_warnings(fallback: ShowWarning) -> ShowWarning:
-    """A `warnings.showwarning` that prints MTWarning as 'mt: warning: ...' and passes others on."""
-    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-             file: TextIO | None = None, line: str | None = None) -> None:
-        if issubclass(category, MTWarning):
-            print(f"mt: warning: {message}", file=sys.stderr)
-        else:
-            fallback(message, category, filename, lineno, file, line)
-    return show
-
-
-class _StdoutLines(logging.Handler):
-    """Stage reports (INFO and up from the "mt" loggers) as plain lines on the current sys.stdout."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        print(self.format(record), flush=True)
-
-
-def _show_stage_reports() -> None:
-    """Route the library's stage reports (prepare, fetch, plot) to stdout, once per process."""
-    logger = logging.getLogger("mt")
-    if not any(isinstance(h, _StdoutLines) for h in logger.handlers):
-        logger.addHandler(_StdoutLines())
-    logger.setLevel(logging.INFO)
-
-
 def main() -> None:
-    """Console entry point: runs the app; user errors become one line on stderr and exit 2.
-
-    Also one line: an OSError (a full disk, a vanished folder; exit 2), a torch older than mt
-    needs (exit 2) and a second SIGINT/SIGTERM during training (exit 128 + the signal number:
-    130 / 143, as a shell reports a signal).
-    """
-    from mt import check_torch
-
-    try:
-        check_torch()
-        _show_stage_reports()
-        with warnings.catch_warnings():  # restores the filters and showwarning afterwards
-            warnings.simplefilter("always", MTWarning)  # every time, as a message, not once per place
-            warnings.showwarning = _showing_mt_warnings(warnings.showwarning)
-            app()
-    except MTError as e:
-        print(f"mt: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    except OSError as e:  # e.g. ENOSPC outside an atomic write; the file named when the OS names it
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"mt: error: {where}{e.strerror or e}".replace("\n", " "), file=sys.stderr)
-        sys.exit(2)
-    except Interrupted as e:
-        name = signal.Signals(e.signum).name
-        print(f"mt: interrupted by a second {name}: stopped at once without saving; the checkpoints on disk "
-              f"hold the last saved state", file=sys.stderr)
-        sys.exit(128 + e.signum)
-    except KeyboardInterrupt:
-        print("mt: interrupted", file=sys.stderr)
-        sys.exit(130)
+    """Console entry point: runs the app; user errors become one line on stderr and exit 2
+    (mt/cli_support.py's `run_app`)."""
+    run_app(app)

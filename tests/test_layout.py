@@ -23,7 +23,9 @@ MAX_LINES = 450  # "small enough to read in one sitting": ~400, with a little sl
 
 BASE = {"mt", "mt.__main__", "mt.config", "mt.config_load", "mt.config_checks", "mt.errors", "mt.textio",
         "mt.device"}
-RANK = {"data": 1, "text": 1, "model": 2, "decode": 3, "eval": 4, "train": 5, "deploy": 5, "serve": 6, "commands": 7, "cli": 8}
+RANK = {"data": 1, "text": 1, "model": 2, "decode": 3, "eval": 4, "train": 5, "deploy": 5, "serve": 6,
+        "commands": 7, "cli": 8,
+        "cli_support": 8}  # mt/cli_support.py: what mt/cli.py's declarations stand on, in the cli stage
 
 
 def module_name(path: Path) -> str:

@@ -42,7 +42,8 @@ def file_identity(path: Path) -> dict[str, Any]:
 
 
 def backtranslate_command(models: Sequence[Path], mono: Path, out: Path, overrides: DecodeOverrides, *,
-                          chunk_lines: int, device: str, target_lang: str | None, mono_lang: str | None) -> None:
+                          chunk_lines: int, device: str, target_lang: str | None,
+                          mono_lang: str | None) -> None:
     """`mt backtranslate`: see the module docstring."""
     if not mono.is_file():
         raise MTError(f"--mono '{mono}': {'is a folder' if mono.is_dir() else 'file not found'}")
@@ -51,16 +52,19 @@ def backtranslate_command(models: Sequence[Path], mono: Path, out: Path, overrid
     beam = overrides.beam
     given = [FLAGS[knob] for knob in SAMPLING_KNOBS if getattr(overrides, knob) is not None]
     if beam is not None and given:
-        raise MTError(f"{given[0]}: applies to sampling, and --beam {beam} searches instead; drop one of them")
+        raise MTError(f"{given[0]}: applies to sampling, and --beam {beam} searches instead; "
+                      f"drop one of them")
     loaded, tokenizer = load_for_target(models, device, target_lang)
     cfg = loaded.config
     sampling = beam is None
     decode = apply_overrides(cfg.decode, dataclasses.replace(overrides, n_best=1, sampling=sampling))
     if sampling and overrides.top_k is None and overrides.top_p is None and overrides.temperature is None:
-        decode = dataclasses.replace(decode, top_k=0, top_p=1.0, temperature=1.0)  # unrestricted (Edunov et al.)
+        # unrestricted (Edunov et al.)
+        decode = dataclasses.replace(decode, top_k=0, top_p=1.0, temperature=1.0)
     pair = cfg.data.pair_into(target_lang)
     synthetic_lang, text_lang = pair.tgt_lang, mono_lang or pair.src_lang
-    settings = {k: v for k, v in dataclasses.asdict(decode).items() if k not in ("max_tokens", "bleu_tokenize")}
+    settings = {k: v for k, v in dataclasses.asdict(decode).items()
+                if k not in ("max_tokens", "bleu_tokenize")}
     if not sampling:
         settings = {k: v for k, v in settings.items() if k not in ("temperature", "top_k", "top_p", "seed")}
     identity = {"command": "backtranslate", "models": [r["sha256"] for r in model_record(loaded)],
@@ -81,10 +85,10 @@ def backtranslate_command(models: Sequence[Path], mono: Path, out: Path, overrid
                             on_chunk=lambda n: print(f"backtranslate: {n} lines committed", flush=True))
     seconds = time.perf_counter() - start
     done = result.lines - result.resumed_at
-    manifest = writer.finish({"command": "backtranslate", "models": model_record(loaded), "mono": str(mono.resolve()),
-                              "mode": "sampling" if sampling else "beam", "decode": settings,
-                              "src_lang": synthetic_lang, "tgt_lang": text_lang, "resumed_at": result.resumed_at,
-                              "seconds_this_run": round(seconds, 2)})
+    manifest = writer.finish({"command": "backtranslate", "models": model_record(loaded),
+                              "mono": str(mono.resolve()), "mode": "sampling" if sampling else "beam",
+                              "decode": settings, "src_lang": synthetic_lang, "tgt_lang": text_lang,
+                              "resumed_at": result.resumed_at, "seconds_this_run": round(seconds, 2)})
     resumed = f", resumed at line {result.resumed_at}" if result.resumed_at else ""
     print(f"backtranslate: {result.lines} lines -> {out} ({mode}; {done} in {seconds:.1f}s, "
           f"{done / max(seconds, 1e-9):.1f} lines/s{resumed}); manifest {manifest}")

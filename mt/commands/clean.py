@@ -28,14 +28,17 @@ def _clean_settings(config: Path | None, overrides: list[str]) -> CleanConfig:
     return config_from_dict(raw).clean
 
 
-def _direction(checkpoint: Path, flag: str, src_lang: str, tgt_lang: str, device: str) -> tuple[Direction, LoadedModel]:
+def _direction(
+    checkpoint: Path, flag: str, src_lang: str, tgt_lang: str, device: str
+) -> tuple[Direction, LoadedModel]:
     from mt.decode.engine import NativeEngine
     from mt.deploy.loading import load_model
     from mt.eval.dualxent import Direction
 
     loaded = load_model([checkpoint], device)
     if not isinstance(loaded.engine, NativeEngine):
-        raise MTError(f"{flag} {checkpoint}: scoring runs mt's own model; give the .pt checkpoint, not an export")
+        raise MTError(f"{flag} {checkpoint}: scoring runs mt's own model; give the .pt checkpoint, "
+                      f"not an export")
     pairs = {(p.src_lang, p.tgt_lang) for p in loaded.config.data.pairs}
     if (src_lang, tgt_lang) not in pairs:
         have = ", ".join(f"{s}-{t}" for s, t in sorted(pairs))
@@ -71,11 +74,12 @@ def clean_command(path: str, output: Path, *, src_lang: str, tgt_lang: str, data
     except MTError as e:
         raise MTError(f"--format {data_format}: {str(e).split(': ', 2)[-1]}") from None
     hub = data_format == "hub"  # PATH names the hub dataset then
-    data = DataConfig(path="" if hub else path, hub_name=path if hub else "", src_lang=src_lang, tgt_lang=tgt_lang,
-                      format=data_format, train_split=split)  # type: ignore[arg-type]
+    data = DataConfig(path="" if hub else path, hub_name=path if hub else "", src_lang=src_lang,
+                      tgt_lang=tgt_lang, format=data_format, train_split=split)  # type: ignore[arg-type]
     scorer: Scorer | None = None
     if (forward is None) != (backward is None):
-        raise MTError("--forward and --backward: dual cross-entropy needs a model in each direction; give both")
+        raise MTError("--forward and --backward: dual cross-entropy needs a model in each direction; "
+                      "give both")
     if forward is not None and backward is not None:
         if keep is None and min_score is None:
             raise MTError("--keep or --min-score: say how many model-scored pairs to keep")
@@ -85,5 +89,5 @@ def clean_command(path: str, output: Path, *, src_lang: str, tgt_lang: str, data
         raise MTError("--keep/--min-score: rank by model scores, which need --forward and --backward")
     if workers < 1:
         raise MTError(f"--workers: must be at least 1, got {workers}")
-    clean_corpus(data, split, cfg, output, dropped_file=dropped_file, scorer=scorer, keep=keep, min_score=min_score,
-                 workers=workers)
+    clean_corpus(data, split, cfg, output, dropped_file=dropped_file, scorer=scorer, keep=keep,
+                 min_score=min_score, workers=workers)

@@ -23,7 +23,9 @@ def output_path(output: str) -> Path | None:
     return out_path
 
 
-def load_for_target(checkpoints: Sequence[Path], device: str, target_lang: str | None) -> tuple[LoadedModel, Tokenizer]:
+def load_for_target(
+    checkpoints: Sequence[Path], device: str, target_lang: str | None
+) -> tuple[LoadedModel, Tokenizer]:
     """The model `-c` names and its tokenizer for `--target-lang` (a tagged model's tag in front)."""
     loaded = load_model(checkpoints, device)
     return loaded, loaded.tokenizer.for_target(target_lang, flag="--target-lang")
@@ -38,7 +40,8 @@ def read_glossary_flag(path: Path | None) -> Glossary | None:
 def glossary_for_model(glossary: Glossary | None, loaded: LoadedModel, tokenizer: Tokenizer,
                        pair: tuple[str, str], decode: DecodeConfig) -> TermConstraints | None:
     """The --glossary checked against the model (`term_constraints`) translating `pair` (source,
-    target language), its terms found with the source's lemmas and suffixes (`Glossary.for_pair`); None without one."""
+    target language), its terms found with the source's lemmas and suffixes (`Glossary.for_pair`);
+    None without one."""
     if glossary is None:
         return None
     if decode.sampling:

@@ -22,8 +22,8 @@ from mt.errors import MTError
 from mt.train.distill import Teacher, distill
 
 
-def distill_command(teachers: Sequence[Path], config: Path, overrides: list[str], decoding: DecodeOverrides, *,
-                    select_bleu: bool, chunk_lines: int, device: str) -> None:
+def distill_command(teachers: Sequence[Path], config: Path, overrides: list[str],
+                    decoding: DecodeOverrides, *, select_bleu: bool, chunk_lines: int, device: str) -> None:
     """`mt distill --teacher T.pt [--teacher T2.pt] STUDENT.yaml`: see the module docstring."""
     if chunk_lines < 1:
         raise MTError(f"--chunk-lines: must be at least 1, got {chunk_lines}")
@@ -31,11 +31,13 @@ def distill_command(teachers: Sequence[Path], config: Path, overrides: list[str]
     if select_bleu and (n_best is None or n_best < 2):
         raise MTError("--select-bleu: needs --n-best N (N >= 2) hypotheses to choose from")
     if n_best is not None and not select_bleu:
-        raise MTError("--n-best: the student learns one translation per source; add --select-bleu to pick one of N")
+        raise MTError("--n-best: the student learns one translation per source; "
+                      "add --select-bleu to pick one of N")
     cfg = load_config(config, overrides)
     loaded = load_model(teachers, device)
     if loaded.provenance.files and any(Path(f).is_dir() for f in loaded.provenance.files):
-        raise MTError("--teacher: give .pt checkpoints (an exported CTranslate2 model has no tokenizer to train with here)")
+        raise MTError("--teacher: give .pt checkpoints "
+                      "(an exported CTranslate2 model has no tokenizer to train with here)")
     decode = apply_overrides(loaded.config.decode,
                              dataclasses.replace(decoding, n_best=n_best or 1, sampling=False))
     teacher = Teacher(loaded.engine, loaded.tokenizer, loaded.config, loaded.device, model_record(loaded))

@@ -61,12 +61,13 @@ def _suffix_language(path: Path) -> str:
 
 
 def _compare(systems: list[tuple[str, list[str]]], refs: list[str], tokenize: str, out: Path) -> None:
-    """Print and write (`out`, JSON) the paired bootstrap comparison of `systems` (the first the baseline)."""
+    """Print and write (`out`, JSON) the paired bootstrap comparison of `systems` (the first the
+    baseline)."""
     from mt.eval.compare import paired_bootstrap
 
     result = paired_bootstrap(systems, refs, tokenize=tokenize)
-    print(f"paired bootstrap resampling ({result.samples} resamples, sacreBLEU), {result.sentences} sentences; "
-          f"p against the first system:")
+    print(f"paired bootstrap resampling ({result.samples} resamples, sacreBLEU), "
+          f"{result.sentences} sentences; p against the first system:")
     for line in result.table():
         print(f"  {line}")
     print(f"  BLEU {result.bleu_signature}")
@@ -76,7 +77,8 @@ def _compare(systems: list[tuple[str, list[str]]], refs: list[str], tokenize: st
 
 
 def _score_hyps(hyps: Sequence[Path], ref: Path | None, out_dir: Path | None, tokenize: str | None) -> None:
-    """--hyp (repeatable) with --ref: score each file; two or more are compared (the first is the baseline)."""
+    """--hyp (repeatable) with --ref: score each file; two or more are compared (the first is the
+    baseline)."""
     if ref is None:
         raise MTError("--hyp needs --ref: the reference translations to score against")
     bleu_tokenize = bleu_tokenizer_for(_suffix_language(ref), tokenize or "")
@@ -88,7 +90,8 @@ def _score_hyps(hyps: Sequence[Path], ref: Path | None, out_dir: Path | None, to
         _print_scores(result.scores)
         print(f"  report: {result.report_path}")
     if len(hyps) > 1:
-        _compare(list(zip(map(str, hyps), texts)), refs, bleu_tokenize, (out_dir or Path("eval")) / "comparison.json")
+        _compare(list(zip(map(str, hyps), texts)), refs, bleu_tokenize,
+                 (out_dir or Path("eval")) / "comparison.json")
 
 
 def evaluate_command(
@@ -122,17 +125,19 @@ def evaluate_command(
     With `glossary` (--glossary terms.tsv) sentences holding a term are translated keeping it, and
     each set's term success (mt.eval.terms) is printed beside BLEU and written to its report. Each set's
     sentence confidences are ranked against sentence chrF (Spearman, printed and in the report).
-    `overrides`: the decode flags (--beam, --alpha, --precision and the loop guard's; `mt.decode.overrides`)."""
+    `overrides`: the decode flags (--beam, --alpha, --precision and the loop guard's;
+    `mt.decode.overrides`)."""
     if samples < 0:
         raise MTError(f"--samples: must be at least 0, got {samples}")
     if hyp:
         if checkpoints or splits or src is not None or compare:
-            raise MTError("--hyp scores existing translations; do not combine it with --checkpoint, --compare, "
-                          "--split or --src")
+            raise MTError("--hyp scores existing translations; do not combine it with --checkpoint, "
+                          "--compare, --split or --src")
         _score_hyps(hyp, ref, out_dir, tokenize)
         return
     if not checkpoints:
-        raise MTError("give --checkpoint with --split or --src/--ref, or --hyp/--ref to score existing translations")
+        raise MTError("give --checkpoint with --split or --src/--ref, "
+                      "or --hyp/--ref to score existing translations")
     if (src is None) != (ref is None):
         raise MTError("--src and --ref go together (or use --split, or --hyp with --ref)")
     if not splits and src is None:
@@ -145,8 +150,9 @@ def evaluate_command(
     outputs: list[dict[str, tuple[list[str], EvalSet, str]]] = []
     for i, system in enumerate(systems):
         where = out_dir / f"system{i + 1}" if out_dir is not None and compare else out_dir
-        outputs.append(_evaluate_system(system, splits, files, where, overrides, samples=samples, device=device,
-                                        tokenize=tokenize, target_lang=target_lang, glossary=terms_file))
+        outputs.append(_evaluate_system(system, splits, files, where, overrides, samples=samples,
+                                        device=device, tokenize=tokenize, target_lang=target_lang,
+                                        glossary=terms_file))
     if compare:
         names = ["+".join(str(p) for p in system) for system in systems]
         for label, (_, test, bleu_tokenize) in outputs[0].items():
@@ -187,8 +193,9 @@ def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: 
     out: dict[str, tuple[list[str], EvalSet, str]] = {}
     for test, tokenizer, bleu_tokenize in tests:
         result = evaluate_set(model, tokenizer, test, decode, device=dev, checkpoints=checkpoints,
-                              checkpoint_sha256s=shas, load_s=load_s, out_dir=out_dir, progress=sys.stderr.isatty(),
-                              bleu_tokenize=bleu_tokenize, init_from=inits, glossary=terms)
+                              checkpoint_sha256s=shas, load_s=load_s, out_dir=out_dir,
+                              progress=sys.stderr.isatty(), bleu_tokenize=bleu_tokenize, init_from=inits,
+                              glossary=terms)
         n, seconds = len(result.hyps), result.translate_s
         print(f"{test.label}: {n} sentences in {seconds:.1f} s ({n / max(seconds, 1e-9):.1f} sent/s), {how}")
         _print_scores(result.scores)
@@ -196,12 +203,14 @@ def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: 
             print(f"  terms {result.terms.line()}")
         if result.confidence is not None:
             c = result.confidence
+            calibration = "" if c["calibrated"] else " (default calibration)"
             print(f"  confidence: Spearman {c['spearman_chrf']:.3f} with sentence chrF; mean {c['mean']}, "
-                  f"{c['low_share']:.1%} below {c['low']}{'' if c['calibrated'] else ' (default calibration)'}")
+                  f"{c['low_share']:.1%} below {c['low']}{calibration}")
         if result.placement is not None:
             p = result.placement
-            print(f"  term placement: {p['exclusive']} of {p['slots']} usual words replaced by the term; term "
-                  f"sentences' BLEU {p['bleu_original']:.2f} (references), {p['bleu_rewritten']:.2f} (term-rewritten)")
+            print(f"  term placement: {p['exclusive']} of {p['slots']} usual words replaced by the term; "
+                  f"term sentences' BLEU {p['bleu_original']:.2f} (references), "
+                  f"{p['bleu_rewritten']:.2f} (term-rewritten)")
         print(f"  hypotheses: {result.hyp_path}  report: {result.report_path}")
         if samples:
             _print_samples(test, result.hyps, samples)

@@ -19,11 +19,13 @@ def export_command(checkpoint: Path, *, format: str, output: Path, quantization:
         raise MTError(f"checkpoint '{checkpoint}': file not found")
     if format == "hf":
         if quantization != "none":
-            raise MTError("--quantization: --format hf writes float32 weights (quantise when loading in transformers)")
+            raise MTError("--quantization: --format hf writes float32 weights "
+                          "(quantise when loading in transformers)")
         from mt.deploy.hf_export import export_hf  # transformers is an optional extra
 
         out = export_hf(checkpoint, output, force=force)
-        print(f"exported {checkpoint} to {out} (transformers MarianMTModel: from_pretrained, pipeline('translation'))")
+        print(f"exported {checkpoint} to {out} "
+              f"(transformers MarianMTModel: from_pretrained, pipeline('translation'))")
         return
     from mt.deploy.export import check_export, export_ctranslate2  # ctranslate2 is an optional extra
     from mt.model.checkpoint import read_checkpoint
@@ -35,5 +37,6 @@ def export_command(checkpoint: Path, *, format: str, output: Path, quantization:
     if quantization != "none" and check:
         from mt.deploy.quantcheck import check_quantization, describe
 
-        print(f"checking {quantization} against float32 on the validation set (--no-check skips this)...", flush=True)
+        print(f"checking {quantization} against float32 on the validation set (--no-check skips this)...",
+              flush=True)
         print(describe(check_quantization(out, source)))

@@ -19,10 +19,13 @@ def _native_model(path: Path) -> tuple[Transformer, Tokenizer, Config]:
     """The checkpoint's Transformer (cross-attention is mt's own model's), tokenizer and config."""
     loaded = load_model([path], "cpu")
     if not isinstance(loaded.engine, NativeEngine):
-        raise MTError(f"-c {path}: mt plot --attention runs mt's own model; give the .pt checkpoint, not an export")
+        raise MTError(f"-c {path}: mt plot --attention runs mt's own model; give the .pt checkpoint, "
+                      f"not an export")
     return loaded.engine.model, loaded.tokenizer, loaded.config
 
 
-def plot_command(run_dir: Path, *, attention: bool, sentence: str | None, layer: int, checkpoint: Path | None) -> None:
+def plot_command(run_dir: Path, *, attention: bool, sentence: str | None, layer: int,
+                 checkpoint: Path | None) -> None:
     """`mt plot RUN_DIR`: write the run's plots (attention: of `checkpoint`, default best.pt)."""
-    plot_run(run_dir, attention=attention, sentence=sentence, layer=layer, checkpoint=checkpoint, load=_native_model)
+    plot_run(run_dir, attention=attention, sentence=sentence, layer=layer, checkpoint=checkpoint,
+             load=_native_model)

@@ -37,11 +37,13 @@ def score_command(
     loaded, tokenizer = load_for_target(checkpoints, device, target_lang)
     engine, cfg, dev = loaded.engine, loaded.config, loaded.device
     if not isinstance(engine, NativeEngine):
-        raise MTError(f"-c {checkpoints[0]}: mt score runs mt's own model; give the .pt checkpoint, not an export")
+        raise MTError(f"-c {checkpoints[0]}: mt score runs mt's own model; give the .pt checkpoint, "
+                      f"not an export")
     decode = apply_overrides(cfg.decode, DecodeOverrides(max_tokens=max_tokens))
-    found = score_pairs(engine.model, tokenizer, src_lines, tgt_lines, decode, max_positions=engine.max_positions,
-                        device=dev, progress=sys.stderr.isatty())
-    lines = [f"{s.log_prob:.4f}\t{s.per_token:.4f}" + (f"\t{s.normalized:.4f}" if normalize else "") for s in found]
+    found = score_pairs(engine.model, tokenizer, src_lines, tgt_lines, decode,
+                        max_positions=engine.max_positions, device=dev, progress=sys.stderr.isatty())
+    lines = [f"{s.log_prob:.4f}\t{s.per_token:.4f}" + (f"\t{s.normalized:.4f}" if normalize else "")
+             for s in found]
     if out_path is None:
         sys.stdout.writelines(line + "\n" for line in lines)
         sys.stdout.flush()

@@ -15,7 +15,8 @@ SERVE_EXTRA_HINT = 'pip install -e ".[serve]"'
 def serve_command(checkpoints: Sequence[str], **flags: Any) -> None:
     """`mt serve`: check the flags and the model paths, then run the HTTP server until SIGTERM.
     `checkpoints`: the `-c` values, one model each (an ensemble's paths joined by commas).
-    `flags`: the values of `mt serve`'s options, by `ServeSettings` field name (`ServeSettings.from_flags`)."""
+    `flags`: the values of `mt serve`'s options, by `ServeSettings` field name
+    (`ServeSettings.from_flags`)."""
     from mt.serve.specs import parse_specs
 
     # A SIGHUP (logrotate's postrotate) before the server can reload would kill it (the default
@@ -35,7 +36,8 @@ def serve_command(checkpoints: Sequence[str], **flags: Any) -> None:
         import py3langid  # noqa: F401 - /detect and source "auto"
         import uvicorn  # noqa: F401
     except ImportError as e:
-        raise MTError(f"mt serve: needs the serve extra ({e.name} is not installed); run: {SERVE_EXTRA_HINT}") from None
+        raise MTError(f"mt serve: needs the serve extra ({e.name} is not installed); "
+                      f"run: {SERVE_EXTRA_HINT}") from None
     from mt.serve.server import run_server
     from mt.serve.settings import ServeSettings
 

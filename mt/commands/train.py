@@ -29,9 +29,10 @@ def train_command(config: Path | None, overrides: list[str], *, resume: bool, in
         if config is not None:
             raise MTError("give a config or --data, not both (--data writes the config it chooses)")
         if resume or init_from is not None:
-            raise MTError("--data starts a new run from a corpus; to resume or fine-tune, give the run's config: "
-                          "mt train runs/<name>/recipe.yaml --resume")
-        planned = plan_run(data, src_lang, tgt_lang, budget=budget, overrides=overrides, data_format=data_format)
+            raise MTError("--data starts a new run from a corpus; to resume or fine-tune, give the run's "
+                          "config: mt train runs/<name>/recipe.yaml --resume")
+        planned = plan_run(data, src_lang, tgt_lang, budget=budget, overrides=overrides,
+                           data_format=data_format)
         print(f"recipe: {planned.headline}")
         print("\n".join(planned.lines))
         print(f"recipe: wrote {planned.config_path}" + ("" if dry_run else "; training it now"))
@@ -40,14 +41,16 @@ def train_command(config: Path | None, overrides: list[str], *, resume: bool, in
             return
         config, overrides = planned.config_path, []
     elif config is None:
-        raise MTError("give a config (mt train CONFIG) or a corpus (mt train --data PATH --src-lang xx --tgt-lang yy)")
+        raise MTError("give a config (mt train CONFIG) "
+                      "or a corpus (mt train --data PATH --src-lang xx --tgt-lang yy)")
     elif dry_run:
-        raise MTError("--dry-run writes the config --data would train; with a config there is nothing to write")
+        raise MTError("--dry-run writes the config --data would train; "
+                      "with a config there is nothing to write")
     raw = load_raw_config(config, overrides)
     if init_from is not None:
         if resume:
-            raise MTError("--init-from starts a new run from a checkpoint's weights and --resume continues this run "
-                          "from its last.pt (which remembers where it started); give one of them")
+            raise MTError("--init-from starts a new run from a checkpoint's weights and --resume continues "
+                          "this run from its last.pt (which remembers where it started); give one of them")
         section = raw.get("train")
         raw["train"] = {**(section if isinstance(section, dict) else {}), "init_from": str(init_from)}
     start = start_run(raw, resume=resume)

@@ -82,19 +82,22 @@ def translate_command(
     interactive input, and any chunking, give the same output.
 
     A document (`format`, i.e. --format, or an input named .srt, .vtt, .html, .docx, .odt, .pptx,
-    .odp, .epub, .md, .po or .xlf; a .txt file stays a stream of lines unless --format txt) is read whole (within
-    `DocumentLimits`), translated by `mt.text.documents.translate_document` with the callables of
-    `document_translators`, and written atomically: a damaged file is an MTError, no output.
+    .odp, .epub, .md, .po or .xlf; a .txt file stays a stream of lines unless --format txt) is read
+    whole (within `DocumentLimits`), translated by `mt.text.documents.translate_document` with the
+    callables of `document_translators`, and written atomically: a damaged file is an MTError, no
+    output.
 
     `glossary` (--glossary terms.tsv, mt.text.glossary): read and checked before the model loads,
     then against it; every sentence holding a term is translated by the constrained beam search
     (mt.decode.constrained), the others as without it. An engine that cannot keep terms refuses it.
     `overrides`: the decode flags (`mt.decode.overrides`); its text policy (--protect, --[no-]case,
-    --[no-]ending, --[no-]loop-retry) applies to segmented text and documents, not to --no-segment lines.
-    `scores`: 'confidence<TAB>translation' lines (`mt.decode.confidence`: a line's least confident sentence's).
+    --[no-]ending, --[no-]loop-retry) applies to segmented text and documents, not to --no-segment
+    lines. `scores`: 'confidence<TAB>translation' lines (`mt.decode.confidence`: a line's least
+    confident sentence's).
     """
     src_path, out_path = input_path(input), output_path(output)
-    # A document format by --format or the extension; a .txt file stays a stream of lines unless --format txt.
+    # A document format by --format or the extension; a .txt file stays a stream of lines unless
+    # --format txt.
     fmt = format_of(input if src_path is not None else "", format)
     fmt = None if fmt == "txt" and format is None else fmt
     if fmt is not None and (overrides.n_best is not None or overrides.sampling or scores):
@@ -108,8 +111,8 @@ def translate_command(
     decode = apply_overrides(cfg.decode, overrides)
     with_scores = overrides.n_best is not None or decode.n_best > 1
     if scores and with_scores:
-        raise MTError("--scores: n-best lines (--n-best, or decode.n_best > 1 in the config) carry their own scores; "
-                      "use one or the other")
+        raise MTError("--scores: n-best lines (--n-best, or decode.n_best > 1 in the config) carry their "
+                      "own scores; use one or the other")
     pair = (source_language(cfg, target_lang), target_lang or cfg.data.target_langs[0])
     segmenter = segmenter_for(*pair)
     terms = glossary_for_model(terms_file, loaded, tokenizer, pair, decode)
@@ -119,8 +122,10 @@ def translate_command(
         scored = document_scorer(model, tokenizer, decode, dev, segmenter, terms) if segment else None
         return _write_document(out_path, translate_document(data, fmt, texts, html, DocumentLimits(),
                                                             target=pair[1], scored=scored))
-    render = (_confidence_renderer(model, tokenizer, decode, dev, segmenter=split, terms=terms) if scores else
-              _line_renderer(model, tokenizer, decode, dev, with_scores=with_scores, segmenter=split, terms=terms))
+    render = (_confidence_renderer(model, tokenizer, decode, dev, segmenter=split, terms=terms)
+              if scores else
+              _line_renderer(model, tokenizer, decode, dev, with_scores=with_scores, segmenter=split,
+                             terms=terms))
     _stream(render, src_path, out_path)
 
 
@@ -134,8 +139,8 @@ def input_path(input: str) -> Path | None:
     return src_path
 
 
-def _line_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, dev: torch.device | str, *,
-                   with_scores: bool, segmenter: Segmenter | None, terms: TermConstraints | None,
+def _line_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, dev: torch.device | str,
+                   *, with_scores: bool, segmenter: Segmenter | None, terms: TermConstraints | None,
                    ) -> Callable[[int, list[str], bool], list[str]]:
     """`_stream`'s render(first line index, lines, progress): translations, or n-best lines with
     scores; texts split by `segmenter` (None: each line one segment), keeping `terms`."""
@@ -146,20 +151,21 @@ def _line_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, de
                                           first_id=first, segmenter=segmenter, glossary=terms)
             return _format_nbest(first, found)
         if with_scores:
-            found = translate_nbest(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
-                                    glossary=terms)
+            found = translate_nbest(model, tokenizer, lines, decode, device=dev, progress=progress,
+                                    first_id=first, glossary=terms)
             return _format_nbest(first, found)
         if segmenter is not None:
-            return translate_texts(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
-                                   segmenter=segmenter, glossary=terms)
-        return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
-                               glossary=terms)
+            return translate_texts(model, tokenizer, lines, decode, device=dev, progress=progress,
+                                   first_id=first, segmenter=segmenter, glossary=terms)
+        return translate_lines(model, tokenizer, lines, decode, device=dev, progress=progress,
+                               first_id=first, glossary=terms)
 
     return render
 
 
-def _confidence_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, dev: torch.device | str, *,
-                         segmenter: Segmenter | None, terms: TermConstraints | None,
+def _confidence_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig,
+                         dev: torch.device | str, *, segmenter: Segmenter | None,
+                         terms: TermConstraints | None,
                          ) -> Callable[[int, list[str], bool], list[str]]:
     """`_stream`'s render for --scores: 'confidence<TAB>translation' per line."""
 
@@ -169,13 +175,15 @@ def _confidence_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConf
                                            first_id=first, segmenter=segmenter, glossary=terms)
         else:
             found = [(s.output, s.confidence(decode)) for s in translate_scored(
-                model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first, glossary=terms)]
+                model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
+                glossary=terms)]
         return [f"{confidence:.3f}\t{text}" for text, confidence in found]
 
     return render
 
 
-def _stream(render: Callable[[int, list[str], bool], list[str]], src_path: Path | None, out_path: Path | None) -> None:
+def _stream(render: Callable[[int, list[str], bool], list[str]], src_path: Path | None,
+            out_path: Path | None) -> None:
     """Lines in, `render(first line index, lines, progress)` out: line by line from a terminal,
     else CHUNK_LINES at a time, to stdout or atomically to `out_path`."""
     if src_path is None and out_path is None and sys.stdin.isatty():
@@ -222,7 +230,8 @@ def _write_document(path: Path | None, data: bytes) -> None:
 
 
 def _read_document(path: Path | None, limits: DocumentLimits) -> bytes:
-    """A document's bytes (stdin when `path` is None), refused past `limits.max_bytes` before it is all read."""
+    """A document's bytes (stdin when `path` is None), refused past `limits.max_bytes` before it is
+    all read."""
     with path.open("rb") if path is not None else sys.stdin.buffer as f:
         data = f.read(limits.max_bytes + 1)
     if len(data) > limits.max_bytes:
@@ -244,17 +253,20 @@ def document_scorer(engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, 
     return scored
 
 
-def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig, device: torch.device | str,
-                         segmenter: Segmenter | None, terms: TermConstraints | None = None,
+def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeConfig,
+                         device: torch.device | str, segmenter: Segmenter | None,
+                         terms: TermConstraints | None = None,
                          ) -> tuple[Callable[[list[str]], list[str]], Callable[[list[str]], list[str]]]:
     """The two translate callables a document needs (`mt.text.documents`), over this model: plain
     texts (split into sentences by `segmenter`, their whitespace kept; with None each line one
     segment) and HTML fragments (their blocks through the same, inline markup placed by the
-    model's alignment: mt.decode.align), keeping `terms` (a glossary's). The one place the command builds them."""
+    model's alignment: mt.decode.align), keeping `terms` (a glossary's). The one place the command
+    builds them."""
 
     def translate_plain(texts: list[str]) -> list[str]:
         if segmenter is not None:
-            return translate_texts(engine, tokenizer, texts, decode, device=device, segmenter=segmenter, glossary=terms)
+            return translate_texts(engine, tokenizer, texts, decode, device=device, segmenter=segmenter,
+                                   glossary=terms)
         lines = [text.split("\n") for text in texts]
         found = iter(translate_lines(engine, tokenizer, [line for group in lines for line in group], decode,
                                      device=device, glossary=terms))
@@ -263,6 +275,7 @@ def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeCon
     def translate_html(fragments: list[str]) -> list[str]:
         parsed = [HtmlFragment(markup) for markup in fragments]
         translations = translate_plain([block for fragment in parsed for block in fragment.blocks])
-        return render_fragments(parsed, translations, span_links(aligner_for(engine, tokenizer), decode.protect))
+        links = span_links(aligner_for(engine, tokenizer), decode.protect)
+        return render_fragments(parsed, translations, links)
 
     return translate_plain, translate_html

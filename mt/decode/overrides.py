@@ -70,7 +70,8 @@ class DecodeOverrides:
     repetition_penalty: float | None = _knob(
         "--repetition-penalty", "Loop guard: emitted pieces' log-probs times P (1 = off).")
     protect: tuple[ProtectKind, ...] | None = _knob(
-        "--protect", f"Spans kept verbatim: all, none, or some of {','.join(KINDS)} (default: decode.protect, all).",
+        "--protect", f"Spans kept verbatim: all, none, or some of {','.join(KINDS)} "
+                     "(default: decode.protect, all).",
         option_type=Optional[str])  # noqa: UP045 (typer>=0.9 cannot read `str | None`)
     case: bool | None = _knob(
         "--case/--no-case", "ALL CAPS / Title Case read in sentence case and given back (default: on).")

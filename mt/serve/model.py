@@ -1,10 +1,10 @@
 """The model a server serves: loaded in its worker process, identified, warmed up, fed by a batcher.
 
-`load_served_model` starts one model's worker (`mt.serve.worker.ModelProcess`), takes the model's identity
-from what the worker reports (`ModelIdentity`: files, sha256s, update, card) and starts its batcher, and decodes one
-warm-up sentence before the server says it is ready. `ServedModel` is what the routes use of it: the
-server's default decode settings, the language pairs it serves, the tokenizer for a target and its
-translation cache.
+`load_served_model` starts one model's worker (`mt.serve.worker.ModelProcess`), takes the model's
+identity from what the worker reports (`ModelIdentity`: files, sha256s, update, card) and starts its
+batcher, and decodes one warm-up sentence before the server says it is ready. `ServedModel` is what
+the routes use of it: the server's default decode settings, the language pairs it serves, the
+tokenizer for a target and its translation cache.
 """
 
 from __future__ import annotations
@@ -60,7 +60,8 @@ class ModelIdentity:
 
 def model_card(identity: ModelIdentity) -> dict[str, Any]:
     """The card `/v1/model-card` returns: `mt export`'s MODEL_CARD.md as data (with file names where
-    it holds paths), plus the ensemble's members and the model id. Blocking (reads the run's eval/ reports; run it off the event loop)."""
+    it holds paths), plus the ensemble's members and the model id. Blocking (reads the run's eval/
+    reports; run it off the event loop)."""
     files = identity.provenance.files
     card = identity.provenance.card_source.card()
     # File names, never the server's absolute paths: the card is public to every client.
@@ -94,7 +95,8 @@ class ServedModel:
 
     @property
     def constrains(self) -> bool:
-        """The model keeps glossary terms (mt's own; an `mt export` cannot: `mt.serve.glossary` refuses them)."""
+        """The model keeps glossary terms (mt's own; an `mt export` cannot: `mt.serve.glossary`
+        refuses them)."""
         return self.engine.constrains
 
     @cached_property
@@ -102,9 +104,11 @@ class ServedModel:
         return glue_pieces(self.tokenizer, "")
 
     def glue_for(self, target: str) -> tuple[int, ...]:
-        """`mt.decode.terms.glue_pieces` into `target`, computed once per model (one walk over the vocabulary):
-        the pieces barred after a term, the same for every target written with spaces."""
-        return glue_pieces(self.tokenizer, target) if target.split("-")[0].lower() in UNSPACED else self._spaced_glue
+        """`mt.decode.terms.glue_pieces` into `target`, computed once per model (one walk over the
+        vocabulary): the pieces barred after a term, the same for every target written with spaces."""
+        if target.split("-")[0].lower() in UNSPACED:
+            return glue_pieces(self.tokenizer, target)
+        return self._spaced_glue
 
     @cached_property
     def languages(self) -> ServedLanguages:
@@ -113,7 +117,8 @@ class ServedModel:
 
     def tokenizer_for(self, target: str | None, field: str = "target") -> Tokenizer:
         """The tokenizer that makes the model translate into `target` (any case or alias of a served
-        code; a multi-pair model's tag in front); a target the model does not know is a 400 naming the ones it knows."""
+        code; a multi-pair model's tag in front); a target the model does not know is a 400 naming the
+        ones it knows."""
         if target is not None:
             target = self.languages.find(target, self.languages.targets) or target
         try:
@@ -160,8 +165,9 @@ def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metr
     identity = ModelIdentity(loaded.provenance)
     decode, max_beam = server_decode(settings, loaded.cfg)
     expected = OpenRequests(metrics)
-    batcher = Batcher(engine, loaded.tokenizer, max_wait_ms=settings.max_wait_ms, queue_size=settings.queue_size,
-                      on_batch=metrics.on_batch, on_depth=metrics.depth_reporter(), on_failure=metrics.on_failure,
+    batcher = Batcher(engine, loaded.tokenizer, max_wait_ms=settings.max_wait_ms,
+                      queue_size=settings.queue_size, on_batch=metrics.on_batch,
+                      on_depth=metrics.depth_reporter(), on_failure=metrics.on_failure,
                       open_requests=expected.now,  # this model's requests, not the whole server's
                       admit_within_s=settings.timeout_s,  # admit only what can be answered in time
                       on_thread_restart=metrics.batcher_restarts.inc)

@@ -23,7 +23,8 @@ from mt.serve.settings import ServeSettings
 
 
 class ApiError(Exception):
-    """A request the server refuses: HTTP `status` and a one-line `message` (plus headers, e.g. Retry-After)."""
+    """A request the server refuses: HTTP `status` and a one-line `message` (plus headers, e.g.
+    Retry-After)."""
 
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
@@ -59,7 +60,8 @@ def parse_fields(raw: bytes, content_type: str, max_fields: int = 1000) -> dict[
         data = json.loads(_utf8(raw, "body"))
     except json.JSONDecodeError as e:
         raise ApiError(400, f"body: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except RecursionError:  # json recurses per nesting level: "[[[[...]]]]" within the size limit exhausts the stack
+    # json recurses per nesting level: "[[[[...]]]]" within the size limit exhausts the stack
+    except RecursionError:
         raise ApiError(400, "body: invalid JSON (nested too deeply)") from None
     except ValueError as e:  # an integer of more than 4,300 digits: int()'s limit (no JSONDecodeError)
         raise ApiError(400, f"body: invalid JSON ({str(e).split(':', 1)[0]})") from None
@@ -104,7 +106,9 @@ def get_str(fields: dict[str, Any], name: str, *, required: bool = True, default
     return check_text(value, name)
 
 
-def get_int(fields: dict[str, Any], name: str, *, low: int | None = None, high: int | None = None) -> int | None:
+def get_int(
+    fields: dict[str, Any], name: str, *, low: int | None = None, high: int | None = None
+) -> int | None:
     """An optional integer field in [low, high] (a form sends it as text; None: no bound)."""
     value = fields.get(name)
     if value is None or value == "":
@@ -173,7 +177,8 @@ def check_known(fields: dict[str, Any], schema: dict[str, Any], route: str) -> N
     silently ignored. (LibreTranslate's /translate ignores unknown fields, so only /v1 checks.)"""
     unknown = sorted(set(fields) - set(schema["properties"]))
     if unknown:
-        raise ApiError(400, f"{', '.join(unknown)}: unknown field{'s' if len(unknown) > 1 else ''} for {route}; "
+        plural = "s" if len(unknown) > 1 else ""
+        raise ApiError(400, f"{', '.join(unknown)}: unknown field{plural} for {route}; "
                             f"it takes {', '.join(sorted(schema['properties']))}")
 
 
@@ -182,7 +187,8 @@ def check_request(texts: list[str], settings: ServeSettings) -> None:
     (every text is one segment at least), then --char-limit (`check_chars`): the work a request may
     cause is bounded by these limits, not by the body size."""
     if len(texts) > settings.max_segments:
-        raise ApiError(413, f"request: {len(texts)} segments (texts), the limit is {settings.max_segments} (--max-segments)")
+        raise ApiError(413, f"request: {len(texts)} segments (texts), the limit is {settings.max_segments} "
+                            f"(--max-segments)")
     check_chars(texts, settings)
 
 
@@ -207,7 +213,8 @@ def check_size(texts: list[str], settings: ServeSettings) -> list[list[str]]:
 
 
 def check_key(given: str | None, settings: ServeSettings) -> ApiKey | None:
-    """403 unless keys are off (None) or `given` is one of them (that key; constant-time, the key is never echoed)."""
+    """403 unless keys are off (None) or `given` is one of them (that key; constant-time, the key is
+    never echoed)."""
     if not settings.keys_required:
         return None
     if not given:
@@ -228,9 +235,11 @@ def v1_decode(fields: dict[str, Any], base: DecodeConfig, settings: ServeSetting
     if sampling is not None and not isinstance(sampling, bool):
         raise ApiError(400, f"sampling: expected true or false, got {sampling!r}")
     overrides = DecodeOverrides(
-        beam=get_int(fields, "beam", high=max_beam), n_best=get_int(fields, "n_best", high=settings.max_alternatives + 1),
+        beam=get_int(fields, "beam", high=max_beam),
+        n_best=get_int(fields, "n_best", high=settings.max_alternatives + 1),
         alpha=get_float(fields, "alpha"), sampling=sampling, seed=get_int(fields, "seed"),
-        top_k=get_int(fields, "top_k"), temperature=get_float(fields, "temperature"), top_p=get_float(fields, "top_p"))
+        top_k=get_int(fields, "top_k"), temperature=get_float(fields, "temperature"),
+        top_p=get_float(fields, "top_p"))
     if not samples and (sampling or sampling is None and base.sampling):
         raise ApiError(400, "sampling: this server runs an `mt export` (CTranslate2) model, which searches "
                             "(greedy/beam) only; serve the .pt checkpoint to sample")
@@ -253,9 +262,11 @@ V1_SCHEMA = {"type": "object", "required": ["segments"], "properties": {
     "seed": {"type": "integer"}, "temperature": {"type": "number"}, "top_k": {"type": "integer"},
     "top_p": {"type": "number"}, "source": {"type": "string"}, "target": {"type": "string"},
     "segment": {"type": "boolean", "default": True,
-                "description": "split each segment's lines into sentences (false: each line is one sentence)"},
-    "glossary": {"type": "array", "description": "terms to keep, replacing the server's glossary for the pair "
-                                                 "([]: none); target left out = keep the source term as it is",
+                "description": "split each segment's lines into sentences "
+                               "(false: each line is one sentence)"},
+    "glossary": {"type": "array",
+                 "description": "terms to keep, replacing the server's glossary for the pair "
+                                "([]: none); target left out = keep the source term as it is",
                  "items": {"type": "object", "required": ["source"], "additionalProperties": False,
                            "properties": {"source": {"type": "string"}, "target": {"type": "string"}}}},
     "api_key": {"type": "string"}},

@@ -35,12 +35,20 @@ BEGIN, END = "<!-- CONFIG-REFERENCE:BEGIN -->", "<!-- CONFIG-REFERENCE:END -->"
 
 
 def _comments(cls: type) -> dict[str, str]:
-    """Field name -> its trailing `# comment` in the class source."""
+    """Field name -> its comment in the class source: the `#:` lines right above the field, joined
+    (the Sphinx convention, for a comment too long to trail the field), else its trailing `# comment`.
+    A plain `#` line above a field is a note on the fields that follow, not the field's."""
     out = {}
+    above: list[str] = []
     for line in inspect.getsource(cls).splitlines():
+        doc = re.match(r"\s+#:\s*(.*)$", line)
+        if doc:
+            above.append(doc.group(1).strip())
+            continue
         m = re.match(r"\s+(\w+):[^#]*?(?:#\s*(.*))?$", line)
         if m:
-            out[m.group(1)] = (m.group(2) or "").strip()
+            out[m.group(1)] = " ".join(above) or (m.group(2) or "").strip()
+        above = []
     return out
 
 

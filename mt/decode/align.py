@@ -91,8 +91,9 @@ def align_words(model: Transformer | Ensemble, tokenizer: Tokenizer, sources: Se
         tgt_in = torch.full((len(rows), width), PAD_ID, dtype=torch.long)
         for b, i in enumerate(rows):
             tgt_in[b, :len(tgt_ids[i]) + 1] = torch.tensor([BOS_ID, *tgt_ids[i]])
+        # (B, T, S): heads (and layers) averaged
         probs = sum(net.cross_attention(src.to(device), src_mask.to(device), tgt_in.to(device), layer).float()
-                    .mean(dim=1).cpu() for layer in chosen) / len(chosen)  # (B, T, S): heads (and layers) averaged
+                    .mean(dim=1).cpu() for layer in chosen) / len(chosen)
         for b, i in enumerate(rows):
             n_src, n_tgt = len(src_ids[i]), len(tgt_ids[i])
             # Row 0 has BOS as input and predicts piece 0; row t + 1 has piece t as input.
@@ -106,10 +107,12 @@ def align_words(model: Transformer | Ensemble, tokenizer: Tokenizer, sources: Se
     return out
 
 
-def aligner_for(engine: Engine, tokenizer: Tokenizer) -> Callable[[list[str], list[str]], list[list[int]]] | None:
+def aligner_for(engine: Engine,
+                tokenizer: Tokenizer) -> Callable[[list[str], list[str]], list[list[int]]] | None:
     """`align_words` bound to this engine's model and tokenizer (what `mt.text.html.render_fragments`
     takes), or None for an engine with no attention to read (a CTranslate2 export)."""
     if not isinstance(engine, NativeEngine):
         return None
-    return lambda sources, targets: align_words(engine.model, tokenizer, sources, targets, device=engine.device)
+    return lambda sources, targets: align_words(engine.model, tokenizer, sources, targets,
+                                                device=engine.device)
 

@@ -47,8 +47,9 @@ from mt.decode.search import length_penalty
 
 FEATURES = ("mean_log_prob", "repetition", "length_ratio", "length_ratio_sq", "unknown_share", "copy_share",
             "log_length")
-# (w..., b) fitted on the `make demo` model's val split (mt.train.confidence_fit: best.pt of a 10-minute run,
-# beam 5, alpha 0.6, no_repeat_ngram_size 3; val Spearman 0.749): the mapping of checkpoints without their own.
+# (w..., b) fitted on the `make demo` model's val split (mt.train.confidence_fit: best.pt of a
+# 10-minute run, beam 5, alpha 0.6, no_repeat_ngram_size 3; val Spearman 0.749): the mapping of
+# checkpoints without their own.
 DEFAULT: tuple[float, ...] = (1.3166, 0.0092, 0.8480, -0.3861, 0.0000, -0.2451, 0.0158, 1.0987)
 # Below this a sentence is shown as doubtful (the page marks it; `mt translate --scores` prints the
 # number and leaves the judgement to the reader). On the demo model: odd one-word inputs 0.07-0.29,
@@ -71,7 +72,8 @@ UNCALIBRATED = 0.25
 DEFAULT_MIN_PIECES = 5
 DEFAULT_MIN_DISTINCT = 0.643
 _WORD = re.compile(r"\w+", re.UNICODE)
-_DRAWN_OUT = re.compile(rf"([^\W\d_])\1{{{CHAR_RUN_FREE},}}", re.UNICODE)  # a letter CHAR_RUN_FREE + 1 times in a row
+# a letter CHAR_RUN_FREE + 1 times in a row
+_DRAWN_OUT = re.compile(rf"([^\W\d_])\1{{{CHAR_RUN_FREE},}}", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,8 @@ class Scored:
         return min(confidence, FLAGGED) if values[1] > 0 else confidence  # values[1]: the repetition flag
 
 
-def features(source: str, output: str, src_ids: Sequence[int], out_tokens: int, log_prob: float) -> list[float]:
+def features(source: str, output: str, src_ids: Sequence[int], out_tokens: int,
+             log_prob: float) -> list[float]:
     """One sentence's `FEATURES`: its source and output texts, the source's piece ids (UNK counted),
     the output's token count (no EOS) and its log-prob (EOS included)."""
     ratio = math.log((len(output) + 1) / (len(source) + 1))
@@ -108,8 +111,8 @@ def features(source: str, output: str, src_ids: Sequence[int], out_tokens: int, 
     unknown = sum(i == UNK_ID for i in src_ids) / len(src_ids) if src_ids else 0.0
     # the linear term clipped: val's ratios span about [-0.5, 1], and a fit on them must not reward an
     # output ten times the length of a one-word source (the square keeps growing and penalises it)
-    return [log_prob / (out_tokens + 1), math.log1p(repetition_excess(source, output)), max(-1.0, min(1.0, ratio)),
-            ratio * ratio,
+    repetition = math.log1p(repetition_excess(source, output))
+    return [log_prob / (out_tokens + 1), repetition, max(-1.0, min(1.0, ratio)), ratio * ratio,
             unknown, copied, math.log(out_tokens + 1)]
 
 
@@ -148,7 +151,8 @@ def distinct_share(source: str) -> float:
 
 def log_prob_of(score: float, out_tokens: int, decode: DecodeConfig) -> float:
     """The log-prob behind an engine's `score` (log_prob / length_penalty(|y| + 1), |y| = out_tokens)."""
-    return score * float(length_penalty(float(out_tokens + 1), alpha=decode.alpha, kind=decode.length_penalty))
+    penalty = length_penalty(float(out_tokens + 1), alpha=decode.alpha, kind=decode.length_penalty)
+    return score * float(penalty)
 
 
 def scored(source: str, output: str, src_ids: Sequence[int], out_tokens: int, score: float,

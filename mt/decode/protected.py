@@ -44,8 +44,9 @@ def prepare_segments(segments: Sequence[str], tokenizer: Tokenizer, decode: Deco
     return [prepare(segment, decode.protect, decode.case, count, decode.ending) for segment in segments]
 
 
-def render_nbest(prepared: Sequence[Prepared], found: Sequence[list[tuple[str, float]]], align: Aligner | None,
-                 *, truecase: Callable[[str], bool] | None = None) -> list[list[tuple[str, float]]]:
+def render_nbest(prepared: Sequence[Prepared], found: Sequence[list[tuple[str, float]]],
+                 align: Aligner | None, *, truecase: Callable[[str], bool] | None = None,
+                 ) -> list[list[tuple[str, float]]]:
     """Every alternative of every segment rendered (`render_all` with `truecase`, one alignment
     call), scores kept."""
     flat = [(p, text) for p, hyps in zip(prepared, found) for text, _ in hyps]

@@ -146,7 +146,8 @@ def to_retry(decode: DecodeConfig, sources: Sequence[str], outputs: Sequence[str
     strict = retry_decode(decode)
     if strict is None:
         return None, []
-    rows = [i for i, (source, output) in enumerate(zip(sources, outputs)) if repetition_excess(source, output) > 0]
+    rows = [i for i, (source, output) in enumerate(zip(sources, outputs))
+            if repetition_excess(source, output) > 0]
     return strict, [i for i in rows if exempt is None or not exempt(i)]
 
 

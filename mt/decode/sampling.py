@@ -138,7 +138,8 @@ def sample_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, set
     rows_left = [n_samples] * batch  # per sentence: samples still being drawn
     while live.rows.numel() > 0:
         log_probs, live.cache = model.decode_step(tokens, live.memory, live.src_mask, live.cache)  # (R', V)
-        log_probs = apply_rules(log_probs.float(), settings, at_max=live.at_max_length(), history=live.history)
+        log_probs = apply_rules(log_probs.float(), settings, at_max=live.at_max_length(),
+                                history=live.history)
         next_tok = draw_tokens(filter_log_probs(log_probs, sampling), uniforms[live.rows, live.step])  # (R',)
         out[live.rows, live.step] = next_tok
         log_prob[live.rows] += log_probs.gather(1, next_tok.unsqueeze(1)).squeeze(1).double()
@@ -153,6 +154,6 @@ def sample_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, set
         live.step += 1
         tokens = live.drop_finished(next_tok).unsqueeze(1)
     rows, values = out.tolist(), log_prob.tolist()  # one transfer, not one per row
-    return [handed[b] if b in handed else
-            _samples_of(rows[b * n_samples:(b + 1) * n_samples], values[b * n_samples:(b + 1) * n_samples], settings)
+    mine = [slice(b * n_samples, (b + 1) * n_samples) for b in range(batch)]
+    return [handed[b] if b in handed else _samples_of(rows[mine[b]], values[mine[b]], settings)
             for b in range(batch)]

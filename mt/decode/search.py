@@ -8,7 +8,8 @@ Every search (greedy, beam, sampling) only needs `model.encode(src, src_mask)` a
 `cache.reorder(index)` / `cache.reorder_beams(index)` (`SearchCache`): the decoder sees one new
 token per row and step, never the prefix again.
 
-Conventions (shared by greedy, beam, sampling in mt/decode/sampling.py and forced decoding in mt/decode/forced.py):
+Conventions (shared by greedy, beam, sampling in mt/decode/sampling.py and forced decoding in
+mt/decode/forced.py):
 - A hypothesis is `y_1 .. y_n EOS`; `tokens` exclude BOS and EOS. Its `log_prob` sums the
   log-probabilities of all n+1 decisions, the final EOS included.
 - `|y|` in the length penalty counts EOS too (`|y| = n + 1`, the number of scored decisions), so
@@ -100,7 +101,8 @@ def chunk_max(x: torch.Tensor, chunk: int = CHUNK) -> torch.Tensor:
     whole = vocab // chunk
     parts = []
     if whole:
-        parts.append(x.as_strided((rows, whole, chunk), (x.stride(0), chunk * x.stride(1), x.stride(1))).amax(dim=2))
+        strides = (x.stride(0), chunk * x.stride(1), x.stride(1))
+        parts.append(x.as_strided((rows, whole, chunk), strides).amax(dim=2))
     if vocab % chunk:
         parts.append(x[:, whole * chunk:].amax(dim=1, keepdim=True))
     return torch.cat(parts, dim=1) if len(parts) > 1 else parts[0]
@@ -121,7 +123,8 @@ def argmax_rows(x: torch.Tensor) -> torch.Tensor:
     return cols.gather(1, vals.argmax(dim=1, keepdim=True)).squeeze(1)
 
 
-def topk_candidates(scores: torch.Tensor, log_probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def topk_candidates(scores: torch.Tensor, log_probs: torch.Tensor,
+                    k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The k best one-token extensions of each sentence's beam.
 
     scores: (N, K) cumulative log-probs of the live hypotheses; log_probs: (N*K, V) next-token
@@ -186,8 +189,8 @@ class LiveRows:
         return next_tok[keep]
 
 
-def _report_ended(rows: list[int], out: torch.Tensor, total: torch.Tensor, step: int, settings: SearchSettings,
-                  on_done: Callable[[int, list[Hypothesis]], None]) -> None:
+def _report_ended(rows: list[int], out: torch.Tensor, total: torch.Tensor, step: int,
+                  settings: SearchSettings, on_done: Callable[[int, list[Hypothesis]], None]) -> None:
     """Hand each of `rows`, which emitted EOS at `step`, its hypothesis: tokens out[row, :step]
     (out: (B, W) long), log-prob total[row] (total: (B,)), scored by `settings`."""
     if rows:
@@ -212,8 +215,9 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, set
     return [hyps[0].tokens for hyps in found]
 
 
-def greedy_hypotheses(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, settings: SearchSettings, *,
-                      on_done: Callable[[int, list[Hypothesis]], None] | None = None) -> list[list[Hypothesis]]:
+def greedy_hypotheses(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor, settings: SearchSettings,
+                      *, on_done: Callable[[int, list[Hypothesis]], None] | None = None,
+                      ) -> list[list[Hypothesis]]:
     """`greedy_search` with each sentence's output as a one-element list of `Hypothesis`: its
     log-prob summed over every decision (EOS included) in float32 as beam search sums it, and its
     score (`settings.score`), so beam 1's hypotheses are these. `on_done(b, [hyp])`."""

@@ -63,6 +63,17 @@ def test_the_text_keeps_its_shape_and_every_sentence_is_a_segment(case: tuple[st
     assert lines.text == text and all("\n" not in s for s in lines.segments)
 
 
+@pytest.mark.parametrize("text, segments", [
+    ("%.*s (copy %u)%s", ["%.*s (copy %u)%s"]),  # "%." is no sentence's end (Thunar's msgids)
+    ("%s used (%.0f%%)  |  %s free (%.0f%%)", ["%s used (%.0f%%)  |  %s free (%.0f%%)"]),
+    ("Total: {0:.2f}. Next one.", ["Total: {0:.2f}.", "Next one."]),
+    ("Go to example.org. Then stop.", ["Go to example.org.", "Then stop."]),
+])
+def test_a_span_is_never_cut_between_two_segments(text: str, segments: list[str]) -> None:
+    split = Segmenter("en").split(text)
+    assert list(split.segments) == segments and split.text == text
+
+
 def test_a_sentence_over_the_limit_is_broken_at_clauses_then_words_and_nothing_is_dropped() -> None:
     count = lambda segments: [len(s.split()) for s in segments]  # noqa: E731  (a word is a piece here)
     text = "one two three, four five six seven, eight nine ten eleven twelve"

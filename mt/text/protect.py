@@ -60,12 +60,15 @@ from mt.text.html import MAX_PLACEMENT_WORK, TRAILING_PUNCTUATION, aligned_bound
 KINDS: tuple[ProtectKind, ...] = get_args(ProtectKind)
 # The patterns, in the order they are tried at a position (code and addresses before the
 # placeholders and numbers inside them). Every repeat is bounded, so a failed try costs O(1).
+# A unit written onto its number ("16px", "512KiB", "5ms", "2x"): the quantity is kept whole, as
+# pofilter's `numbers` check and a translator keep it ("1990s" and "3rd" are words: not units).
+UNITS = r"(?:[KMGTPE]i?B|[kKMGT]?B(?:ps)?|[kKMG]?bps|[kMG]?Hz|px|pt|dp|dpi|ppi|fps|ms|min|mm|cm|km|kg|mg|x|h)"
 PATTERNS: dict[str, str] = {
     "code": r"`[^`\n]{1,500}`",
     "urls": r"(?<![\w@.])(?:[A-Za-z][A-Za-z0-9+.-]{0,15}://|www\.)[^\s<>\"`]{1,2000}",
     "emails": r"(?<![\w.+-])[\w.+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8}",
     "placeholders": "|".join((
-        r"\{\{[^{}\n]{1,200}\}\}", r"[$%]\{[^{}\n]{1,200}\}",
+        r"\{\{[^{}\n]{1,200}\}\}", r"[$%]\{[^{}\n]{1,200}\}", r"%%",
         r"%\([\w.-]{1,64}\)[-#0+]{0,4}\d{0,3}(?:\.\d{1,3})?[diouxXeEfFgGcrsa]",
         r"%(?:\d{1,3}\$)?[-#0+']{0,4}(?:\d{1,3}|\*)?(?:\.(?:\d{1,3}|\*))?"
         r"(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGcspaA@]",
@@ -73,7 +76,7 @@ PATTERNS: dict[str, str] = {
         r"<[A-Za-z_][\w.-]{0,64}>", r"(?<![\w:/]):[A-Za-z_]\w{0,64}")),
     "handles": r"(?<![\w@])@[A-Za-z0-9_]{1,64}(?:@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){1,8})?",
     "hashtags": r"(?<![\w#&])#[^\W\d_]\w{0,100}",
-    "numbers": r"(?<![\w.,])\d{1,30}(?:[.,:/-]\d{1,30}){0,6}%?(?!\w)",
+    "numbers": rf"(?<![\w.,])\d{{1,30}}(?:[.,:/-]\d{{1,30}}){{0,6}}(?:%|{UNITS})?(?!\w)",
 }
 # A run of symbols (8 or more, single spaces between them allowed: "[[[[...", "* * * * ..."), whatever
 # the kinds: copied through as one span, so its cost is none of the model's (a line of 10,000 "["

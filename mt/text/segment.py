@@ -37,6 +37,8 @@ from functools import lru_cache
 
 import sentencex
 
+from mt.text.protect import KINDS, find_spans
+
 # A lone URL, www. address or e-mail address (also a fediverse @user@host): no words to translate.
 _ADDRESS = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+|@?[^\s@]+@[^\s@]+\.[^\s@]+", re.IGNORECASE)
 CLAUSE_MARKS = frozenset(",;:，；：、")  # a break after one of these keeps a clause whole
@@ -144,7 +146,24 @@ class Segmenter:
         found = list(sentencex.segment(_code(self.lang), line))
         if "".join(found) != line:  # never seen; the shape guarantee must not rest on a library's habits
             return [line]
-        return found
+        return joined_across_spans(line, found)
+
+
+def joined_across_spans(line: str, sentences: list[str]) -> list[str]:
+    """`sentences` (joining back to `line`) with every boundary that falls inside a span the model
+    must keep whole (`mt.text.protect.find_spans`: "%.*s", "%.0f", "{0:.2f}", a URL, "3.5") taken
+    out: a placeholder is never cut into two segments, its "%." read as a sentence's end."""
+    if len(sentences) < 2:
+        return sentences
+    spans = find_spans(line, KINDS)
+    out, at = [sentences[0]], len(sentences[0])
+    for sentence in sentences[1:]:
+        if any(start < at < end for start, end, _ in spans):
+            out[-1] += sentence
+        else:
+            out.append(sentence)
+        at += len(sentence)
+    return out
 
 
 @lru_cache(maxsize=64)

@@ -69,33 +69,27 @@ def choose_outputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor,
     `Hypothesis`. A source's candidates run together, at most `CHOICE_ROWS` rows a pass (more only
     for one source with more). A Transformer encodes each source once, and projects onto the
     vocabulary (the costliest part of a decoder position) only its first candidate's positions
-    before the point where the candidates part: those log-probs are the same for all of them. Each
-    decoder layer projects a source's encoding onto its cross-attention keys and values once, not
-    once per candidate (the same numbers: ~9% of the pass on the Multi30k test model)."""
+    before the point where the candidates part: those log-probs are the same for all of them."""
     if not isinstance(model, Transformer):  # an ensemble, a test double: the full pass for each candidate
         return _ranked(choices, [force_decode_score(model, src[[b] * len(seqs)], src_mask[[b] * len(seqs)],
                                                     [list(seq) for seq in seqs]).tolist()
                                  for b, seqs in enumerate(choices)], settings)
     memory = model.encode(src, src_mask)  # (B, S, D)
-    memory_kv = [layer.cross_attn.memory_kv(memory) for layer in model.decoder]  # 2 x (B, H, S, d_k) a layer
     log_probs: list[list[float]] = []
     group: list[int] = []
     for b in range(len(choices) + 1):
         if group and (b == len(choices) or sum(len(choices[i]) for i in [*group, b]) > CHOICE_ROWS):
-            log_probs += _shared_prefix_scores(model, memory_kv, src_mask, group, [choices[i] for i in group])
+            log_probs += _shared_prefix_scores(model, memory[group], src_mask[group], [choices[i] for i in group])
             group = []
         group.append(b)
     return _ranked(choices, log_probs, settings)
 
 
-def _shared_prefix_scores(model: Transformer, memory_kv: list[tuple[torch.Tensor, torch.Tensor]],
-                          src_mask: torch.Tensor, sources: list[int],
+def _shared_prefix_scores(model: Transformer, memory: torch.Tensor, src_mask: torch.Tensor,
                           choices: Sequence[Sequence[Sequence[int]]]) -> list[list[float]]:
-    """The log-prob of each candidate `y EOS` of each of `sources` (indices into every layer's
-    cross-attention keys and values `memory_kv`, (B, H, S, d_k) each, computed once per source,
-    and src_mask (B, S)): one teacher-forced pass over all candidates; positions before a source's
-    candidates part are projected for its first candidate only and their log-probs copied to the
-    others."""
+    """The log-prob of each candidate `y EOS` of each source (memory (B, S, D), src_mask (B, S)):
+    one teacher-forced pass over all candidates; positions before a source's candidates part are
+    projected for its first candidate only and their log-probs copied to the others."""
     rows = [(b, list(seq)) for b, seqs in enumerate(choices) for seq in seqs]
     width = max(len(seq) for _, seq in rows) + 1
     tgt_in = torch.full((len(rows), width), PAD_ID, dtype=torch.long)  # BOS y PAD..
@@ -112,10 +106,10 @@ def _shared_prefix_scores(model: Transformer, memory_kv: list[tuple[torch.Tensor
         lead = r == 0 or rows[r - 1][0] != b
         first.append(r if lead else first[-1])
         keep[r, 0 if lead else shared[b]:len(seq) + 1] = True
-    device = src_mask.device
+    device = memory.device
     rows_of = torch.arange(len(rows)).unsqueeze(1).expand(-1, width)[keep]
-    index = torch.tensor([sources[b] for b, _ in rows], device=device)
-    states = _decoded(model, tgt_in.to(device), memory_kv, src_mask, index)
+    index = torch.tensor([b for b, _ in rows])
+    states = model.decode(tgt_in.to(device), memory[index.to(device)], src_mask[index.to(device)], project=False)
     picked = torch.log_softmax(model._logits(states[keep.to(device)]).float(), dim=-1)  # (kept positions, V)
     picked = picked.gather(1, tgt_out[keep].to(device).unsqueeze(1)).squeeze(1).cpu()
     totals = torch.zeros(len(rows)).index_add_(0, rows_of, picked)
@@ -125,18 +119,6 @@ def _shared_prefix_scores(model: Transformer, memory_kv: list[tuple[torch.Tensor
     for r, (b, _) in enumerate(rows):
         out[b].append(float(totals[r] + (prefix[first[r]] if first[r] != r else 0.0)))
     return out
-
-
-def _decoded(model: Transformer, tgt_in: torch.Tensor, memory_kv: list[tuple[torch.Tensor, torch.Tensor]],
-             src_mask: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """`Transformer.decode(tgt_in, memory[index], src_mask[index], project=False)` with each layer's
-    cross-attention keys and values given per source (`memory_kv`) and picked by `index` (R,) for
-    the R rows of tgt_in (R, T): a source's several candidates project its memory once. -> (R, T, D)"""
-    key_mask = model.key_mask(src_mask, tgt_in.size(1))[index]  # (R, 1, 1, S)
-    x = model._embed(model.tgt_embed, tgt_in, 0)
-    for layer, (k, v) in zip(model.decoder, memory_kv):
-        x = layer(x, k[index], v[index], key_mask, None)
-    return model.dec_norm(x)  # (R, T, D)
 
 
 def _ranked(choices: Sequence[Sequence[Sequence[int]]], log_probs: Sequence[Sequence[float]],

@@ -4,7 +4,9 @@
 decode.sampling, else greedy for beam 1 and beam search above): it makes the search's settings
 once (`mt.decode.rules.search_settings`) and hands them whole to the search, whose every step obeys
 `mt.decode.rules.apply_rules`. `NativeEngine` runs it on mt's own Transformer or Ensemble;
-`mt.deploy.ct2.CT2Translator` is the other engine (a model exported to CTranslate2).
+`mt.deploy.ct2.CT2Translator` is the other engine (a model exported to CTranslate2). A `Chooser`
+(`NativeEngine`, the server's worker) also answers the path's choice stage: given outputs ranked
+by one forced pass (`choose_ids`, mt.decode.forced.choose_outputs), no search.
 `mt.deploy.loading.load_model` picks one from what `-c` names.
 """
 

@@ -24,7 +24,9 @@ With a glossary (`mt.decode.terms.TermConstraints`), a sentence in which a term 
 translated by the constrained beam search, batched only with other such sentences; every other
 sentence goes through the same batches and search as without a glossary (byte-identical output).
 With the glossary's `first_pass` ("swap", mt's own model), those sentences are first searched
-and the term put in the place of the model's own word (`mt.decode.pipeline.constrain`).
+and the term put in the place of the model's own word (`mt.decode.pipeline.constrain`): a sentence
+offered such outputs is not searched again but chosen (`choice_found`, `Chooser.choose_ids`: the
+outputs ranked by one forced pass; line by line, in the batches the constrained ones take).
 """
 
 from __future__ import annotations
@@ -226,7 +228,8 @@ def translate_lines(
     validation BLEU. Sampling keys line i's draws by `first_id + i`: the same lines and seed
     give the same output however they are batched (or fed one by one with matching first_id);
     `sentence_ids` (one per line) replaces `first_id + i` as line i's key. With `glossary`, a
-    line holding its terms is translated by the constrained beam search (module docstring)."""
+    line holding its terms is chosen among its swapped outputs or translated by the constrained
+    beam search (module docstring)."""
     engine = as_engine(model, device)
     wanted, choices = _constraints(engine, tokenizer, lines, decode, glossary)
     found, _ = _search_results(engine, tokenizer, lines, decode, n_best=None, keys=_keyed(lines, first_id, sentence_ids),

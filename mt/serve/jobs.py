@@ -9,10 +9,10 @@ translation cache holds are answered from it (`mt.serve.cache`), the others queu
 model's `Batcher` as one job (429 when the queue is full) and awaited without blocking the event
 loop; a client that goes away (499) or waits past --timeout (503) has its segments dropped from
 the queue. Alignment (rendering spans, a glossary's first pass) runs in the worker, off the event
-loop, and so does a glossary's choice stage (`Choose`: one forced pass in the worker, not cached:
-its first pass is). The cache holds each search's answers for what the model read (a loop's retry
-is a search of its own, cached under its own settings). `translate_html` does the same for HTML
-fragments: the sentences of their blocks' text as segments, markup kept.
+loop, and so does a glossary's choice stage (`Choose`: one forced pass in the worker, its answers
+cached with the outputs chosen from). The cache holds each search's answers for what the model read
+(a loop's retry is a search of its own, cached under its own settings). `translate_html` does the
+same for HTML fragments: the sentences of their blocks' text as segments, markup kept.
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ async def _drive(steps: Steps[T], request: Request, model: ServedModel, settings
                 answer = await _search(request, model, settings, tokenizer, step)
                 continue
             try:
-                if isinstance(step, Choose):  # the choice stage: one forced pass in the worker, as alignment
-                    answer = await asyncio.to_thread(choice_found, model.engine, tokenizer, step)
+                if isinstance(step, Choose):
+                    answer = await _choose(model, tokenizer, step)
                 else:
                     answer = await asyncio.to_thread(step.run, _aligner(model, tokenizer))
             except MTError as e:
@@ -128,6 +128,27 @@ async def _search(request: Request, model: ServedModel, settings: ServeSettings,
             model.cache.store(keys[i], answer)
     done = [answer if answer is not None else answers[first[cast(tuple, keys[i])]] for i, answer in enumerate(answers)]
     return [Found(answer.hyps, answer.confidence, answer.cut) for answer in cast(list[Cached], done)]
+
+
+async def _choose(model: ServedModel, tokenizer: Tokenizer, choose: Choose) -> list[Found]:
+    """The path's choice stage, the server's way: the lines the model's translation cache holds
+    (keyed with their outputs to choose from) answered from it, the others chosen in the worker
+    (`choice_found`: one forced pass, as alignment runs, off the event loop), then cached."""
+    keys = [segment_key(model, choose.decode, choose.n_best, tokenizer, line) for line in choose.lines]
+    keys = [key + (("choose", offered),) if key is not None else None
+            for key, offered in zip(keys, choose.choices)]
+    answers = model.cache.lookup(keys)
+    todo = [i for i, answer in enumerate(answers) if answer is None]
+    if todo:
+        lines = [choose.lines[i] for i in todo]
+        asked = Choose(lines, [choose.choices[i] for i in todo], choose.decode, choose.n_best)
+        limit = model.batcher.engine.max_positions - 1  # a source cut at the model's limit, as by the batcher
+        cut = [len(ids) > limit for ids in tokenizer.encode_src([line.strip() for line in lines])]
+        chosen = await asyncio.to_thread(choice_found, model.engine, tokenizer, asked)
+        for i, found, was_cut in zip(todo, chosen, cut):
+            answers[i] = Cached(found.hyps, was_cut, found.confidence)
+            model.cache.store(keys[i], answers[i])
+    return [Found(answer.hyps, answer.confidence, answer.cut) for answer in cast(list[Cached], answers)]
 
 
 def _answers(job: Job) -> list[Cached]:

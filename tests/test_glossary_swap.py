@@ -1,6 +1,6 @@
 """The glossary's "swap" first pass (mt.decode.swap.swapping): each term put in the place of the
 model's own word in the search's own output, its form chosen by the model's score
-(mt.decode.forced.choose_outputs), and the engine answering such sentences without a search."""
+(mt.decode.forced.choose_outputs), and the choice stage answering such sentences without a search."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mt.config import DecodeConfig
 from mt.data.batching import collate_source
 from mt.decode import forced
 from mt.decode.constrained import constrained_beam_search
-from mt.decode.engine import search_batch
+from mt.decode.engine import NativeEngine
 from mt.decode.forced import choose_outputs, force_decode_score
 from mt.decode.rules import SearchSettings
 from mt.decode.search import length_penalty
@@ -71,31 +71,31 @@ def test_choose_outputs_ranks_candidates_by_their_forced_log_prob_and_scores_the
     assert [[h.tokens for h in hyps] for hyps in again] == [[h.tokens for h in hyps] for hyps in ranked]
 
 
-def test_the_engine_picks_among_given_outputs_and_searches_the_other_constrained_sentences() -> None:
+def test_the_engine_chooses_among_given_outputs_apart_from_its_constrained_search() -> None:
     model, rng = make(1), random.Random(2)
     sources = [[rng.randint(7, V - 1) for _ in range(5)] for _ in range(4)]
     picks = ((9, 10, 11), (9, 12), (13, 9, 10))
-    cons = [Wanted((((9,),),), choose=picks), Wanted((((20, 21),),)), Wanted((((9,),),), choose=picks[:1]),
-            Wanted((((22,),),))]
+    cons = [Wanted((((20, 21),),)), Wanted((((22,),),))]
     decode = DecodeConfig(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=10)
+    engine = NativeEngine(model, "cpu")
+    ranked = engine.choose_ids([sources[0], sources[2]], [picks, picks[:1]], decode, n_best=2)
+    best = engine.choose_ids([sources[0]], [picks], decode, n_best=None)
+    found = engine.search_ids([sources[1], sources[3]], decode, n_best=2, sentence_ids=[0, 1],
+                              constraints=cons)  # type: ignore[arg-type]
     src, mask = collate_source(sources)
-    seen: dict[int, list] = {}
     with torch.inference_mode():
-        found = search_batch(model, src, mask, decode, n_best=2, constraints=cons,
-                             on_done=lambda b, hyps: seen.setdefault(b, hyps))
         chosen = choose_outputs(model, src[[0, 2]], mask[[0, 2]], [picks, picks[:1]],
                                 SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt", n_best=2))
-        searched = constrained_beam_search(model, src[[1, 3]], mask[[1, 3]], [cons[1], cons[3]],
+        searched = constrained_beam_search(model, src[[1, 3]], mask[[1, 3]], cons,
                                            SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt",
                                                           max_len_a=1.0, max_len_b=10, n_best=2,
                                                           forbid_unk=decode.forbid_unk, max_len_limit=63,
                                                           no_repeat_ngram_size=decode.no_repeat_ngram_size,
                                                           repetition_penalty=decode.repetition_penalty))
-    assert [h.tokens for h in found[0]] == [h.tokens for h in chosen[0]] and len(found[0]) == 2
-    assert [h.tokens for h in found[2]] == [list(picks[0])]  # one candidate: the n-best holds it alone
-    assert [h.tokens for h in found[1]] == [h.tokens for h in searched[0]]
-    assert [h.tokens for h in found[3]] == [h.tokens for h in searched[1]]
-    assert sorted(seen) == [0, 1, 2, 3] and all(seen[b] == found[b] for b in seen)
+    assert ranked[0] == [(h.tokens, h.score) for h in chosen[0]] and len(ranked[0]) == 2
+    assert [tokens for tokens, _ in ranked[1]] == [list(picks[0])]  # one candidate: the n-best holds it alone
+    assert best == [ranked[0][:1]]  # without an n-best: the one best
+    assert [[t for t, _ in hyps] for hyps in found] == [[h.tokens for h in hyps] for hyps in searched]
 
 
 def test_a_swapped_word_keeps_its_punctuation_and_takes_the_case_it_stood_in() -> None:
@@ -126,8 +126,8 @@ def test_swapping_offers_the_first_translation_with_each_term_in_place_of_the_mo
         asked.append(sources)
         return [aligned[lines.index(s) if s != "A man sleeps" else firsts.index(t)] for s, t in zip(sources, targets)]
 
-    found = swapping(terms, lines, firsts, tok, alone, align)  # type: ignore[arg-type]
-    texts = [[tok.decode(c) for c in w.choose] for w in found]
+    found, choices = swapping(terms, lines, firsts, tok, alone, align)  # type: ignore[arg-type]
+    texts = [[tok.decode(c) for c in offered] for offered in choices]
     assert texts[0] == ["Ein Kerl schläft.", "Ein Kerle schläft."]
     assert texts[1] == ["Ein Kerl und ein Kerl.", "Ein Kerl und ein Kerle.", "Ein Kerle und ein Kerl.",
                         "Ein Kerle und ein Kerle."]  # every occurrence of the model's word
@@ -145,9 +145,10 @@ def test_an_inflected_word_of_the_model_is_found_by_its_lemma() -> None:
     terms = TermConstraints(g, dict(zip(["Kerl", "Kerle"], tok.encode_tgt(["Kerl", "Kerle"]))), first_pass="swap",
                             language="de")
     # attention put nothing on "Männer": what "man" alone gives ("Mann") finds it by its lemma
-    found = swapping(terms, ["Three men sit"], ["Drei Männer sitzen."], tok, {"man": ("Mann",)},  # type: ignore[arg-type]
-                     lambda sources, targets: pytest.fail("aligned although the lemma found the word"))
-    assert [tok.decode(c) for c in found[0].choose] == ["Drei Kerl sitzen.", "Drei Kerle sitzen."]
+    _, choices = swapping(terms, ["Three men sit"], ["Drei Männer sitzen."], tok,  # type: ignore[arg-type]
+                          {"man": ("Mann",)},
+                          lambda sources, targets: pytest.fail("aligned although the lemma found the word"))
+    assert [tok.decode(c) for c in choices[0]] == ["Drei Kerl sitzen.", "Drei Kerle sitzen."]
 
 
 def test_a_one_word_term_translated_alone_is_aligned_without_the_model() -> None:
@@ -167,16 +168,17 @@ def test_an_article_aligned_with_the_term_is_never_swapped_and_unspaced_targets_
     tok = WordTokenizer()
     terms = TermConstraints(g, dict(zip(["cycle", "cycles"], tok.encode_tgt(["cycle", "cycles"]))), first_pass="swap")
     # the model said "bike", its translations alone "bicycle": attention put "Fahrrad" on "a" alone
-    found = swapping(terms, ["Er fährt Fahrrad"], ["He rides a bike."], tok, {"Fahrrad": ("bicycle",)},  # type: ignore[arg-type]
-                     lambda sources, targets: [[0, 1, 2, 1]])
-    assert not found[0].choose and found[0].require  # no swap of "a": the constrained search
-    found = swapping(terms, ["Er fährt Fahrrad"], ["He rides a bike."], tok, {"Fahrrad": ("bicycle", "bike")},  # type: ignore[arg-type]
-                     lambda sources, targets: pytest.fail("aligned although an alone word was found"))
-    assert [tok.decode(c) for c in found[0].choose] == ["He rides a cycle.", "He rides a cycles."]
+    found, choices = swapping(terms, ["Er fährt Fahrrad"], ["He rides a bike."],  # type: ignore[arg-type]
+                              tok, {"Fahrrad": ("bicycle",)}, lambda sources, targets: [[0, 1, 2, 1]])
+    assert not choices[0] and found[0].require  # no swap of "a": the constrained search
+    found, choices = swapping(terms, ["Er fährt Fahrrad"], ["He rides a bike."],  # type: ignore[arg-type]
+                              tok, {"Fahrrad": ("bicycle", "bike")},
+                              lambda sources, targets: pytest.fail("aligned though an alone word was found"))
+    assert [tok.decode(c) for c in choices[0]] == ["He rides a cycle.", "He rides a cycles."]
     ja = TermConstraints(g, terms.pieces, first_pass="swap", language="ja")
-    found = swapping(ja, ["Er fährt Fahrrad"], ["彼は自転車に乗る。"], tok, {"Fahrrad": ("自転車",)},  # type: ignore[arg-type]
-                     lambda sources, targets: [[2]])
-    assert not found[0].choose and found[0].require  # a whole clause is one "word": never swapped
+    found, choices = swapping(ja, ["Er fährt Fahrrad"], ["彼は自転車に乗る。"], tok,  # type: ignore[arg-type]
+                              {"Fahrrad": ("自転車",)}, lambda sources, targets: [[2]])
+    assert not choices[0] and found[0].require  # a whole clause is one "word": never swapped
 
 
 def test_the_most_probable_candidate_wins_where_the_length_penalty_would_pick_a_longer_one() -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from mt.config import DecodeConfig
-from mt.decode.pipeline import Found, Offload, Search, drive, translate_steps
+from mt.data.tokenizer import Tokenizer
+from mt.decode.pipeline import Choose, Found, Search, Step, Steps, Translated, drive, translate_steps
 from mt.decode.repeats import RETRY_NGRAM
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import translate_texts
@@ -42,49 +43,86 @@ def looping(line: str, strict: bool) -> str:
     return line + (" gà" * 4 if "gà" in line.split() and not strict else "")
 
 
-def test_the_stages_run_once_in_order(random_ckpt: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    tok = load_model([random_ckpt], "cpu").tokenizer
-    finds = count_finds(monkeypatch)
-    terms = TermConstraints(parse_glossary("gà\tgà\n".encode(), "t.tsv"), {"gà": tok.encode_tgt(["gà"])[0]},
-                            first_pass="swap")
-    decode = DecodeConfig(beam=2, no_repeat_ngram_size=3, ending=False)
-    texts = ["Ich gà bé. Er sagt {0} bé dà", "éa bé"]
-    steps = translate_steps(texts, tok, decode, max_positions=256, segmenter=segmenter_for("en"), terms=terms)
-    log: list[tuple] = []
+def run_logged(steps: Steps[Translated], tok: Tokenizer, log: list[tuple]) -> Translated:
+    """The path run with the stand-in search (`looping`), a choice that keeps each line's first
+    candidate and an aligner by position, each piece of model work logged: ("search", lines, with
+    constraints, strict), ("choose", lines), ("offload",), ("align", sources)."""
 
     def search(step: Search) -> list[Found]:
         strict = step.decode.no_repeat_ngram_size == RETRY_NGRAM
         log.append(("search", step.lines, step.wanted is not None, strict))
         return [Found([(looping(line, strict), -1.0)], 0.5) for line in step.lines]
 
+    def choose(step: Choose) -> list[Found]:
+        log.append(("choose", step.lines))
+        return [Found([(tok.decode_tgt([list(offered[0])])[0], -1.0)], 0.5) for offered in step.choices]
+
     def aligner(sources: list[str], targets: list[str]) -> list[list[int]]:
         log.append(("align", list(sources)))
         return [list(range(len(t.split()))) for t in targets]
 
-    def run_offload(step: Offload):  # noqa: ANN202
+    def run(step: Step) -> object:
+        if isinstance(step, Search):
+            return search(step)
+        if isinstance(step, Choose):
+            return choose(step)
         log.append(("offload",))
         return step.run(aligner)
 
-    answer, done = None, None
-    while done is None:
+    answer: object = None
+    while True:
         try:
             step = steps.send(answer)
         except StopIteration as stop:
-            done = stop.value
-            break
-        answer = search(step) if isinstance(step, Search) else run_offload(step)
+            return stop.value
+        answer = run(step)
+
+
+def swap_terms(tok: Tokenizer, term: str = "gà") -> TermConstraints:
+    """A one-term glossary (`term` kept as it is) with its first pass, "swap"."""
+    return TermConstraints(parse_glossary(f"{term}\t{term}\n".encode(), "t.tsv"),
+                           {term: tok.encode_tgt([term])[0]}, first_pass="swap")
+
+
+def test_the_stages_run_once_in_order(random_ckpt: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tok = load_model([random_ckpt], "cpu").tokenizer
+    finds = count_finds(monkeypatch)
+    decode = DecodeConfig(beam=2, no_repeat_ngram_size=3, ending=False)
+    texts = ["Ich gà bé. Er sagt {0} bé dà", "éa bé"]
+    log: list[tuple] = []
+    done = run_logged(translate_steps(texts, tok, decode, max_positions=256, segmenter=segmenter_for("en"),
+                                      terms=swap_terms(tok)), tok, log)
     kinds = [entry[0] for entry in log if entry[0] != "align"]
-    # constrain (the held sentence's own search, the term alone, the choice), search, retry, render
-    assert kinds == ["search", "search", "offload", "search", "search", "offload"]
+    # constrain (the held sentence's own search, the term alone, the swap), search, choose, retry, render
+    assert kinds == ["search", "search", "offload", "search", "choose", "search", "offload"]
     assert log[0][1] == ["Ich gà bé."] and log[1][1] == ["gà"]
     main, retried = [entry for entry in log if entry[0] == "search"][2:]
-    assert main[1] == ["Ich gà bé.", "Er sagt bé dà", "éa bé"]  # what the model reads: the span taken out
+    (chosen,) = [entry for entry in log if entry[0] == "choose"]
+    assert main[1] == ["Er sagt bé dà", "éa bé"]  # what the model reads: the span taken out
+    assert chosen[1] == ["Ich gà bé."]  # the sentence with outputs to choose from: chosen, not searched
     assert main[2] and not retried[2] and retried[3]  # the constraints go with the search, not with the retry
-    assert retried[1] == [main[1][1]]  # only the looping sentence without a term is searched again
+    assert retried[1] == [main[1][0]]  # only the looping sentence without a term is searched again
     assert [s.terms for s in done.segments][1:] == [[], []] and done.segments[0].terms[0].source == "gà"
+    assert done.segments[0].choices and not any(s.choices for s in done.segments[1:])
     assert done.best()[1] == "éa bé"
-    assert [finds.count(line) for line in main[1]] == [1, 1, 1]  # each sentence's terms found once
+    assert [finds.count(line) for line in [*chosen[1], *main[1]]] == [1, 1, 1]  # each one's terms found once
     assert "{0}" in done.best()[0] and done.best()[0].endswith("dà dà dà")  # span back; the retry looped worse: kept
+
+
+def test_a_term_sentence_is_chosen_in_a_step_of_its_own_after_two_passes_at_most(random_ckpt: Path) -> None:
+    tok = load_model([random_ckpt], "cpu").tokenizer
+    decode = DecodeConfig(beam=2, ending=False)
+    line = "Ich bé éa."  # no loop: no retry
+    log: list[tuple] = []
+    done = run_logged(translate_steps([line], tok, decode, max_positions=256, segmenter=None,
+                                      terms=swap_terms(tok, "bé")), tok, log)
+    plain: list[tuple] = []
+    run_logged(translate_steps([line], tok, decode, max_positions=256, segmenter=None), tok, plain)
+    reading = [entry[0] for entry in log if entry[0] != "offload" and line in entry[1]]  # passes reading it
+    assert [entry[0] for entry in plain if entry[0] != "offload"] == ["search"]
+    assert reading[0] == "search" and reading[-1] == "choose" and len(reading) - 1 <= 2  # plain search + <= 2
+    assert not any(entry[0] == "search" and line in entry[1] for entry in log[reading.index("choose"):])
+    assert done.best() == [line]  # the stand-in writes the source back: the term is already in place
 
 
 def test_drive_gives_what_translate_texts_gives(random_ckpt: Path) -> None:

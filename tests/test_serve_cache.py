@@ -204,3 +204,40 @@ def test_each_models_cache_has_its_own_gauge() -> None:
     a.lookup([("aaa", "0")])
     text = metrics.render().decode()
     assert 'mt_cache_segments{model="aaa"} 3.0' in text and 'mt_cache_segments{model="bbb"} 1.0' in text
+
+
+class FakeChooser:
+    """The worker's choice stage as a stand-in (`Chooser.choose_ids`): each source's last candidate
+    wins. Counts the sources it is asked about, call by call."""
+
+    max_positions = 11
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def choose_ids(self, src_ids, choices, decode, *, n_best) -> list:
+        self.asked.append(len(src_ids))
+        return [[(list(offered[-1]), -1.0)] for offered in choices]
+
+
+@pytest.mark.requires("fastapi")
+def test_a_choice_runs_in_the_worker_once_then_comes_from_the_cache_under_its_candidates() -> None:
+    from mt.decode.pipeline import Choose
+    from mt.serve.jobs import _choose
+
+    model = fake_model(100)
+    model.engine = FakeChooser()
+    tokenizer = SimpleNamespace(src_prefix=[],
+                                encode_src=lambda lines: [[ord(c) for c in line] for line in lines],
+                                decode_tgt=lambda seqs: ["".join(map(chr, seq)) for seq in seqs])
+    offered = ((ord("a"),), (ord("b"),))
+
+    def choose(lines: list[str], choices: list) -> list[str]:
+        found = asyncio.run(_choose(model, tokenizer, Choose(lines, choices, BEAM2, None)))
+        return [answer.hyps[0][0] for answer in found]
+
+    assert choose(["one", "two"], [offered, ((ord("c"),),)]) == ["b", "c"] and model.engine.asked == [2]
+    assert choose(["one", "three"], [offered, ((ord("d"),),)]) == ["b", "d"]
+    assert model.engine.asked == [2, 1]  # the line chosen before: from the cache
+    assert choose(["one"], [offered[:1]]) == ["a"]
+    assert model.engine.asked == [2, 1, 1]  # the same line with other candidates: chosen again

@@ -1,7 +1,8 @@
 """The model worker process (`mt.serve.worker.ModelProcess`): the same results as the engine run
-in-process, each handed over as it arrives; the model's provenance sent to the server (so it never
-reads a checkpoint); a one-line error for a model that cannot load; a child that survives signals
-meant for the server, is replaced when it dies, and stops on close."""
+in-process, each handed over as it arrives, and so are its choices (the path's choice stage); the
+model's provenance sent to the server (so it never reads a checkpoint); a one-line error for a
+model that cannot load; a child that survives signals meant for the server, is replaced when it
+dies, and stops on close."""
 
 from __future__ import annotations
 
@@ -53,6 +54,20 @@ def test_results_equal_the_in_process_engine_and_arrive_one_by_one(checkpoint, w
         assert [[tokens for tokens, _ in handed[i]] for i in range(4)] == [[t for t, _ in r] for r in found]
         if n_best is not None:
             assert found == expected  # scores too
+
+
+def test_the_choice_stage_runs_in_the_worker_as_in_process(checkpoint, worker) -> None:
+    loaded = load_model([checkpoint], "cpu")
+    src = loaded.tokenizer.encode_src(["a b c", "d e"])
+    choices = [((9, 10, 11), (9, 12), (13, 9, 10)), ((14,),)]
+    for n_best in (None, 2):
+        found = worker.choose_ids(src, choices, loaded.config.decode, n_best=n_best)
+        in_process = loaded.engine.choose_ids(src, choices, loaded.config.decode,  # type: ignore
+                                              n_best=n_best)
+        assert found == in_process
+        assert [len(r) for r in found] == [n_best or 1, 1]
+    with pytest.raises(MTError, match="model worker"):
+        worker.choose_ids(src, [(), ()], loaded.config.decode, n_best=None)  # nothing to choose from
 
 
 def test_the_worker_reports_what_identifies_the_model(checkpoint, tmp_path) -> None:

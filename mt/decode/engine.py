@@ -4,7 +4,9 @@
 decode.sampling, else greedy for beam 1 and beam search above): it makes the search's settings
 once (`mt.decode.rules.search_settings`) and hands them whole to the search, whose every step obeys
 `mt.decode.rules.apply_rules`. `NativeEngine` runs it on mt's own Transformer or Ensemble;
-`mt.deploy.ct2.CT2Translator` is the other engine (a model exported to CTranslate2).
+`mt.deploy.ct2.CT2Translator` is the other engine (a model exported to CTranslate2). A `Chooser`
+(`NativeEngine`, the server's worker) also answers the path's choice stage: given outputs ranked
+by one forced pass (`choose_ids`, mt.decode.forced.choose_outputs), no search.
 `mt.deploy.loading.load_model` picks one from what `-c` names.
 """
 
@@ -22,10 +24,10 @@ from mt.data.batching import collate_source
 from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
 from mt.decode.forced import choose_outputs
-from mt.decode.rules import SearchSettings, search_settings
+from mt.decode.rules import search_settings
 from mt.decode.sampling import sample_search
 from mt.decode.search import Hypothesis, greedy_hypotheses
-from mt.decode.wanted import Wanted
+from mt.decode.wanted import Choices
 from mt.device import bf16_feature
 from mt.errors import MTError
 from mt.model.ensemble import Ensemble, max_positions
@@ -117,33 +119,6 @@ def search_best(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, d
                    constraints=constraints, glue=glue)
 
 
-def _constrained(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, settings: SearchSettings,
-                 constraints: Sequence[Wanted | Sequence[Sequence[int]]], *,
-                 on_done: Callable[[int, list[Hypothesis]], None] | None, glue: Sequence[int]) -> list[list[Hypothesis]]:
-    """`_search` with constraints: the sentences whose `Wanted.choose` holds outputs get the best of
-    them by the model's score (`choose_outputs`, one teacher-forced pass), the others the
-    constrained beam search (mt.decode.constrained); results in input order."""
-    picks = [i for i, c in enumerate(constraints) if isinstance(c, Wanted) and c.choose]
-    found: list[list[Hypothesis]] = [[] for _ in constraints]
-    if picks:
-        index = torch.tensor(picks, device=src.device)
-        chosen = choose_outputs(model, src[index], src_mask[index], [constraints[i].choose for i in picks],  # type: ignore[union-attr]
-                                settings)
-        for i, hyps in zip(picks, chosen):
-            found[i] = hyps
-            if on_done is not None:
-                on_done(i, hyps)
-    rest = sorted(set(range(len(constraints))) - set(picks))
-    if rest:
-        index = torch.tensor(rest, device=src.device)
-        report = (lambda b, hyps: on_done(rest[b], hyps)) if on_done is not None else None
-        searched = constrained_beam_search(model, src[index], src_mask[index], [constraints[i] for i in rest],
-                                           settings, on_done=report, glue=glue)
-        for i, hyps in zip(rest, searched):
-            found[i] = hyps
-    return found
-
-
 def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, n_best: int, *,
             greedy: bool, sentence_ids: list[int] | None, on_done: Callable[[int, list[Hypothesis]], None] | None,
             constraints: list[list[list[int]]] | None, glue: Sequence[int]) -> list[list[Hypothesis]]:
@@ -154,7 +129,8 @@ def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decod
     settings = search_settings(decode, n_best=n_best, max_len_limit=max_positions(model) - 1,
                                constrained=constraints is not None)
     if constraints is not None:
-        return _constrained(model, src, src_mask, settings, constraints, on_done=on_done, glue=glue)
+        return constrained_beam_search(model, src, src_mask, constraints, settings, on_done=on_done,
+                                       glue=glue)
     if settings.sampling is not None:
         return sample_search(model, src, src_mask, settings, sentence_ids=sentence_ids, on_done=on_done)
     if greedy:
@@ -191,6 +167,19 @@ class Engine(Protocol):
         sequences each output must contain (glossary terms), one list per source; an engine that
         can keep them says `constrains = True`, one that cannot raises MTError (never drops them);
         `glue`: token ids that may not directly follow a constraint (mt.decode.constrained)."""
+        ...
+
+
+class Chooser(Protocol):
+    """An engine that can rank given outputs by its model's score: the choice stage's
+    (`mt.decode.pipeline.Choose`). mt's own model (`NativeEngine`) and the server's worker are
+    ones; an engine that cannot align (a CTranslate2 export) never gets a choice to make."""
+
+    def choose_ids(self, src_ids: list[list[int]], choices: Sequence[Choices], decode: DecodeConfig, *,
+                   n_best: int | None) -> list[Results]:
+        """For each source (ids without EOS) its candidate outputs (`choices`: token-id lists, no
+        BOS/EOS, at least one) ranked by their log-prob, with `n_best` None its best, else the
+        `n_best` best, each with beam search's length-normalised score (`choose_outputs`)."""
         ...
 
 
@@ -244,6 +233,27 @@ class NativeEngine:
                 else:
                     found = search_batch(model, src, src_mask, decode, n_best=n_best, sentence_ids=sentence_ids,
                                          on_done=report, constraints=constraints, glue=glue)
+        finally:
+            model.train(was_training)
+        return [_scored(hyps) for hyps in found]
+
+    def choose_ids(self, src_ids: list[list[int]], choices: Sequence[Choices], decode: DecodeConfig, *,
+                   n_best: int | None) -> list[Results]:
+        """`Chooser.choose_ids`: one teacher-forced pass over every candidate (`choose_outputs`), each
+        source encoded once; one intra-op thread where a constrained search of the sources would
+        take one (`small_rows`)."""
+        model = self._model_for(decode)
+        settings = search_settings(decode, n_best=n_best or 1, max_len_limit=self.max_positions - 1,
+                                   constrained=True)
+        rows = len(src_ids) * rows_per_sentence(decode, constrained=True)
+        small = torch.device(self.device).type == "cpu" and rows <= self.small_rows
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode(), intra_op_threads(1 if small else None):
+                src, src_mask = collate_source(src_ids)
+                src, src_mask = src.to(self.device), src_mask.to(self.device)
+                found = choose_outputs(model, src, src_mask, choices, settings)
         finally:
             model.train(was_training)
         return [_scored(hyps) for hyps in found]

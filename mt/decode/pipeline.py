@@ -1,6 +1,6 @@
 """The one translation path: a person's texts through named stages, in one order, for every caller.
 
-    segment ─► prepare ─► constrain ─► search ─► retry ─► render
+    segment ─► prepare ─► constrain ─► search | choose ─► retry ─► render
 
 Each segment of each text is one record (`Segment`) that the stages fill in turn:
 
@@ -12,9 +12,14 @@ Each segment of each text is one record (`Segment`) that the stages fill in turn
   model reads from here on.
 - **constrain**: a glossary's terms matched once per sentence, and with its first pass ("swap")
   the model's own translation of the sentences holding one searched and turned into the outputs to
-  choose from (`mt.decode.terms`, `mt.decode.swap`). Writes `Segment.terms` and `Segment.wanted`.
-- **search**: all segments in one search (`Search`), sentences holding a term batched apart.
-  Writes `Segment.found` (outputs best first, the 1-best's confidence, whether the source was cut).
+  choose from (`mt.decode.terms`, `mt.decode.swap`). Writes `Segment.terms`, `Segment.wanted`
+  and `Segment.choices`.
+- **search**: all segments without outputs to choose from in one search (`Search`), sentences
+  holding a term batched apart. Reads `Segment.prepared` and `Segment.wanted`; writes
+  `Segment.found` (outputs best first, the 1-best's confidence, whether the source was cut).
+- **choose**: the segments with outputs to choose from (`Segment.choices`) get the best of them
+  by the model's score, all in one forced-decoding pass (`Choose`,
+  `mt.decode.forced.choose_outputs`): no search. Writes their `Segment.found`.
 - **retry**: an output that still loops searched again with no piece twice and kept where it
   repeats less (`mt.decode.repeats`); a sentence holding a term keeps its output. Rewrites
   `Segment.found`.
@@ -24,10 +29,11 @@ Each segment of each text is one record (`Segment`) that the stages fill in turn
 The output kind (a text, its n-best, its confidence) is formatting at the edge (`Translated`).
 
 The path does no model work itself: `translate_steps` is a generator that yields each piece of
-model work it needs — a `Search`, or an `Offload` (blocking work that aligns with the model) — and
-is sent back the answer. `drive` runs it in the caller's thread (`mt translate`, documents: a search
-over an engine, `mt.decode.translate`); the server runs the same generator with its batcher, cache
-and worker, awaiting each answer off the event loop (`mt.serve.jobs`). Callers differ only in how
+model work it needs — a `Search`, a `Choose` (a forced-decoding pass that ranks given outputs), or
+an `Offload` (blocking work that aligns with the model) — and is sent back the answer. `drive` runs
+it in the caller's thread (`mt translate`, documents: a search over an engine, `mt.decode.translate`);
+the server runs the same generator with its batcher, cache and worker, awaiting each answer off the
+event loop (`mt.serve.jobs`). Callers differ only in how
 searches are executed, never in the order of the rules.
 """
 
@@ -37,7 +43,7 @@ import math
 import re
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
@@ -46,7 +52,7 @@ from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
 from mt.decode.swap import first_pass_searches, first_pass_wanted
 from mt.decode.terms import TermConstraints, terms_in
-from mt.decode.wanted import Wanted
+from mt.decode.wanted import Choices, Wanted
 from mt.text.glossary import Term
 from mt.text.protect import SYMBOLS, Aligner, Prepared
 from mt.text.segment import Segmented, Segmenter, fit, whole_lines
@@ -75,6 +81,19 @@ class Search:
 
 
 @dataclass(frozen=True)
+class Choose:
+    """The choice the path asks its driver for: each of `lines` (what the model reads) with its
+    whole outputs to choose from (`choices`: token ids, no BOS/EOS, each line at least one), ranked
+    by the model's log-prob under `decode` (`mt.decode.forced.choose_outputs`); `n_best` as in
+    `Search`. Answered like a `Search` (list[Found], each output with beam search's score)."""
+
+    lines: list[str]
+    choices: list[Choices]
+    decode: DecodeConfig
+    n_best: int | None
+
+
+@dataclass(frozen=True)
 class Found:
     """One line's answer to a `Search`: its outputs best first, its 1-best's confidence
     (`mt.decode.confidence`; NaN from a driver that does not rate), whether its source was cut at
@@ -93,7 +112,7 @@ class Offload(Generic[T]):
     run: Callable[[Aligner | None], T]
 
 
-Step = Search | Offload  # what the path yields; it is sent back list[Found] for a Search, T for an Offload
+Step = Search | Choose | Offload  # what the path yields; sent back list[Found] (Search, Choose), T (Offload)
 Steps = Generator[Step, Any, T]
 
 
@@ -105,6 +124,7 @@ class Segment:
     key: int  # its sampling key (`sampling_keys`)
     terms: list[Term] = field(default_factory=list)  # constrain: the glossary terms found in it
     wanted: Wanted | None = None  # constrain: its constraints (None without a glossary)
+    choices: Choices = ()  # constrain: the outputs it chooses from instead of a search (the choice stage)
     found: Found = field(default_factory=lambda: Found([("", 0.0)]))  # search, retry
     rendered: Hyps = field(default_factory=list)  # render: `found.hyps` with spans, case and ending back
 
@@ -147,7 +167,7 @@ def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeCo
                     terms: TermConstraints | None = None, first_pass: bool = True) -> Steps[Translated]:
     """The path for `texts` (module docstring): segment (by `segmenter`; None: a segment per line),
     prepare, constrain (with `terms`; its first pass where `first_pass`, i.e. the driver can align),
-    search (`n_best` as in `Search`), retry, render. Sampling keys segment j of text i as
+    search and choose (`n_best` as in `Search`), retry, render. Sampling keys segment j of text i as
     `sampling_keys` does from `first_id`."""
     split = segment(texts, tokenizer, max_positions, segmenter)
     prepared = prepare_segments([s for text in split for s in text.segments], tokenizer, decode)
@@ -155,10 +175,12 @@ def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeCo
     sources, keys = [r.prepared.text for r in records], [r.key for r in records]
     wanted: list[Wanted] | None = None
     if terms is not None:
-        matched, wanted = yield from constrain(sources, tokenizer, decode, terms, first_pass=first_pass)
-        for record, found_terms, line_wanted in zip(records, matched, wanted):
-            record.terms, record.wanted = found_terms, line_wanted
-    found = yield Search(sources, decode, n_best, keys, wanted, terms.glue if terms is not None else ())
+        matched, wanted, choices = yield from constrain(sources, tokenizer, decode, terms,
+                                                        first_pass=first_pass)
+        for record, found_terms, line_wanted, line_choices in zip(records, matched, wanted, choices):
+            record.terms, record.wanted, record.choices = found_terms, line_wanted, line_choices
+    found = yield from search(sources, decode, n_best, keys, wanted, [r.choices for r in records],
+                              terms.glue if terms is not None else ())
     held = [bool(r.wanted) for r in records]  # a sentence keeping a term keeps its search's output
     found = yield from retry(sources, found, decode, n_best, keys, held)
     for record, answer in zip(records, found):
@@ -193,27 +215,52 @@ def broken_warning(texts: Sequence[Segmented], max_positions: int) -> str | None
 
 
 def constrain(lines: Sequence[str], tokenizer: Tokenizer, decode: DecodeConfig, terms: TermConstraints, *,
-              first_pass: bool = True) -> Steps[tuple[list[list[Term]], list[Wanted]]]:
+              first_pass: bool = True) -> Steps[tuple[list[list[Term]], list[Wanted], list[Choices]]]:
     """The constrain stage: (the terms found in each line, matched once; each line's constraints,
-    falsy without a term). With the glossary's first pass ("swap") and `first_pass`, the lines
-    holding a term are first searched (`mt.decode.swap.first_pass_searches`) and their
-    constraints made from those outputs (`first_pass_wanted`: the outputs to choose from, or
-    the words to avoid), aligning with the model where the lemmas do not find a term's word."""
+    falsy without a term; each line's outputs to choose from, () where it is searched). With the
+    glossary's first pass ("swap") and `first_pass`, the lines holding a term are first searched
+    (`mt.decode.swap.first_pass_searches`) and made from those outputs (`first_pass_wanted`: the
+    outputs to choose from, or the words to avoid), aligning with the model where the lemmas do not
+    find a term's word."""
     occurrences = terms.occurrences(lines)
     matched = [terms_in(found) for found in occurrences]
     wanted = [terms.wanted(found) for found in matched]
+    choices: list[Choices] = [() for _ in lines]
     rows = [i for i, w in enumerate(wanted) if w]
     if terms.first_pass != "swap" or not rows or not first_pass:
-        return matched, wanted
+        return matched, wanted, choices
     held, held_found = [lines[i] for i in rows], [occurrences[i] for i in rows]
     outputs = []
     for search in first_pass_searches(terms, held, held_found, decode):
         found = yield Search(search.lines, search.decode, search.n_best, list(range(len(search.lines))))
         outputs.append([[text for text, _ in answer.hyps] for answer in found])
-    chosen = yield Offload(lambda align: first_pass_wanted(terms, held, held_found, outputs, tokenizer, align))
-    for i, line_wanted in zip(rows, chosen):
-        wanted[i] = line_wanted
-    return matched, wanted
+    made, offered = yield Offload(lambda align: first_pass_wanted(terms, held, held_found, outputs, tokenizer,
+                                                                  align))
+    for i, line_wanted, line_choices in zip(rows, made, offered):
+        wanted[i], choices[i] = line_wanted, line_choices
+    return matched, wanted, choices
+
+
+def search(lines: Sequence[str], decode: DecodeConfig, n_best: int | None, keys: Sequence[int],
+           wanted: Sequence[Wanted] | None, choices: Sequence[Choices], glue: tuple[int, ...] = (),
+           ) -> Steps[list[Found]]:
+    """The search stage and the choice stage: the lines without outputs to choose from in one
+    `Search` (with their constraints `wanted`, None without a glossary, and `glue`), then the lines
+    with some (`choices`) in one `Choose`; each line's answer, in order. No step for a stage
+    without lines (none at all for no lines)."""
+    searched = [i for i, offered in enumerate(choices) if not offered]
+    chosen = [i for i, offered in enumerate(choices) if offered]
+    out: list[Found | None] = [None] * len(lines)
+    if searched:
+        found = yield Search([lines[i] for i in searched], decode, n_best, [keys[i] for i in searched],
+                             None if wanted is None else [wanted[i] for i in searched], glue)
+        for i, answer in zip(searched, found):
+            out[i] = answer
+    if chosen:
+        found = yield Choose([lines[i] for i in chosen], [choices[i] for i in chosen], decode, n_best)
+        for i, answer in zip(chosen, found):
+            out[i] = answer
+    return cast(list[Found], out)
 
 
 def retry(lines: Sequence[str], found: list[Found], decode: DecodeConfig, n_best: int | None, keys: Sequence[int],
@@ -245,14 +292,21 @@ def render(records: Sequence[Segment], tokenizer: Tokenizer) -> Steps[None]:
         record.rendered = outputs
 
 
-def drive(steps: Steps[T], search: Callable[[Search], list[Found]], aligner: Aligner | None) -> T:
-    """Run a path in this thread: each `Search` answered by `search`, each `Offload` run with
-    `aligner`; the path's result."""
+def drive(steps: Steps[T], search: Callable[[Search], list[Found]], aligner: Aligner | None,
+          choose: Callable[[Choose], list[Found]] | None = None) -> T:
+    """Run a path in this thread: each `Search` answered by `search`, each `Choose` by `choose`
+    (a path without a glossary's first pass yields none: ValueError without it), each `Offload`
+    run with `aligner`; the path's result."""
     answer: Any = None
     try:
         while True:
             step = steps.send(answer)
-            answer = search(step) if isinstance(step, Search) else step.run(aligner)
+            if isinstance(step, Choose):
+                if choose is None:
+                    raise ValueError("drive: the path asks for a choice and no `choose` answers it")
+                answer = choose(step)
+            else:
+                answer = search(step) if isinstance(step, Search) else step.run(aligner)
     except StopIteration as done:
         return done.value
 

@@ -6,9 +6,9 @@ stage (`mt.decode.pipeline.constrain`), over the constraints of mt.decode.terms.
 translation of each sentence holding a term, finds in it the model's word for each term (every
 word with the lemma of a word the model gives the source term translated alone, else the word its
 cross-attention aligns with the term, mt.decode.align) and offers the model that translation with
-the word replaced by each of the term's forms; the engine keeps the one it scores best
-(`Wanted.choose`, mt.decode.forced.choose_outputs), so everything around the term stays as the
-model wrote it. A sentence where no such word is found takes the constrained search, avoiding the
+the word replaced by each of the term's forms; the choice stage keeps the one the model scores
+best (the path's `Choose` step, mt.decode.forced.choose_outputs), so everything around the term
+stays as the model wrote it. A sentence where no such word is found takes the constrained search, avoiding the
 model's words (`replacing`: the word the model gave the source term, `own_words`, in both initial
 cases and with its vocabulary forms, avoided with the words a TBX entry marks deprecated, and the
 output starting as the first translation does up to that word). The ways issue 65 compared and
@@ -40,7 +40,7 @@ from mt.decode.terms import (
     terms_in,
     vocabulary_forms,
 )
-from mt.decode.wanted import Wanted
+from mt.decode.wanted import Choices, Wanted
 from mt.text.glossary import Glossary, Term, occurs_any
 from mt.text.lemma import lemmatizer
 
@@ -153,9 +153,10 @@ Align = Callable[[list[str], list[str]], "list[list[int]] | None"]  # mt.decode.
 
 def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str], tokenizer: Tokenizer,
              alone: dict[str, tuple[str, ...]], align: Align,
-             occurrences: Sequence[Occurrences] | None = None) -> list[Wanted]:
-    """Constraints of `lines`, each with the outputs to choose from (`Wanted.choose`) where the
-    first translation `firsts` (the search's own output) can take every term: each word that is the
+             occurrences: Sequence[Occurrences] | None = None) -> tuple[list[Wanted], list[Choices]]:
+    """(the constraints of `lines`, each one's outputs to choose from: `Choices`, () where it is
+    searched). The outputs, where the first translation `firsts` (the search's own output) can take
+    every term: that translation with each word that is the
     model's own for a term replaced by each of the term's forms (`TermConstraints.targets`; the
     model's score picks "Kerle" for "Männer"), the punctuation around it kept, capitalised where it
     opens the sentence. The model's own word: every word of the output with the lemma of one of the
@@ -172,7 +173,7 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
     firsts_alone = {source: words[0] for source, words in alone.items() if words}
     if terms.language.split("-")[0].lower() in UNSPACED:
         return replacing(terms, lines, firsts, align(list(lines), list(firsts)) or [[] for _ in lines], tokenizer,
-                         firsts_alone, occurrences)
+                         firsts_alone, occurrences), [() for _ in lines]
     lemma = lemmatizer(terms.language) if terms.language else None
 
     def key(word: str) -> str:
@@ -200,14 +201,13 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
                     slots.setdefault(at, (_bare(first.split()[at]), terms.targets(term)))
         texts.append([t for t in _swapped(first, slots) if all(occurs_any(terms.targets(term), t) for term in matched[i])])
     pieces = iter(tokenizer.encode_tgt([t for held in texts for t in held]))  # one call for every line
-    out = []
+    wanted, choices = [], []
     for i, (line, first, held) in enumerate(zip(lines, firsts, texts)):
-        if held:
-            out.append(terms.wanted(matched[i])._replace(choose=tuple(tuple(next(pieces)) for _ in held)))
-        else:
-            out.append(replacing(terms, [line], [first], [aligned.get(i, [])], tokenizer, firsts_alone,
-                                 [occurrences[i]])[0])
-    return out
+        choices.append(tuple(tuple(next(pieces)) for _ in held))
+        wanted.append(terms.wanted(matched[i]) if held else
+                      replacing(terms, [line], [first], [aligned.get(i, [])], tokenizer, firsts_alone,
+                                [occurrences[i]])[0])
+    return wanted, choices
 
 
 @dataclass(frozen=True)
@@ -233,10 +233,11 @@ def first_pass_searches(terms: TermConstraints, held: Sequence[str], occurrences
 
 
 def first_pass_wanted(terms: TermConstraints, held: Sequence[str], occurrences: Sequence[Occurrences],
-                      outputs: Sequence[Sequence[Sequence[str]]], tokenizer: Tokenizer, align: Align) -> list[Wanted]:
-    """The constraints of `held` after the first pass: `outputs` holds, for each of
-    `first_pass_searches`' searches ("swap"), each line's outputs best first: `swapping`'s
-    constraints (alignment only where the lemmas miss). The constrain stage of the one translation
+                      outputs: Sequence[Sequence[Sequence[str]]], tokenizer: Tokenizer, align: Align,
+                      ) -> tuple[list[Wanted], list[Choices]]:
+    """The constraints of `held` and the outputs to choose from after the first pass: `outputs`
+    holds, for each of `first_pass_searches`' searches ("swap"), each line's outputs best first:
+    `swapping`'s (alignment only where the lemmas miss). The constrain stage of the one translation
     path (`mt.decode.pipeline.constrain`) calls it for every caller."""
     firsts = [hyps[0] for hyps in outputs[0]]
     alone = alone_word_sets(terms, alone_sources([terms_in(found) for found in occurrences]), outputs[1], align)

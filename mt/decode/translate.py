@@ -24,7 +24,9 @@ With a glossary (`mt.decode.terms.TermConstraints`), a sentence in which a term 
 translated by the constrained beam search, batched only with other such sentences; every other
 sentence goes through the same batches and search as without a glossary (byte-identical output).
 With the glossary's `first_pass` ("swap", mt's own model), those sentences are first searched
-and the term put in the place of the model's own word (`mt.decode.pipeline.constrain`).
+and the term put in the place of the model's own word (`mt.decode.pipeline.constrain`): a sentence
+offered such outputs is not searched again but chosen (`choice_found`, `Chooser.choose_ids`: the
+outputs ranked by one forced pass; line by line, in the batches the constrained ones take).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import math
 import sys
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 import torch
@@ -44,10 +46,10 @@ from mt.data.batching import decode_batches
 from mt.data.tokenizer import Tokenizer
 from mt.decode.align import aligner_for
 from mt.decode.confidence import Scored, scored
-from mt.decode.engine import Engine, NativeModel, Results, as_engine, rows_per_sentence
-from mt.decode.pipeline import Found, Search, Translated, constrain, drive, translate_steps
+from mt.decode.engine import Chooser, Engine, NativeModel, Results, as_engine, rows_per_sentence
+from mt.decode.pipeline import Choose, Found, Search, Translated, constrain, drive, translate_steps
 from mt.decode.terms import TermConstraints
-from mt.decode.wanted import Wanted
+from mt.decode.wanted import Choices, Wanted
 from mt.errors import MTWarning
 from mt.text.segment import Segmenter
 
@@ -61,13 +63,14 @@ def _map_sentences(
     decode: DecodeConfig,
     *,
     progress: bool,
-    search: Callable[[list[list[int]], list[int], list[Wanted] | None], list[T]],
+    search: Callable[[list[list[int]], list[int], bool], list[T]],
     empty: T,
-    constraints: Sequence[Wanted] | None = None,
+    held: Sequence[bool] | None = None,
 ) -> list[T]:
-    """Run `search(B source id lists, their line indices, their constraints or None) -> B results`
+    """Run `search(B source id lists, their line indices, whether they are `held`) -> B results`
     over length-sorted batches of the encoded lines; results come back in input order, `empty`
-    for lines without any token. Lines with `constraints` are batched apart from the others."""
+    for lines without any token. Lines `held` (keeping a glossary's terms: constrained or chosen)
+    are batched apart from the others, with the budget of a constrained search."""
     # Stripped as prepare strips the corpus: a whitespace-only line is empty, not a run of spaces.
     # One sentencepiece call for all lines (its C++ threads), lengths and filters in numpy: no
     # Python loop per sentence beyond building the lists themselves.
@@ -85,8 +88,8 @@ def _map_sentences(
     todo = np.flatnonzero(all_lengths > tagged)
     results: list[T] = [empty] * len(ids)
     groups: list[tuple[np.ndarray, bool]] = [(todo, False)]
-    if constraints is not None:  # sentences without a term keep the batches they have without a glossary
-        has = np.fromiter(map(bool, constraints), dtype=bool, count=len(ids))[todo]
+    if held is not None:  # sentences without a term keep the batches they have without a glossary
+        has = np.fromiter(held, dtype=bool, count=len(ids))[todo]
         groups = [(todo[~has], False), (todo[has], True)]
     with tqdm(total=len(ids), disable=not progress, file=sys.stderr, unit="sent", desc="translate") as bar:
         bar.update(len(ids) - len(todo))
@@ -95,7 +98,7 @@ def _map_sentences(
             budget = max(1, decode.max_tokens // rows_per_sentence(decode, constrained=constrained))
             for batch in decode_batches(all_lengths[group], max_tokens=budget, max_sentences=budget):
                 rows = group[batch].tolist()
-                found = search([ids[i] for i in rows], rows, [constraints[i] for i in rows] if constrained else None)
+                found = search([ids[i] for i in rows], rows, constrained)
                 for row, result in zip(rows, found):
                     results[row] = result
                 bar.update(len(rows))
@@ -110,11 +113,30 @@ def search_found(engine: Engine, tokenizer: Tokenizer, search: Search, *, progre
     translation path with in `mt translate`; the server answers it with its batcher."""
     found, src_ids = _search_results(engine, tokenizer, search.lines, search.decode, n_best=search.n_best,
                                      keys=search.keys, progress=progress, wanted=search.wanted, glue=search.glue)
+    return _as_found(tokenizer, search.lines, src_ids, found, search.decode, rate)
+
+
+def choice_found(engine: Chooser, tokenizer: Tokenizer, choose: Choose, *, rate: bool = True) -> list[Found]:
+    """The choice stage run on `engine` (`Chooser.choose_ids`: one forced-decoding pass per batch):
+    each line of `choose` -> its outputs to choose from, best first by the model's log-prob, as
+    texts with beam search's scores, and (`rate`) its 1-best's confidence, as `search_found` gives
+    them. What `drive` answers every `Choose` of the path with in `mt translate`; the server runs
+    it in its model worker (`mt.serve.jobs`)."""
+    found, src_ids = _search_results(engine, tokenizer, choose.lines, choose.decode, n_best=choose.n_best,
+                                     keys=range(len(choose.lines)), progress=False, wanted=None, glue=(),
+                                     choices=choose.choices)
+    return _as_found(tokenizer, choose.lines, src_ids, found, choose.decode, rate)
+
+
+def _as_found(tokenizer: Tokenizer, lines: Sequence[str], src_ids: Sequence[list[int]],
+              found: Sequence[Results], decode: DecodeConfig, rate: bool) -> list[Found]:
+    """Each line's results (token ids, scores) as a `Found`: texts, and with `rate` the 1-best's
+    confidence."""
     texts = iter(tokenizer.decode_tgt([tokens for hyps in found for tokens, _ in hyps]))
     out = []
-    for line, ids, hyps in zip(search.lines, src_ids, found):
+    for line, ids, hyps in zip(lines, src_ids, found):
         outputs = [(next(texts), score) for _, score in hyps]
-        sure = (scored(line, outputs[0][0], ids, len(hyps[0][0]), hyps[0][1], search.decode).confidence(search.decode)
+        sure = (scored(line, outputs[0][0], ids, len(hyps[0][0]), hyps[0][1], decode).confidence(decode)
                 if rate else math.nan)
         out.append(Found(outputs, sure))
     return out
@@ -122,32 +144,60 @@ def search_found(engine: Engine, tokenizer: Tokenizer, search: Search, *, progre
 
 def _search_results(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeConfig, *,
                     n_best: int | None, keys: Sequence[int], progress: bool, wanted: Sequence[Wanted] | None,
-                    glue: Sequence[int]) -> tuple[list[Results], list[list[int]]]:
-    """(each line's results from `engine.search_ids`, its source ids as the model read them): the
-    one search every translate function here runs; an empty line gives [([], 0.0)] and no ids."""
+                    glue: Sequence[int], choices: Sequence[Choices] | None = None,
+                    ) -> tuple[list[Results], list[list[int]]]:
+    """(each line's results, its source ids as the model read them): the one run every translate
+    function here makes; an empty line gives [([], 0.0)] and no ids. A line with outputs to choose
+    from (`choices`) gets `Chooser.choose_ids`' (the choice stage), every other `engine.search_ids`'
+    (with its constraints `wanted`, batched apart where it has one)."""
     src_ids: list[list[int]] = [[] for _ in lines]
+    offered = choices if choices is not None else [() for _ in lines]
 
-    def search(ids: list[list[int]], rows: list[int], cons: list[Wanted] | None) -> list[Results]:
+    def search(ids: list[list[int]], rows: list[int], held: bool) -> list[Results]:
         for row, seq in zip(rows, ids):
             src_ids[row] = seq
-        found = engine.search_ids(ids, decode, n_best=n_best, sentence_ids=[keys[r] for r in rows],
-                                  constraints=cons, glue=glue)  # type: ignore[arg-type]
+        chosen = [i for i, r in enumerate(rows) if offered[r]]
+        found: list[Results] = [[] for _ in rows]
+        if chosen:
+            picked = cast(Chooser, engine).choose_ids(
+                [ids[i] for i in chosen], [offered[rows[i]] for i in chosen], decode, n_best=n_best)
+            for i, results in zip(chosen, picked):
+                found[i] = results
+        rest = [i for i, r in enumerate(rows) if not offered[r]]
+        if rest:
+            cons = [wanted[rows[i]] for i in rest] if held and wanted is not None else None
+            searched = engine.search_ids([ids[i] for i in rest], decode, n_best=n_best,
+                                         sentence_ids=[keys[rows[i]] for i in rest],
+                                         constraints=cons, glue=glue)  # type: ignore[arg-type]
+            for i, results in zip(rest, searched):
+                found[i] = results
         return found if n_best is not None else [hyps[:1] for hyps in found]
 
+    held = None
+    if wanted is not None or choices is not None:
+        held = [bool(offered[i]) or (wanted is not None and bool(wanted[i])) for i in range(len(lines))]
     found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)],
-                           constraints=wanted)
+                           held=held)
     return found, src_ids
 
 
 def lines_wanted(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeConfig,
-                 glossary: TermConstraints) -> list[Wanted]:
-    """Each line's constraints by the constrain stage (`mt.decode.pipeline.constrain`: terms matched
-    once; with the glossary's first pass and mt's own model, the outputs to choose from or the
-    words to avoid), run here on `engine`: what a line-level translation with a glossary searches."""
+                 glossary: TermConstraints) -> tuple[list[Wanted], list[Choices]]:
+    """(each line's constraints, its outputs to choose from) by the constrain stage
+    (`mt.decode.pipeline.constrain`: terms matched once; with the glossary's first pass and mt's
+    own model, the outputs to choose from or the words to avoid), run here on `engine`: what a
+    line-level translation with a glossary searches, or chooses from."""
     align = aligner_for(engine, tokenizer)
     steps = constrain(lines, tokenizer, decode, glossary, first_pass=align is not None)
-    _, wanted = drive(steps, lambda search: search_found(engine, tokenizer, search, rate=False), align)
-    return wanted
+    _, wanted, choices = drive(steps, lambda search: search_found(engine, tokenizer, search, rate=False),
+                               align)
+    return wanted, choices
+
+
+def _constraints(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeConfig,
+                 glossary: TermConstraints | None) -> tuple[list[Wanted] | None, list[Choices] | None]:
+    """`lines_wanted`, or (None, None) without a glossary."""
+    return (None, None) if glossary is None else lines_wanted(engine, tokenizer, lines, decode, glossary)
 
 
 def _glue(glossary: TermConstraints | None) -> tuple[int, ...]:
@@ -178,11 +228,12 @@ def translate_lines(
     validation BLEU. Sampling keys line i's draws by `first_id + i`: the same lines and seed
     give the same output however they are batched (or fed one by one with matching first_id);
     `sentence_ids` (one per line) replaces `first_id + i` as line i's key. With `glossary`, a
-    line holding its terms is translated by the constrained beam search (module docstring)."""
+    line holding its terms is chosen among its swapped outputs or translated by the constrained
+    beam search (module docstring)."""
     engine = as_engine(model, device)
-    wanted = None if glossary is None else lines_wanted(engine, tokenizer, lines, decode, glossary)
+    wanted, choices = _constraints(engine, tokenizer, lines, decode, glossary)
     found, _ = _search_results(engine, tokenizer, lines, decode, n_best=None, keys=_keyed(lines, first_id, sentence_ids),
-                               progress=progress, wanted=wanted, glue=_glue(glossary))
+                               progress=progress, wanted=wanted, glue=_glue(glossary), choices=choices)
     return tokenizer.decode_tgt([hyps[0][0] for hyps in found])
 
 
@@ -202,9 +253,10 @@ def translate_scored(
     text, source pieces, token count and log-prob); `Scored.confidence(decode)` is the number. The
     outputs are `translate_lines`' (the same search, which returns each output's score with it)."""
     engine = as_engine(model, device)
-    wanted = None if glossary is None else lines_wanted(engine, tokenizer, lines, decode, glossary)
+    wanted, choices = _constraints(engine, tokenizer, lines, decode, glossary)
     found, src_ids = _search_results(engine, tokenizer, lines, decode, n_best=None, progress=progress,
-                                     keys=_keyed(lines, first_id, sentence_ids), wanted=wanted, glue=_glue(glossary))
+                                     keys=_keyed(lines, first_id, sentence_ids), wanted=wanted,
+                                     glue=_glue(glossary), choices=choices)
     texts = tokenizer.decode_tgt([hyps[0][0] for hyps in found])
     return [scored(line, text, ids, len(hyps[0][0]), hyps[0][1], decode)
             for line, text, ids, hyps in zip(lines, texts, src_ids, found)]
@@ -227,10 +279,11 @@ def translate_nbest(
     (highest score first; keyed as in `translate_lines`). An empty line gives [("", 0.0)].
     `glossary` as in `translate_lines` (hypotheses meeting more of the terms first)."""
     engine = as_engine(model, device)
-    search = Search(list(lines), decode, decode.n_best, list(_keyed(lines, first_id, sentence_ids)),
-                    None if glossary is None else lines_wanted(engine, tokenizer, lines, decode, glossary),
-                    _glue(glossary))
-    return [found.hyps for found in search_found(engine, tokenizer, search, progress=progress, rate=False)]
+    wanted, choices = _constraints(engine, tokenizer, lines, decode, glossary)
+    found, _ = _search_results(engine, tokenizer, lines, decode, n_best=decode.n_best, progress=progress,
+                               keys=_keyed(lines, first_id, sentence_ids), wanted=wanted,
+                               glue=_glue(glossary), choices=choices)
+    return [found.hyps for found in _as_found(tokenizer, lines, [[] for _ in lines], found, decode, False)]
 
 
 def translate_path(
@@ -261,7 +314,8 @@ def translate_path(
     align = aligner_for(engine, tokenizer)
     steps = translate_steps(texts, tokenizer, decode, max_positions=engine.max_positions, segmenter=segmenter,
                             n_best=n_best, first_id=first_id, terms=glossary, first_pass=align is not None)
-    done = drive(steps, lambda search: search_found(engine, tokenizer, search, progress=progress, rate=rate), align)
+    done = drive(steps, lambda search: search_found(engine, tokenizer, search, progress=progress, rate=rate),
+                 align, lambda choose: choice_found(cast(Chooser, engine), tokenizer, choose, rate=rate))
     if done.broken:
         warnings.warn(done.broken, MTWarning, stacklevel=2)
     return done

@@ -9,23 +9,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+Choices = tuple[tuple[int, ...], ...]  # a sentence's whole outputs (token ids) to choose from; (): search it
+
 
 class Wanted(NamedTuple):
     """One sentence's constraints: `require` holds each constraint's alternatives (token-id
     sequences: the output must contain one of them, e.g. any form of a glossary term), `avoid` the
     sequences the output may not contain (the words a term replaces), `prefix` the tokens it must
-    begin with, `place` whether a required constraint must start right after them. `choose`, when
-    not empty, replaces the search: whole outputs, each holding every term, of which the model's
-    score picks (mt.decode.forced.choose_outputs: a first translation with each term in the place
-    of the model's own word, in each of the term's forms). False without any required
-    constraint (the sentence then takes the plain search). A sentence's constraints may also be
+    begin with, `place` whether a required constraint must start right after them. False without
+    any required constraint (the sentence then takes the plain search). Outputs to choose from
+    instead of searching are not a constraint: they are the choice stage's (`Choices`). A
+    sentence's constraints may also be
     given as a plain list of sequences: each a constraint of one alternative, nothing avoided."""
 
     require: tuple[tuple[tuple[int, ...], ...], ...]
     avoid: tuple[tuple[int, ...], ...] = ()
     prefix: tuple[int, ...] = ()  # tokens the output must start with (a first translation up to a term's place)
     place: bool = False  # a required constraint starts right after the prefix (the term takes that place)
-    choose: tuple[tuple[int, ...], ...] = ()  # outputs to pick from by the model's score instead of searching
 
     def __bool__(self) -> bool:
         return bool(self.require)

@@ -9,9 +9,10 @@ translation cache holds are answered from it (`mt.serve.cache`), the others queu
 model's `Batcher` as one job (429 when the queue is full) and awaited without blocking the event
 loop; a client that goes away (499) or waits past --timeout (503) has its segments dropped from
 the queue. Alignment (rendering spans, a glossary's first pass) runs in the worker, off the event
-loop. The cache holds each search's answers for what the model read (a loop's retry is a search of
-its own, cached under its own settings). `translate_html` does the same for HTML fragments: the
-sentences of their blocks' text as segments, markup kept.
+loop, and so does a glossary's choice stage (`Choose`: one forced pass in the worker, its answers
+cached with the outputs chosen from). The cache holds each search's answers for what the model read
+(a loop's retry is a search of its own, cached under its own settings). `translate_html` does the
+same for HTML fragments: the sentences of their blocks' text as segments, markup kept.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from fastapi import Request
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
-from mt.decode.pipeline import Found, Search, Steps, translate_steps
+from mt.decode.pipeline import Choose, Found, Search, Steps, translate_steps
 from mt.decode.terms import TermConstraints
+from mt.decode.translate import choice_found
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
 from mt.serve.batcher import QueueFull
@@ -84,7 +86,8 @@ async def translate_texts_scored(request: Request, model: ServedModel, settings:
 async def _drive(steps: Steps[T], request: Request, model: ServedModel, settings: ServeSettings,
                  tokenizer: Tokenizer) -> T:
     """`mt.decode.pipeline.drive` for the server: each `Search` answered by `_search`, each
-    `Offload` run in a thread with the worker's aligner (an `MTError` there is a 503)."""
+    `Choose` by the worker's `choose_ids` and each `Offload` with the worker's aligner, in a thread
+    off the event loop (an `MTError` there is a 503)."""
     answer: Any = None
     try:
         while True:
@@ -93,9 +96,13 @@ async def _drive(steps: Steps[T], request: Request, model: ServedModel, settings
                 answer = await _search(request, model, settings, tokenizer, step)
                 continue
             try:
-                answer = await asyncio.to_thread(step.run, _aligner(model, tokenizer))
+                if isinstance(step, Choose):
+                    answer = await _choose(model, tokenizer, step)
+                else:
+                    answer = await asyncio.to_thread(step.run, _aligner(model, tokenizer))
             except MTError as e:
-                raise ApiError(503, f"the model could not align: {e}", {"Retry-After": "5"}) from None
+                raise ApiError(503, f"the model could not align or choose: {e}",
+                               {"Retry-After": "5"}) from None
     except StopIteration as done:
         return done.value
 
@@ -125,6 +132,27 @@ async def _search(request: Request, model: ServedModel, settings: ServeSettings,
     done = [answer if answer is not None else answers[first[cast(tuple, keys[i])]]
             for i, answer in enumerate(answers)]
     return [Found(answer.hyps, answer.confidence, answer.cut) for answer in cast(list[Cached], done)]
+
+
+async def _choose(model: ServedModel, tokenizer: Tokenizer, choose: Choose) -> list[Found]:
+    """The path's choice stage, the server's way: the lines the model's translation cache holds
+    (keyed with their outputs to choose from) answered from it, the others chosen in the worker
+    (`choice_found`: one forced pass, as alignment runs, off the event loop), then cached."""
+    keys = [segment_key(model, choose.decode, choose.n_best, tokenizer, line) for line in choose.lines]
+    keys = [key + (("choose", offered),) if key is not None else None
+            for key, offered in zip(keys, choose.choices)]
+    answers = model.cache.lookup(keys)
+    todo = [i for i, answer in enumerate(answers) if answer is None]
+    if todo:
+        lines = [choose.lines[i] for i in todo]
+        asked = Choose(lines, [choose.choices[i] for i in todo], choose.decode, choose.n_best)
+        limit = model.batcher.engine.max_positions - 1  # a source cut at the model's limit, as by the batcher
+        cut = [len(ids) > limit for ids in tokenizer.encode_src([line.strip() for line in lines])]
+        chosen = await asyncio.to_thread(choice_found, model.engine, tokenizer, asked)
+        for i, found, was_cut in zip(todo, chosen, cut):
+            answers[i] = Cached(found.hyps, was_cut, found.confidence)
+            model.cache.store(keys[i], answers[i])
+    return [Found(answer.hyps, answer.confidence, answer.cut) for answer in cast(list[Cached], answers)]
 
 
 def _answers(job: Job) -> list[Cached]:

@@ -35,11 +35,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import Tokenizer
-from mt.decode.engine import Engine, Results
+from mt.decode.engine import Chooser, Engine, Results
+from mt.decode.wanted import Choices
 from mt.deploy.loading import ModelProvenance
 from mt.errors import MTError
 
@@ -104,6 +105,9 @@ def _serve(conn: Connection, checkpoints: Sequence[Path], device: str, threads: 
         if request[0] == "align":
             _align(conn, engine, loaded.tokenizer, request[1], request[2], request[3])
             continue
+        if request[0] == "choose":
+            _choose(conn, engine, *request[1:])
+            continue
         src_ids, decode, n_best, sentence_ids, constraints, glue = request
         try:  # constraints: None, or a batch's glossary terms (one list per source)
             found = engine.search_ids(src_ids, decode, n_best=n_best, sentence_ids=sentence_ids,
@@ -129,6 +133,18 @@ def _align(conn: Connection, engine: Engine, tokenizer: Tokenizer, prefix: list[
             return
         conn.send(("done", align_words(engine.model, tokenizer.with_prefix(prefix), sources, targets,
                                        device=engine.device)))
+    except (EOFError, OSError):
+        return
+    except Exception as e:  # noqa: BLE001 - this request fails, the worker goes on
+        conn.send(("error", _one_line(e)))
+
+
+def _choose(conn: Connection, engine: Engine, src_ids: list[list[int]], choices: list[Choices],
+            decode: DecodeConfig, n_best: int | None) -> None:
+    """The child's answer to a choose request (the path's choice stage): ("done", each source's
+    candidates ranked, `Chooser.choose_ids`)."""
+    try:
+        conn.send(("done", cast(Chooser, engine).choose_ids(src_ids, choices, decode, n_best=n_best)))
     except (EOFError, OSError):
         return
     except Exception as e:  # noqa: BLE001 - this request fails, the worker goes on
@@ -261,6 +277,16 @@ class ModelProcess:
         export)."""
         with self._lock:
             self._send(("align", prefix, sources, targets))
+            kind, payload = self._receive()
+            if kind != "done":
+                raise MTError(f"model worker: {payload}")
+            return payload
+
+    def choose_ids(self, src_ids: list[list[int]], choices: Sequence[Choices], decode: DecodeConfig, *,
+                   n_best: int | None) -> list[Results]:
+        """`Chooser.choose_ids` (the path's choice stage, one forced pass), in the child."""
+        with self._lock:
+            self._send(("choose", src_ids, list(choices), decode, n_best))
             kind, payload = self._receive()
             if kind != "done":
                 raise MTError(f"model worker: {payload}")

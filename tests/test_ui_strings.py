@@ -234,9 +234,10 @@ def msgfmt_check(path: Path, marker: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.requires("polib", "translate", "msgfmt")
-def test_a_real_applications_catalogue_passes_the_translators_checks(tmp_path: Path,
+@pytest.mark.parametrize("app", ["mousepad", "thunar"])
+def test_a_real_applications_catalogue_passes_the_translators_checks(app: str, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    human = DATA / "mousepad.de.po"
+    human = DATA / f"{app}.de.po"
     out = tmp_path / "mt.de.po"
     out.write_bytes(translate(template_of(human.read_bytes()), Sloppy()))
     assert msgfmt_check(human, "_").returncode == 0

@@ -45,7 +45,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from mt.text.case import case_style
-from mt.text.protect import KINDS, drop_full_stop, find_spans
+from mt.text.protect import KINDS, PATTERNS, drop_full_stop, find_spans
 
 Scored = Callable[[list[str]], list[tuple[str, float]]]  # texts -> (translation, confidence in [0, 1]) each
 # Under this confidence a filled message gets a note a reviewer sees (`low_confidence_note`): the
@@ -57,6 +57,7 @@ _ENTITY = re.compile(r"&(?:[A-Za-z]{1,10}|#\d{1,7}|#x[0-9A-Fa-f]{1,6});")
 SENTENCE_ENDS = ".:;!?…。．？！：；"  # a source ending in one of these keeps what the model ends with
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
 _TAG = re.compile(r"<[^<>]*>")
+_MARKUP_OR_PLACEHOLDER = re.compile(rf"(<[^<>]*>|{PATTERNS['placeholders']})")
 # What a UI string keeps verbatim beyond the span kinds (`shield`), in the order tried at a place:
 # markup tags and <...> around a placeholder or address, a bracketed shortcut or symbol with no
 # lower-case letter ("(R)", "(CR LF)"; "(Ctrl+S)" is a key combination), an acronym ("D-BUS",
@@ -167,18 +168,15 @@ def balance_brackets(source: str, translation: str) -> str:
 
 
 def _core(word: str) -> str:
-    """A word as pofilter's `doublewords` compares them: markup out, full stops out, lower case."""
-    return _TAG.sub("", word).replace(".", "").lower()
-
-
-def _placeholder(word: str) -> bool:
-    spans = find_spans(word, ("placeholders",))
-    return len(spans) == 1 and spans[0][:2] == (0, len(word))
+    """A word as pofilter's `doublewords` compares them: markup and placeholders out ("%dx" and
+    "x%d" are both "x"), full stops out, lower case."""
+    return _MARKUP_OR_PLACEHOLDER.sub("", word).replace(".", "").lower()
 
 
 def undouble(source: str, translation: str) -> str:
-    """`translation` with a word written twice in a row written once: the second copy's letters go,
-    its markup and punctuation stay on the first ("Ende Ende." -> "Ende.", "Name Name:" -> "Name:",
+    """`translation` with a word written twice in a row (markup and placeholders between them read
+    past, as pofilter reads them) written once: the second copy's letters go, its markup,
+    placeholders and punctuation stay where it stood ("Ende Ende." -> "Ende.", "Name Name:" -> "Name:",
     "Fett</b> Fett</b>" -> "Fett</b></b>"); unless the source writes a word twice in a row itself.
     The spacing of the rest kept."""
     words = [_core(word) for word in source.split()]
@@ -189,14 +187,14 @@ def undouble(source: str, translation: str) -> str:
     for part in re.split(r"(\s+)", translation):
         if (part and not part.isspace() and last >= 0 and _core(part)
                 and _core(out[last]) in (_core(part), _core(part).rstrip(",;:!?…"))):
-            rest = "".join(piece if piece.startswith("<") else "".join(c for c in piece if not c.isalnum())
-                           for piece in re.split(r"(<[^<>]*>)", part))
-            out[last] += rest  # the second copy's letters go, with the space before them
-            if last == len(out) - 2:
+            rest = "".join(piece if i % 2 else "".join(c for c in piece if not c.isalnum())
+                           for i, piece in enumerate(_MARKUP_OR_PLACEHOLDER.split(part)))
+            if out[-1].isspace():  # the second copy's letters go, with the space before them
                 out.pop()
+            out[-1] += rest  # its markup, placeholders and punctuation stay where it stood
             continue
         out.append(part)
-        if part and not part.isspace() and not _placeholder(part):
+        if part and not part.isspace() and _core(part):  # pofilter reads past markup and placeholders
             last = len(out) - 1
     return "".join(out)
 

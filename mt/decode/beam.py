@@ -85,7 +85,8 @@ class BeamState:
         copies projected, attended and moved at every reorder. The state then keeps a zero-width
         memory (the cache holds all the decoder reads of it), so `select` moves no memory rows."""
         start_cache = getattr(model, "start_cache", None)
-        if start_cache is None:  # e.g. a wrapper without an incremental cache (scripts/bench/bench_translate.py)
+        # e.g. a wrapper without an incremental cache (scripts/bench/bench_translate.py)
+        if start_cache is None:
             return cls.start(memory, src_mask, max_lens, settings)
         state = cls.start(memory[:, :, :0], src_mask, max_lens, settings)
         # nothing decoded: the first reorder is of 0 positions
@@ -120,7 +121,9 @@ class BeamState:
         """
         if self.cache is not None:
             parents = self.parents.reshape(-1)
-            self.cache = self.cache.reorder(parents) if self.sentences_left else self.cache.reorder_beams(parents)
+            self.cache = (
+                self.cache.reorder(parents) if self.sentences_left else self.cache.reorder_beams(parents)
+            )
             self.sentences_left = False
         log_probs, self.cache = model.decode_step(self.last_tokens, self.memory, self.src_mask, self.cache)
         return log_probs.float()
@@ -142,7 +145,9 @@ class BeamState:
         for s, j in ends.nonzero().tolist():
             row = s * self.k + int(cand.beams[s, j])
             log_prob = float(cand.values[s, j])
-            finished[int(self.sent[s])].append(Hypothesis(self.history[row].tolist(), log_prob / penalty, log_prob))
+            finished[int(self.sent[s])].append(
+                Hypothesis(self.history[row].tolist(), log_prob / penalty, log_prob)
+            )
             touched.add(s)
         for s in touched:
             hyps = finished[int(self.sent[s])]
@@ -156,11 +161,16 @@ class BeamState:
         n, k = cand.values.size(0), self.k
         is_eos = (cand.tokens == EOS_ID).long()
         order = torch.arange(2 * k, device=cand.values.device)
-        pick = (order + is_eos * 2 * k).topk(k, dim=1, largest=False).indices  # (N, K): non-EOS first, by rank
+        # (N, K): non-EOS first, by rank
+        pick = (order + is_eos * 2 * k).topk(k, dim=1, largest=False).indices
         self.scores = cand.values.gather(1, pick)
-        self.parents = (torch.arange(n, device=cand.values.device) * k).unsqueeze(1) + cand.beams.gather(1, pick)
+        self.parents = (
+            (torch.arange(n, device=cand.values.device) * k).unsqueeze(1) + cand.beams.gather(1, pick)
+        )
         tokens = cand.tokens.gather(1, pick)
-        self.history = torch.cat([self.history.index_select(0, self.parents.view(-1)), tokens.view(-1, 1)], dim=1)
+        self.history = torch.cat(
+            [self.history.index_select(0, self.parents.view(-1)), tokens.view(-1, 1)], dim=1
+        )
         self.step += 1
 
     def done(self, best: Tensor | None = None) -> Tensor:

@@ -63,7 +63,9 @@ class Progress:
 
     def take(self, index: Tensor) -> Progress:
         """The progress of rows `index` (a long tensor over the first dimension)."""
-        return Progress(self.met[index], self.current[index], self.progress[index], self.count[index], self.last[index])
+        return Progress(
+            self.met[index], self.current[index], self.progress[index], self.count[index], self.last[index]
+        )
 
 
 @dataclass
@@ -115,9 +117,11 @@ class Constraints:
             prefix[i, :len(w.prefix)] = torch.tensor(w.prefix, dtype=torch.long)
         place = torch.tensor([len(w.prefix) if w.place else -1 for w in found], dtype=torch.long)
         zeros = torch.zeros(n * k, dtype=torch.long, device=device)
-        rows = Progress(torch.zeros((n * k, c), dtype=torch.bool, device=device), zeros - 1, zeros, zeros, zeros - 1)
-        return cls(tokens.to(device), lengths.to(device), group.to(device), credit.to(device), prefix_eq.to(device),
-                   avoid.to(device), prefix.to(device), place.to(device), rows)
+        rows = Progress(
+            torch.zeros((n * k, c), dtype=torch.bool, device=device), zeros - 1, zeros, zeros, zeros - 1
+        )
+        return cls(tokens.to(device), lengths.to(device), group.to(device), credit.to(device),
+                   prefix_eq.to(device), avoid.to(device), prefix.to(device), place.to(device), rows)
 
     @property
     def k(self) -> int:
@@ -231,8 +235,9 @@ class Constraints:
                 glue &= ~token_mask(carry, longer, vocab)
         avoid = token_mask(*self.banned(history), vocab) if bool((self.avoid >= 0).any()) else None
         forced = self.forced(step)
-        return TermStep(all_met=self.all_met(), place_rows=here if place is not None else None, place_tokens=place,
-                        glue=glue, avoid=avoid, prefix=forced if bool((forced >= 0).any()) else None)
+        return TermStep(all_met=self.all_met(), place_rows=here if place is not None else None,
+                        place_tokens=place, glue=glue, avoid=avoid,
+                        prefix=forced if bool((forced >= 0).any()) else None)
 
     def follow(self, cand: Progress, chosen: Tensor) -> None:
         """The rows become the candidates `chosen` (N, K) (indices into cand's M)."""
@@ -269,7 +274,10 @@ def gather_candidates(state: BeamState, cons: Constraints, log_probs: Tensor) ->
     v1, b1, t1 = topk_candidates(state.scores, log_probs, 2 * k)  # (N, 2K)
     ctok, valid = cons.next_tokens()  # (N*K, C)
     c = ctok.size(1)
-    v2 = (state.scores.reshape(-1, 1) + log_probs.gather(1, ctok.clamp(min=0))).masked_fill(~valid, float("-inf"))
+    v2 = (
+        (state.scores.reshape(-1, 1) + log_probs.gather(1, ctok.clamp(min=0)))
+        .masked_fill(~valid, float("-inf"))
+    )
     b2 = torch.arange(k, device=device).repeat_interleave(c).expand(n, k * c)
     best = argmax_rows(log_probs)  # (N*K,)
     v3 = state.scores.reshape(-1) + log_probs.gather(1, best.unsqueeze(1)).squeeze(1)
@@ -341,9 +349,13 @@ def advance(state: BeamState, cons: Constraints, cand: Candidates, order: Tensor
     places = (torch.arange(m, device=order.device) + is_eos * m).topk(k, dim=1, largest=False).indices
     chosen = order.gather(1, places)  # (N, K) candidate indices
     state.scores = cand.values.gather(1, chosen)
-    state.parents = (torch.arange(n, device=order.device) * k).unsqueeze(1) + cand.beams.gather(1, chosen)
+    state.parents = (
+        (torch.arange(n, device=order.device) * k).unsqueeze(1) + cand.beams.gather(1, chosen)
+    )
     tokens = cand.tokens.gather(1, chosen)
-    state.history = torch.cat([state.history.index_select(0, state.parents.view(-1)), tokens.view(-1, 1)], dim=1)
+    state.history = torch.cat(
+        [state.history.index_select(0, state.parents.view(-1)), tokens.view(-1, 1)], dim=1
+    )
     cons.follow(cand.progress, chosen)
     state.step += 1
 
@@ -374,7 +386,8 @@ def _clamped(found: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, to
 
 
 def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor,
-                            constraints: Sequence[Wanted | Sequence[Sequence[int]]], settings: SearchSettings, *,
+                            constraints: Sequence[Wanted | Sequence[Sequence[int]]],
+                            settings: SearchSettings, *,
                             on_done: Callable[[int, list[Hypothesis]], None] | None = None,
                             glue: Sequence[int] = ()) -> list[list[Hypothesis]]:
     """Beam search whose outputs contain every constraint of their sentence where they fit (the
@@ -385,7 +398,9 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor,
     (mt.decode.engine gives it a beam of at least `mt.decode.rules.CONSTRAINED_BEAM`). `glue`: token ids
     barred right after a completed constraint (module docstring)."""
     found = [wanted(x) for x in constraints]
-    if len(found) != src.size(0) or any(not alt for w in found for alts in w.require for alt in [*alts, *alts[:1]]):
+    if len(found) != src.size(0) or any(
+        not alt for w in found for alts in w.require for alt in [*alts, *alts[:1]]
+    ):
         raise ValueError("constrained_beam_search: one list of non-empty constraints per sentence")
     if src.size(0) == 0:
         return []
@@ -403,7 +418,9 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor,
         log_probs = state.decode(model)
         at_max = state.at_max_length()
         terms = cons.step_rules(state.step, state.history, glued, log_probs.size(1))
-        log_probs = apply_rules(log_probs, settings, at_max=at_max, history=lambda: state.history, terms=terms)
+        log_probs = apply_rules(
+            log_probs, settings, at_max=at_max, history=lambda: state.history, terms=terms
+        )
         cand = gather_candidates(state, cons, log_probs)
         order = allocate(cand.values, cand.progress.count)  # (N, M)
         finish(state, cand, order[:, :settings.beam], finished, n_best=settings.n_best)

@@ -72,18 +72,20 @@ NativeModel = Transformer | Ensemble  # mt's own model (a NativeEngine runs it)
 def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
                  n_best: None = None, sentence_ids: list[int] | None = None,
                  on_done: Callable[[int, list[int]], None] | None = None,
-                 constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = ()) -> list[list[int]]: ...
+                 constraints: list[list[list[int]]] | None = None,
+                 glue: Sequence[int] = ()) -> list[list[int]]: ...
 @overload
 def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
                  n_best: int, sentence_ids: list[int] | None = None,
                  on_done: Callable[[int, list[Hypothesis]], None] | None = None,
                  constraints: list[list[list[int]]] | None = None,
                  glue: Sequence[int] = ()) -> list[list[Hypothesis]]: ...
-def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
-                 n_best: int | None = None, sentence_ids: list[int] | None = None,
-                 on_done: Callable[[int, list[int]], None] | Callable[[int, list[Hypothesis]], None] | None = None,
-                 constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
-                 ) -> list[list[int]] | list[list[Hypothesis]]:
+def search_batch(
+    model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
+    n_best: int | None = None, sentence_ids: list[int] | None = None,
+    on_done: Callable[[int, list[int]], None] | Callable[[int, list[Hypothesis]], None] | None = None,
+    constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
+) -> list[list[int]] | list[list[Hypothesis]]:
     """The search `decode` asks for over one batch. src, src_mask: (B, S) on the model's device.
 
     Without `n_best`: the best output's tokens per sentence (no BOS/EOS), by greedy search when
@@ -109,7 +111,8 @@ def search_batch(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, 
 
 
 def search_best(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, *,
-                sentence_ids: list[int] | None = None, on_done: Callable[[int, list[Hypothesis]], None] | None = None,
+                sentence_ids: list[int] | None = None,
+                on_done: Callable[[int, list[Hypothesis]], None] | None = None,
                 constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
                 ) -> list[list[Hypothesis]]:
     """The one output `search_batch` gives without `n_best`, as a one-element list of `Hypothesis`
@@ -119,13 +122,15 @@ def search_best(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, d
                    constraints=constraints, glue=glue)
 
 
-def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig, n_best: int, *,
-            greedy: bool, sentence_ids: list[int] | None, on_done: Callable[[int, list[Hypothesis]], None] | None,
+def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decode: DecodeConfig,
+            n_best: int, *, greedy: bool, sentence_ids: list[int] | None,
+            on_done: Callable[[int, list[Hypothesis]], None] | None,
             constraints: list[list[list[int]]] | None, glue: Sequence[int]) -> list[list[Hypothesis]]:
     """`n_best` hypotheses per sentence from the search `decode` names (`greedy`: greedy search for
     beam 1; else beam search, also for beam 1), with the settings `search_settings` makes of it."""
     if constraints is not None and decode.sampling:
-        raise MTError("--sampling draws translations freely and cannot keep a glossary's terms; search instead")
+        raise MTError("--sampling draws translations freely and cannot keep a glossary's terms; "
+                      "search instead")
     settings = search_settings(decode, n_best=n_best, max_len_limit=max_positions(model) - 1,
                                constrained=constraints is not None)
     if constraints is not None:
@@ -159,8 +164,8 @@ class Engine(Protocol):
                    constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
                    ) -> list[Results]:
         """For each source (ids without EOS): with `n_best` None, the one output `decode` asks for
-        (with its score where the engine has it, else NaN); else its `n_best` hypotheses (or samples) with their
-        length-normalised scores, best first. `sentence_ids` key sampling's random draws.
+        (with its score where the engine has it, else NaN); else its `n_best` hypotheses (or samples)
+        with their length-normalised scores, best first. `sentence_ids` key sampling's random draws.
         `on_result(i, results)`: called with source i's results as soon as the engine has them,
         before the batch's longer sentences are done, where it can tell (an engine may not call
         it at all); the returned list holds every result either way. `constraints`: token-id
@@ -197,7 +202,8 @@ class NativeEngine:
 
     constrains = True  # keeps glossary terms (mt.decode.constrained)
 
-    def __init__(self, model: NativeModel, device: torch.device | str, *, small_rows: int = SINGLE_THREAD_ROWS) -> None:
+    def __init__(self, model: NativeModel, device: torch.device | str, *,
+                 small_rows: int = SINGLE_THREAD_ROWS) -> None:
         self.model, self.device = model, device
         self.max_positions = max_positions(model)
         self.small_rows = small_rows
@@ -207,8 +213,8 @@ class NativeEngine:
         if decode.precision == "fp32":
             return self.model
         if bf16_feature(self.device) is None:
-            raise MTError(f"--precision bf16: {self.device} has no native bf16 (needs AVX512-BF16/AMX or a bf16 GPU); "
-                          "use fp32")
+            raise MTError(f"--precision bf16: {self.device} has no native bf16 "
+                          "(needs AVX512-BF16/AMX or a bf16 GPU); use fp32")
         if self._bf16 is None:
             self._bf16 = copy.deepcopy(self.model).to(torch.bfloat16).eval()
         return self._bf16
@@ -226,13 +232,16 @@ class NativeEngine:
         model.eval()
         try:
             with torch.inference_mode(), intra_op_threads(1 if small else None):
-                src, src_mask, report = src.to(self.device), src_mask.to(self.device), self._reporter(on_result)
+                src, src_mask, report = (
+                    src.to(self.device), src_mask.to(self.device), self._reporter(on_result)
+                )
                 if n_best is None:  # the one output, with its score (greedy search's too)
-                    found = search_best(model, src, src_mask, decode, sentence_ids=sentence_ids, on_done=report,
-                                        constraints=constraints, glue=glue)
+                    found = search_best(model, src, src_mask, decode, sentence_ids=sentence_ids,
+                                        on_done=report, constraints=constraints, glue=glue)
                 else:
-                    found = search_batch(model, src, src_mask, decode, n_best=n_best, sentence_ids=sentence_ids,
-                                         on_done=report, constraints=constraints, glue=glue)
+                    found = search_batch(model, src, src_mask, decode, n_best=n_best,
+                                         sentence_ids=sentence_ids, on_done=report,
+                                         constraints=constraints, glue=glue)
         finally:
             model.train(was_training)
         return [_scored(hyps) for hyps in found]
@@ -259,7 +268,9 @@ class NativeEngine:
         return [_scored(hyps) for hyps in found]
 
     @staticmethod
-    def _reporter(on_result: Callable[[int, Results], None] | None) -> Callable[[int, list[Hypothesis]], None] | None:
+    def _reporter(
+        on_result: Callable[[int, Results], None] | None,
+    ) -> Callable[[int, list[Hypothesis]], None] | None:
         """search_batch's `on_done` for `on_result`: each sentence's result in `Results` form."""
         if on_result is None:
             return None

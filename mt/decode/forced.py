@@ -59,12 +59,13 @@ CHOICE_ROWS = 64  # candidate outputs scored in one teacher-forced pass (bounds 
 
 
 def choose_outputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor,
-                   choices: Sequence[Sequence[Sequence[int]]], settings: SearchSettings) -> list[list[Hypothesis]]:
+                   choices: Sequence[Sequence[Sequence[int]]],
+                   settings: SearchSettings) -> list[list[Hypothesis]]:
     """Each source's candidate outputs ranked by their log-prob (teacher-forced, as
     `force_decode_score`), the `settings.n_best` first, each with beam search's score (log-prob over
-    the length penalty of |y| + 1, `settings.score`). Not by that score: the candidates are one translation in several
-    forms of a word ("hound", "hounds"), and the penalty, a search's remedy for short hypotheses,
-    would favour the form with more pieces whatever the sentence needs.
+    the length penalty of |y| + 1, `settings.score`). Not by that score: the candidates are one
+    translation in several forms of a word ("hound", "hounds"), and the penalty, a search's remedy
+    for short hypotheses, would favour the form with more pieces whatever the sentence needs.
     src, src_mask: (B, S); choices: B non-empty lists of token lists (no BOS/EOS) -> B lists of
     `Hypothesis`. A source's candidates run together, at most `CHOICE_ROWS` rows a pass (more only
     for one source with more). A Transformer encodes each source once, and projects onto the
@@ -79,7 +80,9 @@ def choose_outputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor,
     group: list[int] = []
     for b in range(len(choices) + 1):
         if group and (b == len(choices) or sum(len(choices[i]) for i in [*group, b]) > CHOICE_ROWS):
-            log_probs += _shared_prefix_scores(model, memory[group], src_mask[group], [choices[i] for i in group])
+            log_probs += _shared_prefix_scores(
+                model, memory[group], src_mask[group], [choices[i] for i in group]
+            )
             group = []
         group.append(b)
     return _ranked(choices, log_probs, settings)
@@ -109,11 +112,16 @@ def _shared_prefix_scores(model: Transformer, memory: torch.Tensor, src_mask: to
     device = memory.device
     rows_of = torch.arange(len(rows)).unsqueeze(1).expand(-1, width)[keep]
     index = torch.tensor([b for b, _ in rows])
-    states = model.decode(tgt_in.to(device), memory[index.to(device)], src_mask[index.to(device)], project=False)
-    picked = torch.log_softmax(model._logits(states[keep.to(device)]).float(), dim=-1)  # (kept positions, V)
+    states = model.decode(
+        tgt_in.to(device), memory[index.to(device)], src_mask[index.to(device)], project=False
+    )
+    # (kept positions, V)
+    picked = torch.log_softmax(model._logits(states[keep.to(device)]).float(), dim=-1)
     picked = picked.gather(1, tgt_out[keep].to(device).unsqueeze(1)).squeeze(1).cpu()
     totals = torch.zeros(len(rows)).index_add_(0, rows_of, picked)
-    before = (torch.arange(width).unsqueeze(0) < torch.tensor([shared[b] for b, _ in rows]).unsqueeze(1))[keep]
+    before = (
+        torch.arange(width).unsqueeze(0) < torch.tensor([shared[b] for b, _ in rows]).unsqueeze(1)
+    )[keep]
     prefix = torch.zeros(len(rows)).index_add_(0, rows_of[before], picked[before])  # lead rows' shared part
     out: list[list[float]] = [[] for _ in choices]
     for r, (b, _) in enumerate(rows):
@@ -189,7 +197,9 @@ def score_pairs(
             for batch in batches:
                 rows = batch.tolist()
                 src, src_mask = collate_source([src_ids[i] for i in rows])
-                scores = force_decode_score(model, src.to(device), src_mask.to(device), [tgt_ids[i] for i in rows])
+                scores = force_decode_score(
+                    model, src.to(device), src_mask.to(device), [tgt_ids[i] for i in rows]
+                )
                 for row, value in zip(rows, scores.tolist()):
                     log_probs[row] = value
                 bar.update(len(rows))

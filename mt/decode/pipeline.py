@@ -210,8 +210,9 @@ def broken_warning(texts: Sequence[Segmented], max_positions: int) -> str | None
     broken = sum(text.broken for text in texts)
     if not broken:
         return None
-    return (f"{broken} sentence{'s' * (broken != 1)} longer than {max_positions - 1} pieces (model.max_positions="
-            f"{max_positions}, EOS included) translated in pieces, broken at clause punctuation or between words")
+    return (f"{broken} sentence{'s' * (broken != 1)} longer than {max_positions - 1} pieces "
+            f"(model.max_positions={max_positions}, EOS included) translated in pieces, "
+            "broken at clause punctuation or between words")
 
 
 def constrain(lines: Sequence[str], tokenizer: Tokenizer, decode: DecodeConfig, terms: TermConstraints, *,
@@ -263,8 +264,8 @@ def search(lines: Sequence[str], decode: DecodeConfig, n_best: int | None, keys:
     return cast(list[Found], out)
 
 
-def retry(lines: Sequence[str], found: list[Found], decode: DecodeConfig, n_best: int | None, keys: Sequence[int],
-          held: Sequence[bool]) -> Steps[list[Found]]:
+def retry(lines: Sequence[str], found: list[Found], decode: DecodeConfig, n_best: int | None,
+          keys: Sequence[int], held: Sequence[bool]) -> Steps[list[Found]]:
     """The retry stage: every output (its best) that still loops searched again with the strict
     settings and replaced where that repeats less (`decode.loop_retry`: `mt.decode.repeats`); a
     line `held` (keeping a glossary term) keeps its output: no piece twice could make a term
@@ -287,7 +288,9 @@ def render(records: Sequence[Segment], tokenizer: Tokenizer) -> Steps[None]:
     prepared, hyps = [r.prepared for r in records], [r.found.hyps for r in records]
     rendered = hyps
     if not all(p.identity for p in prepared):
-        rendered = yield Offload(lambda align: render_nbest(prepared, hyps, align, truecase=truecaser(tokenizer)))
+        rendered = yield Offload(
+            lambda align: render_nbest(prepared, hyps, align, truecase=truecaser(tokenizer))
+        )
     for record, outputs in zip(records, rendered):
         record.rendered = outputs
 
@@ -314,7 +317,8 @@ def drive(steps: Steps[T], search: Callable[[Search], list[Found]], aligner: Ali
 def sampling_keys(texts: Sequence[Segmented], first_id: int) -> list[int]:
     """The sampling key of every segment of `texts`, in order: `first_id + i + j * SENTENCE_STRIDE`
     for segment j of text i (its first sentence keyed as the line itself)."""
-    return [first_id + i + j * SENTENCE_STRIDE for i, text in enumerate(texts) for j in range(len(text.segments))]
+    return [first_id + i + j * SENTENCE_STRIDE
+            for i, text in enumerate(texts) for j in range(len(text.segments))]
 
 
 def join_nbest(text: Segmented, per_segment: list[Hyps]) -> Hyps:

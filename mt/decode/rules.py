@@ -109,7 +109,8 @@ class SearchSettings:
         return bool(self.no_repeat_ngram_size) or self.repetition_penalty != 1.0
 
     def penalty(self, length: Tensor | float) -> Tensor | float:
-        """The length penalty of |y| = `length` (EOS included): a hypothesis' score is its log-prob over this."""
+        """The length penalty of |y| = `length` (EOS included): a hypothesis' score is its log-prob
+        over this."""
         return length_penalty(length, alpha=self.alpha, kind=self.length_penalty)
 
     def score(self, log_prob: float, length: int) -> float:
@@ -123,7 +124,9 @@ def search_settings(decode: DecodeConfig, *, n_best: int = 1, max_len_limit: int
     per sentence, outputs capped at `max_len_limit` (the model's positions - 1), and a beam of at least
     `CONSTRAINED_BEAM` for a search with constraints (`constrained`)."""
     beam = max(decode.beam, CONSTRAINED_BEAM) if constrained and not decode.sampling else decode.beam
-    sampling = Sampling(decode.temperature, decode.top_k, decode.top_p, decode.seed) if decode.sampling else None
+    sampling = (
+        Sampling(decode.temperature, decode.top_k, decode.top_p, decode.seed) if decode.sampling else None
+    )
     return SearchSettings(beam=beam, n_best=n_best, length_penalty=decode.length_penalty, alpha=decode.alpha,
                           max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, max_len_limit=max_len_limit,
                           forbid_unk=decode.forbid_unk, no_repeat_ngram_size=decode.no_repeat_ngram_size,
@@ -171,7 +174,9 @@ def apply_rules(log_probs: Tensor, settings: SearchSettings, *, at_max: Tensor, 
         eos = log_probs[:, EOS_ID].clone()
         log_probs.masked_fill_(at_max.unsqueeze(1), NEG_INF)
         log_probs[:, EOS_ID] = eos
-    keep = terms is not None and ((settings.guarded and terms.place_rows is not None) or terms.prefix is not None)
+    keep = terms is not None and (
+        (settings.guarded and terms.place_rows is not None) or terms.prefix is not None
+    )
     raw = log_probs.clone() if keep else log_probs  # before the guard (rules 4 and 9)
     if settings.guarded:  # 3. the loop guard
         guard_repeats(log_probs, history(), no_repeat_ngram_size=settings.no_repeat_ngram_size,

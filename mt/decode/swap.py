@@ -107,14 +107,16 @@ def replacing(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str
         own = [(term, word, at) for term, word, at in own if not occurs_any(terms.targets(term), word)]
         extra = [(t, alone[t.source]) for t in line_terms if alone and alone.get(t.source)]
         mine = [word for _, word, _ in own] + [w for t, w in extra if not occurs_any(terms.targets(t), w)]
-        words = [w for word in mine for w in (word, *by_lemma.get(lemma(word).casefold() if lemma else "", ()))]
+        words = [w for word in mine
+                 for w in (word, *by_lemma.get(lemma(word).casefold() if lemma else "", ()))]
         variants = both_cases(words)
         avoid = [seq for seq in tokenizer.encode_tgt(variants) if UNK_ID not in seq] if variants else []
         wanted = terms.wanted(line_terms, avoid)
         if own and ids:  # the first word the model gave a term, where it first stands in its translation
             words = [_bare(w) for w in first.split()]
             at = min(words.index(word) if word in words else at for _, word, at in own)
-            starts = [i for i, piece in enumerate(tokenizer.tgt_pieces(ids)) if piece.startswith(WORD_START) or i == 0]
+            starts = [i for i, piece in enumerate(tokenizer.tgt_pieces(ids))
+                      if piece.startswith(WORD_START) or i == 0]
             if at < len(starts):
                 wanted = wanted._replace(prefix=tuple(ids[:starts[at]]), place=True)
         out.append(wanted)
@@ -148,7 +150,8 @@ def alone_word_sets(terms: TermConstraints, sources: Sequence[str], outputs: Seq
     return {source: tuple(dict.fromkeys(ws)) for source, ws in found.items()}
 
 
-Align = Callable[[list[str], list[str]], "list[list[int]] | None"]  # mt.decode.align.align_words of (sources, targets)
+# mt.decode.align.align_words of (sources, targets)
+Align = Callable[[list[str], list[str]], "list[list[int]] | None"]
 
 
 def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str], tokenizer: Tokenizer,
@@ -172,8 +175,8 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
     occurrences = terms.occurrences(lines) if occurrences is None else occurrences
     firsts_alone = {source: words[0] for source, words in alone.items() if words}
     if terms.language.split("-")[0].lower() in UNSPACED:
-        return replacing(terms, lines, firsts, align(list(lines), list(firsts)) or [[] for _ in lines], tokenizer,
-                         firsts_alone, occurrences), [() for _ in lines]
+        return replacing(terms, lines, firsts, align(list(lines), list(firsts)) or [[] for _ in lines],
+                         tokenizer, firsts_alone, occurrences), [() for _ in lines]
     lemma = lemmatizer(terms.language) if terms.language else None
 
     def key(word: str) -> str:
@@ -184,7 +187,9 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
     found = [[(term, {key(w) for w in alone.get(term.source, ())} - {""}) for term in line_terms
               if not occurs_any(terms.targets(term), first)] for line_terms, first in zip(matched, firsts)]
     need = [i for i, missing in enumerate(found) if any(not usual & set(keys[i]) for _, usual in missing)]
-    aligned = dict(zip(need, align([lines[i] for i in need], [firsts[i] for i in need]) or [])) if need else {}
+    aligned = (
+        dict(zip(need, align([lines[i] for i in need], [firsts[i] for i in need]) or [])) if need else {}
+    )
     owns = dict(zip(need, own_words(terms.glossary, [lines[i] for i in need], [firsts[i] for i in need],
                                     [aligned.get(i, []) for i in need],
                                     occurrences=[occurrences[i] for i in need])))
@@ -199,7 +204,8 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
             for at, k in enumerate(keys[i]):
                 if k in usual:
                     slots.setdefault(at, (_bare(first.split()[at]), terms.targets(term)))
-        texts.append([t for t in _swapped(first, slots) if all(occurs_any(terms.targets(term), t) for term in matched[i])])
+        texts.append([t for t in _swapped(first, slots)
+                      if all(occurs_any(terms.targets(term), t) for term in matched[i])])
     pieces = iter(tokenizer.encode_tgt([t for held in texts for t in held]))  # one call for every line
     wanted, choices = [], []
     for i, (line, first, held) in enumerate(zip(lines, firsts, texts)):
@@ -240,7 +246,9 @@ def first_pass_wanted(terms: TermConstraints, held: Sequence[str], occurrences: 
     `swapping`'s (alignment only where the lemmas miss). The constrain stage of the one translation
     path (`mt.decode.pipeline.constrain`) calls it for every caller."""
     firsts = [hyps[0] for hyps in outputs[0]]
-    alone = alone_word_sets(terms, alone_sources([terms_in(found) for found in occurrences]), outputs[1], align)
+    alone = alone_word_sets(
+        terms, alone_sources([terms_in(found) for found in occurrences]), outputs[1], align
+    )
     return swapping(terms, held, firsts, tokenizer, alone, align, occurrences)
 
 
@@ -248,7 +256,9 @@ def alone_alignments(sources: Sequence[str], outputs: Sequence[str], align: Alig
     """`align(sources, outputs)` for terms translated alone, without running the model for a
     one-word source term: every word of its translation translates that word."""
     many = [i for i, source in enumerate(sources) if len(source.split()) > 1]
-    found = dict(zip(many, align([sources[i] for i in many], [outputs[i] for i in many]) or [])) if many else {}
+    found = (
+        dict(zip(many, align([sources[i] for i in many], [outputs[i] for i in many]) or [])) if many else {}
+    )
     return [found.get(i, [0] * len(output.split())) for i, output in enumerate(outputs)]
 
 

@@ -42,7 +42,8 @@ WORD_START = "\u2581"  # sentencepiece's word-boundary mark
 # word, in the form the model scores best (`swapping`); a line where that cannot be done (no such
 # word) takes the constrained search, the model's words avoided (`replacing`).
 FIRST_PASS = ("off", "swap")
-UNSPACED = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo"})  # languages written without spaces between words
+# languages written without spaces between words
+UNSPACED = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo"})
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,12 @@ class TermConstraints:
 
     glossary: Glossary
     pieces: dict[str, list[int]]  # target form (or avoided word) -> its target piece ids
-    glue: tuple[int, ...] = ()  # target pieces that may not follow a term (they would continue its last word)
-    forms: dict[Term, tuple[str, ...]] = field(default_factory=dict)  # a term's forms (default: `Term.targets`)
-    first_pass: str = "off"  # what a first, unconstrained pass is for (FIRST_PASS; `term_constraints` says "swap")
+    # target pieces that may not follow a term (they would continue its last word)
+    glue: tuple[int, ...] = ()
+    # a term's forms (default: `Term.targets`)
+    forms: dict[Term, tuple[str, ...]] = field(default_factory=dict)
+    # what a first, unconstrained pass is for (FIRST_PASS; `term_constraints` says "swap")
+    first_pass: str = "off"
     language: str = ""  # the target language (its lemmas widen the avoided words to their forms)
 
     def targets(self, term: Term) -> tuple[str, ...]:
@@ -76,7 +80,9 @@ class TermConstraints:
         groups = dict.fromkeys(self.targets(term) for term in terms)
         words = [w for w in both_cases([w for term in terms for w in term.avoid]) if w in self.pieces]
         banned = dict.fromkeys([*(tuple(self.pieces[w]) for w in words), *map(tuple, avoid)])
-        return Wanted(tuple(tuple(tuple(self.pieces[form]) for form in forms) for forms in groups), tuple(banned))
+        return Wanted(
+            tuple(tuple(tuple(self.pieces[form]) for form in forms) for forms in groups), tuple(banned)
+        )
 
     def for_lines(self, lines: Sequence[str]) -> list[Wanted]:
         """Each line's constraints (`wanted`); falsy for a line without a term."""
@@ -165,18 +171,19 @@ def term_constraints(glossary: Glossary, tokenizer: Tokenizer, engine: Engine, *
     for term, source in zip(terms, sources):
         at = where(term)
         if len(source) - prefix > limit:
-            raise MTError(f"{at}: source term '{term.source}' is {len(source) - prefix} pieces; the model reads "
-                          f"at most {limit} (model.max_positions={limit + 1})")
+            raise MTError(f"{at}: source term '{term.source}' is {len(source) - prefix} pieces; "
+                          f"the model reads at most {limit} (model.max_positions={limit + 1})")
         for form in term.targets:
             if len(pieces[form]) > limit:
-                raise MTError(f"{at}: target term '{form}' is {len(pieces[form])} pieces; the model writes at "
-                              f"most {limit} (model.max_positions={limit + 1})")
+                raise MTError(f"{at}: target term '{form}' is {len(pieces[form])} pieces; "
+                              f"the model writes at most {limit} (model.max_positions={limit + 1})")
             if UNK_ID in pieces[form]:
                 raise MTError(f"{at}: target term '{form}' has characters the model's vocabulary lacks "
                               "(they would be <unk>)")
     extra = sorted({w for fs in forms.values() for w in fs} - set(pieces)
                    | {w for term in terms for w in both_cases(term.avoid)} - set(pieces))
-    pieces |= {w: ids for w, ids in zip(extra, tokenizer.encode_tgt(extra)) if UNK_ID not in ids and len(ids) <= limit}
+    pieces |= {w: ids for w, ids in zip(extra, tokenizer.encode_tgt(extra))
+               if UNK_ID not in ids and len(ids) <= limit}
     forms = {term: tuple(f for f in fs if f in pieces) for term, fs in forms.items()}
     return TermConstraints(glossary, pieces, (glue_pieces(tokenizer, target_lang) if glue is None else glue)
                            if terms else (), forms, first_pass, target_lang)

@@ -111,8 +111,9 @@ def search_found(engine: Engine, tokenizer: Tokenizer, search: Search, *, progre
     `keys` key sampling) -> its outputs as texts with their scores, best first, and (`rate`) its
     1-best's confidence (`mt.decode.confidence`). What `drive` answers every `Search` of the one
     translation path with in `mt translate`; the server answers it with its batcher."""
-    found, src_ids = _search_results(engine, tokenizer, search.lines, search.decode, n_best=search.n_best,
-                                     keys=search.keys, progress=progress, wanted=search.wanted, glue=search.glue)
+    found, src_ids = _search_results(engine, tokenizer, search.lines, search.decode,
+                                     n_best=search.n_best, keys=search.keys, progress=progress,
+                                     wanted=search.wanted, glue=search.glue)
     return _as_found(tokenizer, search.lines, src_ids, found, search.decode, rate)
 
 
@@ -176,8 +177,8 @@ def _search_results(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], 
     held = None
     if wanted is not None or choices is not None:
         held = [bool(offered[i]) or (wanted is not None and bool(wanted[i])) for i in range(len(lines))]
-    found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search, empty=[([], 0.0)],
-                           held=held)
+    found = _map_sentences(engine, tokenizer, lines, decode, progress=progress, search=search,
+                           empty=[([], 0.0)], held=held)
     return found, src_ids
 
 
@@ -232,8 +233,9 @@ def translate_lines(
     beam search (module docstring)."""
     engine = as_engine(model, device)
     wanted, choices = _constraints(engine, tokenizer, lines, decode, glossary)
-    found, _ = _search_results(engine, tokenizer, lines, decode, n_best=None, keys=_keyed(lines, first_id, sentence_ids),
-                               progress=progress, wanted=wanted, glue=_glue(glossary), choices=choices)
+    found, _ = _search_results(engine, tokenizer, lines, decode, n_best=None,
+                               keys=_keyed(lines, first_id, sentence_ids), progress=progress,
+                               wanted=wanted, glue=_glue(glossary), choices=choices)
     return tokenizer.decode_tgt([hyps[0][0] for hyps in found])
 
 
@@ -321,12 +323,13 @@ def translate_path(
     return done
 
 
-def translate_texts(model: NativeModel | Engine, tokenizer: Tokenizer, texts: Sequence[str], decode: DecodeConfig, *,
-                    device: torch.device | str, segmenter: Segmenter, progress: bool = False, first_id: int = 0,
+def translate_texts(model: NativeModel | Engine, tokenizer: Tokenizer, texts: Sequence[str],
+                    decode: DecodeConfig, *, device: torch.device | str, segmenter: Segmenter,
+                    progress: bool = False, first_id: int = 0,
                     glossary: TermConstraints | None = None) -> list[str]:
     """Each text translated (`translate_path`'s `best`); a text without words comes back as it was."""
-    return translate_path(model, tokenizer, texts, decode, device=device, segmenter=segmenter, progress=progress,
-                          first_id=first_id, glossary=glossary).best()
+    return translate_path(model, tokenizer, texts, decode, device=device, segmenter=segmenter,
+                          progress=progress, first_id=first_id, glossary=glossary).best()
 
 
 def translate_texts_nbest(model: NativeModel | Engine, tokenizer: Tokenizer, texts: Sequence[str],
@@ -335,8 +338,9 @@ def translate_texts_nbest(model: NativeModel | Engine, tokenizer: Tokenizer, tex
                           ) -> list[list[tuple[str, float]]]:
     """Each text's `decode.n_best` alternatives (`Translated.nbest`: the k-th joins every segment's
     k-th best, scored by their mean)."""
-    return translate_path(model, tokenizer, texts, decode, device=device, segmenter=segmenter, n_best=decode.n_best,
-                          progress=progress, first_id=first_id, glossary=glossary).nbest()
+    return translate_path(model, tokenizer, texts, decode, device=device, segmenter=segmenter,
+                          n_best=decode.n_best, progress=progress, first_id=first_id,
+                          glossary=glossary).nbest()
 
 
 def translate_texts_scored(model: NativeModel | Engine, tokenizer: Tokenizer, texts: Sequence[str],
@@ -345,6 +349,6 @@ def translate_texts_scored(model: NativeModel | Engine, tokenizer: Tokenizer, te
                            ) -> list[tuple[str, float]]:
     """Each text translated with its confidence: its least confident sentence's
     (`mt.decode.confidence.text_confidence`; 1.0 for a text without words)."""
-    done = translate_path(model, tokenizer, texts, decode, device=device, segmenter=segmenter, progress=progress,
-                          first_id=first_id, glossary=glossary, rate=True)
+    done = translate_path(model, tokenizer, texts, decode, device=device, segmenter=segmenter,
+                          progress=progress, first_id=first_id, glossary=glossary, rate=True)
     return list(zip(done.best(), done.confidences()))

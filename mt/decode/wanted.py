@@ -24,7 +24,8 @@ class Wanted(NamedTuple):
 
     require: tuple[tuple[tuple[int, ...], ...], ...]
     avoid: tuple[tuple[int, ...], ...] = ()
-    prefix: tuple[int, ...] = ()  # tokens the output must start with (a first translation up to a term's place)
+    # tokens the output must start with (a first translation up to a term's place)
+    prefix: tuple[int, ...] = ()
     place: bool = False  # a required constraint starts right after the prefix (the term takes that place)
 
     def __bool__(self) -> bool:

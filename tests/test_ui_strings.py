@@ -100,6 +100,7 @@ def test_markup_acronyms_paths_and_brackets_are_kept_as_spans() -> None:
              "Use “--add” or -v": ("Use “{_0}” or {_1}", ["--add", "-v"]), "OK": ("{_0}", ["OK"]),
              "%d %B %Y, %H:%M": ("%d {_0} {_1}, {_2}:{_3}", ["%B", "%Y", "%H", "%M"]),  # %d: the span kinds'
              "50% off": ("50% off", []),
+             "letters (e.g. %F, %D, %N)": ("letters {_0}e.g. %F, {_1}, {_2}{_3}", ["(", "%D", "%N", ")"]),  # Thunar
              "e.g. the U.S. way, i.e. A- grade": ("e.g. the {_0}. way, i.e. A- grade", ["U.S"]),  # no file names
              "ENCODING": ("ENCODING", []), "SAVE ALL": ("SAVE ALL", []),  # ALL CAPS lines: the case rule's
              "Visit https://x.org/a_(b) now": ("Visit https://x.org/a_(b) now", []), "Keep {_0}": ("Keep {_0}", [])}

@@ -63,15 +63,15 @@ _MARKUP_OR_PLACEHOLDER = re.compile(rf"(<[^<>]*>|{PATTERNS['placeholders']})")
 # lower-case letter ("(R)", "(CR LF)"; "(Ctrl+S)" is a key combination), an acronym ("D-BUS",
 # "UTF-8", "OK"), a file path or a lone slash ("/usr/share", "DOS / Windows": pofilter's `filepaths`
 # reads any word starting with "/"), a file name or extension ("README.md", ".tar.gz"), a
-# command-line option ("--add", "-v"), a strftime field printf has not ("%B", "%Y", "%H"), and a
-# bracket of its own, so a translation keeps each one.
+# command-line option ("--add", "-v"), a strftime field printf has not ("%B", "%Y", "%H", GNU
+# date's "%N"), and a bracket of its own, so a translation keeps each one.
 _KEEP = re.compile("|".join((
     r"</?[A-Za-z][\w:-]{0,30}(?:\s[^<>]{0,200})?/?>", r"<[^<>\s]{1,100}>",
     r"\((?:[^()a-z\n]{1,30}|(?:Ctrl|Alt|Shift|Super|Meta|Cmd)\+[^()\n]{1,30})\)", r"\[[^\[\]a-z\n]{1,30}\]",
     r"(?<![\w.])(?:[\w-]{2,64})?(?:\.[A-Za-z][A-Za-z0-9]{1,9}){1,3}(?![\w.])",
     r"(?<![\w-])[A-Z](?:[A-Z0-9]{1,30}(?:[-_.][A-Z0-9]{1,30}){0,5}|(?:[-_.][A-Z0-9]{1,30}){1,5})(?![\w-])",
     r"(?<!\S)~?/\S{0,200}",
-    r"(?<![\w-])--?[A-Za-z][\w-]{0,40}(?![\w-])", r"%[-_0^#]?[BbhHIjmMpSUwWyYZklTRDCVu]", r"[()\[\]]")))
+    r"(?<![\w-])--?[A-Za-z][\w-]{0,40}(?![\w-])", r"%[-_0^#]?[BbhHIjmMpSUwWyYZklTRDCVuNPz]", r"[()\[\]]")))
 TOKEN = "{{_{}}}"  # what stands for a kept piece: a placeholder the span rules keep ("{_0}")
 _TOKEN = re.compile(r"\{_(\d{1,4})\}")
 

@@ -32,7 +32,7 @@ from mt.decode.confidence import (
 )
 from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.decode.search import length_penalty
-from mt.decode.translate import translate_lines, translate_scored, translate_texts, translate_texts_scored
+from mt.decode.translate import search_lines, translate_lines, translate_texts, translate_texts_scored
 from mt.errors import MTError
 from mt.eval.confidence import ranks, roc_auc, spearman
 from mt.model.checkpoint import load_checkpoint, read_checkpoint
@@ -107,7 +107,7 @@ def test_scored_translation_is_plain_translation_with_a_confidence(random_ckpt: 
     lines = ["a b c d", "", "e f g", "a a a a a a a a"]
     for beam in (1, 3):
         decode = dataclasses.replace(cfg.decode, beam=beam, no_repeat_ngram_size=2)
-        found = translate_scored(model, tok, lines, decode, device="cpu")
+        found = search_lines(model, tok, lines, decode, device="cpu").scored()
         assert [s.output for s in found] == translate_lines(model, tok, lines, decode, device="cpu")
         assert all(0.0 <= s.confidence(decode) <= 1.0 for s in found) and found[1].confidence(decode) == 1.0
         assert all(math.isfinite(s.log_prob) and s.log_prob <= 0 for s in found)

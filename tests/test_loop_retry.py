@@ -18,8 +18,8 @@ from mt.config import DecodeConfig
 from mt.decode.repeats import RETRY_NGRAM, repetition_excess, retry_decode, retry_wins, to_retry
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import (
+    search_lines,
     translate_lines,
-    translate_scored,
     translate_texts,
     translate_texts_nbest,
     translate_texts_scored,
@@ -104,7 +104,7 @@ def test_scored_and_nbest_texts_keep_what_translate_texts_keeps(random_ckpt: Pat
     scored = translate_texts_scored(LoopEngine(tok), tok, TEXTS, decode, device="cpu", segmenter=seg)
     nbest = translate_texts_nbest(LoopEngine(tok), tok, TEXTS, decode, device="cpu", segmenter=seg)
     assert [text for text, _ in scored] == best == [hyps[0][0] for hyps in nbest]
-    looped = translate_scored(LoopEngine(tok), tok, ["éa gà"], decode, device="cpu")[0]
+    looped = search_lines(LoopEngine(tok), tok, ["éa gà"], decode, device="cpu").scored()[0]
     assert looped.confidence(decode) <= 0.15 < scored[1][1]  # the kept retry is rated, not the loop
 
 

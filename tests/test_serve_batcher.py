@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from mt.decode.translate import translate_lines, translate_nbest
+from mt.decode.translate import search_lines, translate_lines
 from mt.deploy.loading import load_model
 from mt.serve.batcher import GATHER_CAP, Batcher, BatchStats, QueueFull
 
@@ -159,7 +159,7 @@ def test_nbest_and_sampling_match_the_library(tiny) -> None:
         drawn = batcher.submit(lines[:6], sampled, n_best=None).future.result(timeout=60)
     finally:
         batcher.stop()
-    assert nbest == translate_nbest(engine, tokenizer, lines[:6], beam, device="cpu")
+    assert nbest == search_lines(engine, tokenizer, lines[:6], beam, n_best=beam.n_best, device="cpu").nbest()
     assert [h[0][0] for h in drawn] == translate_lines(engine, tokenizer, lines[:6], sampled, device="cpu")
 
 

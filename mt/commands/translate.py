@@ -22,9 +22,8 @@ from mt.decode.engine import Engine
 from mt.decode.overrides import DecodeOverrides, apply_overrides
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import (
+    search_lines,
     translate_lines,
-    translate_nbest,
-    translate_scored,
     translate_texts,
     translate_texts_nbest,
     translate_texts_scored,
@@ -151,8 +150,8 @@ def _line_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, de
                                           first_id=first, segmenter=segmenter, glossary=terms)
             return _format_nbest(first, found)
         if with_scores:
-            found = translate_nbest(model, tokenizer, lines, decode, device=dev, progress=progress,
-                                    first_id=first, glossary=terms)
+            found = search_lines(model, tokenizer, lines, decode, n_best=decode.n_best, device=dev,
+                                 progress=progress, first_id=first, glossary=terms).nbest()
             return _format_nbest(first, found)
         if segmenter is not None:
             return translate_texts(model, tokenizer, lines, decode, device=dev, progress=progress,
@@ -174,9 +173,9 @@ def _confidence_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConf
             found = translate_texts_scored(model, tokenizer, lines, decode, device=dev, progress=progress,
                                            first_id=first, segmenter=segmenter, glossary=terms)
         else:
-            found = [(s.output, s.confidence(decode)) for s in translate_scored(
+            found = [(s.output, s.confidence(decode)) for s in search_lines(
                 model, tokenizer, lines, decode, device=dev, progress=progress, first_id=first,
-                glossary=terms)]
+                glossary=terms).scored()]
         return [f"{confidence:.3f}\t{text}" for text, confidence in found]
 
     return render

@@ -10,15 +10,15 @@ output line without running the model, so outputs always line up with inputs. No
 prints except a progress bar on request; a source line too long for the model is cut and
 reported as an `MTWarning`.
 
-`translate_lines` takes each line as one segment (what `mt evaluate` and validation translate:
+`search_lines` takes each line as one segment (what `mt evaluate` and validation translate:
 sentence-aligned sets): the search stage alone, after the constrain stage when a glossary is
 given. `translate_path` is what a person's text goes through: the one translation path
 (`mt.decode.pipeline`: segment, prepare, constrain, search, retry, render), driven here with
 `search_found` on the engine; `translate_texts`, `translate_texts_nbest` and
 `translate_texts_scored` are its output kinds. The server drives the same path with its batcher.
 
-`translate_scored` gives each output with what its confidence is made from (`mt.decode.confidence`):
-the same search and the same outputs as `translate_lines`.
+Its `LineResults` are formatted at the edge: `best()` (what `translate_lines` returns), `scored()`
+(each output with what its confidence is made from: `mt.decode.confidence`) and `nbest()`.
 
 With a glossary (`mt.decode.terms.TermConstraints`), a sentence in which a term is found is
 translated by the constrained beam search, batched only with other such sentences; every other
@@ -35,6 +35,7 @@ import math
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar, cast
 
 import numpy as np
@@ -211,81 +212,70 @@ def _keyed(lines: Sequence[str], first_id: int, sentence_ids: Sequence[int] | No
     return sentence_ids if sentence_ids is not None else range(first_id, first_id + len(lines))
 
 
-def translate_lines(
+@dataclass(frozen=True)
+class LineResults:
+    """What one search of raw lines found (`search_lines`), formatted at the edge: each line's
+    hypotheses as token ids with their length-normalised scores, best first ([([], 0.0)] for an
+    empty line), and its source ids as the model read them."""
+
+    lines: Sequence[str]
+    found: list[Results]
+    src_ids: list[list[int]]
+    tokenizer: Tokenizer
+    decode: DecodeConfig
+
+    def best(self) -> list[str]:
+        """Each line's best output, detokenised."""
+        return self.tokenizer.decode_tgt([hyps[0][0] for hyps in self.found])
+
+    def scored(self) -> list[Scored]:
+        """Each best output with what its confidence is made from (`Scored`: source, text, source
+        pieces, token count, log-prob); `Scored.confidence(decode)` is the number."""
+        return [scored(line, text, ids, len(hyps[0][0]), hyps[0][1], self.decode)
+                for line, text, ids, hyps in zip(self.lines, self.best(), self.src_ids, self.found)]
+
+    def nbest(self) -> list[list[tuple[str, float]]]:
+        """Each line's outputs as (text, score), best first."""
+        empty: list[list[int]] = [[] for _ in self.lines]
+        return [f.hyps for f in _as_found(self.tokenizer, self.lines, empty, self.found, self.decode, False)]
+
+
+def search_lines(
     model: NativeModel | Engine,
     tokenizer: Tokenizer,
     lines: Sequence[str],
     decode: DecodeConfig,
     *,
     device: torch.device | str,
+    n_best: int | None = None,
     progress: bool = False,
     first_id: int = 0,
     sentence_ids: Sequence[int] | None = None,
     glossary: TermConstraints | None = None,
-) -> list[str]:
-    """Translate raw lines (sampling when decode.sampling, else greedy when decode.beam == 1,
-    else beam search) -> one detokenised line each, in input order. The model is put in eval
-    mode and restored afterwards, so the trainer may pass its (unwrapped, not DDP) model for
-    validation BLEU. Sampling keys line i's draws by `first_id + i`: the same lines and seed
-    give the same output however they are batched (or fed one by one with matching first_id);
-    `sentence_ids` (one per line) replaces `first_id + i` as line i's key. With `glossary`, a
-    line holding its terms is chosen among its swapped outputs or translated by the constrained
-    beam search (module docstring)."""
+) -> LineResults:
+    """Raw lines searched as they are, one segment each (what `mt evaluate`, validation BLEU and
+    `--no-segment` read): sampling when decode.sampling, else greedy when decode.beam == 1, else
+    beam search; `n_best` hypotheses a line (None: the best alone). The model is put in eval mode
+    and restored afterwards, so the trainer may pass its (unwrapped, not DDP) model. Sampling keys
+    line i's draws by `first_id + i` (or `sentence_ids[i]`): the same lines and seed give the same
+    output however they are batched. With `glossary`, a line holding its terms is chosen among its
+    swapped outputs or translated by the constrained beam search (module docstring); n-best
+    hypotheses meeting more of the terms come first."""
     engine = as_engine(model, device)
     wanted, choices = _constraints(engine, tokenizer, lines, decode, glossary)
-    found, _ = _search_results(engine, tokenizer, lines, decode, n_best=None,
-                               keys=_keyed(lines, first_id, sentence_ids), progress=progress,
-                               wanted=wanted, glue=_glue(glossary), choices=choices)
-    return tokenizer.decode_tgt([hyps[0][0] for hyps in found])
-
-
-def translate_scored(
-    model: NativeModel | Engine,
-    tokenizer: Tokenizer,
-    lines: Sequence[str],
-    decode: DecodeConfig,
-    *,
-    device: torch.device | str,
-    progress: bool = False,
-    first_id: int = 0,
-    sentence_ids: Sequence[int] | None = None,
-    glossary: TermConstraints | None = None,
-) -> list[Scored]:
-    """`translate_lines` with what each output's confidence is made from (`Scored`: its source,
-    text, source pieces, token count and log-prob); `Scored.confidence(decode)` is the number. The
-    outputs are `translate_lines`' (the same search, which returns each output's score with it)."""
-    engine = as_engine(model, device)
-    wanted, choices = _constraints(engine, tokenizer, lines, decode, glossary)
-    found, src_ids = _search_results(engine, tokenizer, lines, decode, n_best=None, progress=progress,
+    found, src_ids = _search_results(engine, tokenizer, lines, decode, n_best=n_best, progress=progress,
                                      keys=_keyed(lines, first_id, sentence_ids), wanted=wanted,
                                      glue=_glue(glossary), choices=choices)
-    texts = tokenizer.decode_tgt([hyps[0][0] for hyps in found])
-    return [scored(line, text, ids, len(hyps[0][0]), hyps[0][1], decode)
-            for line, text, ids, hyps in zip(lines, texts, src_ids, found)]
+    return LineResults(lines, found, src_ids, tokenizer, decode)
 
 
-def translate_nbest(
-    model: NativeModel | Engine,
-    tokenizer: Tokenizer,
-    lines: Sequence[str],
-    decode: DecodeConfig,
-    *,
-    device: torch.device | str,
-    progress: bool = False,
-    first_id: int = 0,
-    sentence_ids: Sequence[int] | None = None,
-    glossary: TermConstraints | None = None,
-) -> list[list[tuple[str, float]]]:
-    """The `decode.n_best` best translations of each line with their length-normalised scores,
-    best first (beam search, also for beam 1), or `decode.n_best` samples when decode.sampling
-    (highest score first; keyed as in `translate_lines`). An empty line gives [("", 0.0)].
-    `glossary` as in `translate_lines` (hypotheses meeting more of the terms first)."""
-    engine = as_engine(model, device)
-    wanted, choices = _constraints(engine, tokenizer, lines, decode, glossary)
-    found, _ = _search_results(engine, tokenizer, lines, decode, n_best=decode.n_best, progress=progress,
-                               keys=_keyed(lines, first_id, sentence_ids), wanted=wanted,
-                               glue=_glue(glossary), choices=choices)
-    return [found.hyps for found in _as_found(tokenizer, lines, [[] for _ in lines], found, decode, False)]
+def translate_lines(model: NativeModel | Engine, tokenizer: Tokenizer, lines: Sequence[str],
+                    decode: DecodeConfig, *, device: torch.device | str, progress: bool = False,
+                    first_id: int = 0, sentence_ids: Sequence[int] | None = None,
+                    glossary: TermConstraints | None = None) -> list[str]:
+    """Each line's best translation, in input order (`search_lines`' `best`)."""
+    return search_lines(model, tokenizer, lines, decode, device=device, progress=progress, first_id=first_id,
+                        sentence_ids=sentence_ids, glossary=glossary).best()
 
 
 def translate_path(

@@ -36,7 +36,7 @@ from mt.decode.align import align_words
 from mt.decode.confidence import LOW
 from mt.decode.engine import Engine, NativeEngine, as_engine
 from mt.decode.terms import TermConstraints
-from mt.decode.translate import translate_scored
+from mt.decode.translate import search_lines
 from mt.errors import MTError
 from mt.eval.bleu import DEFAULT as DEFAULT_TOKENIZER
 from mt.eval.bleu import bleu_tokenizer_for
@@ -267,8 +267,8 @@ def evaluate_set(
     if not test.src:
         raise MTError(f"{test.label}: no sentences to translate")
     t0 = time.perf_counter()
-    found = translate_scored(model, tokenizer, test.src, decode, device=device, progress=progress,
-                             glossary=glossary)
+    found = search_lines(model, tokenizer, test.src, decode, device=device, progress=progress,
+                             glossary=glossary).scored()
     hyps = [s.output for s in found]
     translate_s = time.perf_counter() - t0
     t0 = time.perf_counter()

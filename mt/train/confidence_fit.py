@@ -29,7 +29,7 @@ from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import FEATURES, Scored, calibrated, distinct_share
 from mt.decode.engine import Engine, NativeModel
-from mt.decode.translate import translate_scored
+from mt.decode.translate import search_lines
 from mt.eval.confidence import sentence_chrf, spearman
 from mt.model.checkpoint import read_checkpoint, store_confidence_fit
 from mt.train.validate import Validator
@@ -66,7 +66,7 @@ def translated_with_chrf(model: NativeModel | Engine, tokenizer: Tokenizer, sour
                         ) -> tuple[list[Scored], list[float]]:
     """The non-empty `sources` translated with `decode` (`Scored`) and each output's sentence chrF."""
     keep = [i for i, line in enumerate(sources) if line.strip()]
-    found = translate_scored(model, tokenizer, [sources[i] for i in keep], decode, device=device)
+    found = search_lines(model, tokenizer, [sources[i] for i in keep], decode, device=device).scored()
     return found, sentence_chrf([s.output for s in found], [refs[i] for i in keep])
 
 

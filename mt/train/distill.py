@@ -28,7 +28,7 @@ from mt.data.pairwriter import PairWriter
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Engine
 from mt.decode.generate import generate_pairs
-from mt.decode.translate import translate_lines, translate_nbest
+from mt.decode.translate import search_lines, translate_lines
 from mt.errors import MTError
 from mt.eval.bleu import best_by_sentence_bleu, bleu_tokenizer_for
 from mt.textio import one_line, write_lines_atomic
@@ -91,8 +91,8 @@ def generate(cfg: Config, teacher: Teacher, decode: DecodeConfig, *, select_bleu
             return translate_lines(teacher.engine, tokenizer, lines, decode, device=teacher.device,
                                    first_id=first)
         assert refs is not None
-        found = translate_nbest(teacher.engine, tokenizer, lines, decode, device=teacher.device,
-                                first_id=first)
+        found = search_lines(teacher.engine, tokenizer, lines, decode, n_best=decode.n_best,
+                             device=teacher.device, first_id=first).nbest()
         best = [best_by_sentence_bleu([t for t, _ in nbest], ref, tokenize)
                 for nbest, ref in zip(found, refs)]
         changed[0] += sum(1 for i in best if i > 0)

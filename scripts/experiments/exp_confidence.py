@@ -30,7 +30,7 @@ from pathlib import Path
 
 from mt.decode.confidence import Scored
 from mt.decode.forced import score_pairs
-from mt.decode.translate import translate_scored
+from mt.decode.translate import search_lines
 from mt.deploy.loading import load_model
 from mt.eval.confidence import roc_auc, sentence_chrf, spearman
 from mt.model.checkpoint import store_confidence_fit
@@ -87,7 +87,7 @@ def main() -> None:
     for name in args.test:
         started = time.perf_counter()
         src, ref = split(name)
-        found: list[Scored] = translate_scored(engine, tok, src, decode, device=loaded.device)
+        found: list[Scored] = search_lines(engine, tok, src, decode, device=loaded.device).scored()
         chrf = sentence_chrf([s.output for s in found], ref)
         real = [s.confidence(decode) for s in found]
         row = {"sentences": len(src), "spearman": round(spearman(real, chrf), 4),

@@ -26,20 +26,24 @@ def assets_folder() -> Path:
     return Path(str(files("fastapi_offline") / "static"))
 
 
+def _urls(request: Request) -> tuple[str, str]:
+    """(the app's OpenAPI document, its offline assets) under the root path a proxy serves it at."""
+    root = request.scope.get("root_path", "")
+    return f"{root}{request.app.openapi_url}", f"{root}{ASSETS}"
+
+
 @router.get("/docs", include_in_schema=False)
 async def swagger_ui(request: Request) -> HTMLResponse:
-    root = request.scope.get("root_path", "")
-    return get_swagger_ui_html(openapi_url=f"{root}{request.app.openapi_url}",
-                               title=f"{request.app.title} - API",
-                               swagger_js_url=f"{root}{ASSETS}/swagger-ui-bundle.js",
-                               swagger_css_url=f"{root}{ASSETS}/swagger-ui.css",
-                               swagger_favicon_url=f"{root}{ASSETS}/favicon.png")
+    openapi, assets = _urls(request)
+    return get_swagger_ui_html(openapi_url=openapi, title=f"{request.app.title} - API",
+                               swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+                               swagger_css_url=f"{assets}/swagger-ui.css",
+                               swagger_favicon_url=f"{assets}/favicon.png")
 
 
 @router.get("/redoc", include_in_schema=False)
 async def redoc(request: Request) -> HTMLResponse:
-    root = request.scope.get("root_path", "")
-    return get_redoc_html(openapi_url=f"{root}{request.app.openapi_url}",
-                          title=f"{request.app.title} - ReDoc",
-                          redoc_js_url=f"{root}{ASSETS}/redoc.standalone.js",
-                          redoc_favicon_url=f"{root}{ASSETS}/favicon.png", with_google_fonts=False)
+    openapi, assets = _urls(request)
+    return get_redoc_html(openapi_url=openapi, title=f"{request.app.title} - ReDoc",
+                          redoc_js_url=f"{assets}/redoc.standalone.js",
+                          redoc_favicon_url=f"{assets}/favicon.png", with_google_fonts=False)

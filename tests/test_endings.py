@@ -117,7 +117,7 @@ def test_the_ending_only_ever_removes_one_final_full_stop(segment: str, translat
     check_ending(segment, translation, case, alignment)
 
 
-@pytest.mark.parametrize(("segment", "translation"), [("/0\x1b²", "save , .")])  # hypothesis found these
+@pytest.mark.parametrize(("segment", "translation"), [("/0\x1b²", "save , ."), ("2 save", "A。")])  # found by hypothesis
 def test_the_ending_found_cases(segment: str, translation: str) -> None:
     check_ending(segment, translation, True, None)
 

@@ -82,6 +82,7 @@ PATTERNS: dict[str, str] = {
 # the kinds: copied through as one span, so its cost is none of the model's (a line of 10,000 "["
 # costs what its words cost). Tried after the kinds, so a placeholder or URL at the same place wins.
 SYMBOLS = r"[^\w\s](?:[^\w\s]|\s(?=[^\w\s])){7,}"
+_ALNUM = re.compile(r"[^\W_]")  # `str.isalnum`, as `\w` is it or "_": a long line is scanned in C
 _URL_TAIL = ".,;:!?'\")]}"  # punctuation after a URL belongs to the sentence
 _AROUND = ".,;:!?'\"«»“”"  # punctuation a sentence puts around a word
 # a final full stop the model adds to a segment that had none (not '...', '…', '?', '!')
@@ -302,7 +303,8 @@ def _uncapitalised(text: str, truecase: Callable[[str], bool]) -> str:
         return text
     word = text[text.rfind(" ", 0, at) + 1:].split(" ", 1)[0]
     second = next((c for c in text[at + 1:at + len(word)] if c.isalpha()), "")
-    if second.isupper() or truecase(word.strip(_AROUND + "()[]")):  # "USB-Sticks": an acronym's capitals
+    # "USB-Sticks": an acronym's capitals; the word asked about without the marks around it ("A。": "A")
+    if second.isupper() or truecase(word.strip(_AROUND + FULL_STOPS + "…()[]")):
         return text
     return text[:at] + text[at].lower() + text[at + 1:]
 
@@ -329,7 +331,7 @@ def prepare(segment: str, kinds: Sequence[str], case: bool, count: Count, ending
     found = find_spans(segment, kinds)
     last = len(segment.rstrip())  # a bare ending: a letter, a digit or a span
     bare = ending and last > 0 and (segment[last - 1].isalnum() or bool(found) and found[-1][1] == last)
-    mark = final_mark(segment) if ending and any(c.isalnum() for c in segment) else ""
+    mark = final_mark(segment) if ending and _ALNUM.search(segment) else ""
     if not found and not (case and any(c.isupper() for c in segment)):
         # the common case: no span, no capital to look at
         return Prepared(segment, segment, bare=bare, mark=mark)

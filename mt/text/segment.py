@@ -39,6 +39,7 @@ import sentencex
 
 from mt.text.protect import KINDS, find_spans
 
+_LETTER_LIKE = re.compile(r"[^\W\d_]")  # \w less digits and "_": letters, and numerals such as "²"
 # A lone URL, www. address or e-mail address (also a fediverse @user@host): no words to translate.
 _ADDRESS = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)\S+|@?[^\s@]+@[^\s@]+\.[^\s@]+", re.IGNORECASE)
 CLAUSE_MARKS = frozenset(",;:，；：、")  # a break after one of these keeps a clause whole
@@ -179,7 +180,14 @@ def _code(lang: str) -> str:
 
 def has_words(text: str) -> bool:
     """Whether a segment has anything to translate: a letter, and it is not a lone address."""
-    return any(c.isalpha() for c in text) and _ADDRESS.fullmatch(text) is None
+    return has_letter(text) and _ADDRESS.fullmatch(text) is None
+
+
+def has_letter(text: str) -> bool:
+    """`any(c.isalpha() for c in text)`, scanned by the regex engine: a line of 10,000 symbols is
+    read in C. `_LETTER_LIKE` finds every letter and the few other characters `\\w` holds that are
+    no digit ("²", "½"), so each match is checked."""
+    return any(match.group().isalpha() for match in _LETTER_LIKE.finditer(text))
 
 
 def fit(texts: Sequence[Segmented], count: Callable[[list[str]], list[int]], limit: int) -> list[Segmented]:

@@ -56,7 +56,6 @@ MIN_MARKED = 2  # messages with a mark before a letter for a file to have that a
 _ENTITY = re.compile(r"&(?:[A-Za-z]{1,10}|#\d{1,7}|#x[0-9A-Fa-f]{1,6});")
 SENTENCE_ENDS = ".:;!?…。．？！：；"  # a source ending in one of these keeps what the model ends with
 _PAIRS = {"(": ")", "[": "]", "{": "}"}
-_TAG = re.compile(r"<[^<>]*>")
 _MARKUP_OR_PLACEHOLDER = re.compile(rf"(<[^<>]*>|{PATTERNS['placeholders']})")
 # What a UI string keeps verbatim beyond the span kinds (`shield`), in the order tried at a place:
 # markup tags and <...> around a placeholder or address, a bracketed shortcut or symbol with no

@@ -209,7 +209,7 @@ def backtranslate(
 
 @app.command()
 @options_of(DecodeOverrides, only=("beam", "n_best", "max_tokens"), help={
-    "beam": "The teacher's beam (default: its decode.beam).",
+    "beam": "The teacher's beam (default: its decode.search.beam).",
     "n_best": "With --select-bleu: hypotheses to choose from."})
 def distill(
     config: Path = ConfigArg, overrides: list[str] = SetOpt,
@@ -297,8 +297,8 @@ def score(
         ..., help="Target sentences: line i is scored as a translation of --src line i."),
     output: str = typer.Option("-", "--output", "-o", help="Where to write the scores; '-' = stdout."),
     normalize: bool = typer.Option(False, help="Add a third column: the log-probability divided by the "
-                                   "config's length penalty (decode.length_penalty, decode.alpha), the score "
-                                   "beam search ranks by."),
+                                   "config's length penalty (decode.search.length_penalty, "
+                                   "decode.search.alpha), the score beam search ranks by."),
     max_tokens: Optional[int] = typer.Option(
         None, "--max-tokens", help="Padded source + target tokens per batch."),
     device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),

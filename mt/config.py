@@ -17,6 +17,7 @@ starts with its target's tag `<2lang>`. `config_to_dict` writes an untagged mode
 
 from __future__ import annotations
 
+import dataclasses
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,7 +231,7 @@ class TrainConfig:
     #: > 0: skip a validation while validations have taken this share of the session (e.g. 0.05); the closing
     #: one always runs
     valid_max_share: float = 0.0
-    #: after training: choose decode.alpha by beam BLEU on val (up to 1,500 lines) and store it in the
+    #: after training: choose decode.search.alpha by beam BLEU on val (up to 1,500 lines) and store it in the
     #: checkpoint (mt/train/decode_fit.py)
     fit_alpha: bool = False
     #: after training (and the alpha fit): calibrate the sentence confidence on val against sentence chrF,
@@ -267,8 +268,10 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
-class DecodeConfig:
-    """Search settings for `mt translate`, `mt evaluate` and validation BLEU."""
+class SearchConfig:
+    """How an output is searched for (`decode.search`): the beam, its scoring and limits, the loop
+    guard, and sampling instead of a search (mt/decode/rules.py `search_settings` makes one
+    search's settings of it)."""
 
     beam: int = 5  # 1 = greedy
     length_penalty: LengthPenalty = "gnmt"  # gnmt: ((5+|y|)/6)^alpha; average: |y|^alpha; none: 1
@@ -276,36 +279,79 @@ class DecodeConfig:
     max_len_a: float = 1.5  # maximum output length = a * |src| + b
     max_len_b: int = 10
     n_best: int = 1  # hypotheses per sentence (samples, with sampling)
-    max_tokens: int = 8000  # source tokens per decoding batch (times the beam)
-    #: sacreBLEU tokenizer for BLEU ("" = by data.tgt_lang: zh, ja-mecab, ko-mecab, char, 13a)
-    bleu_tokenize: str = ""
     forbid_unk: bool = True  # never emit <unk>
-    precision: DecodePrecision = "fp32"  # bf16: a bf16 copy of the model, only on hardware with native bf16
+    #: loop guard: no n-gram of target pieces twice in an output (0 = off; mt/decode/repeats.py)
+    no_repeat_ngram_size: int = 3
+    #: loop guard: a piece already in the output has its log-prob times this (1 = off)
+    repetition_penalty: float = 1.0
     sampling: bool = False  # draw translations at random instead of searching (back-translation)
     temperature: float = 1.0  # sampling: divides the log-probs (< 1 sharper, > 1 flatter); > 0
     top_k: int = 0  # sampling: draw from the k most probable tokens only (0 = all)
     top_p: float = 1.0  # sampling: nucleus, the fewest best tokens holding this probability; in (0, 1]
     seed: int = 0  # sampling: same seed and input, same output
-    #: spans a person's text keeps verbatim (mt translate, mt serve; not mt evaluate)
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    """What translation does to a person's text around the search (`decode.text`; mt translate,
+    mt serve and the document formats, not mt evaluate): mt/decode/pipeline.py's prepare and
+    retry stages."""
+
+    #: spans a person's text keeps verbatim
     protect: tuple[ProtectKind, ...] = typing.get_args(ProtectKind)
     case: bool = True  # ALL CAPS / Title Case lines translated in sentence case, their style given back
-    #: a segment without final punctuation gets none added (mt translate, mt serve; not mt evaluate)
-    ending: bool = True
-    #: loop guard: no n-gram of target pieces twice in an output (0 = off; mt/decode/repeats.py)
-    no_repeat_ngram_size: int = 3
-    #: loop guard: a piece already in the output has its log-prob times this (1 = off)
-    repetition_penalty: float = 1.0
-    #: an output that still loops is searched again with no target piece twice (mt translate, mt serve; not mt
-    #: evaluate)
-    loop_retry: bool = True
-    #: sentence confidence's calibration, fitted on val (mt/decode/confidence.py; () = default)
-    confidence: tuple[float, ...] = ()
-    #: the shortest source (pieces) the calibration was fitted on: a shorter one gets at most UNCALIBRATED (0
-    #: = none)
-    confidence_min_pieces: int = 0
-    #: the lowest share of distinct words in a source the calibration was fitted on: a more repetitive one
-    #: gets at most UNCALIBRATED (0 = none)
-    confidence_min_distinct: float = 0.0
+    ending: bool = True  # a segment without final punctuation gets none added
+    loop_retry: bool = True  # an output that still loops is searched again with no target piece twice
+
+
+@dataclass(frozen=True)
+class CalibrationConfig:
+    """Sentence confidence's calibration (`decode.calibration`), fitted on val after training and
+    stored with the checkpoint (mt/decode/confidence.py, mt/train/confidence_fit.py)."""
+
+    weights: tuple[float, ...] = ()  # the fitted (w..., b); () = the default mapping
+    #: the shortest source (pieces) the calibration was fitted on: a shorter one gets at most
+    #: UNCALIBRATED (0 = none)
+    min_pieces: int = 0
+    #: the lowest share of distinct words in a source the calibration was fitted on: a more
+    #: repetitive one gets at most UNCALIBRATED (0 = none)
+    min_distinct: float = 0.0
+
+
+@dataclass(frozen=True)
+class ResourcesConfig:
+    """What decoding may use of the machine (`decode.resources`); the output does not depend on
+    it, beyond the last bits of a score."""
+
+    max_tokens: int = 8000  # source tokens per decoding batch (times the beam)
+    precision: DecodePrecision = "fp32"  # bf16: a bf16 copy of the model, only on hardware with native bf16
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Translation settings by concern: search, text, calibration, resources (old flat keys still load).
+
+    For `mt translate`, `mt serve`, `mt evaluate` and validation BLEU. Configs and checkpoints
+    written before the sections (e168eae and earlier) keep their flat keys (`decode.beam`,
+    `decode.confidence`): the loader moves each into its section (mt.config_load
+    `MOVED_DECODE_KEYS`), and `--set decode.beam=4` still sets decode.search.beam."""
+
+    search: SearchConfig = field(default_factory=SearchConfig)
+    text: TextConfig = field(default_factory=TextConfig)
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    #: mt evaluate's sacreBLEU tokenizer ("" = by data.tgt_lang: zh, ja-mecab, ko-mecab, char, 13a)
+    bleu_tokenize: str = ""
+
+    def output_settings(self) -> dict[str, typing.Any]:
+        """The settings that decide what decoding writes, as a plain dict (a resumable job's identity:
+        mt backtranslate's, mt distill's): every section but the batch budget, without the sampling
+        knobs when not sampling, and without the evaluation's tokenizer."""
+        search = dataclasses.asdict(self.search)
+        if not self.search.sampling:
+            search = {k: v for k, v in search.items() if k not in ("temperature", "top_k", "top_p", "seed")}
+        return {"search": search, "text": dataclasses.asdict(self.text),
+                "calibration": dataclasses.asdict(self.calibration), "precision": self.resources.precision}
 
 
 @dataclass(frozen=True)

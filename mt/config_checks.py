@@ -8,6 +8,7 @@ the beam, the time budget's format and the run name (it becomes a folder name).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import typing
@@ -70,13 +71,13 @@ RANGES: dict[str, Range] = {
     "train.patience": AT_LEAST_0, "train.keep_checkpoints": AT_LEAST_0, "train.save_every": AT_LEAST_0,
     "train.log_every": AT_LEAST_1, "train.threads": AT_LEAST_0, "train.max_bad_losses": AT_LEAST_0,
     "train.average_last": AT_LEAST_0, "train.ema_decay": FRACTION,
-    "decode.beam": AT_LEAST_1, "decode.alpha": AT_LEAST_0, "decode.max_len_a": AT_LEAST_0,
-    "decode.max_len_b": AT_LEAST_0, "decode.n_best": AT_LEAST_1, "decode.max_tokens": AT_LEAST_1,
-    "decode.temperature": POSITIVE, "decode.top_k": AT_LEAST_0, "decode.top_p": Range(0, 1, lo_open=True),
-    "decode.seed": AT_LEAST_0, "decode.no_repeat_ngram_size": AT_LEAST_0,
-    "decode.repetition_penalty": AT_LEAST_1,
-    "decode.confidence": Range(), "decode.confidence_min_pieces": AT_LEAST_0,
-    "decode.confidence_min_distinct": Range(0, 1),
+    "decode.search.beam": AT_LEAST_1, "decode.search.alpha": AT_LEAST_0, "decode.search.n_best": AT_LEAST_1,
+    "decode.search.max_len_a": AT_LEAST_0, "decode.search.max_len_b": AT_LEAST_0,
+    "decode.search.temperature": POSITIVE, "decode.search.top_k": AT_LEAST_0,
+    "decode.search.top_p": Range(0, 1, lo_open=True), "decode.search.seed": AT_LEAST_0,
+    "decode.search.no_repeat_ngram_size": AT_LEAST_0, "decode.search.repetition_penalty": AT_LEAST_1,
+    "decode.calibration.weights": Range(), "decode.calibration.min_pieces": AT_LEAST_0,
+    "decode.calibration.min_distinct": Range(0, 1), "decode.resources.max_tokens": AT_LEAST_1,
     "clean.max_words": AT_LEAST_0, "clean.max_char_ratio": AT_LEAST_0, "clean.ratio_min_chars": AT_LEAST_0,
     "clean.max_overlap": Range(0, 1), "clean.min_script_share": Range(0, 1),
     "clean.langid_threshold": Range(0, 1),
@@ -154,19 +155,19 @@ def short_repr(value: Any) -> str:
 def check_values(cfg: Config) -> None:
     """MTError for the first value of `cfg` out of its range or inconsistent with another."""
     for key, allowed in RANGES.items():  # ranges first: the checks below divide by some of these
-        section, name = key.split(".")
-        value = getattr(getattr(cfg, section), name)
-        if section == "train" and name in SHARE_KEYS and isinstance(value, str):
+        *sections, name = key.split(".")
+        value = getattr(functools.reduce(getattr, sections, cfg), name)
+        if sections == ["train"] and name in SHARE_KEYS and isinstance(value, str):
             parse_share(key, value)
         else:
             check_range(key, value, allowed)
-    m, d = cfg.model, cfg.decode
+    m, d = cfg.model, cfg.decode.search
     if m.d_model % m.heads != 0:
         raise MTError(f"config key 'model.heads': d_model={m.d_model} is not divisible by heads={m.heads}")
     if m.d_model % 2 != 0:
         raise MTError(f"config key 'model.d_model': must be even for sinusoidal positions, got {m.d_model}")
     if d.n_best > d.beam and not d.sampling:  # sampling draws n_best samples, whatever the beam
-        raise MTError(f"config key 'decode.n_best': {d.n_best} exceeds decode.beam={d.beam}")
+        raise MTError(f"config key 'decode.search.n_best': {d.n_best} exceeds decode.search.beam={d.beam}")
     tok = cfg.tokenizer
     if tok.type == "bpe" and tok.sampling_alpha >= 1:
         raise MTError(f"config key 'tokenizer.sampling_alpha': with a bpe tokenizer it is the "

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from mt.config import Config, DataConfig
+from mt.config import Config, DataConfig, DecodeConfig, SearchConfig, TextConfig
 from mt.config_checks import check_values, short_repr
 from mt.errors import MTError
 from mt.textio import atomic_write
@@ -130,9 +130,44 @@ def _build_list(item_cls: type, value: Any, where: str, parent_cls: type,
                  for i, item in enumerate(value))
 
 
+# The decode section's keys before it was split by concern (configs and checkpoints of e168eae and
+# earlier): the section and name each moved to. Such a flat key still loads, and `--set decode.beam=4`
+# still sets decode.search.beam.
+MOVED_DECODE_KEYS: dict[str, tuple[str, str]] = {
+    **{f.name: ("search", f.name) for f in dataclasses.fields(SearchConfig)},
+    **{f.name: ("text", f.name) for f in dataclasses.fields(TextConfig)},
+    "confidence": ("calibration", "weights"), "confidence_min_pieces": ("calibration", "min_pieces"),
+    "confidence_min_distinct": ("calibration", "min_distinct"),
+    "max_tokens": ("resources", "max_tokens"), "precision": ("resources", "precision"),
+}
+
+
+def moved_decode_keys(raw: Any, where: str = "decode") -> Any:
+    """A decode section with its flat keys moved into their sections (`MOVED_DECODE_KEYS`); a key
+    given both ways is an error naming both. Anything but a mapping is left for `_build` to refuse."""
+    if not isinstance(raw, dict) or not any(key in MOVED_DECODE_KEYS for key in raw):
+        return raw
+    out = {key: (dict(value) if isinstance(value, dict) else value) for key, value in raw.items()
+           if key not in MOVED_DECODE_KEYS}
+    for key, value in raw.items():
+        if key not in MOVED_DECODE_KEYS:
+            continue
+        section, name = MOVED_DECODE_KEYS[key]
+        node = out.setdefault(section, {})
+        if not isinstance(node, dict):
+            raise MTError(f"config section '{where}.{section}': expected a mapping, got {short_repr(node)}")
+        if name in node:
+            raise MTError(f"config key '{where}.{key}': moved to {where}.{section}.{name}, which is given "
+                          f"too; keep one")
+        node[name] = value
+    return out
+
+
 def _build(cls: type, raw: Any, prefix: str) -> Any:
     if not isinstance(raw, dict):
         raise MTError(f"config section '{prefix or 'top level'}': expected a mapping, got {short_repr(raw)}")
+    if cls is DecodeConfig:
+        raw = moved_decode_keys(raw, prefix)
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     kwargs: dict[str, Any] = {}
@@ -211,8 +246,12 @@ def _parse_override(text: str) -> tuple[list[str], Any]:
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply `section.key=value` overrides (values parsed as YAML scalars) to a raw config dict."""
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    if "decode" in raw:  # flat keys of an older config moved first, where a --set would put them
+        raw["decode"] = moved_decode_keys(raw["decode"], "decode")
     for text in overrides:
         parts, value = _parse_override(text)
+        if len(parts) == 2 and parts[0] == "decode" and parts[1] in MOVED_DECODE_KEYS:
+            parts = ["decode", *MOVED_DECODE_KEYS[parts[1]]]
         node = raw
         for part in parts[:-1]:
             child = node.get(part)

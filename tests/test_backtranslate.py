@@ -34,7 +34,7 @@ LINES = 60
 def reverse_ckpt(tiny_run: Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random de->en tiny model on the tiny run's joint tokenizer, short outputs."""
     data = dataclasses.replace(tiny_run.data, src_lang="de", tgt_lang="en", pairs=())
-    decode = dataclasses.replace(tiny_run.decode, max_len_a=0.5, max_len_b=3)
+    decode = dataclasses.replace(tiny_run.decode, search=dataclasses.replace(tiny_run.decode.search, max_len_a=0.5, max_len_b=3))
     cfg = dataclasses.replace(tiny_run, data=data, decode=decode)
     tokenizer = Tokenizer.from_files(tiny_run.run_dir)
     torch.manual_seed(0)
@@ -84,7 +84,7 @@ def test_sampled_output_aligned_and_independent_of_chunking(reverse_ckpt, mono, 
     assert len(synthetic) == LINES and synthetic[7] == "" and all(synthetic[i] for i in range(LINES) if i != 7)
     manifest = json.loads((reference / "manifest.json").read_text())
     assert manifest["input_lines"] == LINES and manifest["counts"]["empty"] == 1 and manifest["mode"] == "sampling"
-    assert manifest["decode"]["top_k"] == 20 and manifest["decode"]["seed"] == 3
+    assert manifest["decode"]["search"]["top_k"] == 20 and manifest["decode"]["search"]["seed"] == 3
     assert len(manifest["models"][0]["sha256"]) == 64 and not (reference / "progress.json").exists()
     code, _, err = _bt(monkeypatch, capsys, reverse_ckpt, mono, tmp_path / "b", "--top-k", "20", "--seed", "3",
                        "--chunk-lines", "7", "--max-tokens", "300")

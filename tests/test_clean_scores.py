@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from mt.config import DecodeConfig
+from mt.config import DecodeConfig, ResourcesConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.forced import score_pairs
 from mt.deploy.loading import load_model
@@ -37,7 +37,7 @@ def direction(path: Path) -> Direction:
 
 def test_cost_is_the_formula_over_both_directions(checkpoints: dict[str, Path], one_thread: None) -> None:
     fwd, bwd = direction(checkpoints["fwd"]), direction(checkpoints["bwd"])
-    decode = DecodeConfig(max_tokens=4000)
+    decode = DecodeConfig(resources=ResourcesConfig(max_tokens=4000))
     got = DualXent(fwd, bwd, decode, "cpu").costs(SRC, TGT)
     h_a = np.array([-s.per_token for s in score_pairs(fwd.model, fwd.tokenizer, SRC, TGT, decode,
                                                        max_positions=fwd.max_positions, device="cpu")])

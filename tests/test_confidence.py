@@ -17,7 +17,7 @@ from test_train import copy_run
 
 import mt.train.confidence_fit
 import mt.train.loop
-from mt.config import Config, DecodeConfig
+from mt.config import CalibrationConfig, Config, DecodeConfig, SearchConfig
 from mt.data.tokenizer import UNK_ID
 from mt.decode.confidence import (
     DEFAULT,
@@ -68,7 +68,7 @@ def scored(source: str, output: str, log_prob: float, tokens: int = 5) -> Scored
 
 
 def test_confidence_from_a_score_a_repetition_and_nothing():
-    decode = DecodeConfig(alpha=0.8, length_penalty="gnmt")
+    decode = DecodeConfig(search=SearchConfig(alpha=0.8, length_penalty="gnmt"))
     log_prob = -3.25
     score = log_prob / float(length_penalty(7.0, alpha=0.8, kind="gnmt"))
     assert log_prob_of(score, 6, decode) == pytest.approx(log_prob)  # the engine's score, undone exactly
@@ -76,20 +76,21 @@ def test_confidence_from_a_score_a_repetition_and_nothing():
     assert 0.0 < bad.confidence(decode) < good.confidence(decode) < 1.0
     assert good.features()[FEATURES.index("unknown_share")] == pytest.approx(1 / 5)
     assert good.confidence(decode) == calibrated(good.features(), DEFAULT)  # no calibration: the default
-    calibrated_decode = dataclasses.replace(decode, confidence=(0.0,) * len(FEATURES) + (2.0,))
+    calibrated_decode = dataclasses.replace(decode, calibration=CalibrationConfig((0.0,) * len(FEATURES) + (2.0,)))
     assert good.confidence(calibrated_decode) == pytest.approx(1 / (1 + math.exp(-2.0)))
     loop = scored("A man rides.", "Ein Mannnnnnnnnn fährt.", -1.0)  # same log-prob, a character loop
     assert loop.confidence(decode) <= FLAGGED < good.confidence(decode)
     assert scored("  ", "", 0.0).confidence(decode) == 1.0  # an empty line: certainly empty
     # a source shorter than the calibration's shortest: at most UNCALIBRATED, however probable its output
-    sure = dataclasses.replace(calibrated_decode, confidence=(0.0,) * len(FEATURES) + (5.0,), confidence_min_pieces=5)
+    sure = dataclasses.replace(calibrated_decode, calibration=CalibrationConfig((0.0,) * len(FEATURES) + (5.0,),
+                                                                            min_pieces=5))
     short = Scored("Menu", "Männer.", [10, 11], 2, -0.1)
     assert short.confidence(sure) == UNCALIBRATED < LOW < good.confidence(sure)
-    assert short.confidence(dataclasses.replace(sure, confidence_min_pieces=0)) > LOW  # a fit without the bound
+    assert short.confidence(dataclasses.replace(sure, calibration=dataclasses.replace(sure.calibration, min_pieces=0))) > LOW  # a fit without the bound
     assert short.confidence(decode) <= UNCALIBRATED  # DEFAULT's bound (DEFAULT_MIN_PIECES)
     said_again = Scored("no no no no no", "freie nackte Oberkörper", [10, 10, 10, 10, 10], 4, -0.1)
-    assert said_again.confidence(dataclasses.replace(sure, confidence_min_distinct=0.6)) == UNCALIBRATED
-    assert said_again.confidence(dataclasses.replace(sure, confidence_min_distinct=0.2)) > LOW  # as repetitive as the fit's
+    assert said_again.confidence(dataclasses.replace(sure, calibration=dataclasses.replace(sure.calibration, min_distinct=0.6))) == UNCALIBRATED
+    assert said_again.confidence(dataclasses.replace(sure, calibration=dataclasses.replace(sure.calibration, min_distinct=0.2))) > LOW  # as repetitive as the fit's
     # a letter drawn out past any word's spelling (four in a row, any case) is outside every calibration
     drawn = Scored("Hmmmmmm okay then", "Menschen beim Hirmen", [10, 11, 12, 13, 14, 15], 4, -0.1)
     assert drawn.confidence(sure) == UNCALIBRATED and Scored("NOOOO way, man", "x", [10] * 6, 1, -0.1).confidence(sure) == UNCALIBRATED
@@ -106,7 +107,7 @@ def test_scored_translation_is_plain_translation_with_a_confidence(random_ckpt: 
     model, tok, cfg = ckpt.model("cpu"), ckpt.tokenizer, ckpt.config
     lines = ["a b c d", "", "e f g", "a a a a a a a a"]
     for beam in (1, 3):
-        decode = dataclasses.replace(cfg.decode, beam=beam, no_repeat_ngram_size=2)
+        decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=beam, no_repeat_ngram_size=2))
         found = search_lines(model, tok, lines, decode, device="cpu").scored()
         assert [s.output for s in found] == translate_lines(model, tok, lines, decode, device="cpu")
         assert all(0.0 <= s.confidence(decode) <= 1.0 for s in found) and found[1].confidence(decode) == 1.0
@@ -125,7 +126,7 @@ def test_mt_translate_scores(random_ckpt: Path, tmp_path: Path):
     run = subprocess.run([sys.executable, "-m", "mt", "translate", "-c", str(random_ckpt), "-i", str(src), "--beam",
                           "2", "--no-repeat-ngram", "2", "--scores"], capture_output=True, text=True, check=True)
     ckpt = read_checkpoint(random_ckpt)
-    decode = dataclasses.replace(ckpt.config.decode, beam=2, no_repeat_ngram_size=2)
+    decode = dataclasses.replace(ckpt.config.decode, search=dataclasses.replace(ckpt.config.decode.search, beam=2, no_repeat_ngram_size=2))
     expected = translate_texts_scored(ckpt.model("cpu"), ckpt.tokenizer, src.read_text().splitlines(), decode,
                                       device="cpu", segmenter=segmenter_for(ckpt.config.data.pairs[0].src_lang))
     assert run.stdout.splitlines() == [f"{c:.3f}\t{t}" for t, c in expected] and expected[1] == ("", 1.0)
@@ -134,7 +135,7 @@ def test_mt_translate_scores(random_ckpt: Path, tmp_path: Path):
     with pytest.raises(MTError, match="--no-repeat-ngram: must be 0"):
         apply_overrides(decode, DecodeOverrides(no_repeat_ngram=-1))
     flags = apply_overrides(DecodeConfig(), DecodeOverrides(no_repeat_ngram=4, repetition_penalty=1.2))
-    assert (flags.no_repeat_ngram_size, flags.repetition_penalty) == (4, 1.2)
+    assert (flags.search.no_repeat_ngram_size, flags.search.repetition_penalty) == (4, 1.2)
 
 
 def test_a_run_with_fit_confidence_stores_its_calibration(tmp_path: Path, tiny_run: Config,
@@ -146,9 +147,9 @@ def test_a_run_with_fit_confidence_stores_its_calibration(tmp_path: Path, tiny_r
     state = load_checkpoint(final)
     fit = state["confidence_fit"]
     assert fit["valid_sentences"] == 20 and fit["features"] == list(FEATURES)
-    assert state["config"]["decode"]["confidence"] == fit["weights"] and len(fit["weights"]) == len(FEATURES) + 1
-    assert read_checkpoint(final).config.decode.confidence == tuple(fit["weights"])  # what translate and serve use
-    assert read_checkpoint(final).config.decode.confidence_min_pieces == fit["min_source_pieces"] > 0
-    assert read_checkpoint(final).config.decode.confidence_min_distinct == fit["min_distinct_share"] > 0
+    assert state["config"]["decode"]["calibration"]["weights"] == fit["weights"] and len(fit["weights"]) == len(FEATURES) + 1
+    assert read_checkpoint(final).config.decode.calibration.weights == tuple(fit["weights"])  # what translate and serve use
+    assert read_checkpoint(final).config.decode.calibration.min_pieces == fit["min_source_pieces"] > 0
+    assert read_checkpoint(final).config.decode.calibration.min_distinct == fit["min_distinct_share"] > 0
     assert "confidence fitted on 20 val sentences" in (cfg.run_dir / "train.log").read_text()
     assert torch.isfinite(torch.tensor(fit["weights"])).all()

@@ -6,9 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from mt.config import Config
+from mt.config import (
+    CalibrationConfig,
+    Config,
+    DecodeConfig,
+    ResourcesConfig,
+    SearchConfig,
+    TextConfig,
+)
 from mt.config_checks import parse_duration
-from mt.config_load import config_from_dict, load_config, save_config
+from mt.config_load import config_from_dict, config_to_dict, load_config, save_config
 from mt.errors import MTError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,6 +85,34 @@ def test_value_checks() -> None:
         config_from_dict({"model": {"d_model": 100, "heads": 3}})
     with pytest.raises(MTError, match="'tokenizer.workers': must be positive"):
         config_from_dict({"tokenizer": {"workers": 0}})
+
+
+def test_decode_is_split_by_concern_and_its_old_flat_keys_still_load(tmp_path: Path) -> None:
+    """A config or checkpoint of before the sections (e168eae) wrote `decode.beam`, `decode.protect`,
+    `decode.confidence`...: each lands in its section, and `--set` takes either spelling."""
+    flat = {"beam": 3, "alpha": 0.8, "no_repeat_ngram_size": 2, "protect": ["urls"], "case": False,
+            "confidence": [0.5] * 8, "confidence_min_pieces": 4, "confidence_min_distinct": 0.5,
+            "max_tokens": 900, "precision": "bf16", "bleu_tokenize": "char"}
+    decode = config_from_dict({"decode": flat}).decode
+    assert decode == DecodeConfig(
+        search=SearchConfig(beam=3, alpha=0.8, no_repeat_ngram_size=2),
+        text=TextConfig(protect=("urls",), case=False),
+        calibration=CalibrationConfig(weights=(0.5,) * 8, min_pieces=4, min_distinct=0.5),
+        resources=ResourcesConfig(max_tokens=900, precision="bf16"), bleu_tokenize="char")
+    assert config_to_dict(Config(decode=decode))["decode"]["search"]["beam"] == 3  # written in sections
+    old = _write(tmp_path, "decode:\n  beam: 3\n  n_best: 2\n")
+    assert load_config(old, ["decode.beam=4"]).decode.search.beam == 4  # the old spelling over an old file
+    assert load_config(old, ["decode.search.beam=6", "decode.text.ending=false"]).decode == DecodeConfig(
+        search=SearchConfig(beam=6, n_best=2), text=TextConfig(ending=False))
+    with pytest.raises(MTError) as e:
+        config_from_dict({"decode": {"beam": 3, "search": {"beam": 4}}})
+    assert str(e.value) == "config key 'decode.beam': moved to decode.search.beam, which is given too; keep one"
+    with pytest.raises(MTError, match=r"unknown config key 'decode.search.bema' \(did you mean 'beam'\?\)"):
+        load_config(old, ["decode.search.bema=2"])
+    with pytest.raises(MTError, match="config key 'decode.search.n_best': 3 exceeds decode.search.beam=2"):
+        config_from_dict({"decode": {"beam": 2, "n_best": 3}})
+    with pytest.raises(MTError, match="'decode.search.top_p': must be in"):
+        load_config(old, ["decode.top_p=0"])
 
 
 def test_missing_and_invalid_yaml(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-from mt.config import DecodeConfig, ModelConfig
+from mt.config import DecodeConfig, ModelConfig, SearchConfig
 from mt.data.batching import collate_source
 from mt.data.tokenizer import EOS_ID, UNK_ID
 from mt.decode import engine as engine_module
@@ -169,7 +169,7 @@ def test_ensembles_and_greedy_search_batch_keep_constraints(model):
                                                        forbid_unk=True))
         assert alone == search(model, sources, constraints)  # an ensemble of one is the model
         for m in (pair, model):  # decode.beam 1: a small constrained beam, not greedy
-            out = search_batch(m, src, mask, DecodeConfig(beam=1, max_len_a=1.0, max_len_b=12), constraints=constraints)
+            out = search_batch(m, src, mask, DecodeConfig(search=SearchConfig(beam=1, max_len_a=1.0, max_len_b=12)), constraints=constraints)
             assert all(contains(o, c) for o, cons in zip(out, constraints) for c in cons)
 
 
@@ -201,7 +201,7 @@ LINES = ["the cat sat", "no term here", "dogs run", "new york cat", "", "another
 
 @pytest.mark.parametrize("beam", [1, 3])
 def test_translate_lines_keeps_terms_and_leaves_sentences_without_terms_unchanged(model, beam):
-    decode = DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=6)
+    decode = DecodeConfig(search=SearchConfig(beam=beam, max_len_a=1.0, max_len_b=6))
     plain = translate_lines(model, Chars(), LINES, decode, device="cpu")
     spy = Spy(model)
     kept = translate_lines(spy, Chars(), LINES, decode, device="cpu", glossary=TERMS)
@@ -215,7 +215,7 @@ def test_translate_lines_keeps_terms_and_leaves_sentences_without_terms_unchange
 
 
 def test_terms_inside_paragraphs_are_kept_sentence_by_sentence(model):
-    decode = DecodeConfig(beam=1, max_len_a=1.0, max_len_b=6)
+    decode = DecodeConfig(search=SearchConfig(beam=1, max_len_a=1.0, max_len_b=6))
     text = "No term here.  The cat sat!\nAnother line."
     out = translate_texts(model, Chars(), [text], decode, device="cpu", segmenter=segmenter_for("en"), glossary=TERMS)
     plain = translate_texts(model, Chars(), [text], decode, device="cpu", segmenter=segmenter_for("en"))
@@ -227,4 +227,4 @@ def test_terms_inside_paragraphs_are_kept_sentence_by_sentence(model):
 def test_sampling_with_constraints_is_refused(model):
     src, mask = collate_source([[5, 6]])
     with pytest.raises(engine_module.MTError, match="--sampling .* cannot keep a glossary's terms"):
-        search_batch(model, src, mask, DecodeConfig(sampling=True), constraints=[[[5]]])
+        search_batch(model, src, mask, DecodeConfig(search=SearchConfig(sampling=True)), constraints=[[[5]]])

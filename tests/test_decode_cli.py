@@ -76,8 +76,7 @@ def test_sampling_same_seed_same_file_other_seed_other_file(ckpt, source, tmp_pa
              for i, line in enumerate(lines)]
     assert alone == first
     # the greedy search as it is (a sample is never searched again for a loop: NativeEngine.loops)
-    greedy = translate_lines(NativeEngine(model, "cpu"), tokenizer, lines, dataclasses.replace(decode, sampling=False,
-                                                                                           beam=1), device="cpu")
+    greedy = translate_lines(NativeEngine(model, "cpu"), tokenizer, lines, dataclasses.replace(decode, search=dataclasses.replace(decode.search, sampling=False, beam=1)), device="cpu")
     assert greedy != first  # sampling is not search
     cold = sample("cold.txt", "--temperature", "1e-6")
     assert cold == greedy
@@ -116,10 +115,10 @@ def test_flag_checks_and_config_ranges(ckpt, source, monkeypatch, capsys):  # no
     fails("--sampling", "--beam", "4", needle="--beam")
     base = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
     for key, value in (("temperature", "0"), ("top_k", "-3"), ("top_p", "0"), ("top_p", "1.2")):
-        with pytest.raises(MTError, match=f"decode.{key}"):
+        with pytest.raises(MTError, match=f"decode.search.{key}"):
             load_config(base, [f"decode.{key}={value}"])
     cfg = load_config(base, ["decode.sampling=true", "decode.n_best=8", "decode.top_p=0.9"])
-    assert cfg.decode.sampling and cfg.decode.n_best == 8  # samples may exceed the beam
+    assert cfg.decode.search.sampling and cfg.decode.search.n_best == 8  # samples may exceed the beam
 
 
 def test_ensemble_translate_and_evaluate(ckpt, ckpt2, small_data, source, tmp_path, monkeypatch, capsys):  # noqa: F811

@@ -62,8 +62,8 @@ def test_a_run_with_fit_alpha_stores_the_chosen_alpha_in_its_final_checkpoint(
     real_bleu, seen = Validator.bleu, []
 
     def bleu_with_a_peak(self: Validator, model: object, decode: DecodeConfig, max_sentences: int) -> float:
-        seen.append((decode.alpha, max_sentences))
-        return real_bleu(self, model, decode, max_sentences) + 3.0 - 2.0 * abs(decode.alpha - 1.4)
+        seen.append((decode.search.alpha, max_sentences))
+        return real_bleu(self, model, decode, max_sentences) + 3.0 - 2.0 * abs(decode.search.alpha - 1.4)
 
     monkeypatch.setattr(Validator, "bleu", bleu_with_a_peak)
     monkeypatch.setattr(mt.train.decode_fit, "FIT_SENTENCES", 20)  # of the 1,014 val lines: a cheap test
@@ -72,13 +72,13 @@ def test_a_run_with_fit_alpha_stores_the_chosen_alpha_in_its_final_checkpoint(
     final = mt.train.loop.train(cfg)
     state = load_checkpoint(final)
     fit = state["decode_fit"]
-    assert fit["was"] == tiny_run.decode.alpha and fit["beam"] == tiny_run.decode.beam
-    assert fit["alpha"] == pytest.approx(1.4) and state["config"]["decode"]["alpha"] == fit["alpha"]
+    assert fit["was"] == tiny_run.decode.search.alpha and fit["beam"] == tiny_run.decode.search.beam
+    assert fit["alpha"] == pytest.approx(1.4) and state["config"]["decode"]["search"]["alpha"] == fit["alpha"]
     assert sorted(float(a) for a in fit["valid_bleu"]) == sorted(alpha for alpha, _ in seen)
     assert {n for _, n in seen} == {20} and fit["valid_sentences"] == 20  # FIT_SENTENCES, not validation's 3
     # what translate, evaluate and serve start from: the checkpoint's decode section
     stored = read_checkpoint(final).config.decode
-    assert apply_overrides(stored, DecodeOverrides()).alpha == fit["alpha"]
+    assert apply_overrides(stored, DecodeOverrides()).search.alpha == fit["alpha"]
     log = (cfg.run_dir / "train.log").read_text()
     assert "decoding fitted on 20 val sentences (beam 2" in log and f"stored in {final.name}" in log
     # a finished run resumed: the fit is there, nothing is done twice
@@ -105,13 +105,13 @@ def test_the_average_is_kept_or_dropped_by_beam_bleu_on_the_fits_lines(
                    threads=1, valid_max_sentences=3)
     final = mt.train.loop.train(cfg)
     ckpts = cfg.run_dir / "checkpoints"
-    assert calls == [tiny_run.decode.alpha] * 2
+    assert calls == [tiny_run.decode.search.alpha] * 2
     assert final == ckpts / ("averaged.pt" if averaged_wins else "best.pt")
     assert (ckpts / "averaged.pt").is_file() == averaged_wins
     [record] = [r for r in map(json.loads, (cfg.run_dir / "metrics.jsonl").read_text().splitlines())
                 if r["kind"] == "averaged"]
     assert (record["beam_bleu"], record["best_beam_bleu"]) == ((51.0, 50.0) if averaged_wins else (49.0, 50.0))
     fit = load_checkpoint(final)["decode_fit"]
-    assert fit["valid_bleu"][str(round(tiny_run.decode.alpha, 2))] == (51.0 if averaged_wins else 50.0)
+    assert fit["valid_bleu"][str(round(tiny_run.decode.search.alpha, 2))] == (51.0 if averaged_wins else 50.0)
     log = (cfg.run_dir / "train.log").read_text()
     assert "val BLEU on 20 sentences" in log

@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mt.config import DecodeConfig, ModelConfig, TokenizerConfig
+from mt.config import DecodeConfig, ModelConfig, SearchConfig, TokenizerConfig
 from mt.data.batching import collate_source
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_sentencepiece
 from mt.decode import engine as engine_module
@@ -91,7 +91,7 @@ def test_decode_tgt_cuts_at_eos_drops_pad_and_bos_and_takes_arrays(tokenizer: To
 @pytest.mark.parametrize("beam", [1, 3])
 def test_translating_a_batch_equals_translating_each_line_alone(model: Transformer, tokenizer: Tokenizer,
                                                                 beam: int) -> None:
-    decode = DecodeConfig(beam=beam, max_len_a=1.0, max_len_b=3)
+    decode = DecodeConfig(search=SearchConfig(beam=beam, max_len_a=1.0, max_len_b=3))
     cut = sum(len(ids) > 31 for ids in tokenizer.encode_src([line.strip() for line in ODD_LINES]))
     assert 0 < cut < 6  # of the 6 non-empty lines some are cut to max_positions - 1 = 31 pieces, some not
     with pytest.warns(MTWarning, match=f"{cut} of 8 source lines longer than 31 pieces are truncated"):
@@ -116,7 +116,7 @@ def test_small_searches_run_on_one_thread_and_restore_the_count(model: Transform
     torch.set_num_threads(2)
     try:
         native = NativeEngine(model, "cpu")
-        greedy, beam5 = DecodeConfig(beam=1, max_len_b=2), DecodeConfig(beam=5, max_len_b=2)
+        greedy, beam5 = DecodeConfig(search=SearchConfig(beam=1, max_len_b=2)), DecodeConfig(search=SearchConfig(beam=5, max_len_b=2))
         native.search_ids([[5, 6, 7]], greedy, n_best=None, sentence_ids=[0])  # 1 row
         native.search_ids([[5, 6, 7]], beam5, n_best=None, sentence_ids=[0])  # 5 rows
         native.search_ids([[5, 6], [7]], beam5, n_best=None, sentence_ids=[0, 1])  # 10 rows: torch's count

@@ -65,7 +65,7 @@ def test_select_bleu_keeps_the_closest_of_the_nbest(tiny_base, tiny_config, tmp_
     decode = apply_overrides(loaded.config.decode, DecodeOverrides(n_best=3))
     folder = generate(cfg, teacher, decode, select_bleu=True, chunk_lines=5, report=lambda _: None)
     src, ref = read_split(cfg.data, "train")
-    nbest = search_lines(loaded.engine, loaded.tokenizer, src[:12], decode, n_best=decode.n_best, device="cpu").nbest()
+    nbest = search_lines(loaded.engine, loaded.tokenizer, src[:12], decode, n_best=decode.search.n_best, device="cpu").nbest()
     got = (folder / "train.de").read_text(encoding="utf-8").splitlines()
     assert got == [n[best_by_sentence_bleu([t for t, _ in n], r, "13a")][0] for n, r in zip(nbest, ref)]
     assert json.loads((folder / "manifest.json").read_text())["select"] == "sentence_bleu"

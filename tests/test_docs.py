@@ -411,7 +411,7 @@ def test_config_reference_is_current():
 
 def test_config_reference_names_every_key():
     table = config_reference.reference()
-    for key in ("train.time_budget", "model.norm", "decode.top_p", "data.pairs", "data.pairs[].tgt_lang"):
+    for key in ("train.time_budget", "model.norm", "decode.search.top_p", "decode.text.protect", "data.pairs", "data.pairs[].tgt_lang"):
         assert f"`{key}`" in table
 
 

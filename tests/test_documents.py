@@ -237,7 +237,7 @@ def test_cli_translates_subtitles_and_documents(random_ckpt, tmp_path, monkeypat
         (c.index, c.start, c.end, c.proprietary) for c in source]
     plain = [" ".join(c.content.split()) for c in source if "<" not in c.content]
     want = [rewrap(t, 2 if "\n" in s.content else 1) for t, s in zip(
-        translate_lines(model, tokenizer, plain, dataclasses.replace(cfg.decode, beam=1), device="cpu"), [source[0], source[2]])]
+        translate_lines(model, tokenizer, plain, dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=1)), device="cpu"), [source[0], source[2]])]
     assert [out[0].content, out[2].content] == want
     (tmp_path / "report.docx").write_bytes(_docx())
     code, _, err = run_cli(monkeypatch, capsys, "translate", "-c", random_ckpt, "-i", tmp_path / "report.docx",

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mt.config import DecodeConfig, TokenizerConfig
+from mt.config import DecodeConfig, TextConfig, TokenizerConfig
 from mt.data.tokenizer import train_sentencepiece
 from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.translate import translate_texts
@@ -86,7 +86,7 @@ def test_the_switch_and_the_cheap_fast_path() -> None:
     assert off.render(" Änderungen  speichern. ") == " Änderungen  speichern. "
     # only the ending applies: the translation as it came, spaces and all, without its final stop
     assert p.render(" Änderungen  speichern. ") == " Änderungen  speichern "
-    assert DecodeConfig().ending and DecodeConfig().case
+    assert DecodeConfig().text.ending and DecodeConfig().text.case
 
 
 @pytest.mark.parametrize("segment", ["Save changes.", "the cat sat on the mat.", "Is it saved?!", "",
@@ -210,13 +210,13 @@ class FullStopEngine(CopyEngine):
 def test_translate_texts_and_the_server_apply_both_rules(random_ckpt: Path) -> None:
     loaded = load_model([random_ckpt], "cpu")
     tok, seg = loaded.tokenizer, segmenter_for("en")
-    engine, decode = FullStopEngine(tok), dataclasses.replace(loaded.config.decode, beam=1)
+    engine, decode = FullStopEngine(tok), dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=1))
     # the tiny vocabulary holds no capitals: 'É' is two byte pieces, 'é' one
     assert not truecaser(tok)("Éa") and truecaser(tok)("Gà")  # a tie ('G' one byte, 'g' one piece) keeps it
     texts = ["éa gà", "Dà bé. Éa gà", "{0} éa gà", "éa {0}", "éa gà."]
     assert translate_texts(engine, tok, texts, decode, device="cpu", segmenter=seg) == \
         ["Éa gà", "Dà bé. Éa gà", "{0} éa gà", "Éa {0}", "Éa gà."]
-    off = dataclasses.replace(decode, ending=False)
+    off = dataclasses.replace(decode, text=dataclasses.replace(decode.text, ending=False))
     assert translate_texts(engine, tok, texts, off, device="cpu", segmenter=seg) == \
         ["Éa gà.", "Dà bé. Éa gà.", "{0} éa gà.", "Éa {0}.", "Éa gà."]
 
@@ -236,7 +236,7 @@ def test_the_render_stage_applies_both_rules(random_ckpt: Path) -> None:
     prepared = prepare_segments(["{0} éa gà", "bé gà", "bé gà."], tok, DecodeConfig())
     hyps = [[("Éa gà.", -1.0)], [("Bé gà.", -1.0), ("Gà…", -2.0)], [("Bé gà.", -1.0)]]
     assert rendered(prepared, hyps) == [[("{0} éa gà", -1.0)], [("Bé gà", -1.0), ("Gà…", -2.0)], [("Bé gà.", -1.0)]]
-    off = prepare_segments(["bé gà"], tok, DecodeConfig(ending=False))
+    off = prepare_segments(["bé gà"], tok, DecodeConfig(text=TextConfig(ending=False)))
     assert rendered(off, [[("Bé gà.", -1.0)]]) == [[("Bé gà.", -1.0)]]
 
 
@@ -249,13 +249,13 @@ def test_the_ending_flags() -> None:
     from mt.serve.settings import ServeSettings
 
     decode = DecodeConfig()
-    assert apply_overrides(decode, DecodeOverrides()).ending
-    assert not apply_overrides(decode, DecodeOverrides(ending=False)).ending
+    assert apply_overrides(decode, DecodeOverrides()).text.ending
+    assert not apply_overrides(decode, DecodeOverrides(ending=False)).text.ending
     translate = typer.main.get_command(app).commands["translate"]  # type: ignore[attr-defined]
     assert any("--no-ending" in (param.secondary_opts or []) for param in translate.params)
     flags = {"api_keys": None, "cors_origins": []}
     assert ServeSettings.from_flags(**flags).ending is None  # the checkpoint's decode.ending
     from mt.deploy.tiny import tiny_config
 
-    assert server_decode(ServeSettings.from_flags(**flags), tiny_config())[0].ending
-    assert not server_decode(ServeSettings.from_flags(**flags, ending=False), tiny_config())[0].ending
+    assert server_decode(ServeSettings.from_flags(**flags), tiny_config())[0].text.ending
+    assert not server_decode(ServeSettings.from_flags(**flags, ending=False), tiny_config())[0].text.ending

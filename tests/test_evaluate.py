@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from mt.cli import main
-from mt.config import Config, DecodeConfig
+from mt.config import Config, DecodeConfig, SearchConfig
 from mt.data.corpus import read_split
 from mt.data.tokenizer import EOS_ID, Tokenizer
 from mt.decode.overrides import DecodeOverrides, apply_overrides
@@ -121,7 +121,7 @@ def test_translate_keeps_line_count_and_order(ckpt, loaded, small_data, tmp_path
     code, stdout, err = run_cli(monkeypatch, capsys, "translate", "-c", ckpt, "-i", inp)
     assert code == 0, err
     decode = apply_overrides(cfg.decode, DecodeOverrides())
-    assert decode.beam == 2
+    assert decode.search.beam == 2
     assert stdout.split("\n") == as_mt_translate(loaded, lines, decode) + [""]
 
 
@@ -263,7 +263,7 @@ def test_evaluate_splits_report_table_and_samples(ckpt, small_data, monkeypatch,
         assert len(hyp_path.read_text(encoding="utf-8").splitlines()) == N
         bleu, chrf, ter = sacrebleu_cli(small_data / f"{split}.de", hyp_path)
         assert (report["bleu"], report["chrf"], report["ter"]) == pytest.approx((bleu, chrf, ter), abs=1e-4)
-        assert report["decode"]["beam"] == 1 and report["sentences"] == N
+        assert report["decode"]["search"]["beam"] == 1 and report["sentences"] == N
         assert len(report["checkpoint_sha256"]) == 64 and report["sentences_per_s"] > 0
         assert re.search(rf"^{split}\s+\|\s+\d+\.\d\d \|", stdout, re.M), stdout  # a row of the table
     assert stdout.count("SRC: ") == 4 and stdout.count("REF: ") == 4 and stdout.count("HYP: ") == 4
@@ -280,20 +280,20 @@ def test_score_golden_and_checks():
 def test_overrides_apply_the_rules_between_knobs():
     from mt.config import DecodeConfig
 
-    base = DecodeConfig(beam=2, alpha=0.6)
-    assert apply_overrides(base, DecodeOverrides(alpha=1.0)).alpha == 1.0
-    assert apply_overrides(base, DecodeOverrides(n_best=4)).beam == 4  # raised to n-best
-    assert apply_overrides(DecodeConfig(beam=5, n_best=3), DecodeOverrides(beam=2)).n_best == 2  # capped by it
+    base = DecodeConfig(search=SearchConfig(beam=2, alpha=0.6))
+    assert apply_overrides(base, DecodeOverrides(alpha=1.0)).search.alpha == 1.0
+    assert apply_overrides(base, DecodeOverrides(n_best=4)).search.beam == 4  # raised to n-best
+    assert apply_overrides(DecodeConfig(search=SearchConfig(beam=5, n_best=3)), DecodeOverrides(beam=2)).search.n_best == 2  # capped by it
     with pytest.raises(MTError, match=r"^--n-best 4 exceeds --beam 3$"):
         apply_overrides(base, DecodeOverrides(beam=3, n_best=4))
     with pytest.raises(MTError, match=r"^--beam: must be at least 1, got 0$"):
         apply_overrides(base, DecodeOverrides(beam=0))
     with pytest.raises(MTError, match=r"^--seed: only applies to sampling; add --sampling$"):
         apply_overrides(base, DecodeOverrides(seed=3))
-    sampling = DecodeConfig(sampling=True)
+    sampling = DecodeConfig(search=SearchConfig(sampling=True))
     with pytest.raises(MTError, match=r"^--beam: sampling draws translations, it does not search"):
         apply_overrides(sampling, DecodeOverrides(beam=2))
-    assert apply_overrides(sampling, DecodeOverrides(seed=3, n_best=4)).n_best == 4  # samples, whatever the beam
+    assert apply_overrides(sampling, DecodeOverrides(seed=3, n_best=4)).search.n_best == 4  # samples, whatever the beam
 
 
 def test_overrides_name_each_value_as_its_user_wrote_it():
@@ -311,7 +311,7 @@ def test_overrides_name_each_value_as_its_user_wrote_it():
     with pytest.raises(MTError, match=r"^--max-tokens: must be at least 1, got 0$"):
         apply_overrides(base, DecodeOverrides(max_tokens=0))
     assert DecodeOverrides.from_flags(protect="urls,numbers").protect == ("urls", "numbers")
-    assert apply_overrides(base, DecodeOverrides.from_flags(protect="none", case=False)).protect == ()
+    assert apply_overrides(base, DecodeOverrides.from_flags(protect="none", case=False)).text.protect == ()
 
 
 def test_validation_uses_eval_mode_restores_it_and_scores_as_evaluate_does(loaded, tiny_run: Config):
@@ -337,7 +337,7 @@ def test_validation_uses_eval_mode_restores_it_and_scores_as_evaluate_does(loade
         model.eval()
     assert got == expected
     src, ref = read_split(tiny_run.data, "val")
-    decode = dataclasses.replace(cfg.decode, beam=2, n_best=1, sampling=False)
+    decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=2, n_best=1, sampling=False))
     scores = score(translate_lines(model, tokenizer, src[:N], decode, device="cpu"), ref[:N])
     assert (expected["bleu"], expected["chrf"]) == (scores.bleu, scores.chrf)
     assert expected["chrf"] > 0  # the zeroed-EOS model writes words, so a wrong search would show

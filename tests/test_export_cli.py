@@ -16,7 +16,7 @@ import torch
 from test_evaluate import run_cli
 
 from mt.cli import main
-from mt.config import Config, DecodeConfig, ModelConfig, TokenizerConfig
+from mt.config import Config, DecodeConfig, ModelConfig, SearchConfig, TokenizerConfig
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, train_sentencepiece
 from mt.model.checkpoint import inference_state, save_checkpoint
 from mt.model.transformer import Transformer
@@ -38,7 +38,7 @@ def ckpt(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tok = train_sentencepiece(corpus, corpus, TokenizerConfig(vocab_size=40, joint=True, byte_fallback=False))
     cfg = Config(name="toy", model=ModelConfig(d_model=32, heads=4, encoder_layers=2, decoder_layers=2, d_ff=64,
                                                dropout=0.0, norm="pre", tie_embeddings=False, max_positions=64),
-                 decode=DecodeConfig(beam=4, length_penalty="average", alpha=1.0, max_len_a=1.5, max_len_b=5))
+                 decode=DecodeConfig(search=SearchConfig(beam=4, length_penalty="average", alpha=1.0, max_len_a=1.5, max_len_b=5)))
     torch.manual_seed(0)
     model = Transformer(cfg.model, tok.src_vocab_size, tok.tgt_vocab_size, joint_vocab=True).eval()
     with torch.no_grad():

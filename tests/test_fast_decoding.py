@@ -8,7 +8,7 @@ import torch
 
 import mt.device
 from conftest import require
-from mt.config import ModelConfig
+from mt.config import ModelConfig, SearchConfig
 from mt.decode.search import argmax_rows, topk_candidates
 from mt.device import cpu_isa
 from mt.model import decoder_cache
@@ -203,8 +203,8 @@ def test_bf16_precision_is_opt_in_and_needs_native_bf16(monkeypatch: pytest.Monk
     from mt.errors import MTError
 
     model = _model()
-    decode = apply_overrides(DecodeConfig(beam=2, max_len_b=5), DecodeOverrides())
-    assert decode.precision == "fp32"
+    decode = apply_overrides(DecodeConfig(search=SearchConfig(beam=2, max_len_b=5)), DecodeOverrides())
+    assert decode.resources.precision == "fp32"
     with pytest.raises(MTError, match="--precision"):
         apply_overrides(decode, DecodeOverrides(precision="fp16"))
     bf16 = apply_overrides(decode, DecodeOverrides(precision="bf16"))

@@ -52,8 +52,8 @@ def _beam(model, tok: Tokenizer, cfg: Config, lines: list[str]):
     src, mask = collate_source(ids)
     with torch.inference_mode():
         return beam_search(model, src, mask,
-                           SearchSettings(beam=4, alpha=cfg.decode.alpha,
-                                          length_penalty=cfg.decode.length_penalty, max_len_a=1.0,
+                           SearchSettings(beam=4, alpha=cfg.decode.search.alpha,
+                                          length_penalty=cfg.decode.search.length_penalty, max_len_a=1.0,
                                           max_len_b=3, n_best=4, forbid_unk=True))
 
 
@@ -80,7 +80,7 @@ def test_scores_independent_of_batching_and_in_input_order(setup):
     tgt = ["Ein Hund rennt im Park.", "Zwei Männer spielen Fußball.", "Leer?", "", "Kinder spielen.",
            "Ein Mann fährt Fahrrad."]
     big = score_pairs(model, tok, SRC, tgt, cfg.decode, max_positions=max_positions(model), device="cpu")
-    one_each = dataclasses.replace(cfg.decode, max_tokens=1)
+    one_each = dataclasses.replace(cfg.decode, resources=dataclasses.replace(cfg.decode.resources, max_tokens=1))
     small = score_pairs(model, tok, SRC, tgt, one_each, max_positions=max_positions(model), device="cpu")
     assert [s.log_prob for s in big] == pytest.approx([s.log_prob for s in small], abs=1e-4)
     for i in range(len(SRC)):  # each pair alone gives its line's score
@@ -89,7 +89,7 @@ def test_scores_independent_of_batching_and_in_input_order(setup):
         assert alone.log_prob == pytest.approx(big[i].log_prob, abs=1e-4)
     assert big[3].length == 1  # an empty target is scored as EOS alone
     assert all(s.log_prob < 0 for s in big)
-    kind, alpha = cfg.decode.length_penalty, cfg.decode.alpha
+    kind, alpha = cfg.decode.search.length_penalty, cfg.decode.search.alpha
     assert big[0].normalized == pytest.approx(big[0].log_prob / length_penalty(big[0].length, alpha=alpha, kind=kind))
     model.train()
     score_pairs(model, tok, SRC[:1], tgt[:1], cfg.decode, max_positions=max_positions(model), device="cpu")

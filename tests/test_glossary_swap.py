@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from mt.config import DecodeConfig
+from mt.config import DecodeConfig, SearchConfig
 from mt.data.batching import collate_source
 from mt.decode import forced
 from mt.decode.constrained import constrained_beam_search
@@ -76,7 +76,7 @@ def test_the_engine_chooses_among_given_outputs_apart_from_its_constrained_searc
     sources = [[rng.randint(7, V - 1) for _ in range(5)] for _ in range(4)]
     picks = ((9, 10, 11), (9, 12), (13, 9, 10))
     cons = [Wanted((((20, 21),),)), Wanted((((22,),),))]
-    decode = DecodeConfig(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=10)
+    decode = DecodeConfig(search=SearchConfig(beam=4, alpha=0.6, max_len_a=1.0, max_len_b=10))
     engine = NativeEngine(model, "cpu")
     ranked = engine.choose_ids([sources[0], sources[2]], [picks, picks[:1]], decode, n_best=2)
     best = engine.choose_ids([sources[0]], [picks], decode, n_best=None)
@@ -89,9 +89,9 @@ def test_the_engine_chooses_among_given_outputs_apart_from_its_constrained_searc
         searched = constrained_beam_search(model, src[[1, 3]], mask[[1, 3]], cons,
                                            SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt",
                                                           max_len_a=1.0, max_len_b=10, n_best=2,
-                                                          forbid_unk=decode.forbid_unk, max_len_limit=63,
-                                                          no_repeat_ngram_size=decode.no_repeat_ngram_size,
-                                                          repetition_penalty=decode.repetition_penalty))
+                                                          forbid_unk=decode.search.forbid_unk, max_len_limit=63,
+                                                          no_repeat_ngram_size=decode.search.no_repeat_ngram_size,
+                                                          repetition_penalty=decode.search.repetition_penalty))
     assert ranked[0] == [(h.tokens, h.score) for h in chosen[0]] and len(ranked[0]) == 2
     assert [tokens for tokens, _ in ranked[1]] == [list(picks[0])]  # one candidate: the n-best holds it alone
     assert best == [ranked[0][:1]]  # without an n-best: the one best

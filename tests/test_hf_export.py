@@ -92,7 +92,7 @@ def test_transformers_scores_and_translates_as_mt(exported: dict[str, tuple]) ->
         with torch.no_grad():
             ours = greedy_search(model.eval(), s, mask,
                                  SearchSettings(max_len_a=0.0, max_len_b=12, forbid_unk=True,
-                                                no_repeat_ngram_size=cfg.decode.no_repeat_ngram_size))  # generation_config has it
+                                                no_repeat_ngram_size=cfg.decode.search.no_repeat_ngram_size))  # generation_config has it
             gen = hf.generate(**batch, num_beams=1, max_new_tokens=13)
             for seq, row in zip(ours, gen.tolist()):
                 assert [i for i in row[1:] if i not in (0, EOS_ID)] == seq, name

@@ -56,6 +56,6 @@ def test_import_finetune_evaluate_serve(tmp_path: Path, multi30k_dir: Path, monk
     with server(last, "--beam", "1") as (url, _):
         got = httpx.post(url + "/translate", json={"q": lines[:3], "source": "en", "target": "de"}, timeout=60)
     model, tok, _ = load_for_inference(last, "cpu")
-    want = translate_texts(model, tok, lines[:3], dataclasses.replace(tuned.config.decode, beam=1), device="cpu",
+    want = translate_texts(model, tok, lines[:3], dataclasses.replace(tuned.config.decode, search=dataclasses.replace(tuned.config.decode.search, beam=1)), device="cpu",
                            segmenter=segmenter_for("en", "de"))  # what mt translate writes
     assert got.status_code == 200 and got.json()["translatedText"] == want

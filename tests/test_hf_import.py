@@ -167,7 +167,7 @@ def test_imported_model_exports_to_ctranslate2(tmp_path: Path) -> None:
     import_marian(marian_dir(tmp_path / "hf", seed=4, eos_bias=-2.0), tmp_path / "m.pt")
     model, tok, cfg = load_for_inference(tmp_path / "m.pt", "cpu")
     ct2 = load_model([export_ctranslate2(tmp_path / "m.pt", tmp_path / "ct2")], "cpu")
-    decode = dataclasses.replace(cfg.decode, beam=1, max_len_a=0.0, max_len_b=12)
+    decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=1, max_len_a=0.0, max_len_b=12))
     src = [s for s, _ in LINES[60:72]]
     ours = translate_lines(model, tok, src, decode, device="cpu")
     assert any(ours) and translate_lines(ct2.engine, ct2.tokenizer, src, decode, device="cpu") == ours

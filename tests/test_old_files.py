@@ -29,7 +29,7 @@ EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))[
 def unguarded(cfg: Config) -> DecodeConfig:
     """The checkpoint's decode settings without the loop guard (issue 62), which is on for old
     checkpoints too: the recorded translations of these random models loop, as they did then."""
-    return replace(cfg.decode, no_repeat_ngram_size=0)
+    return replace(cfg.decode, search=replace(cfg.decode.search, no_repeat_ngram_size=0))
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -65,6 +65,8 @@ def test_an_old_bilingual_checkpoint_is_one_untagged_pair() -> None:
     assert state["config"]["data"]["pairs"] == [] and "target_tags" not in state["config"]["data"]
     model, tokenizer, cfg = load_for_inference(FIXTURES / "bilingual.pt", "cpu")
     assert not cfg.data.target_tags and [(p.src_lang, p.tgt_lang) for p in cfg.data.pairs] == [("en", "de")]
+    flat = state["config"]["decode"]  # written before decode had sections: its keys land in them
+    assert "search" not in flat and (cfg.decode.search.beam, cfg.decode.search.max_len_b) == (flat["beam"], flat["max_len_b"])
     assert tokenizer.targets == ("de",) and tokenizer.target_tags() == {}
     assert config_from_dict(config_to_dict(cfg)) == cfg
     decode = unguarded(cfg)

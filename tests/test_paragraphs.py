@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_serve import ENV, httpx, metric, mt_translate, server
 
-from mt.config import DecodeConfig
+from mt.config import DecodeConfig, SearchConfig
 from mt.decode.translate import translate_lines, translate_texts
 from mt.errors import MTWarning
 from mt.model.checkpoint import load_for_inference
@@ -116,7 +116,7 @@ def paragraphs(mirror_dir: Path, lang: str, count: int) -> list[list[str]]:
 
 def test_a_long_sentence_is_translated_in_pieces_with_one_warning(random_ckpt: Path, one_thread) -> None:
     model, tokenizer, cfg = load_for_inference(random_ckpt, "cpu")
-    decode = DecodeConfig(beam=1, max_len_a=0.2, max_len_b=2)
+    decode = DecodeConfig(search=SearchConfig(beam=1, max_len_a=0.2, max_len_b=2))
     words = ("aä bγ cж dé eß " * 400).split()  # no punctuation at all
     text = " ".join(words)
     assert len(tokenizer.encode_src([text])[0]) >= 1000

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mt.config import DecodeConfig
+from mt.config import DecodeConfig, SearchConfig, TextConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.pipeline import Choose, Found, Search, Step, Steps, Translated, drive, translate_steps
 from mt.decode.repeats import RETRY_NGRAM
@@ -49,7 +49,7 @@ def run_logged(steps: Steps[Translated], tok: Tokenizer, log: list[tuple]) -> Tr
     constraints, strict), ("choose", lines), ("offload",), ("align", sources)."""
 
     def search(step: Search) -> list[Found]:
-        strict = step.decode.no_repeat_ngram_size == RETRY_NGRAM
+        strict = step.decode.search.no_repeat_ngram_size == RETRY_NGRAM
         log.append(("search", step.lines, step.wanted is not None, strict))
         return [Found([(looping(line, strict), -1.0)], 0.5) for line in step.lines]
 
@@ -87,7 +87,7 @@ def swap_terms(tok: Tokenizer, term: str = "gà") -> TermConstraints:
 def test_the_stages_run_once_in_order(random_ckpt: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tok = load_model([random_ckpt], "cpu").tokenizer
     finds = count_finds(monkeypatch)
-    decode = DecodeConfig(beam=2, no_repeat_ngram_size=3, ending=False)
+    decode = DecodeConfig(search=SearchConfig(beam=2, no_repeat_ngram_size=3), text=TextConfig(ending=False))
     texts = ["Ich gà bé. Er sagt {0} bé dà", "éa bé"]
     log: list[tuple] = []
     done = run_logged(translate_steps(texts, tok, decode, max_positions=256, segmenter=segmenter_for("en"),
@@ -111,7 +111,7 @@ def test_the_stages_run_once_in_order(random_ckpt: Path, monkeypatch: pytest.Mon
 
 def test_a_term_sentence_is_chosen_in_a_step_of_its_own_after_two_passes_at_most(random_ckpt: Path) -> None:
     tok = load_model([random_ckpt], "cpu").tokenizer
-    decode = DecodeConfig(beam=2, ending=False)
+    decode = DecodeConfig(search=SearchConfig(beam=2), text=TextConfig(ending=False))
     line = "Ich bé éa."  # no loop: no retry
     log: list[tuple] = []
     done = run_logged(translate_steps([line], tok, decode, max_positions=256, segmenter=None,
@@ -127,13 +127,13 @@ def test_a_term_sentence_is_chosen_in_a_step_of_its_own_after_two_passes_at_most
 
 def test_drive_gives_what_translate_texts_gives(random_ckpt: Path) -> None:
     tok = load_model([random_ckpt], "cpu").tokenizer
-    decode, seg = DecodeConfig(beam=1, no_repeat_ngram_size=3, ending=False), segmenter_for("en")
+    decode, seg = DecodeConfig(search=SearchConfig(beam=1, no_repeat_ngram_size=3), text=TextConfig(ending=False)), segmenter_for("en")
     texts = ["éa bé", "éa gà", "bé dà", "gà bé. éa bé"]
     engine = LoopEngine(tok)
     expected = translate_texts(engine, tok, texts, decode, device="cpu", segmenter=seg)
 
     def search(step: Search) -> list[Found]:
-        strict = step.decode.no_repeat_ngram_size == RETRY_NGRAM
+        strict = step.decode.search.no_repeat_ngram_size == RETRY_NGRAM
         return [Found([(looping(line, strict), -1.0)]) for line in step.lines]
 
     done = drive(translate_steps(texts, tok, decode, max_positions=256, segmenter=seg), search, None)
@@ -146,7 +146,7 @@ def test_a_glossary_is_matched_once_per_sentence(random_ckpt: Path, monkeypatch:
                             {"gà": tok.encode_tgt(["gà"])[0], "bé": tok.encode_tgt(["bé"])[0]})
     calls = count_finds(monkeypatch)
     texts = ["éa gà. bé dà", "éa bé", "dà dà"]
-    out = translate_texts(LoopEngine(tok), tok, texts, DecodeConfig(beam=2, ending=False), device="cpu",
+    out = translate_texts(LoopEngine(tok), tok, texts, DecodeConfig(search=SearchConfig(beam=2), text=TextConfig(ending=False)), device="cpu",
                           segmenter=segmenter_for("en"), glossary=terms)
     assert len(out) == 3
     assert sorted(calls) == sorted(["éa gà.", "bé dà", "éa bé", "dà dà"])  # each sentence once, retry included

@@ -146,8 +146,8 @@ def test_a_long_line_of_placeholders_is_linear() -> None:
 def test_translations_keep_spans_and_leave_other_sentences_identical(random_ckpt: Path, one_thread: None) -> None:
     loaded = load_model([random_ckpt], "cpu")
     engine, tok = loaded.engine, loaded.tokenizer
-    decode = dataclasses.replace(loaded.config.decode, beam=2)
-    off = dataclasses.replace(decode, protect=(), case=False, ending=False)
+    decode = dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=2))
+    off = dataclasses.replace(decode, text=dataclasses.replace(decode.text, protect=(), case=False, ending=False))
     seg = segmenter_for("en")
     texts = ["Click {0} to see {1} people. A man rides a bike.", "Visit https://example.org/a to see %d dogs.",
              "the cat sat on the mat.", "{0}", "TWO DOGS ARE PLAYING IN THE SNOW.", "the cat sat on the mat"]
@@ -162,11 +162,11 @@ def test_translations_keep_spans_and_leave_other_sentences_identical(random_ckpt
     assert on[3] == "{0}" and on[4] == on[4].upper()
     bare = translate_lines(engine, tok, [texts[5]], decode, device="cpu")[0]  # no final punctuation: a full
     assert plain[5] == bare and on[5] == drop_full_stop(bare)                  # stop the model adds is dropped
-    nbest = translate_texts_nbest(engine, tok, texts[:2], dataclasses.replace(decode, n_best=2), device="cpu",
+    nbest = translate_texts_nbest(engine, tok, texts[:2], dataclasses.replace(decode, search=dataclasses.replace(decode.search, n_best=2)), device="cpu",
                                   segmenter=seg)
     assert all(text.count("{0}") == 1 and text.count("{1}") == 1 for text, _ in nbest[0])
     assert all(text.count("https://example.org/a") == 1 for text, _ in nbest[1])
-    assert DecodeConfig().protect == KINDS and DecodeConfig().case and DecodeConfig().ending
+    assert DecodeConfig().text.protect == KINDS and DecodeConfig().text.case and DecodeConfig().text.ending
 
 
 class CopyEngine:
@@ -187,10 +187,10 @@ class CopyEngine:
 def test_case_styles_and_spans_around_a_model_that_copies(random_ckpt: Path) -> None:
     loaded = load_model([random_ckpt], "cpu")
     engine, tok, seg = CopyEngine(loaded.tokenizer), loaded.tokenizer, segmenter_for("en")
-    decode = dataclasses.replace(loaded.config.decode, beam=1)
+    decode = dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=1))
     texts = ["TWO DOGS ARE PLAYING IN THE SNOW.", "Two Dogs Are Playing In The Snow.", "A man plays a GUITAR.",
              "Click {0} to see {1} people on the beach.", "A man plugs a USB stick into the NASA computer."]
-    read = translate_texts(engine, tok, texts, dataclasses.replace(decode, protect=(), case=False), device="cpu",
+    read = translate_texts(engine, tok, texts, dataclasses.replace(decode, text=dataclasses.replace(decode.text, protect=(), case=False)), device="cpu",
                            segmenter=seg)
     assert read == texts  # the copy is exact
     out = translate_texts(engine, tok, texts, decode, device="cpu", segmenter=seg)
@@ -228,7 +228,7 @@ def test_a_long_line_of_placeholders_is_answered_whole_in_linear_time(random_ckp
     on 10,000 characters of placeholders and near-misses, around a model that copies: every
     character comes back, in time linear in the line."""
     loaded = load_model([random_ckpt], "cpu")
-    engine, decode = CopyEngine(loaded.tokenizer), dataclasses.replace(loaded.config.decode, beam=1)
+    engine, decode = CopyEngine(loaded.tokenizer), dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=1))
     engine.max_positions = 32  # many pieces to break off: a quadratic breaking shows at once
     unit = "{0} %s {{ x }} ${y} <z> :w @h #t 12.5 `c` {unbalanced %( @ a@b "
 

@@ -85,7 +85,7 @@ def test_int8_export_measures_itself_against_float32_on_val(tmp_path: Path, tiny
         assert 0.0 <= row[name]["bleu"] <= 100.0 and row[name]["chrf"] > 0.0
     assert row["bleu_delta"] == pytest.approx(row["int8"]["bleu"] - row["float32"]["bleu"], abs=0.011)
     assert 0.0 < row["logprob_error"]["mean"] <= row["logprob_error"]["p99"]  # int8 is not float32
-    assert check["cpu"] and check["isa"] and check["beam"] == load_checkpoint(tiny_base)["config"]["decode"]["beam"]
+    assert check["cpu"] and check["isa"] and check["beam"] == load_checkpoint(tiny_base)["config"]["decode"]["search"]["beam"]
     assert check["summary"] in proc.stdout
     card = (out / "MODEL_CARD.md").read_text()
     assert f"- {check['summary']}" in card and "in [-63, 63]" in card

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from mt.config import DecodeConfig, ModelConfig
+from mt.config import DecodeConfig, ModelConfig, SearchConfig
 from mt.data.batching import collate_source
 from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
@@ -108,19 +108,21 @@ def test_every_search_keeps_the_guard_and_a_sentence_it_never_touches_is_unchang
 def test_the_penalty_shortens_runs_and_decode_config_reaches_every_search(model):
     src, mask = sources()
     with torch.inference_mode():
-        base = DecodeConfig(beam=1, max_len_a=2.0, max_len_b=6)
+        base = DecodeConfig(search=SearchConfig(beam=1, max_len_a=2.0, max_len_b=6))
         free = search_batch(model, src, mask, base)
-        guarded = search_batch(model, src, mask, dataclasses.replace(base, no_repeat_ngram_size=2))
+        guarded = search_batch(model, src, mask, dataclasses.replace(
+            base, search=dataclasses.replace(base.search, no_repeat_ngram_size=2)))
         assert guarded == greedy_search(model, src, mask,
                                         SearchSettings(max_len_a=2.0, max_len_b=6, forbid_unk=True,
                                                        no_repeat_ngram_size=2, max_len_limit=63)) != free
-        penalised = search_batch(model, src, mask, dataclasses.replace(base, repetition_penalty=3.0))
+        penalised = search_batch(model, src, mask, dataclasses.replace(
+            base, search=dataclasses.replace(base.search, repetition_penalty=3.0)))
         assert penalised != free
         distinct = sum(len(set(t)) / max(1, len(t)) for t in penalised) / len(penalised)
         assert distinct > sum(len(set(t)) / max(1, len(t)) for t in free) / len(free)
-        beam = dataclasses.replace(base, beam=3, no_repeat_ngram_size=2)
+        beam = dataclasses.replace(base, search=dataclasses.replace(base.search, beam=3, no_repeat_ngram_size=2))
         assert not any(repeats_ngram(t, 2) for t in search_batch(model, src, mask, beam))
-        sampled = dataclasses.replace(base, sampling=True, no_repeat_ngram_size=2)
+        sampled = dataclasses.replace(base, search=dataclasses.replace(base.search, sampling=True, no_repeat_ngram_size=2))
         assert not any(repeats_ngram(t, 2) for t in search_batch(model, src, mask, sampled))
 
 
@@ -164,8 +166,8 @@ def test_mt_serve_flags_set_the_guard_over_the_checkpoints():
 
     cfg = Config()
     decode, _ = server_decode(ServeSettings(no_repeat_ngram=0, repetition_penalty=1.3), cfg)
-    assert (decode.no_repeat_ngram_size, decode.repetition_penalty) == (0, 1.3)
-    assert server_decode(ServeSettings(), cfg)[0] == dataclasses.replace(cfg.decode, beam=cfg.decode.beam)
+    assert (decode.search.no_repeat_ngram_size, decode.search.repetition_penalty) == (0, 1.3)
+    assert server_decode(ServeSettings(), cfg)[0] == cfg.decode
     with pytest.raises(MTError, match="--repetition-penalty: must be a finite number >= 1"):
         ServeSettings(repetition_penalty=0.9)
     with pytest.raises(MTError, match="--no-repeat-ngram: must be 0"):

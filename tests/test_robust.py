@@ -410,13 +410,17 @@ def test_every_numeric_config_key_has_a_range() -> None:
     from mt.config_checks import RANGES
 
     numeric = set()
-    for section in dc.fields(Config):
-        tp = typing.get_type_hints(Config)[section.name]
-        if dc.is_dataclass(tp):
-            for f in dc.fields(tp):
-                t = typing.get_type_hints(tp)[f.name]
-                if t in (int, float, int | str) or (typing.get_origin(t) is tuple and typing.get_args(t)[0] in (int, float)):
-                    numeric.add(f"{section.name}.{f.name}")
+
+    def walk(prefix: str, cls: type) -> None:  # every section, and the sections inside one (decode.search)
+        for f in dc.fields(cls):
+            t = typing.get_type_hints(cls)[f.name]
+            if dc.is_dataclass(t):
+                walk(f"{prefix}{f.name}.", t)
+            elif prefix and (t in (int, float, int | str)
+                             or (typing.get_origin(t) is tuple and typing.get_args(t)[0] in (int, float))):
+                numeric.add(f"{prefix}{f.name}")
+
+    walk("", Config)
     assert numeric == set(RANGES)
 
 
@@ -429,8 +433,8 @@ def test_every_numeric_config_key_has_a_range() -> None:
     ("train.eps=-1", "'train.eps': must be positive (> 0) and finite, got -1.0"),
     ("train.betas=[0.9,1.5]", "'train.betas': must be in [0, 1) and finite, got (0.9, 1.5)"),
     ("train.weight_decay=-1", "'train.weight_decay': must be at least 0 and finite, got -1.0"),
-    ("decode.max_len_b=-100", "'decode.max_len_b': must be at least 0, got -100"),
-    ("decode.alpha=nan", "'decode.alpha': must be at least 0 and finite, got nan"),
+    ("decode.max_len_b=-100", "'decode.search.max_len_b': must be at least 0, got -100"),
+    ("decode.alpha=nan", "'decode.search.alpha': must be at least 0 and finite, got nan"),
     ("model.dropout=1", "'model.dropout': must be in [0, 1) and finite, got 1.0"),
     ("tokenizer.character_coverage=0", "'tokenizer.character_coverage': must be in [0.98, 1] and finite, got 0.0"),
     ("tokenizer.src_character_coverage=0.5", "'tokenizer.src_character_coverage': must be 0 (as character_coverage) or in [0.98, 1]"),
@@ -524,7 +528,7 @@ def test_a_bad_line_in_a_late_chunk_leaves_the_earlier_output_file(tmp_path: Pat
 
 def test_config_n_best_gives_n_best_output(tmp_path: Path, random_ckpt: Path) -> None:
     state = torch.load(random_ckpt, weights_only=True)
-    state["config"]["decode"].update(beam=3, n_best=3)
+    state["config"]["decode"]["search"].update(beam=3, n_best=3)
     ckpt = tmp_path / "nbest.pt"
     save_checkpoint(ckpt, state)
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"

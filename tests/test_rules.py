@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from mt.config import DecodeConfig
+from mt.config import SearchConfig
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from mt.decode.rules import (
     CONSTRAINED_BEAM,
@@ -25,30 +25,26 @@ from mt.decode.rules import (
 NEG_INF = float("-inf")
 V = 10  # PAD UNK BOS EOS and tokens 4..9
 
-# DecodeConfig's fields that are not a search's: batching, precision (the engine's model copy), the
-# text around the search (spans, case, endings, the retry) and scoring the output (BLEU, confidence).
-NOT_SEARCH = {"max_tokens", "bleu_tokenize", "precision", "protect", "case", "ending", "loop_retry", "confidence",
-              "confidence_min_pieces", "confidence_min_distinct"}
-
-
-def test_every_decoding_field_reaches_the_settings_or_is_named_as_not_a_search_s():
+def test_every_search_field_reaches_the_settings():
+    """decode.search is the search's section whole: each of its keys is a SearchSettings or Sampling
+    field (the other sections, text policy, calibration and resources, are not a search's)."""
     searched = {f.name for f in dataclasses.fields(SearchSettings)} | {f.name for f in dataclasses.fields(Sampling)}
-    fields = {f.name for f in dataclasses.fields(DecodeConfig)}
-    assert fields - NOT_SEARCH - {"sampling"} <= searched, "a new DecodeConfig field: map it in search_settings"
+    fields = {f.name for f in dataclasses.fields(SearchConfig)}
+    assert fields - {"sampling"} <= searched, "a new SearchConfig field: map it in search_settings"
 
 
-def test_search_settings_maps_a_decode_config_whole():
-    decode = DecodeConfig(beam=3, length_penalty="average", alpha=1.2, max_len_a=2.0, max_len_b=7, n_best=3,
+def test_search_settings_maps_a_search_config_whole():
+    search = SearchConfig(beam=3, length_penalty="average", alpha=1.2, max_len_a=2.0, max_len_b=7, n_best=3,
                           forbid_unk=False, no_repeat_ngram_size=2, repetition_penalty=1.5, temperature=0.5,
                           top_k=9, top_p=0.8, seed=11)
-    settings = search_settings(decode, n_best=2, max_len_limit=63)
+    settings = search_settings(search, n_best=2, max_len_limit=63)
     assert settings == SearchSettings(beam=3, n_best=2, length_penalty="average", alpha=1.2, max_len_a=2.0,
                                       max_len_b=7, max_len_limit=63, forbid_unk=False, no_repeat_ngram_size=2,
                                       repetition_penalty=1.5, sampling=None)
-    drawn = search_settings(dataclasses.replace(decode, sampling=True), n_best=5)
+    drawn = search_settings(dataclasses.replace(search, sampling=True), n_best=5)
     assert drawn.sampling == Sampling(temperature=0.5, top_k=9, top_p=0.8, seed=11) and drawn.n_best == 5
-    assert search_settings(dataclasses.replace(decode, beam=1), constrained=True).beam == CONSTRAINED_BEAM
-    assert search_settings(dataclasses.replace(decode, beam=6), constrained=True).beam == 6
+    assert search_settings(dataclasses.replace(search, beam=1), constrained=True).beam == CONSTRAINED_BEAM
+    assert search_settings(dataclasses.replace(search, beam=6), constrained=True).beam == 6
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.beam = 4  # type: ignore[misc]
 

@@ -153,13 +153,13 @@ def test_nbest_and_sampling_match_the_library(tiny) -> None:
     engine, tokenizer, cfg, lines = tiny
     batcher = Batcher(engine, tokenizer, max_wait_ms=0, queue_size=1000)
     try:
-        beam = dataclasses.replace(cfg.decode, beam=3, n_best=3)
+        beam = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=3, n_best=3))
         nbest = batcher.submit(lines[:6], beam, n_best=3).future.result(timeout=60)
-        sampled = dataclasses.replace(cfg.decode, sampling=True, seed=5)
+        sampled = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, sampling=True, seed=5))
         drawn = batcher.submit(lines[:6], sampled, n_best=None).future.result(timeout=60)
     finally:
         batcher.stop()
-    assert nbest == search_lines(engine, tokenizer, lines[:6], beam, n_best=beam.n_best, device="cpu").nbest()
+    assert nbest == search_lines(engine, tokenizer, lines[:6], beam, n_best=beam.search.n_best, device="cpu").nbest()
     assert [h[0][0] for h in drawn] == translate_lines(engine, tokenizer, lines[:6], sampled, device="cpu")
 
 
@@ -188,7 +188,7 @@ def test_jobs_with_other_options_are_not_mixed(tiny) -> None:
     batcher, clock, stats = _batcher(engine, tokenizer, max_wait_ms=800)
     try:
         greedy = clock.step(batcher.submit, lines[:3], cfg.decode, n_best=None)
-        beam = clock.step(batcher.submit, lines[3:7], dataclasses.replace(cfg.decode, beam=2), n_best=None)
+        beam = clock.step(batcher.submit, lines[3:7], dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=2)), n_best=None)
         clock.advance(0.8)  # the greedy round alone; the beam job waits max_wait after it (its clients may come back)
         assert _done([greedy, beam]) == [True, False] and [s.segments for s in stats] == [3]
         clock.advance(0.8)
@@ -455,7 +455,7 @@ def test_admission_refuses_what_cannot_finish_in_time_at_the_measured_rate(tiny)
     with Retry-After 1 (6 - 5 s), one of W/4 (W + W/4: 2.5 s) is admitted, and with nothing ahead
     any request is admitted."""
     engine, tokenizer, cfg, lines = tiny
-    greedy = dataclasses.replace(cfg.decode, beam=1)
+    greedy = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=1))
     clock = FakeClock()
     timed = _TimedEngine(engine, clock, seconds=2.0)
     batcher = Batcher(timed, tokenizer, max_wait_ms=0, queue_size=1000, clock=clock, admit_within_s=5.0)

@@ -5,14 +5,13 @@ counting fake batcher), and a real `mt serve` whose repeated request is answered
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from types import SimpleNamespace
 
 import pytest
 import test_serve
 from test_serve import httpx, metric, server
 
-from mt.config import DecodeConfig
+from mt.config import DecodeConfig, SearchConfig
 from mt.errors import MTError
 from mt.serve.batcher import Batcher
 from mt.serve.batchjob import Job
@@ -83,7 +82,7 @@ def fake_model(size: int) -> SimpleNamespace:
                            open=OpenRequests(Metrics()))
 
 
-BEAM2 = DecodeConfig(beam=2)
+BEAM2 = DecodeConfig(search=SearchConfig(beam=2))
 
 
 def translate(model, texts, decode=BEAM2, n_best=None, tag=""):
@@ -115,13 +114,13 @@ def test_partial_hits_go_to_the_batcher_alone_and_merge_in_order_with_their_warn
 def test_every_option_that_changes_the_output_misses() -> None:
     model = fake_model(100)
     translate(model, ["one"])
-    for decode, n_best, tag in [(DecodeConfig(beam=3), None, ""), (DecodeConfig(beam=2, alpha=1.0), None, ""),
-                                (DecodeConfig(beam=2, n_best=2), 2, ""), (DecodeConfig(beam=2), None, "<2fr>")]:
+    for decode, n_best, tag in [(DecodeConfig(search=SearchConfig(beam=3)), None, ""), (DecodeConfig(search=SearchConfig(beam=2, alpha=1.0)), None, ""),
+                                (DecodeConfig(search=SearchConfig(beam=2, n_best=2)), 2, ""), (DecodeConfig(search=SearchConfig(beam=2)), None, "<2fr>")]:
         translate(model, ["one"], decode, n_best, tag)
     assert len(model.batcher.sent) == 5 and model.cache.hits == 0
-    translate(model, ["one"], DecodeConfig(beam=2), None, "<2fr>")
+    translate(model, ["one"], DecodeConfig(search=SearchConfig(beam=2)), None, "<2fr>")
     assert len(model.batcher.sent) == 5 and model.cache.hits == 1
-    sampling = dataclasses.replace(DecodeConfig(beam=1), sampling=True)  # seeded by the line's index: never cached
+    sampling = DecodeConfig(search=SearchConfig(beam=1, sampling=True))  # seeded by the line's index: never cached
     translate(model, ["one"], sampling)
     translate(model, ["one"], sampling)
     assert len(model.batcher.sent) == 7 and len(model.cache) == 5

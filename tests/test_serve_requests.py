@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mt.config import DecodeConfig
+from mt.config import DecodeConfig, SearchConfig
 from mt.serve.requests import (
     V1_SCHEMA,
     ApiError,
@@ -26,12 +26,12 @@ def refused(call) -> tuple[int, str]:
 
 
 def test_sampling_is_refused_up_front_for_a_model_that_only_searches() -> None:
-    base, settings = DecodeConfig(beam=4), ServeSettings()
+    base, settings = DecodeConfig(search=SearchConfig(beam=4)), ServeSettings()
     decode, n_best = v1_decode({"sampling": True, "seed": 7}, base, settings, 4, samples=True)
-    assert decode.sampling and decode.seed == 7 and n_best is None
+    assert decode.search.sampling and decode.search.seed == 7 and n_best is None
     status, message = refused(lambda: v1_decode({"sampling": True}, base, settings, 4, samples=False))
     assert status == 400 and message.startswith("sampling: this server runs an `mt export` (CTranslate2) model")
-    assert v1_decode({"beam": 2}, base, settings, 4, samples=False)[0].beam == 2  # searching is fine
+    assert v1_decode({"beam": 2}, base, settings, 4, samples=False)[0].search.beam == 2  # searching is fine
 
 
 def test_v1_names_unknown_fields_and_wants_a_list_of_segments() -> None:

@@ -44,7 +44,7 @@ def test_results_equal_the_in_process_engine_and_arrive_one_by_one(checkpoint, w
     src = worker.loaded.tokenizer.encode_src(["a b c", "d", "e f g h i j", "k l"])
     assert src == tokenizer.encode_src(["a b c", "d", "e f g h i j", "k l"])
     for n_best in (None, 2):
-        decode = cfg.decode if n_best is None else dataclasses.replace(cfg.decode, beam=3)
+        decode = cfg.decode if n_best is None else dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=3))
         handed: dict[int, list] = {}
         found = worker.search_ids(src, decode, n_best=n_best, sentence_ids=[0, 1, 2, 3],
                                   on_result=handed.__setitem__)
@@ -136,11 +136,11 @@ def test_an_export_directory_runs_in_the_worker_as_in_process(checkpoint, tmp_pa
         assert not process.loaded.samples  # CTranslate2 searches only: /v1 refuses sampling up front (400)
         src = tokenizer.encode_src(["a b c", "d e"])
         for beam in (1, 3):
-            decode = dataclasses.replace(cfg.decode, beam=beam)
+            decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=beam))
             got = process.search_ids(src, decode, n_best=beam, sentence_ids=[0, 1])
             assert got == engine.search_ids(src, decode, n_best=beam, sentence_ids=[0, 1])
         with pytest.raises(MTError, match="n_best"):  # a failing search is one line, and the worker goes on
-            process.search_ids(src, dataclasses.replace(cfg.decode, beam=1), n_best=2, sentence_ids=[0, 1])
+            process.search_ids(src, dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=1)), n_best=2, sentence_ids=[0, 1])
         assert process.search_ids(src, cfg.decode, n_best=None, sentence_ids=[0, 1])
     finally:
         process.close()

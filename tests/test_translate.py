@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 import torch
 
-from mt.config import DecodeConfig, ModelConfig
+from mt.config import DecodeConfig, ModelConfig, SearchConfig
 from mt.data.batching import collate_source
 from mt.data.tokenizer import EOS_ID
 from mt.decode.beam import beam_search
@@ -45,8 +45,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 def test_greedy_for_beam_1_beam_otherwise_and_nbest_within_the_model_limit(model):
     src, mask = batch()
-    decode = DecodeConfig(beam=1, alpha=0.6, max_len_a=2.0, max_len_b=20,  # a * |src| + b > LIMIT
-                          no_repeat_ngram_size=0)  # the searches alone (the loop guard: tests/test_repeats.py)
+    decode = DecodeConfig(search=SearchConfig(beam=1, alpha=0.6, max_len_a=2.0, max_len_b=20, no_repeat_ngram_size=0))  # the searches alone (the loop guard: tests/test_repeats.py)
     with torch.inference_mode():
         greedy = search_batch(model, src, mask, decode)
         assert greedy == greedy_search(model, src, mask,
@@ -58,7 +57,7 @@ def test_greedy_for_beam_1_beam_otherwise_and_nbest_within_the_model_limit(model
                                                                                               alpha=0.6,
                                                                                               length_penalty="gnmt", max_len_a=2.0, max_len_b=20, n_best=1, forbid_unk=True, max_len_limit=LIMIT))
 
-        decode = dataclasses.replace(decode, beam=3)
+        decode = dataclasses.replace(decode, search=dataclasses.replace(decode.search, beam=3))
         expected = beam_search(model, src, mask,
                                SearchSettings(beam=3, alpha=0.6, length_penalty="gnmt", max_len_a=2.0,
                                               max_len_b=20, n_best=2, forbid_unk=True, max_len_limit=LIMIT))
@@ -82,7 +81,7 @@ class CharTokenizer:
 
 
 def test_long_source_is_cut_to_the_model_limit_with_a_warning(model):
-    tok, decode = CharTokenizer(), DecodeConfig(beam=1, max_len_a=1.0, max_len_b=2)
+    tok, decode = CharTokenizer(), DecodeConfig(search=SearchConfig(beam=1, max_len_a=1.0, max_len_b=2))
     with pytest.warns(MTWarning, match="longer than 7 pieces are truncated"):
         got = translate_lines(model, tok, ["abcdefghijkl", "", "abc"], decode, device="cpu")
     assert got[0] == translate_lines(model, tok, ["abcdefg"], decode, device="cpu")[0]  # first LIMIT pieces
@@ -96,7 +95,7 @@ def test_engine_hands_each_result_over_once_equal_to_what_it_returns(model, beam
 
     g = torch.Generator().manual_seed(1)
     src_ids = [torch.randint(4, 24, (n,), generator=g).tolist() for n in (5, 1, 6, 3, 2)]
-    decode = DecodeConfig(beam=beam, alpha=0.6, max_len_a=0.5, max_len_b=1, sampling=sampling, seed=3)  # lengths differ
+    decode = DecodeConfig(search=SearchConfig(beam=beam, alpha=0.6, max_len_a=0.5, max_len_b=1, sampling=sampling, seed=3))  # lengths differ
     handed: dict[int, object] = {}
 
     def on_result(i: int, results: list[tuple[list[int], float]]) -> None:

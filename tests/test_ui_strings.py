@@ -337,7 +337,7 @@ def test_a_line_of_symbols_costs_what_its_words_cost(random_ckpt: Path, fmt: str
     from mt.text.segment import segmenter_for
 
     loaded = load_model([random_ckpt], "cpu")
-    tok, decode = loaded.tokenizer, dataclasses.replace(loaded.config.decode, beam=1)
+    tok, decode = loaded.tokenizer, dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=1))
 
     def searched(text: str) -> tuple[int, str]:
         engine = CountingEngine(tok)

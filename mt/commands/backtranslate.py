@@ -60,13 +60,11 @@ def backtranslate_command(models: Sequence[Path], mono: Path, out: Path, overrid
     decode = apply_overrides(cfg.decode, dataclasses.replace(overrides, n_best=1, sampling=sampling))
     if sampling and overrides.top_k is None and overrides.top_p is None and overrides.temperature is None:
         # unrestricted (Edunov et al.)
-        decode = dataclasses.replace(decode, top_k=0, top_p=1.0, temperature=1.0)
+        unrestricted = dataclasses.replace(decode.search, top_k=0, top_p=1.0, temperature=1.0)
+        decode = dataclasses.replace(decode, search=unrestricted)
     pair = cfg.data.pair_into(target_lang)
     synthetic_lang, text_lang = pair.tgt_lang, mono_lang or pair.src_lang
-    settings = {k: v for k, v in dataclasses.asdict(decode).items()
-                if k not in ("max_tokens", "bleu_tokenize")}
-    if not sampling:
-        settings = {k: v for k, v in settings.items() if k not in ("temperature", "top_k", "top_p", "seed")}
+    settings = decode.output_settings()
     identity = {"command": "backtranslate", "models": [r["sha256"] for r in model_record(loaded)],
                 "mono": file_identity(mono), "decode": settings, "languages": [synthetic_lang, text_lang]}
     writer = PairWriter(out, synthetic_lang, text_lang, identity)
@@ -78,8 +76,9 @@ def backtranslate_command(models: Sequence[Path], mono: Path, out: Path, overrid
         return translate_lines(loaded.engine, tokenizer, lines, decode, device=loaded.device, first_id=first)
 
     start = time.perf_counter()
-    mode = (f"sampling (seed {decode.seed}, temperature {decode.temperature:g}, top-k {decode.top_k}, "
-            f"top-p {decode.top_p:g})" if sampling else f"beam {decode.beam}")
+    s = decode.search
+    mode = (f"sampling (seed {s.seed}, temperature {s.temperature:g}, top-k {s.top_k}, top-p {s.top_p:g})"
+            if sampling else f"beam {s.beam}")
     result = generate_pairs(((line, None) for line in mono_lines(mono, text_lang)), translate, writer,
                             chunk_lines=chunk_lines, output_is_source=True,
                             on_chunk=lambda n: print(f"backtranslate: {n} lines committed", flush=True))

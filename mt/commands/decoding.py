@@ -44,7 +44,7 @@ def glossary_for_model(glossary: Glossary | None, loaded: LoadedModel, tokenizer
     None without one."""
     if glossary is None:
         return None
-    if decode.sampling:
+    if decode.search.sampling:
         raise MTError("--glossary: terms are kept by beam search; --sampling draws translations freely")
     return term_constraints(glossary.for_pair(*pair), tokenizer,
                             loaded.engine, target_lang=pair[1])

@@ -1,7 +1,7 @@
 """`mt distill`: sequence-level knowledge distillation in one resumable run (mt.train.distill's work).
 
 The teacher checkpoints (several: an ensemble) translate the training sources of the student
-config by beam search (`--beam`, default the teacher's decode.beam); with `--n-best N
+config by beam search (`--beam`, default the teacher's decode.search.beam); with `--n-best N
 --select-bleu` the one of the N best closest to the reference by sentence BLEU is kept. The
 student config then trains on the result with the teacher's tokenizer. Run the same command
 again to continue an interrupted run: translation resumes at its last committed chunk, training

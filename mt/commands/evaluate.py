@@ -186,7 +186,8 @@ def _evaluate_system(checkpoints: Sequence[Path], splits: Sequence[str], files: 
             sha = f"sha256 {init['sha256'][:12]}, " if init.get("sha256") else ""
             update = f"update {init['update']}" if init.get("update") is not None else "update unknown"
             print(f"{path}: fine-tuned from {init['path']} ({sha}{update})")
-    how = f"sampling (seed {decode.seed})" if decode.sampling else f"beam {decode.beam}, alpha {decode.alpha}"
+    s = decode.search
+    how = f"sampling (seed {s.seed})" if s.sampling else f"beam {s.beam}, alpha {s.alpha}"
     if len(checkpoints) > 1:
         how += f", ensemble of {len(checkpoints)} checkpoints"
     rows: list[tuple[str, Scores]] = []

@@ -74,7 +74,7 @@ def translate_command(
     (with a progress bar per chunk on stderr for file input when stderr is a terminal). An output
     file is written to a temp file and renamed only after every line is translated, so a failure
     (e.g. invalid UTF-8 on line 1,000,001) never truncates an earlier result; on stdout the
-    chunks before the failure have been written. With N-best output (--n-best, or decode.n_best
+    chunks before the failure have been written. With N-best output (--n-best, or decode.search.n_best
     > 1 in the checkpoint's config) each input line gives N lines 'i ||| text ||| score'
     (i 0-based; an empty line gives one line with score 0): the N best hypotheses, or N samples
     with --sampling. Sampled line i depends only on the seed, i and its text, so file, pipe and
@@ -108,10 +108,10 @@ def translate_command(
     loaded, tokenizer = load_for_target(checkpoints, device, target_lang)
     model, cfg, dev = loaded.engine, loaded.config, loaded.device
     decode = apply_overrides(cfg.decode, overrides)
-    with_scores = overrides.n_best is not None or decode.n_best > 1
+    with_scores = overrides.n_best is not None or decode.search.n_best > 1
     if scores and with_scores:
-        raise MTError("--scores: n-best lines (--n-best, or decode.n_best > 1 in the config) carry their "
-                      "own scores; use one or the other")
+        raise MTError("--scores: n-best lines (--n-best, or decode.search.n_best > 1 in the config) carry "
+                      "their own scores; use one or the other")
     pair = (source_language(cfg, target_lang), target_lang or cfg.data.target_langs[0])
     segmenter = segmenter_for(*pair)
     terms = glossary_for_model(terms_file, loaded, tokenizer, pair, decode)
@@ -150,7 +150,7 @@ def _line_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, de
                                           first_id=first, segmenter=segmenter, glossary=terms)
             return _format_nbest(first, found)
         if with_scores:
-            found = search_lines(model, tokenizer, lines, decode, n_best=decode.n_best, device=dev,
+            found = search_lines(model, tokenizer, lines, decode, n_best=decode.search.n_best, device=dev,
                                  progress=progress, first_id=first, glossary=terms).nbest()
             return _format_nbest(first, found)
         if segmenter is not None:
@@ -274,7 +274,7 @@ def document_translators(engine: Engine, tokenizer: Tokenizer, decode: DecodeCon
     def translate_html(fragments: list[str]) -> list[str]:
         parsed = [HtmlFragment(markup) for markup in fragments]
         translations = translate_plain([block for fragment in parsed for block in fragment.blocks])
-        links = span_links(aligner_for(engine, tokenizer), decode.protect)
+        links = span_links(aligner_for(engine, tokenizer), decode.text.protect)
         return render_fragments(parsed, translations, links)
 
     return translate_plain, translate_html

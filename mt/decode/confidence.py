@@ -23,7 +23,7 @@ weights are fitted on the
 validation set against sentence chrF / 100 (`mt.train.confidence_fit`, a soft-label logistic
 regression): the confidence is the sentence chrF the model can expect, and its ranking of
 sentences is measured by `mt evaluate` (Spearman with sentence chrF). The weights are
-`decode.confidence` in the checkpoint's config ((w..., b), in `FEATURES` order). A checkpoint
+`decode.calibration.weights` in the checkpoint's config ((w..., b), in `FEATURES` order). A checkpoint
 without them (every checkpoint before the fit existed) uses `DEFAULT`: the weights fitted on the
 `make demo` model (docs/guides/confidence.md has the figures), a mapping that ranks and flags
 loops on any mt model but is calibrated only for one like it.
@@ -63,7 +63,7 @@ FLAGGED = 0.15
 # repetitive one. The fit has seen nothing like it, and a word alone or a word said over and over
 # is where a model guesses ("Menu" -> "Männer" 0.44, "no no no no no" -> "freie nackte nackte
 # nackte Oberkörper Oberkörper" 0.52 before this bound, on the demo model). The two bounds are
-# stored with the fitted weights (`decode.confidence_min_pieces`, `decode.confidence_min_distinct`);
+# stored with the fitted weights (`decode.calibration.min_pieces`, `decode.calibration.min_distinct`);
 # DEFAULT's: its fit's val set (Multi30k val, by the demo's tokenizer: 5 pieces, 0.643). A source
 # that runs one letter more than CHAR_RUN_FREE times ("Hmmmmmm", "Nooooo") is outside too: no word
 # is written so (German's longest run is three, "Schifffahrt"), so no corpus the fit saw has one
@@ -128,17 +128,17 @@ def calibrated(values: Sequence[float], weights: Sequence[float]) -> float:
 
 
 def weights_of(decode: DecodeConfig) -> tuple[float, ...]:
-    """The calibration `decode` carries (`decode.confidence`), else `DEFAULT`."""
-    return decode.confidence if decode.confidence else DEFAULT
+    """The calibration `decode` carries (`decode.calibration.weights`), else `DEFAULT`."""
+    return decode.calibration.weights if decode.calibration.weights else DEFAULT
 
 
 def outside_calibration(source: str, src_ids: Sequence[int], decode: DecodeConfig) -> bool:
     """Whether a source is unlike every one the calibration `decode` carries was fitted on: fewer
     pieces than its shortest, a smaller share of distinct words than its most repetitive (DEFAULT's
     bounds with `DEFAULT`), or a letter drawn out beyond any word's spelling (`_DRAWN_OUT`)."""
-    fitted = bool(decode.confidence)
-    shortest = decode.confidence_min_pieces if fitted else DEFAULT_MIN_PIECES
-    least = decode.confidence_min_distinct if fitted else DEFAULT_MIN_DISTINCT
+    fitted = bool(decode.calibration.weights)
+    shortest = decode.calibration.min_pieces if fitted else DEFAULT_MIN_PIECES
+    least = decode.calibration.min_distinct if fitted else DEFAULT_MIN_DISTINCT
     return (len(src_ids) < shortest or distinct_share(source) < least
             or _DRAWN_OUT.search(source.casefold()) is not None)
 
@@ -151,7 +151,8 @@ def distinct_share(source: str) -> float:
 
 def log_prob_of(score: float, out_tokens: int, decode: DecodeConfig) -> float:
     """The log-prob behind an engine's `score` (log_prob / length_penalty(|y| + 1), |y| = out_tokens)."""
-    penalty = length_penalty(float(out_tokens + 1), alpha=decode.alpha, kind=decode.length_penalty)
+    search = decode.search
+    penalty = length_penalty(float(out_tokens + 1), alpha=search.alpha, kind=search.length_penalty)
     return score * float(penalty)
 
 

@@ -1,7 +1,7 @@
 """The model behind translation: an `Engine` takes source token ids and returns output token ids.
 
 `search_batch` is the ONE place a `DecodeConfig` becomes a search call (sampling when
-decode.sampling, else greedy for beam 1 and beam search above): it makes the search's settings
+decode.search.sampling, else greedy for beam 1 and beam search above): it makes the search's settings
 once (`mt.decode.rules.search_settings`) and hands them whole to the search, whose every step obeys
 `mt.decode.rules.apply_rules`. `NativeEngine` runs it on mt's own Transformer or Ensemble;
 `mt.deploy.ct2.CT2Translator` is the other engine (a model exported to CTranslate2). A `Chooser`
@@ -60,9 +60,9 @@ def intra_op_threads(threads: int | None) -> Iterator[None]:
 def rows_per_sentence(decode: DecodeConfig, *, constrained: bool = False) -> int:
     """Decoder rows one sentence takes: its samples when sampling, else the beam of the search
     `search_settings` makes (at least `CONSTRAINED_BEAM` for a sentence with constraints)."""
-    if decode.sampling:
-        return decode.n_best
-    return search_settings(decode, constrained=constrained).beam
+    if decode.search.sampling:
+        return decode.search.n_best
+    return search_settings(decode.search, constrained=constrained).beam
 
 
 NativeModel = Transformer | Ensemble  # mt's own model (a NativeEngine runs it)
@@ -89,8 +89,8 @@ def search_batch(
     """The search `decode` asks for over one batch. src, src_mask: (B, S) on the model's device.
 
     Without `n_best`: the best output's tokens per sentence (no BOS/EOS), by greedy search when
-    decode.beam == 1, else by beam search. With `n_best`: each sentence's `n_best` hypotheses
-    with their scores, best first, by beam search (also for beam 1). With `decode.sampling`,
+    decode.search.beam == 1, else by beam search. With `n_best`: each sentence's `n_best` hypotheses
+    with their scores, best first, by beam search (also for beam 1). With `decode.search.sampling`,
     one sample per sentence, or with `n_best` that many, highest score first; `sentence_ids`
     (B ints, default 0..B-1) key each sentence's random draws (see mt.decode.sampling). Outputs stay
     below the model's max_positions. The caller chooses train/eval mode and gradient tracking.
@@ -117,7 +117,7 @@ def search_best(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, d
                 ) -> list[list[Hypothesis]]:
     """The one output `search_batch` gives without `n_best`, as a one-element list of `Hypothesis`
     per sentence: its tokens with its log-prob and score (greedy search's too, for beam 1)."""
-    greedy = decode.beam == 1 and not decode.sampling and constraints is None
+    greedy = decode.search.beam == 1 and not decode.search.sampling and constraints is None
     return _search(model, src, src_mask, decode, 1, greedy=greedy, sentence_ids=sentence_ids, on_done=on_done,
                    constraints=constraints, glue=glue)
 
@@ -128,10 +128,10 @@ def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decod
             constraints: list[list[list[int]]] | None, glue: Sequence[int]) -> list[list[Hypothesis]]:
     """`n_best` hypotheses per sentence from the search `decode` names (`greedy`: greedy search for
     beam 1; else beam search, also for beam 1), with the settings `search_settings` makes of it."""
-    if constraints is not None and decode.sampling:
+    if constraints is not None and decode.search.sampling:
         raise MTError("--sampling draws translations freely and cannot keep a glossary's terms; "
                       "search instead")
-    settings = search_settings(decode, n_best=n_best, max_len_limit=max_positions(model) - 1,
+    settings = search_settings(decode.search, n_best=n_best, max_len_limit=max_positions(model) - 1,
                                constrained=constraints is not None)
     if constraints is not None:
         return constrained_beam_search(model, src, src_mask, constraints, settings, on_done=on_done,
@@ -191,7 +191,7 @@ class Chooser(Protocol):
 class NativeEngine:
     """mt's own Transformer or Ensemble as an `Engine`: `search_batch` in eval mode, no autograd.
 
-    decode.precision bf16 runs a bf16 copy of the model (weights cast once; log-probs and search
+    decode.resources.precision bf16 runs a bf16 copy of the model (weights cast once; log-probs and search
     stay float32), opt-in and only where bf16 is native: check its BLEU against fp32 first.
 
     On a CPU, a search of at most `small_rows` decoder rows (batch 1 greedy or beam 5: a server
@@ -210,7 +210,7 @@ class NativeEngine:
         self._bf16: NativeModel | None = None
 
     def _model_for(self, decode: DecodeConfig) -> NativeModel:
-        if decode.precision == "fp32":
+        if decode.resources.precision == "fp32":
             return self.model
         if bf16_feature(self.device) is None:
             raise MTError(f"--precision bf16: {self.device} has no native bf16 "
@@ -252,7 +252,7 @@ class NativeEngine:
         source encoded once; one intra-op thread where a constrained search of the sources would
         take one (`small_rows`)."""
         model = self._model_for(decode)
-        settings = search_settings(decode, n_best=n_best or 1, max_len_limit=self.max_positions - 1,
+        settings = search_settings(decode.search, n_best=n_best or 1, max_len_limit=self.max_positions - 1,
                                    constrained=True)
         rows = len(src_ids) * rows_per_sentence(decode, constrained=True)
         small = torch.device(self.device).type == "cpu" and rows <= self.small_rows

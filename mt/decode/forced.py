@@ -168,15 +168,16 @@ def score_pairs(
     """Score raw (source, target) line pairs under forced decoding -> one PairScore per pair, in
     input order. `model` is a Transformer or an Ensemble; `max_positions` its sequence limit.
 
-    Pairs run in length-sorted batches of at most `decode.max_tokens` padded source plus target
-    tokens; normalisation uses `decode.length_penalty` and `decode.alpha`. Sources longer than
+    Pairs run in length-sorted batches of at most `decode.resources.max_tokens` padded source plus target
+    tokens; normalisation uses `decode.search.length_penalty` and `decode.search.alpha`. Sources longer than
     the model accepts are truncated with a warning, as translation does; a target longer than
     the model can decode is an MTError naming its line. The model runs in eval mode under
     `torch.inference_mode()` and its train/eval mode is restored.
     """
     if len(src_lines) != len(tgt_lines):
         raise MTError(f"scoring: {len(src_lines)} source lines but {len(tgt_lines)} target lines")
-    length_penalty(1.0, alpha=decode.alpha, kind=decode.length_penalty)  # check the kind before any work
+    search = decode.search
+    length_penalty(1.0, alpha=search.alpha, kind=search.length_penalty)  # check the kind before any work
     src_ids = tokenizer.encode_src(list(src_lines))
     tgt_ids = tokenizer.encode_tgt(list(tgt_lines))
     limit = max_positions - 1  # the source gets an EOS, the decoder input a BOS
@@ -187,7 +188,7 @@ def score_pairs(
         if len(seq) > limit:
             raise MTError(f"target line {number}: {len(seq)} pieces, more than the model's limit of {limit}")
     batches = pair_batches(np.array([len(s) for s in src_ids]), np.array([len(t) for t in tgt_ids]),
-                           max_tokens=decode.max_tokens, max_sentences=decode.max_tokens)
+                           max_tokens=decode.resources.max_tokens, max_sentences=decode.resources.max_tokens)
     log_probs = [0.0] * len(src_ids)
     was_training = model.training
     model.eval()
@@ -208,6 +209,6 @@ def score_pairs(
     results = []
     for value, seq in zip(log_probs, tgt_ids):
         n = len(seq) + 1
-        penalty = float(length_penalty(float(n), alpha=decode.alpha, kind=decode.length_penalty))
+        penalty = float(length_penalty(float(n), alpha=search.alpha, kind=search.length_penalty))
         results.append(PairScore(value, n, value / penalty))
     return results

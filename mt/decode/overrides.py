@@ -28,11 +28,12 @@ from mt.text.protect import KINDS, ProtectKind, parse_kinds
 SAMPLING_KNOBS = ("temperature", "top_k", "top_p", "seed")  # apply only when sampling
 
 
-def _knob(flag: str, help: str, *, setting: str = "", option_type: Any = None) -> Any:
-    """A field of `DecodeOverrides`: `flag` and `help` make its command-line option; `setting` is
-    the `DecodeConfig` field it overrides where the names differ; `option_type` the option's type
-    where the command line gives another than the field holds (parsed by `from_flags`)."""
-    metadata: dict[str, Any] = {"flag": flag, "help": help, "setting": setting}
+def _knob(section: str, flag: str, help: str, *, setting: str = "", option_type: Any = None) -> Any:
+    """A field of `DecodeOverrides`: `section` is the `DecodeConfig` section it overrides a key of
+    (search, text or resources), `setting` that key where the names differ; `flag` and `help` make
+    its command-line option; `option_type` the option's type where the command line gives another
+    than the field holds (parsed by `from_flags`)."""
+    metadata: dict[str, Any] = {"section": section, "flag": flag, "help": help, "setting": setting}
     if option_type is not None:
         metadata["option_type"] = option_type
     return field(default=None, metadata=metadata)
@@ -46,39 +47,50 @@ class DecodeOverrides:
     policy of `mt.decode.pipeline` (segmented text and documents only): protect, case, ending,
     loop_retry."""
 
-    beam: int | None = _knob("--beam", "Beam size (1 = greedy); default from the checkpoint config.")
-    alpha: float | None = _knob("--alpha", "Length-penalty alpha.")
+    beam: int | None = _knob(
+        "search", "--beam", "Beam size (1 = greedy); default from the checkpoint config.")
+    alpha: float | None = _knob("search", "--alpha", "Length-penalty alpha.")
     n_best: int | None = _knob(
-        "--n-best", "Write N hypotheses per sentence (N samples with --sampling): 'i ||| text ||| score'.")
-    max_tokens: int | None = _knob("--max-tokens", "Source tokens per decoding batch.")
+        "search", "--n-best",
+        "Write N hypotheses per sentence (N samples with --sampling): 'i ||| text ||| score'.")
+    max_tokens: int | None = _knob("resources", "--max-tokens", "Source tokens per decoding batch.")
     sampling: bool | None = _knob(
-        "--sampling/--no-sampling", "Draw each translation at random from the model instead of searching "
-        "(e.g. for back-translation); default from the config (decode.sampling).")
+        "search", "--sampling/--no-sampling",
+        "Draw each translation at random from the model instead of searching (e.g. for "
+        "back-translation); default from the config (decode.search.sampling).")
     temperature: float | None = _knob(
-        "--temperature", "Sampling: divide the log-probabilities by T (< 1 sharper, > 1 flatter; default 1).")
-    top_k: int | None = _knob("--top-k", "Sampling: draw from the K most probable tokens (0 = all).")
+        "search", "--temperature",
+        "Sampling: divide the log-probabilities by T (< 1 sharper, > 1 flatter; default 1).")
+    top_k: int | None = _knob(
+        "search", "--top-k", "Sampling: draw from the K most probable tokens (0 = all).")
     top_p: float | None = _knob(
-        "--top-p", "Sampling: nucleus, the fewest most probable tokens holding probability P (1 = all).")
+        "search", "--top-p",
+        "Sampling: nucleus, the fewest most probable tokens holding probability P (1 = all).")
     seed: int | None = _knob(
-        "--seed", "Sampling: the same seed and input give the same output, whatever the batching; default 0.")
+        "search", "--seed",
+        "Sampling: the same seed and input give the same output, whatever the batching; default 0.")
     precision: str | None = _knob(
-        "--precision", "fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "
+        "resources", "--precision",
+        "fp32 (default) | bf16: decode a bf16 copy of a .pt model; only with native bf16 "
         "(AVX512-BF16/AMX CPUs, bf16 GPUs), opt-in: check BLEU against fp32.")
     no_repeat_ngram: int | None = _knob(
-        "--no-repeat-ngram", "Loop guard: no n-gram of N target pieces twice (0 = off).",
+        "search", "--no-repeat-ngram", "Loop guard: no n-gram of N target pieces twice (0 = off).",
         setting="no_repeat_ngram_size")
     repetition_penalty: float | None = _knob(
-        "--repetition-penalty", "Loop guard: emitted pieces' log-probs times P (1 = off).")
+        "search", "--repetition-penalty", "Loop guard: emitted pieces' log-probs times P (1 = off).")
     protect: tuple[ProtectKind, ...] | None = _knob(
-        "--protect", f"Spans kept verbatim: all, none, or some of {','.join(KINDS)} "
-                     "(default: decode.protect, all).",
+        "text", "--protect",
+        f"Spans kept verbatim: all, none, or some of {','.join(KINDS)} (default: decode.text.protect, all).",
         option_type=Optional[str])  # noqa: UP045 (typer>=0.9 cannot read `str | None`)
     case: bool | None = _knob(
-        "--case/--no-case", "ALL CAPS / Title Case read in sentence case and given back (default: on).")
+        "text", "--case/--no-case",
+        "ALL CAPS / Title Case read in sentence case and given back (default: on).")
     ending: bool | None = _knob(
-        "--ending/--no-ending", "A sentence ending without punctuation gets no full stop (default: on).")
+        "text", "--ending/--no-ending",
+        "A sentence ending without punctuation gets no full stop (default: on).")
     loop_retry: bool | None = _knob(
-        "--loop-retry/--no-loop-retry", "Search a looping output again, no piece twice (default: on).")
+        "text", "--loop-retry/--no-loop-retry",
+        "Search a looping output again, no piece twice (default: on).")
 
     @classmethod
     def from_flags(cls, protect: str | None = None, **flags: Any) -> DecodeOverrides:
@@ -137,12 +149,16 @@ def apply_overrides(base: DecodeConfig, overrides: DecodeOverrides,
     of the module docstring; a one-line MTError naming the value by `names` otherwise."""
     check_overrides(overrides, names)
     o = overrides
-    given = {f.metadata["setting"] or f.name: getattr(o, f.name) for f in dataclasses.fields(o)
-             if getattr(o, f.name) is not None}
+    given: dict[str, dict[str, Any]] = {"search": {}}  # section -> its keys given
+    for f in dataclasses.fields(o):
+        if getattr(o, f.name) is not None:
+            given.setdefault(f.metadata["section"], {})[f.metadata["setting"] or f.name] = getattr(o, f.name)
     if o.n_best is None:  # the checkpoint's n-best, at most a given beam
-        given["n_best"] = base.n_best if o.beam is None else min(base.n_best, o.beam)
-    decode = dataclasses.replace(base, **given)
-    if decode.sampling:
+        given["search"]["n_best"] = base.search.n_best if o.beam is None else min(base.search.n_best, o.beam)
+    decode = dataclasses.replace(base, **{section: dataclasses.replace(getattr(base, section), **keys)
+                                          for section, keys in given.items()})
+    search = decode.search
+    if search.sampling:
         if o.beam is not None:
             raise MTError(f"{names['beam']}: sampling draws translations, it does not search; "
                           f"drop {names['beam']} or {names['sampling']}")
@@ -150,8 +166,8 @@ def apply_overrides(base: DecodeConfig, overrides: DecodeOverrides,
     sampling_only = [names[knob] for knob in SAMPLING_KNOBS if getattr(o, knob) is not None]
     if sampling_only:
         raise MTError(f"{sampling_only[0]}: only applies to sampling; add {_sampling_on(names)}")
-    if decode.n_best > decode.beam:
+    if search.n_best > search.beam:
         if o.beam is not None:
-            raise MTError(f"{names['n_best']} {decode.n_best} exceeds {names['beam']} {decode.beam}")
-        decode = dataclasses.replace(decode, beam=decode.n_best)
+            raise MTError(f"{names['n_best']} {search.n_best} exceeds {names['beam']} {search.beam}")
+        decode = dataclasses.replace(decode, search=dataclasses.replace(search, beam=search.n_best))
     return decode

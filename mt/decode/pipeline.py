@@ -267,7 +267,7 @@ def search(lines: Sequence[str], decode: DecodeConfig, n_best: int | None, keys:
 def retry(lines: Sequence[str], found: list[Found], decode: DecodeConfig, n_best: int | None,
           keys: Sequence[int], held: Sequence[bool]) -> Steps[list[Found]]:
     """The retry stage: every output (its best) that still loops searched again with the strict
-    settings and replaced where that repeats less (`decode.loop_retry`: `mt.decode.repeats`); a
+    settings and replaced where that repeats less (`decode.text.loop_retry`: `mt.decode.repeats`); a
     line `held` (keeping a glossary term) keeps its output: no piece twice could make a term
     impossible to write."""
     strict, rows = to_retry(decode, lines, [answer.hyps[0][0] for answer in found], lambda i: held[i])

@@ -38,10 +38,11 @@ def truecaser(tokenizer: Tokenizer) -> Callable[[str], bool]:
 
 
 def prepare_segments(segments: Sequence[str], tokenizer: Tokenizer, decode: DecodeConfig) -> list[Prepared]:
-    """Each segment made ready for the model by `decode.protect`, `decode.case` and `decode.ending`
+    """Each segment made ready for the model by `decode.text` (its protect, case and ending rules)
     (`Prepared.text` is what it translates; the segment itself where nothing applies)."""
     count = piece_counter(tokenizer)
-    return [prepare(segment, decode.protect, decode.case, count, decode.ending) for segment in segments]
+    text = decode.text
+    return [prepare(segment, text.protect, text.case, count, text.ending) for segment in segments]
 
 
 def render_nbest(prepared: Sequence[Prepared], found: Sequence[list[tuple[str, float]]],

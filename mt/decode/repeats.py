@@ -20,7 +20,7 @@ pass over each row's history (no loop over rows or over the vocabulary):
 repeats one word, or runs one character, beyond what the source does (0 when it does not), the
 signal `mt.decode.confidence` turns into a low confidence.
 
-The retry (`decode.loop_retry`): a sentence whose output the check still flags, with the guard on,
+The retry (`decode.text.loop_retry`): a sentence whose output the check still flags, with the guard on,
 is searched again with the guard at its strictest (`retry_decode`: no target piece twice) and keeps
 that output where it repeats less (`retry_wins`). Banning every repeated piece is too strict for every
 sentence (n = 2 already cost the demo model 0.9 val BLEU), so it is tried only where the usual
@@ -130,13 +130,15 @@ def repetition_excess(source: str, output: str) -> int:
 
 def retry_decode(decode: DecodeConfig) -> DecodeConfig | None:
     """The settings a sentence whose output still loops is searched again with: `decode` with no
-    target piece twice (`RETRY_NGRAM`). None where nothing is retried: `decode.loop_retry` off, the
+    target piece twice (`RETRY_NGRAM`). None where nothing is retried: `decode.text.loop_retry` off, the
     guard off (a user who switched it off wants the plain search), sampling (a draw is not a search
     to correct), or the guard already at its strictest."""
-    guarded = decode.no_repeat_ngram_size > 0 or decode.repetition_penalty != 1.0
-    if not decode.loop_retry or not guarded or decode.sampling or decode.no_repeat_ngram_size == RETRY_NGRAM:
+    search = decode.search
+    guarded = search.no_repeat_ngram_size > 0 or search.repetition_penalty != 1.0
+    strictest = search.no_repeat_ngram_size == RETRY_NGRAM
+    if not decode.text.loop_retry or not guarded or search.sampling or strictest:
         return None
-    return dataclasses.replace(decode, no_repeat_ngram_size=RETRY_NGRAM)
+    return dataclasses.replace(decode, search=dataclasses.replace(search, no_repeat_ngram_size=RETRY_NGRAM))
 
 
 def to_retry(decode: DecodeConfig, sources: Sequence[str], outputs: Sequence[str],

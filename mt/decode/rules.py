@@ -2,10 +2,11 @@
 `apply_rules`, which every search (greedy, beam, sampling, constrained) calls on the next-token
 log-probs of each step. A rule added to decoding is written here once.
 
-`search_settings(decode, ...)` is the one function that turns a `DecodeConfig` (the checkpoint's
-and the command line's settings) into a `SearchSettings`, the typed, frozen object every search
-takes whole, as CTranslate2's translators take one options object (mt.deploy.ct2 maps it onto
-theirs). Greedy search is the search of beam 1 (`beam_search` with beam 1 finds the same).
+`search_settings(decode.search, ...)` is the one function that turns a `SearchConfig` (the
+checkpoint's and the command line's search settings) into a `SearchSettings`, the typed, frozen
+object every search takes whole, as CTranslate2's translators take one options object
+(mt.deploy.ct2 maps it onto theirs). Greedy search is the search of beam 1 (`beam_search` with
+beam 1 finds the same).
 
 The rules of one step, in the order `apply_rules` applies them to log-probs (R, V), one row per
 hypothesis (a beam row, a sample):
@@ -37,7 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from mt.config import DecodeConfig, LengthPenalty
+from mt.config import LengthPenalty, SearchConfig
 from mt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from mt.decode.repeats import guard_repeats
 
@@ -84,7 +85,7 @@ class Sampling:
 @dataclass(frozen=True)
 class SearchSettings:
     """Everything a search is told, checked once. Defaults: the plain search, greedy without a
-    length penalty, loop guard or position limit (`search_settings` gives a DecodeConfig's)."""
+    length penalty, loop guard or position limit (`search_settings` gives a SearchConfig's)."""
 
     beam: int = 1  # hypotheses kept per sentence (1: greedy); a sampling search ignores it
     n_best: int = 1  # hypotheses returned per sentence (samples drawn, when sampling); <= beam for a search
@@ -118,19 +119,18 @@ class SearchSettings:
         return log_prob / float(length_penalty(float(length + 1), alpha=self.alpha, kind=self.length_penalty))
 
 
-def search_settings(decode: DecodeConfig, *, n_best: int = 1, max_len_limit: int | None = None,
+def search_settings(search: SearchConfig, *, n_best: int = 1, max_len_limit: int | None = None,
                     constrained: bool = False) -> SearchSettings:
-    """The one place a `DecodeConfig` becomes a search's settings: `n_best` hypotheses (or samples)
-    per sentence, outputs capped at `max_len_limit` (the model's positions - 1), and a beam of at least
-    `CONSTRAINED_BEAM` for a search with constraints (`constrained`)."""
-    beam = max(decode.beam, CONSTRAINED_BEAM) if constrained and not decode.sampling else decode.beam
-    sampling = (
-        Sampling(decode.temperature, decode.top_k, decode.top_p, decode.seed) if decode.sampling else None
-    )
-    return SearchSettings(beam=beam, n_best=n_best, length_penalty=decode.length_penalty, alpha=decode.alpha,
-                          max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, max_len_limit=max_len_limit,
-                          forbid_unk=decode.forbid_unk, no_repeat_ngram_size=decode.no_repeat_ngram_size,
-                          repetition_penalty=decode.repetition_penalty, sampling=sampling)
+    """The one place a `SearchConfig` (decode.search) becomes a search's settings: `n_best`
+    hypotheses (or samples) per sentence, outputs capped at `max_len_limit` (the model's positions
+    - 1), and a beam of at least `CONSTRAINED_BEAM` for a search with constraints (`constrained`)."""
+    s = search
+    beam = max(s.beam, CONSTRAINED_BEAM) if constrained and not s.sampling else s.beam
+    sampling = Sampling(s.temperature, s.top_k, s.top_p, s.seed) if s.sampling else None
+    return SearchSettings(beam=beam, n_best=n_best, length_penalty=s.length_penalty, alpha=s.alpha,
+                          max_len_a=s.max_len_a, max_len_b=s.max_len_b, max_len_limit=max_len_limit,
+                          forbid_unk=s.forbid_unk, no_repeat_ngram_size=s.no_repeat_ngram_size,
+                          repetition_penalty=s.repetition_penalty, sampling=sampling)
 
 
 def max_output_lengths(src_lengths: Tensor, settings: SearchSettings, *, at_least: Tensor | None = None,

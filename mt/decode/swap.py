@@ -132,8 +132,9 @@ def alone_sources(matched: Sequence[Sequence[Term]]) -> list[str]:
 def alone_decode(decode: DecodeConfig) -> DecodeConfig:
     """How "swap" translates the source terms alone: beam search with an n-best of at least
     `ALONE_NBEST` (the several words a model has for one term)."""
-    k = max(decode.beam, ALONE_NBEST)
-    return dataclasses.replace(decode, beam=k, n_best=k, sampling=False)
+    k = max(decode.search.beam, ALONE_NBEST)
+    return dataclasses.replace(decode, search=dataclasses.replace(decode.search, beam=k, n_best=k,
+                                                                  sampling=False))
 
 
 def alone_word_sets(terms: TermConstraints, sources: Sequence[str], outputs: Sequence[Sequence[str]],
@@ -234,8 +235,9 @@ def first_pass_searches(terms: TermConstraints, held: Sequence[str], occurrences
     if terms.first_pass != "swap":
         return []
     many = alone_decode(decode)
-    return [PassSearch(list(held), dataclasses.replace(decode, n_best=1)),
-            PassSearch(alone_sources([terms_in(found) for found in occurrences]), many, many.n_best)]
+    one = dataclasses.replace(decode, search=dataclasses.replace(decode.search, n_best=1))
+    return [PassSearch(list(held), one),
+            PassSearch(alone_sources([terms_in(found) for found in occurrences]), many, many.search.n_best)]
 
 
 def first_pass_wanted(terms: TermConstraints, held: Sequence[str], occurrences: Sequence[Occurrences],

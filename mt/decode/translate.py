@@ -95,8 +95,9 @@ def _map_sentences(
     with tqdm(total=len(ids), disable=not progress, file=sys.stderr, unit="sent", desc="translate") as bar:
         bar.update(len(ids) - len(todo))
         for group, constrained in groups:
-            # decode.max_tokens bounds source tokens times the beam (or samples): search runs B * beam rows.
-            budget = max(1, decode.max_tokens // rows_per_sentence(decode, constrained=constrained))
+            # decode.resources.max_tokens bounds source tokens times the beam (or samples): search runs
+            # B * beam rows.
+            budget = max(1, decode.resources.max_tokens // rows_per_sentence(decode, constrained=constrained))
             for batch in decode_batches(all_lengths[group], max_tokens=budget, max_sentences=budget):
                 rows = group[batch].tolist()
                 found = search([ids[i] for i in rows], rows, constrained)
@@ -254,7 +255,7 @@ def search_lines(
     glossary: TermConstraints | None = None,
 ) -> LineResults:
     """Raw lines searched as they are, one segment each (what `mt evaluate`, validation BLEU and
-    `--no-segment` read): sampling when decode.sampling, else greedy when decode.beam == 1, else
+    `--no-segment` read): sampling when decode.search.sampling, else greedy when decode.search.beam == 1, else
     beam search; `n_best` hypotheses a line (None: the best alone). The model is put in eval mode
     and restored afterwards, so the trainer may pass its (unwrapped, not DDP) model. Sampling keys
     line i's draws by `first_id + i` (or `sentence_ids[i]`): the same lines and seed give the same
@@ -326,10 +327,10 @@ def translate_texts_nbest(model: NativeModel | Engine, tokenizer: Tokenizer, tex
                           decode: DecodeConfig, *, device: torch.device | str, segmenter: Segmenter,
                           progress: bool = False, first_id: int = 0, glossary: TermConstraints | None = None,
                           ) -> list[list[tuple[str, float]]]:
-    """Each text's `decode.n_best` alternatives (`Translated.nbest`: the k-th joins every segment's
+    """Each text's `decode.search.n_best` alternatives (`Translated.nbest`: the k-th joins every segment's
     k-th best, scored by their mean)."""
     return translate_path(model, tokenizer, texts, decode, device=device, segmenter=segmenter,
-                          n_best=decode.n_best, progress=progress, first_id=first_id,
+                          n_best=decode.search.n_best, progress=progress, first_id=first_id,
                           glossary=glossary).nbest()
 
 

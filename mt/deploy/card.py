@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mt.config_load import moved_decode_keys
 from mt.errors import MTError
 from mt.model.checkpoint import load_checkpoint
 
@@ -80,7 +81,8 @@ def model_card(state: dict[str, Any], *, checkpoint: str, scores: dict[str, dict
     """The card (a JSON-able dict) of a checkpoint `state` (as `load_checkpoint` returns it, or the
     same keys from `mt_export.json`). `parameters`: the weight count, None when unknown."""
     cfg = state["config"]
-    m, d, data = cfg["model"], cfg["decode"], cfg["data"]
+    m, data = cfg["model"], cfg["data"]
+    d = moved_decode_keys(cfg["decode"])["search"]  # an older file's flat decode keys read as sections
     valid = state.get("valid") if isinstance(state.get("valid"), dict) else {}
     return {
         "name": cfg.get("name", ""),

@@ -236,13 +236,13 @@ class CT2Translator:
         `constraints` (a glossary's terms) are refused (`refusal`): its search cannot keep them."""
         if constraints is not None:
             raise MTError(self.refusal)
-        if decode.sampling:
+        if decode.search.sampling:
             raise MTError("--sampling: runs with .pt checkpoints only; "
                           "an exported model searches (greedy/beam)")
-        if decode.precision != "fp32":
-            raise MTError(f"--precision {decode.precision}: an exported model's precision is its export's "
-                          f"--quantization ({self.info.get('quantization')})")
-        settings = search_settings(decode, n_best=n_best or 1, max_len_limit=self.max_positions - 1)
+        if decode.resources.precision != "fp32":
+            raise MTError(f"--precision {decode.resources.precision}: an exported model's precision is its "
+                          f"export's --quantization ({self.info.get('quantization')})")
+        settings = search_settings(decode.search, n_best=n_best or 1, max_len_limit=self.max_positions - 1)
         return self.translate_ids(src_ids, settings, exact_scores=n_best is not None)
 
     constrains = False  # CTranslate2 has no lexically constrained search (mt.decode.constrained)

@@ -24,7 +24,7 @@ Which models export how (`exportable`):
 Multi-pair models keep their target tags: the tag `<2de>` becomes vocab.json's `>>de<<`, the
 language-code token MarianTokenizer reads at the start of a source (`">>de<< A sentence."`), as
 multi-target OPUS-MT models do. generation_config.json bans what mt's search bans (<pad>, <s>,
-and <unk> when `decode.forbid_unk`), starts from <s>, and stops as mt's beam search does
+and <unk> when `decode.search.forbid_unk`), starts from <s>, and stops as mt's beam search does
 (`early_stopping: true`), with the config's length penalty: exactly for "average" and "none";
 mt's default "gnmt" has no transformers form and is approximated (`hf_length_penalty`), so beam
 search may rank some hypotheses differently from `mt translate` (greedy search is identical); the
@@ -111,7 +111,7 @@ def generation_settings(cfg: Config) -> dict[str, Any]:
     """generation_config.json's search settings: mt's bans, beam, stopping rule, length penalty
     (`hf_length_penalty`: mt's gnmt penalty approximated) and loop guard's n-gram ban (the same rule:
     the n-grams transformers sees start with BOS, which is never emitted again)."""
-    d = cfg.decode
+    d = cfg.decode.search
     banned = [[PAD_ID], [BOS_ID]] + ([[UNK_ID]] if d.forbid_unk else [])
     beam = {} if d.beam == 1 else dict(
         num_beams=d.beam, early_stopping=True,
@@ -159,7 +159,7 @@ def hub_card(state: dict[str, Any], cfg: Config, path: Path, languages: list[str
 
 def _beam_note(cfg: Config) -> list[str]:
     """The README's word on beam search when transformers cannot rank as mt does (gnmt)."""
-    d = cfg.decode
+    d = cfg.decode.search
     if d.length_penalty != "gnmt" or d.alpha == 0:
         return []
     p = hf_length_penalty(d.length_penalty, d.alpha, cfg.model.max_positions)

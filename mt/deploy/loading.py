@@ -82,7 +82,7 @@ def load_model(paths: Sequence[Path], device: str) -> LoadedModel:
                       "use --device cpu or the .pt checkpoint")
     from mt.deploy.ct2 import CT2Translator  # ctranslate2 is an optional extra
 
-    # one CTranslate2 batch per mt batch (decode.max_tokens)
+    # one CTranslate2 batch per mt batch (decode.resources.max_tokens)
     translator = CT2Translator(path, max_batch_size=0)
     try:
         cfg = config_from_dict(translator.info["config"])

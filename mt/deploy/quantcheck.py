@@ -44,7 +44,7 @@ def check_quantization(export_dir: Path, checkpoint: Checkpoint | Path, *,
     splits = sorted({p.valid_split for p in cfg.data.pairs})
     record: dict[str, Any] = {"quantization": quantization, "int8_range": info.get("int8_range"),
                               "cpu": cpu_name(), "isa": cpu_isa(),
-                              "beam": cfg.decode.beam, "splits": splits}
+                              "beam": cfg.decode.search.beam, "splits": splits}
     try:
         sets = eval_sets(cfg, tokenizer, splits, [], None, None)
     except MTError as e:

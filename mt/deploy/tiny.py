@@ -39,7 +39,8 @@ def tiny_config(name: str = "tiny-random", src_lang: str = "en", tgt_lang: str =
         "tokenizer": {"vocab_size": 400, "joint": True},
         "model": {"d_model": 32, "heads": 2, "encoder_layers": 1, "decoder_layers": 1, "d_ff": 64,
                   "dropout": 0.0, "max_positions": 256},
-        "decode": {"beam": 1, "max_len_a": 0.5, "max_len_b": 5, "max_tokens": 4000},
+        "decode": {"search": {"beam": 1, "max_len_a": 0.5, "max_len_b": 5},
+                   "resources": {"max_tokens": 4000}},
     })
 
 

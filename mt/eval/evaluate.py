@@ -240,7 +240,7 @@ def confidence_report(confidences: Sequence[float], hyps: Sequence[str], refs: S
     return {"spearman_chrf": round(spearman(confidences, chrf), 4),
             "mean": round(sum(finite) / len(finite), 4) if finite else None,
             "low_share": round(sum(c < LOW for c in finite) / len(finite), 4) if finite else None,
-            "low": LOW, "calibrated": bool(decode.confidence)}
+            "low": LOW, "calibrated": bool(decode.calibration.weights)}
 
 
 def evaluate_set(
@@ -262,7 +262,7 @@ def evaluate_set(
     """Translate a test set, score it against its references (stripped at the end; BLEU tokenised
     with `bleu_tokenize`) and write `<out_dir>/<label>.<checkpoint stem>.beam<K>.hyp` and the
     `.json` report beside it (stems joined by '+' for an ensemble; `sample<seed>` instead of
-    `beam<K>` when decode.sampling). With `glossary`, sentences holding its terms are translated
+    `beam<K>` when decode.search.sampling). With `glossary`, sentences holding its terms are translated
     keeping them, and the report adds `term_success` (mt.eval.terms)."""
     if not test.src:
         raise MTError(f"{test.label}: no sentences to translate")
@@ -274,7 +274,7 @@ def evaluate_set(
     t0 = time.perf_counter()
     scores = score(hyps, [r.rstrip() for r in test.ref], tokenize=bleu_tokenize)
     score_s = time.perf_counter() - t0
-    how = f"sample{decode.seed}" if decode.sampling else f"beam{decode.beam}"
+    how = f"sample{decode.search.seed}" if decode.search.sampling else f"beam{decode.search.beam}"
     # A multi-pair label `en-fr/test_2016_flickr` names the files `en-fr.test_2016_flickr...`.
     stem = f"{test.label.replace('/', '.')}.{'+'.join(path.stem for path in checkpoints)}.{how}"
     hyp_path, report_path = out_dir / f"{stem}.hyp", out_dir / f"{stem}.json"

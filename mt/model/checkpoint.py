@@ -18,7 +18,7 @@ Layout of a checkpoint (a plain dict; only tensors, numbers, strings, bytes, lis
                     and `valid` the average's own validation record (written by the trainer), never a source's
     init_from       (fine-tuned runs only) {"path", "sha256", "update"}: the checkpoint the run
                     started from (train.init_from), its sha256 and update count
-    decode_fit, confidence_fit  (fitted checkpoints only) how decode.alpha and decode.confidence were
+    decode_fit, confidence_fit  (fitted checkpoints only) how decode.search.alpha and decode.calibration were
                     fitted on val (mt/train/decode_fit.py, mt/train/confidence_fit.py)
 
 Reading: `read_checkpoint(path)` is the one read of a checkpoint file (its one `torch.load`): a
@@ -37,6 +37,7 @@ weights that are not finite so a diverged model never replaces a good checkpoint
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ from typing import Any, BinaryIO
 
 import torch
 
-from mt.config import Config
+from mt.config import CalibrationConfig, Config, DecodeConfig
 from mt.config_load import config_from_dict, config_to_dict
 from mt.data.tokenizer import Tokenizer
 from mt.errors import MTError
@@ -402,24 +403,34 @@ class CheckpointFiles:
 
 
 def store_decode_fit(path: Path, alpha: float, record: dict[str, Any]) -> None:
-    """Rewrite the checkpoint at `path` (atomically) with decode.alpha = `alpha` in its config and
-    `record` (how it was chosen) under "decode_fit": what translate, evaluate and serve then use."""
+    """Rewrite the checkpoint at `path` (atomically) with decode.search.alpha = `alpha` in its config
+    and `record` (how it was chosen) under "decode_fit": what translate, evaluate and serve then use."""
     state = load_checkpoint(path)
-    state["config"]["decode"]["alpha"] = float(alpha)
+    decode = config_from_dict(state["config"]).decode
+    fitted = dataclasses.replace(decode.search, alpha=float(alpha))
+    _store_decode(state, dataclasses.replace(decode, search=fitted))
     state["decode_fit"] = record
     save_checkpoint(path, state)
 
 
 def store_confidence_fit(path: Path, weights: Sequence[float], record: dict[str, Any]) -> None:
-    """Rewrite the checkpoint at `path` (atomically) with decode.confidence = `weights` and the
-    record's bounds (decode.confidence_min_pieces, decode.confidence_min_distinct) in its config, and
+    """Rewrite the checkpoint at `path` (atomically) with decode.calibration = `weights` and the
+    record's bounds (its shortest source and least share of distinct words) in its config, and
     `record` (how they were fitted) under "confidence_fit" (mt/train/confidence_fit.py)."""
     state = load_checkpoint(path)
-    state["config"]["decode"]["confidence"] = [float(w) for w in weights]
-    state["config"]["decode"]["confidence_min_pieces"] = int(record.get("min_source_pieces", 0))
-    state["config"]["decode"]["confidence_min_distinct"] = float(record.get("min_distinct_share", 0.0))
+    calibration = CalibrationConfig(weights=tuple(float(w) for w in weights),
+                                    min_pieces=int(record.get("min_source_pieces", 0)),
+                                    min_distinct=float(record.get("min_distinct_share", 0.0)))
+    decode = config_from_dict(state["config"]).decode
+    _store_decode(state, dataclasses.replace(decode, calibration=calibration))
     state["confidence_fit"] = record
     save_checkpoint(path, state)
+
+
+def _store_decode(state: dict[str, Any], decode: DecodeConfig) -> None:
+    """`state`'s config with its decode section replaced by `decode` (written in sections: an older
+    checkpoint's flat keys go)."""
+    state["config"] = config_to_dict(dataclasses.replace(config_from_dict(state["config"]), decode=decode))
 
 
 def ensemble_of(paths: Sequence[Path], models: Sequence[Transformer], tokenizers: Sequence[Tokenizer],

@@ -13,7 +13,7 @@ that queued while it ran (all of them come back; `_others_queued`), or at the
 latest `GATHER_CAP` x `max_wait_ms` after that start. It then takes every queued segment that
 shares the oldest segment's options, and decodes them in the same token-budgeted,
 length-sorted batches `mt translate` uses (`mt.data.batching.decode_batches`, budget
-decode.max_tokens // rows per sentence) through the engine's own `search_ids`; the search itself
+decode.resources.max_tokens // rows per sentence) through the engine's own `search_ids`; the search itself
 is `mt.decode`'s. Requests with other options wait for the next round. A segment holding glossary
 terms carries its own (`Job.constraints`): such segments, of any requests, form rounds of their own
 decoded by the constrained search, each with its terms; the others decode as without a glossary.
@@ -285,7 +285,7 @@ class Batcher:
     @staticmethod
     def _budget(item: _Item) -> int:
         """Sentences (= source tokens, one per sentence at least) per batch for the item's options."""
-        return max(1, item.job.decode.max_tokens
+        return max(1, item.job.decode.resources.max_tokens
                    // rows_per_sentence(item.job.decode, constrained=item.constrained))
 
     def _supervise(self) -> None:

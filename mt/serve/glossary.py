@@ -66,9 +66,9 @@ def default_terms(models: Sequence[ServedModel],
             raise MTError(f"--glossary {glossary.name}: the {pair[0]}-{pair[1]} model is an `mt export` "
                           "(CTranslate2), whose search cannot keep a glossary's terms; "
                           "serve the .pt checkpoint")
-        if model.decode.sampling:
+        if model.decode.search.sampling:
             raise MTError(f"--glossary {glossary.name}: the {pair[0]}-{pair[1]} model samples "
-                          "(decode.sampling), which cannot keep a glossary's terms")
+                          "(decode.search.sampling), which cannot keep a glossary's terms")
         terms[pair] = model_terms(model, glossary, *pair)
     return terms
 

@@ -174,7 +174,7 @@ def segment_key(model: ServedModel, decode: DecodeConfig, n_best: int | None, to
     """The cache key of one sentence: everything its output depends on (with the target pieces of the
     glossary terms it keeps, if any). None (not cached) for an empty one (answered without the model
     anyway) and with sampling (seeded by its index in its request)."""
-    if decode.sampling or not line.strip():
+    if decode.search.sampling or not line.strip():
         return None
     key = (model.identity.id, decode, n_best, tuple(tokenizer.src_prefix), line)
     return key + (terms,) if terms else key  # a Wanted: tuples all the way down
@@ -246,6 +246,6 @@ async def translate_html(request: Request, model: ServedModel, settings: ServeSe
 
     try:  # off the event loop: the alignment is a forced pass in the worker, rendering is linear work
         return await asyncio.to_thread(render_fragments, fragments, translations,
-                                       span_links(_aligner(model, tokenizer), decode.protect))
+                                       span_links(_aligner(model, tokenizer), decode.text.protect))
     except MTError as e:
         raise ApiError(503, f"the model could not align the markup: {e}", {"Retry-After": "5"}) from None

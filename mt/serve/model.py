@@ -149,11 +149,12 @@ class ServedModel:
 def server_decode(settings: ServeSettings, cfg: Config) -> tuple[DecodeConfig, int]:
     """(the server's default decode settings, the largest beam a request may ask for): the
     checkpoint's with the server's flags (`ServeSettings.decode_overrides`) applied; --beam is both
-    the default and the bound of a request's beam (the checkpoint's decode.beam without it)."""
+    the default and the bound of a request's beam (the checkpoint's decode.search.beam without it)."""
     bounded = dataclasses.replace(settings.decode_overrides(), beam=None)  # the bound is not a search's beam
     decode = apply_overrides(cfg.decode, bounded, SERVE_FLAGS)
-    max_beam = settings.max_beam or decode.beam
-    return dataclasses.replace(decode, beam=max_beam, n_best=min(decode.n_best, max_beam)), max_beam
+    max_beam = settings.max_beam or decode.search.beam
+    search = dataclasses.replace(decode.search, beam=max_beam, n_best=min(decode.search.n_best, max_beam))
+    return dataclasses.replace(decode, search=search), max_beam
 
 
 def load_served_model(settings: ServeSettings, checkpoints: Sequence[Path], metrics: Metrics) -> ServedModel:

@@ -240,7 +240,7 @@ def v1_decode(fields: dict[str, Any], base: DecodeConfig, settings: ServeSetting
         alpha=get_float(fields, "alpha"), sampling=sampling, seed=get_int(fields, "seed"),
         top_k=get_int(fields, "top_k"), temperature=get_float(fields, "temperature"),
         top_p=get_float(fields, "top_p"))
-    if not samples and (sampling or sampling is None and base.sampling):
+    if not samples and (sampling or sampling is None and base.search.sampling):
         raise ApiError(400, "sampling: this server runs an `mt export` (CTranslate2) model, which searches "
                             "(greedy/beam) only; serve the .pt checkpoint to sample")
     try:

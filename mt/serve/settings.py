@@ -45,7 +45,7 @@ class ServeSettings:
     Each field with a flag is one `mt serve` option: its flag, default and help are declared here
     once (the CLI's options are built from them). Beyond the help text:
 
-    max_beam:        None = the checkpoint's decode.beam, which is then also the maximum
+    max_beam:        None = the checkpoint's decode.search.beam, which is then also the maximum
     max_wait_ms:     in all a batch waits at most batcher.GATHER_CAP x this
     timeout_s:       a request waiting longer than this for its translations gets 503, one whose
                      body has not all arrived after this long 408; a connection whose next request
@@ -64,10 +64,11 @@ class ServeSettings:
     host: str = _flag("127.0.0.1", "--host", "Address to bind (loopback unless told otherwise).")
     port: int = _flag(8000, "--port", "TCP port.")
     max_beam: int | None = _flag(
-        None, "--beam", "Default and largest beam a request may use (default: the checkpoint's decode.beam).")
+        None, "--beam",
+        "Default and largest beam a request may use (default: the checkpoint's decode.search.beam).")
     max_batch_tokens: int | None = _flag(
-        None, "--max-batch-tokens", "Source tokens x beam per decoding batch (default: decode.max_tokens; "
-                                    "1 = no batching).")
+        None, "--max-batch-tokens",
+        "Source tokens x beam per decoding batch (default: decode.resources.max_tokens; 1 = no batching).")
     no_repeat_ngram: int | None = _decode_flag("no_repeat_ngram")
     repetition_penalty: float | None = _decode_flag("repetition_penalty")
     max_wait_ms: float = _flag(

@@ -26,7 +26,7 @@ brackets balanced; a doubled word once. Given confidences (`scored`), a message 
 translation is under `LOW_CONFIDENCE` (0.3) gets a translator comment saying so.
 
 Placeholders (`%s`, `%(name)s`, `{0}`, ...) are not this module's job: the `translate_texts` the
-command and the server pass apply `decode.protect` (mt.text.protect), which takes them out of what
+command and the server pass apply `decode.text.protect` (mt.text.protect), which takes them out of what
 the model reads and puts them back verbatim, so a `c-format` message still passes `msgfmt --check`.
 The file is written by polib with gettext's own line wrapping (79 columns), the layout
 `msgmerge` and Weblate write, so such a file keeps its layout. It must be UTF-8 (the header's

@@ -23,7 +23,7 @@ kept); the model still reads the segment itself, unaligned. A segment where noth
 `identity`: its text is the segment and `render` returns the translation unchanged, so such a
 sentence comes out byte-identical to a translation without this module.
 
-The kinds (`mt.config.ProtectKind`, each switched off by leaving it out of `decode.protect`):
+The kinds (`mt.config.ProtectKind`, each switched off by leaving it out of `decode.text.protect`):
 - `placeholders`: printf `%s %d %5.2f %1$s %(name)s %@`, `{0} {0:N2} {name} {user.name}` (ICU,
   Python, .NET), `{{ x }}`, `${x}`, `%{x}`, `:name` (Rails, Laravel), `<name>`;
 - `urls` (a scheme `x://` or `www.`, trailing sentence punctuation left out), `emails`,
@@ -87,7 +87,7 @@ _URL_TAIL = ".,;:!?'\")]}"  # punctuation after a URL belongs to the sentence
 _AROUND = ".,;:!?'\"«»“”"  # punctuation a sentence puts around a word
 # a final full stop the model adds to a segment that had none (not '...', '…', '?', '!')
 FULL_STOPS = ".。．"
-# The final marks a segment's translation is given from its source (`decode.ending`): a label's colon,
+# The final marks a segment's translation is given from its source (`decode.text.ending`): a label's colon,
 # a menu item's ellipsis, a question's or an exclamation's mark. A full stop stays the model's.
 MARKS = (":", "...", "…", "?", "!")
 _ENDS = ".:;,!?…。．"  # what a translation may end with in place of the source's mark

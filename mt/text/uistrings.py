@@ -20,7 +20,7 @@ over a source message and its translation; what translate-toolkit's `pofilter` a
   strftime field (`%B`), and each bracket (`_KEEP`), as placeholders `{_0}` that the span rules of
   `mt.text.protect` take out of what the model reads and put back where the words around them go:
   pofilter's `xmltags`, `acronyms`, `filepaths` and `brackets` checks then hold whatever the model
-  does (with `decode.protect` holding `placeholders`, its default).
+  does (with `decode.text.protect` holding `placeholders`, its default).
 - **Brackets** (`balance_brackets`): a translation with more `(`, `)`, `[`, `]`, `{` or `}` than
   its source loses the surplus (the rightmost unpaired ones first), as pofilter's `brackets`
   check counts them; a missing bracket is not invented.

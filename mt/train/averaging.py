@@ -48,13 +48,14 @@ def average_or_best(best: Path, files: CheckpointFiles, validator: Validator, t:
     validation = f"{name} {abs(metric):.2f}, best.pt {abs(best_metric):.2f}"
     if t.fit_alpha and fits(decode):
         started = time.perf_counter()
-        averaged_bleu = beam_bleu(model, validator, decode, decode.alpha)
-        best_bleu = beam_bleu(read_checkpoint(best).model(device), validator, decode, decode.alpha)
+        averaged_bleu = beam_bleu(model, validator, decode, decode.search.alpha)
+        best_bleu = beam_bleu(read_checkpoint(best).model(device), validator, decode, decode.search.alpha)
         keep = averaged_bleu >= best_bleu
         record.update(beam_bleu=averaged_bleu, best_beam_bleu=best_bleu)
-        how = (f"beam {decode.beam} val BLEU on {fit_sentences(validator):,} sentences {averaged_bleu:.2f}, "
+        how = (f"beam {decode.search.beam} val BLEU on {fit_sentences(validator):,} sentences "
+               f"{averaged_bleu:.2f}, "
                f"best.pt {best_bleu:.2f}, {time.perf_counter() - started:.0f}s; validation's {validation}")
-        known = {decode.alpha: averaged_bleu if keep else best_bleu}
+        known = {decode.search.alpha: averaged_bleu if keep else best_bleu}
     else:
         keep, how, known = metric >= best_metric, validation, {}
     log.metrics(record)

@@ -1,5 +1,5 @@
 """The sentence confidence's calibration fitted on validation, stored in the checkpoint (as
-mt/train/decode_fit.py stores alpha): `decode.confidence`, the weights `mt.decode.confidence` maps
+mt/train/decode_fit.py stores alpha): `decode.calibration.weights`, the weights `mt.decode.confidence` maps
 a sentence's signals with, so that `mt translate --scores`, `mt serve` and `mt evaluate` use them.
 
 The fit translates the val lines with the checkpoint's own decode settings (the outputs users will
@@ -102,10 +102,13 @@ def fit_and_store_confidence(path: Path, validator: Validator, device: torch.dev
                              report: Callable[[str], None]) -> tuple[float, ...]:
     """The calibration of the model in the checkpoint at `path`, fitted on the first FIT_SENTENCES
     val lines of every pair of `validator` with the checkpoint's own decode settings (its fitted
-    alpha), and stored there (decode.confidence and a "confidence_fit" record); `report` gets one line."""
+    alpha), and stored there (decode.calibration and a "confidence_fit" record); `report` gets one
+    line."""
     started = time.perf_counter()
     ckpt = read_checkpoint(path)
-    model, decode = ckpt.model(device), dataclasses.replace(ckpt.config.decode, n_best=1, sampling=False)
+    decode = ckpt.config.decode
+    model, decode = ckpt.model(device), dataclasses.replace(
+        decode, search=dataclasses.replace(decode.search, n_best=1, sampling=False))
     found: list[Scored] = []
     chrf: list[float] = []
     for pair in validator.pairs.values():

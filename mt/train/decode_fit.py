@@ -93,10 +93,10 @@ def fit_alpha(bleu_at: Callable[[float], float], start: float,
 
 
 def beam_bleu(model: torch.nn.Module, validator: Validator, decode: DecodeConfig, alpha: float) -> float:
-    """Val BLEU of `model` on the first FIT_SENTENCES val lines, beam `decode.beam` at `alpha`: what
+    """Val BLEU of `model` on the first FIT_SENTENCES val lines, beam `decode.search.beam` at `alpha`: what
     the fit maximises, and what chooses between best.pt and the average of the last checkpoints."""
-    return validator.bleu(model, dataclasses.replace(decode, alpha=alpha, n_best=1, sampling=False),
-                          FIT_SENTENCES)
+    search = dataclasses.replace(decode.search, alpha=alpha, n_best=1, sampling=False)
+    return validator.bleu(model, dataclasses.replace(decode, search=search), FIT_SENTENCES)
 
 
 def fit_sentences(validator: Validator) -> int:
@@ -106,31 +106,32 @@ def fit_sentences(validator: Validator) -> int:
 
 def fits(decode: DecodeConfig) -> bool:
     """Whether there is a length penalty to fit (beam search with one)."""
-    return decode.beam > 1 and decode.length_penalty != "none"
+    return decode.search.beam > 1 and decode.search.length_penalty != "none"
 
 
 def fit_and_store(path: Path, validator: Validator, decode: DecodeConfig, device: torch.device,
                   report: Callable[[str], None], known: dict[float, float] | None = None) -> None:
     """Fit alpha for the model in the checkpoint at `path` on the first FIT_SENTENCES of
-    `validator`'s val lines, beam `decode.beam`, and store it there; `report` gets the one line
+    `validator`'s val lines, beam `decode.search.beam`, and store it there; `report` gets the one line
     that says what was chosen. known: its `beam_bleu` already measured at some alphas."""
     if not fits(decode):
         report(f"train.fit_alpha: nothing to fit "
-               f"(beam {decode.beam}, length penalty {decode.length_penalty})")
+               f"(beam {decode.search.beam}, length penalty {decode.search.length_penalty})")
         return
     started = time.perf_counter()
     model = read_checkpoint(path).model(device)
-    best, tried = fit_alpha(lambda alpha: beam_bleu(model, validator, decode, alpha), decode.alpha, known)
+    best, tried = fit_alpha(lambda alpha: beam_bleu(model, validator, decode, alpha), decode.search.alpha,
+                            known)
     seconds, sentences = time.perf_counter() - started, fit_sentences(validator)
     table = ", ".join(f"{alpha:g}: {bleu:.2f}" for alpha, bleu in sorted(tried.items()))
-    store_decode_fit(path, best, {"alpha": best, "was": decode.alpha, "beam": decode.beam,
+    store_decode_fit(path, best, {"alpha": best, "was": decode.search.alpha, "beam": decode.search.beam,
                                   "valid_bleu": {str(a): b for a, b in sorted(tried.items())},
                                   "valid_sentences": sentences,
                                   "seconds": round(seconds, 1)})
-    if best != round(decode.alpha, 2):
-        change = f"alpha {decode.alpha:g} -> {best:g}"
+    if best != round(decode.search.alpha, 2):
+        change = f"alpha {decode.search.alpha:g} -> {best:g}"
     else:
         change = f"alpha {best:g} kept"
-    report(f"decoding fitted on {sentences:,} val sentences (beam {decode.beam}, {seconds:.0f}s): "
-           f"{change}, val BLEU {tried[round(decode.alpha, 2)]:.2f} -> {tried[best]:.2f} ({table}); "
+    report(f"decoding fitted on {sentences:,} val sentences (beam {decode.search.beam}, {seconds:.0f}s): "
+           f"{change}, val BLEU {tried[round(decode.search.alpha, 2)]:.2f} -> {tried[best]:.2f} ({table}); "
            f"stored in {path.name}")

@@ -76,8 +76,7 @@ def generate(cfg: Config, teacher: Teacher, decode: DecodeConfig, *, select_bleu
     """Step 1 and 2 (module docstring): the distilled corpus in `<run>/distill/`; returns the folder."""
     pair = cfg.data.pairs[0]
     folder = cfg.run_dir / FOLDER
-    settings = {k: v for k, v in dataclasses.asdict(decode).items()
-                if k not in ("max_tokens", "bleu_tokenize")}
+    settings = decode.output_settings()
     identity = {"command": "distill", "teachers": [m["sha256"] for m in teacher.models],
                 "corpus": _corpus_identity(cfg), "decode": settings,
                 "select": "sentence_bleu" if select_bleu else "best_score"}
@@ -91,7 +90,7 @@ def generate(cfg: Config, teacher: Teacher, decode: DecodeConfig, *, select_bleu
             return translate_lines(teacher.engine, tokenizer, lines, decode, device=teacher.device,
                                    first_id=first)
         assert refs is not None
-        found = search_lines(teacher.engine, tokenizer, lines, decode, n_best=decode.n_best,
+        found = search_lines(teacher.engine, tokenizer, lines, decode, n_best=decode.search.n_best,
                              device=teacher.device, first_id=first).nbest()
         best = [best_by_sentence_bleu([t for t, _ in nbest], ref, tokenize)
                 for nbest, ref in zip(found, refs)]

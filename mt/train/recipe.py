@@ -419,7 +419,7 @@ def _schedule(recipe: Recipe, s: CorpusSurvey, rung_i: int, rung: Rung, tgt_per_
     recipe.set("train", "fit_confidence", True, "after training, the sentence confidence calibrated "
                "against sentence chrF on the same val sentences (one more beam decode of them) "
                "and stored in the checkpoint")
-    recipe.set("decode", "beam", 5, "beam 5, alpha 0.6 to start from (mt's evaluation default)")
+    recipe.set("decode", "search", {"beam": 5}, "beam 5, alpha 0.6 to start from (mt's evaluation default)")
 
 
 def _duration(seconds: float) -> str:

@@ -79,7 +79,8 @@ class _PairValidation:
         record: dict[str, Any] = {"loss": loss_sum / tokens, "nll": nll_sum / tokens,
                                   "ppl": math.exp(min(nll_sum / tokens, 50.0))}
         if t.valid_bleu:
-            decode = dataclasses.replace(self.cfg.decode, beam=t.valid_beam, n_best=1, sampling=False)
+            search = dataclasses.replace(self.cfg.decode.search, beam=t.valid_beam, n_best=1, sampling=False)
+            decode = dataclasses.replace(self.cfg.decode, search=search)
             src, ref = self.lines(t.valid_max_sentences)
             hyps = translate_lines(model, self.tokenizer, src, decode, device=self.device)
             scores = score(hyps, ref, tokenize=self.bleu_tokenize)

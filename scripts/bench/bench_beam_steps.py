@@ -43,7 +43,7 @@ def main() -> None:
     opener = gzip.open if args.src.suffix == ".gz" else open
     with opener(args.src, "rt", encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f][: args.n]
-    decode = dataclasses.replace(cfg.decode, beam=args.beam)
+    decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=args.beam))
 
     steps: list[tuple[int, float]] = []  # (live sentences, seconds) per decoder step
     timed_decode = beam.BeamState.decode

@@ -45,7 +45,7 @@ def main() -> None:
     lines = [line for split in a.splits.split(",")
              for line in gzip.open(a.mirror / f"{split}.{pair.src_lang}.gz", "rt", encoding="utf-8").read().splitlines()
              if glossary.match(line)]
-    decode = dataclasses.replace(loaded.config.decode, beam=a.beam, n_best=1, sampling=False)
+    decode = dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=a.beam, n_best=1, sampling=False))
     runs = {"plain": None} | {way: term_constraints(glossary, loaded.tokenizer, loaded.engine,
                                                     target_lang=pair.tgt_lang, first_pass=way)
                               for way in a.ways.split(",")}

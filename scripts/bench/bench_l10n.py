@@ -98,7 +98,7 @@ def main() -> None:
     engine.search_ids = counted  # type: ignore[method-assign]
     texts, html = document_translators(engine, tokenizer, decode, loaded.device, segmenter_for(pair.src_lang,
                                                                                                pair.tgt_lang))
-    print(f"CPU: {cpu_name()}, {args.threads} torch thread(s); beam {decode.beam}; {args.checkpoint}")
+    print(f"CPU: {cpu_name()}, {args.threads} torch thread(s); beam {decode.search.beam}; {args.checkpoint}")
     out_dir = args.out or Path(tempfile.mkdtemp(prefix="bench_l10n_"))
     out_dir.mkdir(parents=True, exist_ok=True)
     ours, human = out_dir / f"mt.{pair.tgt_lang}.po", out_dir / f"human.{pair.tgt_lang}.po"

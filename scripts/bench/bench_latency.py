@@ -50,7 +50,7 @@ def worker(checkpoint: Path, small_rows: int | None) -> None:
     print(json.dumps({"ready": True, "threads": torch.get_num_threads()}), flush=True)
     for request in sys.stdin:
         job = json.loads(request)
-        decode = dataclasses.replace(cfg.decode, beam=job["beam"])
+        decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=job["beam"]))
         start, cpu = time.perf_counter(), time.process_time()
         text = translate_lines(engine, tokenizer, [job["line"]], decode, device="cpu")[0]
         ms, cpu_ms = (time.perf_counter() - start) * 1000, (time.process_time() - cpu) * 1000

@@ -81,7 +81,7 @@ def main() -> None:
     loaded = load_model([args.checkpoint], "cpu")
     model = loaded.engine.model
     sources = read_lines(args.mirror / f"{args.split}.en.gz")
-    decode = dataclasses.replace(loaded.config.decode, beam=args.beam)
+    decode = dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=args.beam))
     translations = translate_lines(loaded.engine, loaded.tokenizer, sources, decode, device="cpu")
     cases = make_cases(sources, translations)
     fragments = [HtmlFragment(markup) for markup, _, _ in cases]

@@ -217,7 +217,7 @@ def offline(model: str, lines: list[str], beam: int, threads: int, chunk: int = 
         torch.set_num_threads(threads)  # as `mt serve --threads` does
     loaded = load_model([Path(model)], "auto")
     engine, tokenizer, cfg, dev = loaded.engine, loaded.tokenizer, loaded.config, loaded.device
-    decode = dataclasses.replace(cfg.decode, beam=beam, n_best=1)
+    decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=beam, n_best=1))
     translate_lines(engine, tokenizer, lines[:8], decode, device=dev)  # warm-up, as the server does
     step = chunk or len(lines)
     started = time.perf_counter()

@@ -75,7 +75,7 @@ def main(
         row = {"config": str(path), "shape": f"d{m.d_model} {m.encoder_layers}+{m.decoder_layers} ff{m.d_ff}",
                "params": model.num_parameters()}
         for beam in (1, 5):
-            decode = dataclasses.replace(cfg.decode, beam=beam, max_len_a=0.0, max_len_b=out_len, forbid_unk=False)
+            decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, beam=beam, max_len_a=0.0, max_len_b=out_len, forbid_unk=False))
             one = _time(lambda m=model, d=decode: [translate_lines(m, tokenizer, [s], d, device="cpu") for s in src],
                         repeat)
             batched = _time(lambda m=model, d=decode: translate_lines(m, tokenizer, src, d, device="cpu"), repeat)

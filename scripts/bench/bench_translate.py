@@ -15,7 +15,7 @@ random weights would otherwise stop at arbitrary lengths. The tokenizer is the r
 `spm.model` when prepared, else one trained here on the first 20k training pairs.
 
 Every implementation decodes the same length-sorted batches (mt.data.batching.decode_batches with
-the config's decode.max_tokens, divided by the beam). Measured:
+the config's decode.resources.max_tokens, divided by the beam). Measured:
 - mt, cached: mt.decode.search.greedy_search / beam_search (incremental decoding with DecoderCache);
 - mt, uncached: the same search functions over a wrapper whose decode_step re-runs
   `model.decode` over the whole prefix every step (the baseline the cache is measured against;
@@ -136,7 +136,7 @@ def timed(fn: Callable[[], list[list[int]]]) -> tuple[float, list[list[int]]]:
 
 def run_mt(model: object, batches: Batches, decode: DecodeConfig, beam: int) -> list[list[int]]:
     out: list[list[int]] = []
-    settings = search_settings(dataclasses.replace(decode, beam=beam))
+    settings = search_settings(dataclasses.replace(decode.search, beam=beam))
     for src, mask in batches:
         if beam == 1:
             out += greedy_search(model, src, mask, settings)
@@ -148,7 +148,7 @@ def run_mt(model: object, batches: Batches, decode: DecodeConfig, beam: int) -> 
 def run_ct2(translator: object, id_batches: list[list[list[int]]], decode: DecodeConfig, beam: int) -> list[list[int]]:
     """CTranslate2 over the same batches as mt (ids without EOS), mt's decode settings."""
     out: list[list[int]] = []
-    settings = search_settings(dataclasses.replace(decode, beam=beam))
+    settings = search_settings(dataclasses.replace(decode.search, beam=beam))
     for batch in id_batches:
         out += [hyps[0][0] for hyps in translator.translate_ids(batch, settings)]
     return out
@@ -273,7 +273,7 @@ def main(
         model = random_model(cfg, tokenizer, 0)
         if ensemble > 1:
             members = [model] + [random_model(cfg, tokenizer, seed) for seed in range(1, ensemble)]
-        decode = dataclasses.replace(cfg.decode, max_len_a=0.0, max_len_b=out_len)
+        decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, max_len_a=0.0, max_len_b=out_len))
         what = f"random weights, fixed output length {out_len} (+EOS)"
     if data:
         cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, path=data))
@@ -285,7 +285,7 @@ def main(
     print(f"bench_translate: {split}, {len(ids)} sentences, d_model {c.d_model}, {c.encoder_layers}+{c.decoder_layers} "
           f"layers, d_ff {c.d_ff}, vocab {model.tgt_embed.num_embeddings}, {model.num_parameters() / 1e6:.1f}M params; {what}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}, "
-          f"decode.max_tokens {decode.max_tokens}, alpha {decode.alpha}")
+          f"decode.resources.max_tokens {decode.resources.max_tokens}, alpha {decode.search.alpha}")
     hf_model = marian_like(model) if hf else None
     bf16 = bf16_feature("cpu") is not None if bf16 is None else bf16
     model_bf16 = copy.deepcopy(model).to(torch.bfloat16).eval() if bf16 else None
@@ -314,7 +314,7 @@ def main(
     summary = []
     for k in (1, beam):
         label = "greedy" if k == 1 else f"beam {k}"
-        order, batches = make_batches(ids, max(1, decode.max_tokens // k))
+        order, batches = make_batches(ids, max(1, decode.resources.max_tokens // k))
         id_batches = [[ids[i] for i in rows] for rows in order]
         position = np.empty(len(ids), dtype=np.int64)
         position[np.concatenate(order)] = np.arange(len(ids))  # input index -> place in batch order
@@ -359,7 +359,7 @@ def main(
             line += f" ensemble of {len(members)} at x{ens_speed / cached:.2f} of one model's sent/s;"
         # End to end against the search alone, in alternating rounds (a loaded machine swings
         # more between two runs minutes apart than this ratio is about): best of each.
-        dk = dataclasses.replace(decode, beam=k)
+        dk = dataclasses.replace(decode, search=dataclasses.replace(decode.search, beam=k))
         # CPU time too: on a shared machine wall time swings with other jobs, CPU time much less.
         e2e_times, search_times, e2e_cpu, search_cpu = [], [], [], []
         for _ in range(e2e_rounds):

@@ -5,7 +5,7 @@
 
 1. With --fit (or when the checkpoint has no calibration), the calibration is fitted on the val
    split (`mt.train.confidence_fit.fit_confidence`: the checkpoint's decode settings, sentence chrF);
-   --store writes a copy of the checkpoint with it (decode.confidence and a confidence_fit record).
+   --store writes a copy of the checkpoint with it (decode.calibration.weights and a confidence_fit record).
 2. Ranking: every --test set is translated with the checkpoint's decode settings; Spearman of the
    confidence with sentence chrF (the issue's target: >= 0.4 on test_2017_mscoco), beside the
    uncalibrated mean log-prob's.
@@ -69,21 +69,20 @@ def main() -> None:
         return (list(read_lines(args.mirror / f"{name}.{pair.src_lang}.gz")),
                 list(read_lines(args.mirror / f"{name}.{pair.tgt_lang}.gz")))
 
-    decode = dataclasses.replace(cfg.decode, n_best=1)
+    decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, n_best=1))
     result: dict = {"checkpoint": str(args.checkpoint), "cpu": platform.processor() or platform.machine(),
-                    "decode": {"beam": decode.beam, "alpha": decode.alpha,
-                               "no_repeat_ngram_size": decode.no_repeat_ngram_size,
-                               "repetition_penalty": decode.repetition_penalty}}
-    if args.fit or not decode.confidence:
+                    "decode": {"beam": decode.search.beam, "alpha": decode.search.alpha,
+                               "no_repeat_ngram_size": decode.search.no_repeat_ngram_size,
+                               "repetition_penalty": decode.search.repetition_penalty}}
+    if args.fit or not decode.calibration.weights:
         weights, record = fit_confidence(engine, tok, *[x[:1500] for x in split("val")], decode, loaded.device)
-        decode = dataclasses.replace(decode, confidence=weights, confidence_min_pieces=record["min_source_pieces"],
-                                     confidence_min_distinct=record["min_distinct_share"])  # as stored
+        decode = dataclasses.replace(decode, calibration=dataclasses.replace(decode.calibration, weights=weights, min_pieces=record["min_source_pieces"], min_distinct=record["min_distinct_share"]))  # as stored
         result["fit"] = record
         print("fit:", json.dumps(record), flush=True)
         if args.store:
             shutil.copyfile(args.checkpoint, args.store)
             store_confidence_fit(args.store, weights, record)
-    result["weights"] = list(decode.confidence)
+    result["weights"] = list(decode.calibration.weights)
     for name in args.test:
         started = time.perf_counter()
         src, ref = split(name)

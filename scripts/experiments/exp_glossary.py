@@ -148,7 +148,7 @@ def run(a: argparse.Namespace) -> dict:
     refs = read_lines(a.mirror / f"{a.split}.{tgt_lang}.gz")
     if a.limit:
         sources, refs = sources[:a.limit], refs[:a.limit]
-    decode = dataclasses.replace(loaded.config.decode, beam=a.beam, n_best=1, sampling=False)
+    decode = dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=a.beam, n_best=1, sampling=False))
     engine, device = loaded.engine, loaded.device
 
     def translate(lines: list[str], wanted: list[list[list[int]]] | None = None) -> tuple[list[str], float]:
@@ -260,7 +260,7 @@ def run_company(a: argparse.Namespace) -> dict:
             ref.append(r)
             rewritten.append(re.sub(r"\w+", lambda m, swap=swap: swap.get(m.group(), m.group()), r))
     others = others[:a.others]
-    decode = dataclasses.replace(loaded.config.decode, beam=a.beam, n_best=1, sampling=False)
+    decode = dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=a.beam, n_best=1, sampling=False))
     if not src:
         raise SystemExit("no sentence holds a term whose reference holds one of its usual words")
     plain, plain_s = timed(translate_lines, engine, tokenizer, src, decode, device=device)
@@ -322,7 +322,7 @@ def experimental_wanted(way: str, terms: TermConstraints, engine: NativeEngine, 
     rows = [i for i, w in enumerate(wanted) if w]
     held, found = [lines[i] for i in rows], [occurrences[i] for i in rows]
     sources = alone_sources([terms_in(f) for f in found]) if way == "both" else []
-    greedy = dataclasses.replace(decode, beam=1, n_best=1)
+    greedy = dataclasses.replace(decode, search=dataclasses.replace(decode.search, beam=1, n_best=1))
     firsts = translate_lines(engine, tokenizer, [*held, *sources], greedy, device=engine.device)
     align = aligner_for(engine, tokenizer)
     assert align is not None  # run_company takes a .pt checkpoint

@@ -1,4 +1,4 @@
-"""What the loop guard (`decode.no_repeat_ngram_size`, `decode.repetition_penalty`) does to BLEU, and
+"""What the loop guard (`decode.search.no_repeat_ngram_size`, `decode.search.repetition_penalty`) does to BLEU, and
 to odd input, on one checkpoint: how its defaults were chosen.
 
     python scripts/experiments/exp_loop_guard.py -c runs/multi30k_en_de/checkpoints/best.pt \\
@@ -13,7 +13,7 @@ many outputs still repeat a word (case-folded) more often than their input's mos
 run a letter longer than max(3, the input's longest run): `loops`; the odd inputs without the loop
 retry, so each row is the guard alone.
 
-The retry (`decode.loop_retry`, with the checkpoint's guard): each of --retry-splits, and the odd
+The retry (`decode.text.loop_retry`, with the checkpoint's guard): each of --retry-splits, and the odd
 inputs, translated as `mt translate` takes text (`translate_texts`, spans, case and ending rules on
 in both runs) with the retry off and on: BLEU, chrF, the sentences it changed, the paired bootstrap,
 the seconds each took (the least of --rounds alternating runs; compare them on a quiet machine), and
@@ -82,8 +82,7 @@ def main() -> None:
     settings = [(0, 1.0)] + [(n, 1.0) for n in args.ngram] + [(0, p) for p in args.penalty]
     rows, base, systems = [], None, []
     for ngram, penalty in settings:
-        decode = dataclasses.replace(cfg.decode, no_repeat_ngram_size=ngram, repetition_penalty=penalty, n_best=1,
-                                     loop_retry=False)
+        decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(cfg.decode.search, no_repeat_ngram_size=ngram, repetition_penalty=penalty, n_best=1), text=dataclasses.replace(cfg.decode.text, loop_retry=False))
         started = time.perf_counter()
         hyps = translate_lines(loaded.engine, loaded.tokenizer, src, decode, device=loaded.device)
         seconds = time.perf_counter() - started
@@ -128,7 +127,7 @@ def retry_rows(loaded: LoadedModel, mirror: Path, splits: list[str], rounds: int
     """The loop retry off and on, with the checkpoint's guard, through `translate_texts` (module docstring)."""
     pair = loaded.config.data.pairs[0]
     segmenter = segmenter_for(pair.src_lang, pair.tgt_lang)
-    on = dataclasses.replace(loaded.config.decode, n_best=1, loop_retry=True)
+    on = dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, n_best=1), text=dataclasses.replace(loaded.config.decode.text, loop_retry=True))
     off = dataclasses.replace(on, loop_retry=False)
 
     def texts(lines: list[str], decode: DecodeConfig) -> list[str]:

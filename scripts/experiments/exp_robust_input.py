@@ -1,6 +1,6 @@
 """What software and people send, measured on a checkpoint: protected spans (placeholders, URLs,
 e-mail addresses, handles, hashtags, numbers, code) and case styles (ALL CAPS, Title Case, one
-shouted word), with `decode.protect` / `decode.case` on (the default) and off.
+shouted word), with `decode.text.protect` / `decode.text.case` on (the default) and off.
 
     python scripts/experiments/exp_robust_input.py -c run/checkpoints/best.pt \\
         --mirror /work/shared/data/multi30k --split test_2016_flickr --out results/robust
@@ -186,7 +186,7 @@ def main() -> None:
     src = loaded.config.data.src_lang
     lines = list(read_lines(next(args.mirror.glob(f"{args.split}.{src}*"))))
     refs = list(read_lines(next(args.mirror.glob(f"{args.split}.{loaded.config.data.tgt_lang}*"))))
-    on = loaded.config.decode if args.beam is None else dataclasses.replace(loaded.config.decode, beam=args.beam)
+    on = loaded.config.decode if args.beam is None else dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=args.beam))
     off = dataclasses.replace(on, protect=(), case=False, ending=False)
     strings = app_strings(lines, args.strings, args.seed)
     spans, rows = spans_section(loaded, strings, on, off)

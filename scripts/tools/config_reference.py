@@ -78,6 +78,8 @@ def _rows(prefix: str, cls: type, value: Any, written: dict[str, Any] | None = N
     hints = typing.get_type_hints(cls)
     rows = []
     for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):  # a section of the section: a table of its own
+            continue
         default = written[f.name] if written is not None else getattr(value, f.name)
         shown = list(default) if isinstance(default, tuple) else default
         meaning = _meaning(notes.get(f.name, ""), hints[f.name])
@@ -87,6 +89,27 @@ def _rows(prefix: str, cls: type, value: Any, written: dict[str, Any] | None = N
 
 def _table(rows: list[str]) -> list[str]:
     return ["| key | default | meaning |", "| --- | --- | --- |", *rows]
+
+
+def _section(prefix: str, value: Any, written: dict[str, Any], heading: str) -> list[str]:
+    """The heading and table of the section `value` (a config dataclass) at `prefix`, then one for
+    each section inside it (decode.search: `heading` one level down) and for the fields of each
+    entry of a list-of-sections key (such as data.pairs)."""
+    cls = type(value)
+    doc = " ".join((cls.__doc__ or "").split()) if heading != "###" else (cls.__doc__ or "").strip().splitlines()[0]
+    out = ["", f"{heading} `{prefix}`", "", doc, "", *_table(_rows(prefix, cls, value, written))]
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        if dataclasses.is_dataclass(hints[f.name]):
+            out += _section(f"{prefix}.{f.name}", getattr(value, f.name), written[f.name], heading + "#")
+            continue
+        item = _list_item(hints[f.name])
+        if item is None:
+            continue
+        item_doc = " ".join((item.__doc__ or "").split())
+        out += ["", f"{heading}# Each entry of `{prefix}.{f.name}`", "", item_doc, "",
+                *_table(_rows(f"{prefix}.{f.name}[]", item, item()))]
+    return out
 
 
 def reference() -> str:
@@ -99,19 +122,8 @@ def reference() -> str:
                     f"| `run_root` | `{top.run_root}` | where run directories live |"])]
     for section in dataclasses.fields(Config):
         value = getattr(top, section.name)
-        if not dataclasses.is_dataclass(value):
-            continue
-        cls = type(value)
-        doc = (cls.__doc__ or "").strip().splitlines()[0]
-        out += ["", f"### `{section.name}`", "", doc, "", *_table(_rows(section.name, cls, value, written[section.name]))]
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            item = _list_item(hints[f.name])
-            if item is None:
-                continue
-            item_doc = " ".join((item.__doc__ or "").split())
-            out += ["", f"#### Each entry of `{section.name}.{f.name}`", "", item_doc, "",
-                    *_table(_rows(f"{section.name}.{f.name}[]", item, item()))]
+        if dataclasses.is_dataclass(value):
+            out += _section(section.name, value, written[section.name], "###")
     return "\n".join(out)
 
 

@@ -63,7 +63,7 @@ def main() -> None:
     lines = read_lines(args.src)[: args.limit]
     model, tok, cfg = load_for_inference(args.checkpoint, "cpu")
     model.eval()
-    d = cfg.decode
+    d = cfg.decode.search
     src_len = torch.tensor([len(ids) + 1 for ids in tok.encode_src(lines)])
     limits = max_output_lengths(src_len, search_settings(d, max_len_limit=cfg.model.max_positions - 1)).tolist()
     with tempfile.TemporaryDirectory() as tmp:

@@ -112,7 +112,7 @@ def file_translators(request: Request, model: ServedModel, settings: ServeSettin
         translations = translate_texts_sync([block for fragment in parsed for block in fragment.blocks])
         return render_fragments(parsed, translations, span_links(
             lambda sources, targets: model.engine.align(list(tokenizer.src_prefix), sources, targets),
-            model.decode.protect))
+            model.decode.text.protect))
 
     return translate_texts_sync, translate_html, translate_scored_sync
 

@@ -87,7 +87,9 @@ async def lt_translate(request: Request, fields: Fields, fleet: ReadyFleet,
         decode, n_best = model.decode, None
         if alternatives:
             n_best = alternatives + 1
-            decode = dataclasses.replace(decode, n_best=n_best, beam=max(decode.beam, n_best), sampling=False)
+            search = dataclasses.replace(decode.search, n_best=n_best, beam=max(decode.search.beam, n_best),
+                                         sampling=False)
+            decode = dataclasses.replace(decode, search=search)
         hyps, _, confidences = await translate_texts_scored(request, model, settings,
                                                             [texts[i] for i in indices], decode, n_best,
                                                             tokenizer, src, terms=terms)

@@ -52,7 +52,7 @@ async def v1_translate(request: Request, fields: Fields, fleet: ReadyFleet,
     model = fleet.for_request(source, target)
     decode, n_best = v1_decode(fields, model.decode, settings, model.max_beam, samples=model.samples)
     tokenizer, pair = model.tokenizer_for(target, "target"), _pair(model, source, target)
-    terms = request_terms(model, glossary, fleet.terms.get(pair), pair, decode.sampling)
+    terms = request_terms(model, glossary, fleet.terms.get(pair), pair, decode.search.sampling)
     found, notes, sure = await translate_texts_scored(request, model, settings, segments, decode, n_best,
                                                       tokenizer, pair[0],
                                                       segment=get_bool(fields, "segment", True), terms=terms)

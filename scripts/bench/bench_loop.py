@@ -41,7 +41,8 @@ from mt.train.step import UpdateStep
 
 
 def bench_config(run: Path, root: Path, args: argparse.Namespace) -> Config:
-    """The run's config on a copy of its prepared data under `root`, for `args.updates` updates, no validation."""
+    """The run's config on a copy of its prepared data under `root`, for `args.updates` updates, no validation
+    (nor the closing alpha or confidence fit: beam decodes of val that the loop's tokens/s never see)."""
     cfg = load_config(run / "config.yaml")
     dest = root / cfg.name
     dest.mkdir(parents=True)
@@ -50,8 +51,8 @@ def bench_config(run: Path, root: Path, args: argparse.Namespace) -> Config:
         shutil.copy2(model, dest / model.name)
     t = dataclasses.replace(cfg.train, max_updates=args.updates, max_epochs=0, time_budget="", log_every=args.every,
                             valid_every=0, valid_epoch_end=False, valid_bleu=False, save_every=0, keep_checkpoints=0,
-                            average_last=0, fit_alpha=False, warmup=min(100, args.updates), threads=args.threads,
-                            precision=args.precision, data_workers=args.workers)
+                            average_last=0, fit_alpha=False, fit_confidence=False, warmup=min(100, args.updates),
+                            threads=args.threads, precision=args.precision, data_workers=args.workers)
     data = dataclasses.replace(cfg.data, path=str(args.data)) if args.data else cfg.data
     return dataclasses.replace(cfg, run_root=str(root), train=t, data=data)
 

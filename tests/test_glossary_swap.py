@@ -65,7 +65,7 @@ def test_choose_outputs_ranks_candidates_by_their_forced_log_prob_and_scores_the
             assert [h.tokens for h in hyps] == [cands[i] for i in best]
             assert [h.score for h in hyps] == pytest.approx([scores[i] for i in best], abs=1e-5)
             assert [h.log_prob for h in hyps] == pytest.approx([log_probs[i] for i in best], abs=1e-5)
-        monkeypatch.setattr(forced, "CHOICE_ROWS", 2)  # the candidates split over passes: the same ranking
+        monkeypatch.setattr(forced, "CHOICE_NODES", 8)  # the sources split over passes: the same ranking
         again = choose_outputs(model, src, mask, choices,
                                SearchSettings(beam=4, alpha=0.6, length_penalty="gnmt", n_best=2))
     assert [[h.tokens for h in hyps] for hyps in again] == [[h.tokens for h in hyps] for hyps in ranked]

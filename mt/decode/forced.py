@@ -55,7 +55,7 @@ def force_decode_score(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor
     return picked.masked_fill(~real, 0.0).sum(dim=1)
 
 
-CHOICE_ROWS = 64  # candidate outputs scored in one teacher-forced pass (bounds its (rows, T, V) log-probs)
+CHOICE_NODES = 2048  # tree nodes (padding included) decoded in one pass: bounds its (nodes, V) log-probs
 
 
 def choose_outputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor,
@@ -67,65 +67,89 @@ def choose_outputs(model: Seq2Seq, src: torch.Tensor, src_mask: torch.Tensor,
     translation in several forms of a word ("hound", "hounds"), and the penalty, a search's remedy
     for short hypotheses, would favour the form with more pieces whatever the sentence needs.
     src, src_mask: (B, S); choices: B non-empty lists of token lists (no BOS/EOS) -> B lists of
-    `Hypothesis`. A source's candidates run together, at most `CHOICE_ROWS` rows a pass (more only
-    for one source with more). A Transformer encodes each source once, and projects onto the
-    vocabulary (the costliest part of a decoder position) only its first candidate's positions
-    before the point where the candidates part: those log-probs are the same for all of them."""
+    `Hypothesis`. A Transformer encodes each source once and decodes its candidates as one tree
+    (`Transformer.decode_tree`): a prefix that several candidates share is decoded and projected
+    onto the vocabulary once, not once per candidate (a sentence with two words to replace, each
+    in four forms, offers 16 candidates that differ in two words). Sources of similar tree size
+    run together, at most `CHOICE_NODES` nodes a pass (more only for one source with more)."""
     if not isinstance(model, Transformer):  # an ensemble, a test double: the full pass for each candidate
         return _ranked(choices, [force_decode_score(model, src[[b] * len(seqs)], src_mask[[b] * len(seqs)],
                                                     [list(seq) for seq in seqs]).tolist()
                                  for b, seqs in enumerate(choices)], settings)
     memory = model.encode(src, src_mask)  # (B, S, D)
-    log_probs: list[list[float]] = []
+    trees = [_Tree(seqs) for seqs in choices]
+    log_probs: list[list[float]] = [[] for _ in choices]
     group: list[int] = []
-    for b in range(len(choices) + 1):
-        if group and (b == len(choices) or sum(len(choices[i]) for i in [*group, b]) > CHOICE_ROWS):
-            log_probs += _shared_prefix_scores(
-                model, memory[group], src_mask[group], [choices[i] for i in group]
-            )
-            group = []
+    order = sorted(range(len(trees)), key=lambda b: len(trees[b].tokens))
+    for n, b in enumerate(order):
         group.append(b)
+        following = order[n + 1] if n + 1 < len(order) else None
+        if following is None or (len(group) + 1) * len(trees[following].tokens) > CHOICE_NODES:
+            for i, values in zip(group, _tree_scores(model, memory[group], src_mask[group],
+                                                     [trees[i] for i in group])):
+                log_probs[i] = values
+            group = []
     return _ranked(choices, log_probs, settings)
 
 
-def _shared_prefix_scores(model: Transformer, memory: torch.Tensor, src_mask: torch.Tensor,
-                          choices: Sequence[Sequence[Sequence[int]]]) -> list[list[float]]:
-    """The log-prob of each candidate `y EOS` of each source (memory (B, S, D), src_mask (B, S)):
-    one teacher-forced pass over all candidates; positions before a source's candidates part are
-    projected for its first candidate only and their log-probs copied to the others."""
-    rows = [(b, list(seq)) for b, seqs in enumerate(choices) for seq in seqs]
-    width = max(len(seq) for _, seq in rows) + 1
-    tgt_in = torch.full((len(rows), width), PAD_ID, dtype=torch.long)  # BOS y PAD..
-    tgt_out = torch.full((len(rows), width), PAD_ID, dtype=torch.long)  # y EOS PAD..
-    shared, first, keep = [], [], torch.zeros((len(rows), width), dtype=torch.bool)
-    for seqs in choices:
-        same = 0  # tokens all candidates of the source begin with: positions < same predict the same token
-        while all(len(seq) > same for seq in seqs) and len({seq[same] for seq in seqs}) == 1:
-            same += 1
-        shared.append(same)
-    for r, (b, seq) in enumerate(rows):
-        tgt_in[r, :len(seq) + 1] = torch.tensor([BOS_ID, *seq], dtype=torch.long)
-        tgt_out[r, :len(seq) + 1] = torch.tensor([*seq, EOS_ID], dtype=torch.long)
-        lead = r == 0 or rows[r - 1][0] != b
-        first.append(r if lead else first[-1])
-        keep[r, 0 if lead else shared[b]:len(seq) + 1] = True
+class _Tree:
+    """One source's candidates as a prefix tree: `tokens` the nodes' input tokens (BOS at the root,
+    node 0), `depths` their positions, `parents` each node's parent (-1 for the root; a parent
+    comes before its children), `paths[c]` candidate c's nodes from the root and `targets[c]` the
+    tokens they predict (the candidate, then EOS)."""
+
+    def __init__(self, seqs: Sequence[Sequence[int]]) -> None:
+        self.tokens, self.depths, self.parents = [BOS_ID], [0], [-1]
+        self.paths: list[list[int]] = []
+        self.targets = [[*seq, EOS_ID] for seq in seqs]
+        index: dict[tuple[int, int], int] = {}  # (parent node, token) -> node
+        for seq in seqs:
+            path = [0]
+            for token in seq:
+                key = (path[-1], token)
+                if key not in index:
+                    index[key] = len(self.tokens)
+                    self.tokens.append(token)
+                    self.depths.append(self.depths[path[-1]] + 1)
+                    self.parents.append(path[-1])
+                path.append(index[key])
+            self.paths.append(path)
+
+
+def _tree_scores(model: Transformer, memory: torch.Tensor, src_mask: torch.Tensor,
+                 trees: Sequence[_Tree]) -> list[list[float]]:
+    """The log-prob of each candidate `y EOS` of each source (memory (B, S, D), src_mask (B, S)),
+    from one pass of `Transformer.decode_tree` over the sources' trees: the sum, along the
+    candidate's path, of each node's log-prob of the token that follows it."""
+    width = max(len(tree.tokens) for tree in trees)
+    tokens = torch.full((len(trees), width), PAD_ID, dtype=torch.long)
+    depths = torch.zeros((len(trees), width), dtype=torch.long)
+    sees = np.tile(np.eye(width, dtype=bool), (len(trees), 1, 1))  # (B, N, N): padding sees itself
+    for b, tree in enumerate(trees):
+        tokens[b, :len(tree.tokens)] = torch.tensor(tree.tokens)
+        depths[b, :len(tree.depths)] = torch.tensor(tree.depths)
+        for node, parent in enumerate(tree.parents[1:], start=1):  # a node sees what its parent sees
+            sees[b, node] |= sees[b, parent]
+    real = torch.arange(width).unsqueeze(0) < torch.tensor([len(t.tokens) for t in trees]).unsqueeze(1)
     device = memory.device
-    rows_of = torch.arange(len(rows)).unsqueeze(1).expand(-1, width)[keep]
-    index = torch.tensor([b for b, _ in rows])
-    states = model.decode(
-        tgt_in.to(device), memory[index.to(device)], src_mask[index.to(device)], project=False
-    )
-    # (kept positions, V)
-    picked = torch.log_softmax(model._logits(states[keep.to(device)]).float(), dim=-1)
-    picked = picked.gather(1, tgt_out[keep].to(device).unsqueeze(1)).squeeze(1).cpu()
-    totals = torch.zeros(len(rows)).index_add_(0, rows_of, picked)
-    before = (
-        torch.arange(width).unsqueeze(0) < torch.tensor([shared[b] for b, _ in rows]).unsqueeze(1)
-    )[keep]
-    prefix = torch.zeros(len(rows)).index_add_(0, rows_of[before], picked[before])  # lead rows' shared part
-    out: list[list[float]] = [[] for _ in choices]
-    for r, (b, _) in enumerate(rows):
-        out[b].append(float(totals[r] + (prefix[first[r]] if first[r] != r else 0.0)))
+    states = model.decode_tree(tokens.to(device), depths.to(device), torch.from_numpy(sees).to(device),
+                               memory, src_mask)
+    # (real nodes, V): every node's log-probs are read, by the candidates through it
+    log_probs = torch.log_softmax(model._logits(states[real.to(device)]).float(), dim=-1)
+    first = [0]  # each tree's first row in `log_probs`
+    for tree in trees:
+        first.append(first[-1] + len(tree.tokens))
+    paths = [(first[b] + node, token) for b, tree in enumerate(trees)
+             for path, target in zip(tree.paths, tree.targets) for node, token in zip(path, target)]
+    rows, targets = torch.tensor(paths, device=device).unbind(1)  # each decision: its node, its token
+    values = log_probs[rows, targets].tolist()
+    out: list[list[float]] = []
+    at = 0
+    for tree in trees:
+        out.append([])
+        for path in tree.paths:
+            out[-1].append(float(sum(values[at:at + len(path)])))  # the path's decisions, in order
+            at += len(path)
     return out
 
 

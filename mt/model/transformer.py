@@ -202,6 +202,24 @@ class Transformer(nn.Module):
         h = self.dec_norm(x)  # (B, T, D)
         return self._logits(h) if project else h
 
+    def decode_tree(self, tokens: Tensor, depths: Tensor, sees: Tensor, memory: Tensor,
+                    src_mask: Tensor) -> Tensor:
+        """Teacher-forced decoding of token trees: several outputs of one source that share their
+        first tokens, each shared prefix run once. tokens (B, N) long: each row's tree nodes (BOS at
+        its root); depths (B, N): each node's position in the outputs through it; sees (B, N, N)
+        bool: node i attends node j (j is i or one of its ancestors; a padding node sees itself);
+        memory (B, S, D), src_mask (B, S) -> the final decoder states (B, N, D): each node's state
+        as `decode` gives it at that position of any output through the node."""
+        if tokens.numel() and int(depths.max()) >= self.pe.size(0):
+            raise MTError(f"model: sequence of {int(depths.max()) + 1} tokens exceeds "
+                          f"model.max_positions={self.pe.size(0)}")
+        x = self.tgt_embed(tokens) * self.embed_scale + self.pe[depths]  # `_embed`, at each node's depth
+        x = dropout(x, self.cfg.dropout, self.training)
+        key_mask, self_mask = self.key_mask(src_mask, tokens.size(1)), sees.unsqueeze(1)  # (B, 1, N, N)
+        for layer in self.decoder:
+            x = layer(x, *layer.cross_attn.memory_kv(memory), key_mask, self_mask)
+        return self.dec_norm(x)
+
     def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, project: bool = True) -> Tensor:
         """Teacher-forced training pass -> logits (B, T, V), or the final decoder states (B, T, D)
         with `project=False` (the trainer fuses the projection into its loss: mt.train.loss).

@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 
 from mt.errors import MTError
@@ -241,8 +242,14 @@ def occurs(term: str, sentence: str) -> bool:
 
 
 def occurs_any(forms: tuple[str, ...], sentence: str) -> bool:
-    """Whether any of a term's target `forms` stands in `sentence` (`occurs`)."""
-    return any(occurs(form, sentence) for form in forms)
+    """Whether any of a term's target `forms` stands in `sentence` (`occurs`): one glossary of the
+    forms, made once (a form's matches do not depend on the other terms of its glossary)."""
+    return bool(_forms_glossary(forms).find(sentence))
+
+
+@lru_cache(maxsize=1 << 12)
+def _forms_glossary(forms: tuple[str, ...]) -> Glossary:
+    return Glossary("", tuple(Term(form, form, 0) for form in forms))
 
 
 def _columns(text: str, where: str) -> tuple[str, str | None]:

@@ -231,13 +231,13 @@ def test_translate_gives_one_line_per_input_line(tiny_model: tuple, lines: list[
     from mt.decode.translate import translate_lines
 
     _, model, tokenizer, decode = tiny_model
-    out = translate_lines(model, tokenizer, lines, dc.replace(decode, beam=beam), device="cpu")
+    out = translate_lines(model, tokenizer, lines, dc.replace(decode, search=dc.replace(decode.search, beam=beam)), device="cpu")
     assert len(out) == len(lines)
     assert all("\n" not in text for text in out)
     assert all(text == "" for text, line in zip(out, lines) if not line.strip())
     # in order: each output is what that line alone translates to (checked for two of them)
     for i in {0, len(lines) // 2} & set(range(len(lines))):
-        assert out[i] == translate_lines(model, tokenizer, [lines[i]], dc.replace(decode, beam=beam), device="cpu")[0]
+        assert out[i] == translate_lines(model, tokenizer, [lines[i]], dc.replace(decode, search=dc.replace(decode.search, beam=beam)), device="cpu")[0]
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])

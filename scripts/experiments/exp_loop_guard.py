@@ -127,8 +127,10 @@ def retry_rows(loaded: LoadedModel, mirror: Path, splits: list[str], rounds: int
     """The loop retry off and on, with the checkpoint's guard, through `translate_texts` (module docstring)."""
     pair = loaded.config.data.pairs[0]
     segmenter = segmenter_for(pair.src_lang, pair.tgt_lang)
-    on = dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, n_best=1), text=dataclasses.replace(loaded.config.decode.text, loop_retry=True))
-    off = dataclasses.replace(on, loop_retry=False)
+    decode = loaded.config.decode
+    on = dataclasses.replace(decode, search=dataclasses.replace(decode.search, n_best=1),
+                             text=dataclasses.replace(decode.text, loop_retry=True))
+    off = dataclasses.replace(on, text=dataclasses.replace(on.text, loop_retry=False))
 
     def texts(lines: list[str], decode: DecodeConfig) -> list[str]:
         return translate_texts(loaded.engine, loaded.tokenizer, lines, decode, device=loaded.device, segmenter=segmenter)

@@ -186,14 +186,16 @@ def main() -> None:
     src = loaded.config.data.src_lang
     lines = list(read_lines(next(args.mirror.glob(f"{args.split}.{src}*"))))
     refs = list(read_lines(next(args.mirror.glob(f"{args.split}.{loaded.config.data.tgt_lang}*"))))
-    on = loaded.config.decode if args.beam is None else dataclasses.replace(loaded.config.decode, search=dataclasses.replace(loaded.config.decode.search, beam=args.beam))
-    off = dataclasses.replace(on, protect=(), case=False, ending=False)
+    on = loaded.config.decode
+    if args.beam is not None:
+        on = dataclasses.replace(on, search=dataclasses.replace(on.search, beam=args.beam))
+    off = dataclasses.replace(on, text=dataclasses.replace(on.text, protect=(), case=False, ending=False))
     strings = app_strings(lines, args.strings, args.seed)
     spans, rows = spans_section(loaded, strings, on, off)
     case_lines = lines[200:200 + args.case_sentences] or lines[:args.case_sentences]  # other lines than the strings'
     case, samples = case_section(loaded, case_lines, on, off)
     identity = identity_section(loaded, lines, refs, on, off)
-    results = {"checkpoint": str(args.checkpoint), "split": args.split, "beam": on.beam, "spans": spans,
+    results = {"checkpoint": str(args.checkpoint), "split": args.split, "beam": on.search.beam, "spans": spans,
                "case": case, "identity": identity, "seconds": round(time.perf_counter() - started, 1)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -71,7 +71,8 @@ def main() -> None:
         hf, hf_tok = AutoModelForSeq2SeqLM.from_pretrained(hf_dir).eval(), AutoTokenizer.from_pretrained(hf_dir)
     rows = []
     for beam in args.beams:
-        decode = dataclasses.replace(d, beam=beam, length_penalty="average", alpha=1.0, n_best=1)
+        decode = dataclasses.replace(cfg.decode, search=dataclasses.replace(
+            d, beam=beam, length_penalty="average", alpha=1.0, n_best=1))
         start = time.perf_counter()
         ours = translate_lines(model, tok, lines, decode, device="cpu")
         mt_s = time.perf_counter() - start

@@ -41,6 +41,7 @@ from torch import Tensor
 
 from mt.data.tokenizer import EOS_ID
 from mt.decode.beam import BeamState
+from mt.decode.partial import PartialWords
 from mt.decode.rules import SearchSettings, TermStep, apply_rules, max_output_lengths
 from mt.decode.search import Hypothesis, Seq2Seq, argmax_rows, topk_candidates
 from mt.decode.wanted import Wanted, wanted
@@ -408,16 +409,19 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor,
     # ends after its name (the limit stays within the model's positions), and after a forced prefix,
     # however long the first pass made it (a looping model's first pass may run past the usual limit)
     room = torch.tensor([sum(max(map(len, alts)) for alts in w.require) for w in found], device=src.device)
-    prefix = torch.tensor([len(w.prefix) for w in found], device=src.device)
+    prefix = torch.tensor([len(w.prefix) + len(w.partial) for w in found], device=src.device)
     max_lens = max_output_lengths(src_mask.sum(dim=1), settings, at_least=prefix, room=room)
     state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, settings)
     cons = Constraints.start(found, settings.beam, src.device)
+    typed = PartialWords.of(found, settings.beam, src.device)  # a translator's typed word (mt.decode.typed)
     finished: list[list[Finished]] = [[] for _ in found]
     glued = torch.tensor(list(glue), dtype=torch.long, device=src.device)
     while state.live:
         log_probs = state.decode(model)
         at_max = state.at_max_length()
         terms = cons.step_rules(state.step, state.history, glued, log_probs.size(1))
+        if typed is not None:
+            terms.partial = typed.mask(state.step, state.history, log_probs.size(1))
         log_probs = apply_rules(
             log_probs, settings, at_max=at_max, history=lambda: state.history, terms=terms
         )
@@ -433,4 +437,6 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor,
             keep = (~stop).nonzero().squeeze(1)
             state.select(keep)
             cons.select(keep)
+            if typed is not None:
+                typed.select(keep)
     return [ranked(found, settings.n_best) for found in finished]

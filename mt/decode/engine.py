@@ -27,7 +27,7 @@ from mt.decode.forced import choose_outputs
 from mt.decode.rules import search_settings
 from mt.decode.sampling import sample_search
 from mt.decode.search import Hypothesis, greedy_hypotheses
-from mt.decode.wanted import Choices
+from mt.decode.wanted import Choices, Wanted
 from mt.device import bf16_feature
 from mt.errors import MTError
 from mt.model.ensemble import Ensemble, max_positions
@@ -132,7 +132,7 @@ def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decod
         raise MTError("--sampling draws translations freely and cannot keep a glossary's terms; "
                       "search instead")
     settings = search_settings(decode.search, n_best=n_best, max_len_limit=max_positions(model) - 1,
-                               constrained=constraints is not None)
+                               constrained=requires_terms(constraints))
     if constraints is not None:
         return constrained_beam_search(model, src, src_mask, constraints, settings, on_done=on_done,
                                        glue=glue)
@@ -141,6 +141,12 @@ def _search(model: NativeModel, src: torch.Tensor, src_mask: torch.Tensor, decod
     if greedy:
         return greedy_hypotheses(model, src, src_mask, settings, on_done=on_done)
     return beam_search(model, src, src_mask, settings, on_done=on_done)
+
+
+def requires_terms(constraints: Sequence[Wanted | Sequence[Sequence[int]]] | None) -> bool:
+    """Whether a search's constraints hold terms to write (a constrained search's wider beam); a
+    translator's typed prefix alone is searched with the beam asked for (greedy too)."""
+    return constraints is not None and any(not isinstance(w, Wanted) or w.require for w in constraints)
 
 
 def _best_tokens(on_done: Callable[[int, list[int]], None]) -> Callable[[int, list[Hypothesis]], None]:

@@ -1,6 +1,6 @@
 """The one translation path: a person's texts through named stages, in one order, for every caller.
 
-    segment ─► prepare ─► constrain ─► search | choose ─► retry ─► render
+    segment ─► prepare ─► constrain ─► search | choose ─► retry ─► render ─► continue
 
 Each segment of each text is one record (`Segment`) that the stages fill in turn:
 
@@ -25,6 +25,11 @@ Each segment of each text is one record (`Segment`) that the stages fill in turn
   `Segment.found`.
 - **render**: spans, case style and ending put back by the model's word alignment
   (`mt.text.protect.render_all`). Writes `Segment.rendered`.
+- **continue** (only with a translator's typed target prefixes, one per text: issue 73): a text
+  with a prefix is one segment (`Segment.typed`, `mt.decode.typed`); constrain gives it the prefix
+  as its `Wanted` (forced pieces, then the typed partial word), so it is searched as a held
+  sentence; after render its outputs start with the prefix exactly as typed. An empty prefix is
+  the plain translation. Rewrites `Segment.rendered`.
 
 The output kind (a text, its n-best, its confidence) is formatting at the edge (`Translated`).
 
@@ -52,7 +57,9 @@ from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
 from mt.decode.swap import first_pass_searches, first_pass_wanted
 from mt.decode.terms import TermConstraints, terms_in
+from mt.decode.typed import Typed, typed_prefixes
 from mt.decode.wanted import Choices, Wanted
+from mt.errors import MTError
 from mt.text.glossary import Term
 from mt.text.protect import SYMBOLS, Aligner, Prepared
 from mt.text.segment import Segmented, Segmenter, fit, whole_lines
@@ -127,6 +134,7 @@ class Segment:
     choices: Choices = ()  # constrain: the outputs it chooses from instead of a search (the choice stage)
     found: Found = field(default_factory=lambda: Found([("", 0.0)]))  # search, retry
     rendered: Hyps = field(default_factory=list)  # render: `found.hyps` with spans, case and ending back
+    typed: Typed | None = None  # the translator's typed target prefix it continues (continue)
 
 
 @dataclass(frozen=True)
@@ -164,16 +172,27 @@ class Translated:
 
 def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeConfig, *, max_positions: int,
                     segmenter: Segmenter | None, n_best: int | None = None, first_id: int = 0,
-                    terms: TermConstraints | None = None, first_pass: bool = True) -> Steps[Translated]:
+                    terms: TermConstraints | None = None, first_pass: bool = True,
+                    prefixes: Sequence[str] | None = None) -> Steps[Translated]:
     """The path for `texts` (module docstring): segment (by `segmenter`; None: a segment per line),
     prepare, constrain (with `terms`; its first pass where `first_pass`, i.e. the driver can align),
     search and choose (`n_best` as in `Search`), retry, render. Sampling keys segment j of text i as
-    `sampling_keys` does from `first_id`."""
-    split = segment(texts, tokenizer, max_positions, segmenter)
+    `sampling_keys` does from `first_id`. `prefixes`: each text's typed target prefix ('' for
+    none), continued by its output (the continue stage)."""
+    typed = typed_prefixes(tokenizer, prefixes, max_positions) if prefixes is not None else None
+    split = segment(texts, tokenizer, max_positions, segmenter,
+                    whole=None if typed is None else [t is not None for t in typed])
     prepared = prepare_segments([s for text in split for s in text.segments], tokenizer, decode)
     records = [Segment(p, key) for p, key in zip(prepared, sampling_keys(split, first_id))]
     sources, keys = [r.prepared.text for r in records], [r.key for r in records]
     wanted: list[Wanted] | None = None
+    if typed is not None and any(typed):
+        if terms is not None:
+            raise MTError("--prefix with --glossary: a typed prefix cannot keep a glossary's terms yet")
+        marks = [typed[i] for i, text in enumerate(split) for _ in text.segments]
+        wanted = [t.wanted() if t is not None else Wanted(()) for t in marks]
+        for record, mark, line_wanted in zip(records, marks, wanted):
+            record.typed, record.wanted = mark, line_wanted
     if terms is not None:
         matched, wanted, choices = yield from constrain(sources, tokenizer, decode, terms,
                                                         first_pass=first_pass)
@@ -186,16 +205,23 @@ def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeCo
     for record, answer in zip(records, found):
         record.found = answer
     yield from render(records, tokenizer)
+    for record in records:  # continue: the typed prefix as typed
+        if record.typed is not None:
+            record.rendered = [(record.typed.continued(text), score) for text, score in record.rendered]
     return Translated(split, records, broken_warning(split, max_positions))
 
 
 def segment(texts: Sequence[str], tokenizer: Tokenizer, max_positions: int, segmenter: Segmenter | None,
-            ) -> list[Segmented]:
+            whole: Sequence[bool] | None = None) -> list[Segmented]:
     """The segment stage: each text split by `segmenter` and fitted to the model (no segment over
     `max_positions - 1` source pieces: EOS, a multi-pair model's tag counted; longer sentences
-    broken, `fit`), or with None one segment per line (`whole_lines`, nothing broken)."""
+    broken, `fit`), or with None one segment per line (`whole_lines`, nothing broken). A text
+    marked `whole` (a typed prefix continues it) is one segment too."""
     if segmenter is None:
         return [whole_lines(text) for text in texts]
+    if whole is not None and any(whole):
+        rest = iter(segment([t for t, w in zip(texts, whole) if not w], tokenizer, max_positions, segmenter))
+        return [whole_lines(text) if w else next(rest) for text, w in zip(texts, whole)]
 
     def count(segments: list[str]) -> list[int]:
         # A run of symbols is a span the model never reads (`mt.text.protect.SYMBOLS`): counted as a

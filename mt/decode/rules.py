@@ -25,7 +25,8 @@ and with a glossary's terms (`TermStep`, filled by mt.decode.constrained at each
    form of itself;
 7. never the words a term replaces (`avoid`);
 8. a placed term starts at its place and, once started there, goes on to its end;
-9. a forced prefix: only its piece, at the model's own log-prob (no ban applies).
+9. a forced prefix: only its piece, at the model's own log-prob (no ban applies);
+10. a typed word after the prefix (mt.decode.partial): only pieces that go on spelling it.
 """
 
 from __future__ import annotations
@@ -158,6 +159,7 @@ class TermStep:
     glue: Tensor | None  # (R, V) bool: pieces barred right after a term
     avoid: Tensor | None  # (R, V) bool: pieces that would complete words a term replaces
     prefix: Tensor | None  # (R,) long: the prefix piece each row must write (-1: none)
+    partial: Tensor | None = None  # (R, V) bool: the pieces a row spelling a typed word may write
 
 
 def apply_rules(log_probs: Tensor, settings: SearchSettings, *, at_max: Tensor, history: Callable[[], Tensor],
@@ -197,4 +199,6 @@ def apply_rules(log_probs: Tensor, settings: SearchSettings, *, at_max: Tensor, 
         only = F.one_hot(forced, log_probs.size(1)).bool()
         own = torch.where(only, raw.gather(1, forced.unsqueeze(1)), NEG_INF)
         log_probs = torch.where((terms.prefix >= 0).unsqueeze(1), own, log_probs)
+    if terms.partial is not None:  # 10. a typed word: only pieces that spell it on
+        log_probs = log_probs.masked_fill(~terms.partial, NEG_INF)
     return log_probs

@@ -292,6 +292,7 @@ def translate_path(
     first_id: int = 0,
     glossary: TermConstraints | None = None,
     rate: bool = False,
+    prefixes: Sequence[str] | None = None,
 ) -> Translated:
     """Texts as people write them through the one translation path (`mt.decode.pipeline`), its
     searches run here on the model: every text split into sentences by `segmenter`, long ones
@@ -302,11 +303,13 @@ def translate_path(
     j of text i by `sampling_keys`: a one-sentence text draws what `translate_lines` draws for it as
     line `first_id + i`, and any chunking or line-by-line feeding gives the same. `rate`: each
     segment's confidence computed (`Translated.confidences`; NaN without it: 87 ms per 500
-    sentences on a Zen 3, 2-4% of a search, spent only where it is read)."""
+    sentences on a Zen 3, 2-4% of a search, spent only where it is read). `prefixes`: each text's
+    typed target prefix for its output to continue ('' for none: the pipeline's continue stage)."""
     engine = as_engine(model, device)
     align = aligner_for(engine, tokenizer)
     steps = translate_steps(texts, tokenizer, decode, max_positions=engine.max_positions, segmenter=segmenter,
-                            n_best=n_best, first_id=first_id, terms=glossary, first_pass=align is not None)
+                            n_best=n_best, first_id=first_id, terms=glossary, first_pass=align is not None,
+                            prefixes=prefixes)
     done = drive(steps, lambda search: search_found(engine, tokenizer, search, progress=progress, rate=rate),
                  align, lambda choose: choice_found(cast(Chooser, engine), tokenizer, choose, rate=rate))
     if done.broken:

@@ -16,8 +16,9 @@ class Wanted(NamedTuple):
     """One sentence's constraints: `require` holds each constraint's alternatives (token-id
     sequences: the output must contain one of them, e.g. any form of a glossary term), `avoid` the
     sequences the output may not contain (the words a term replaces), `prefix` the tokens it must
-    begin with, `place` whether a required constraint must start right after them. False without
-    any required constraint (the sentence then takes the plain search). Outputs to choose from
+    begin with, `place` whether a required constraint must start right after them, `partial` a
+    typed word the pieces after the prefix must spell (a translator's prefix: mt.decode.typed).
+    False without any of them (the sentence then takes the plain search). Outputs to choose from
     instead of searching are not a constraint: they are the choice stage's (`Choices`). A
     sentence's constraints may also be
     given as a plain list of sequences: each a constraint of one alternative, nothing avoided."""
@@ -27,9 +28,12 @@ class Wanted(NamedTuple):
     # tokens the output must start with (a first translation up to a term's place)
     prefix: tuple[int, ...] = ()
     place: bool = False  # a required constraint starts right after the prefix (the term takes that place)
+    # a typed word after the prefix (mt.decode.typed): at each of its characters, the (piece, length)
+    # pieces that may come there
+    partial: tuple[tuple[tuple[int, int], ...], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.require)
+        return bool(self.require or self.prefix or self.partial)
 
 
 def wanted(constraints: Wanted | Sequence[Sequence[int]]) -> Wanted:

@@ -164,6 +164,13 @@ def translate(
     glossary: Optional[Path] = GlossaryOpt,
     scores: bool = typer.Option(
         False, "--scores", help="Write 'confidence<TAB>translation', confidence in [0, 1]."),
+    prefix: Optional[Path] = typer.Option(
+        None, "--prefix", help="Target prefixes, one a line of input: each output starts with its line "
+                               "exactly as typed and continues it (a word cut short is completed)."),
+    alternatives: int = typer.Option(
+        0, "--alternatives", min=0,
+        help="With --prefix: the K most probable next words after each prefix, each continued to a whole "
+             "translation: 'i ||| text ||| probability'."),
     **knobs: Any,
 ) -> None:
     """Translate raw text: same number of lines out as in, in the same order; or a document.
@@ -176,7 +183,7 @@ def translate(
 
     translate_command(checkpoint, input, output, DecodeOverrides.from_flags(**knobs), device=device,
                       target_lang=target_lang, format=format, segment=segment, glossary=glossary,
-                      scores=scores)
+                      scores=scores, prefix=prefix, alternatives=alternatives)
 
 
 @app.command()

@@ -24,6 +24,7 @@ from mt.decode.terms import TermConstraints
 from mt.decode.translate import (
     search_lines,
     translate_lines,
+    translate_path,
     translate_texts,
     translate_texts_nbest,
     translate_texts_scored,
@@ -39,9 +40,10 @@ from mt.textio import atomic_write, decode_line, iter_lines, iter_stream
 CHUNK_LINES = 10_000  # lines `mt translate` reads, translates and writes at a time (bounded memory)
 
 
-def _format_nbest(first: int, found: list[list[tuple[str, float]]]) -> list[str]:
+def _format_nbest(first: int, found: list[list[tuple[str, float]]], digits: int = 4) -> list[str]:
     """Moses-style n-best lines 'i ||| text ||| score' (i = 0-based input line)."""
-    return [f"{first + i} ||| {text} ||| {s:.4f}" for i, nbest in enumerate(found) for text, s in nbest]
+    return [f"{first + i} ||| {text} ||| {s:.{digits}f}"
+            for i, nbest in enumerate(found) for text, s in nbest]
 
 
 def translate_command(
@@ -56,6 +58,8 @@ def translate_command(
     segment: bool = True,
     glossary: Path | None = None,
     scores: bool = False,
+    prefix: Path | None = None,
+    alternatives: int = 0,
 ) -> None:
     """`mt translate`: raw text in (a file, or '-' for stdin), one translation per input line out.
 
@@ -92,7 +96,7 @@ def translate_command(
     `overrides`: the decode flags (`mt.decode.overrides`); its text policy (--protect, --[no-]case,
     --[no-]ending, --[no-]loop-retry) applies to segmented text and documents, not to --no-segment
     lines. `scores`: 'confidence<TAB>translation' lines (`mt.decode.confidence`: a line's least
-    confident sentence's).
+    confident sentence's). `prefix`, `alternatives`: --prefix FILE, --alternatives K (`_prefix_renderer`).
     """
     src_path, out_path = input_path(input), output_path(output)
     # A document format by --format or the extension; a .txt file stays a stream of lines unless
@@ -101,6 +105,7 @@ def translate_command(
     fmt = None if fmt == "txt" and format is None else fmt
     if fmt is not None and (overrides.n_best is not None or overrides.sampling or scores):
         raise MTError(f"--n-best, --scores and --sampling write lines, not a .{fmt} document")
+    _check_prefix_flags(fmt, overrides, glossary, scores, prefix, alternatives)
     data = _read_document(src_path, DocumentLimits()) if fmt is not None else b""
     if fmt is not None:  # a damaged file fails here, before the model loads
         document_texts(data, fmt, DocumentLimits())
@@ -116,6 +121,10 @@ def translate_command(
     segmenter = segmenter_for(*pair)
     terms = glossary_for_model(terms_file, loaded, tokenizer, pair, decode)
     split = segmenter if segment else None
+    if prefix is not None:  # a translator's typed prefixes (issue 73)
+        return _continue_lines(_prefix_renderer(model, tokenizer, decode, dev, prefix, segmenter=split,
+                                                with_scores=with_scores, alternatives=alternatives),
+                               src_path, input, prefix, out_path)
     if fmt is not None:
         texts, html = document_translators(model, tokenizer, decode, dev, split, terms)
         scored = document_scorer(model, tokenizer, decode, dev, segmenter, terms) if segment else None
@@ -126,6 +135,62 @@ def translate_command(
               _line_renderer(model, tokenizer, decode, dev, with_scores=with_scores, segmenter=split,
                              terms=terms))
     _stream(render, src_path, out_path)
+
+
+def _check_prefix_flags(fmt: str | None, overrides: DecodeOverrides, glossary: Path | None, scores: bool,
+                        prefix: Path | None, alternatives: int) -> None:
+    """--prefix and --alternatives: with lines of text, a search, no glossary or --scores."""
+    if prefix is None and not alternatives:
+        return
+    if prefix is None:
+        raise MTError("--alternatives: give the prefixes they follow with --prefix FILE")
+    if not prefix.is_file():
+        raise MTError(f"--prefix '{prefix}': file not found")
+    for bad, why in ((fmt is not None, f"a .{fmt} document"), (overrides.sampling, "--sampling"),
+                     (glossary is not None, "--glossary"), (scores, "--scores")):
+        if bad:
+            raise MTError(f"--prefix continues lines of text by a search; not with {why}")
+
+
+def _prefix_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, dev: torch.device | str,
+                     prefix: Path, *, segmenter: Segmenter | None, with_scores: bool,
+                     alternatives: int) -> Callable[[int, list[str], bool], list[str]]:
+    """The render(first line index, lines, progress) of --prefix FILE: each line continuing its
+    prefix exactly as typed (the one path's continue stage: `mt.decode.typed`; the line one segment;
+    an empty prefix the plain translation), its n-best (`with_scores`), or with `alternatives` K the
+    K most probable next words after it, each continued to a whole translation, as
+    'i ||| text ||| probability' lines."""
+    prefixes = list(iter_lines(prefix))
+    n_best = decode.search.n_best if with_scores else None
+
+    def render(first: int, lines: list[str], progress: bool) -> list[str]:
+        done = translate_path(model, tokenizer, lines, decode, device=dev, segmenter=segmenter, n_best=n_best,
+                              progress=progress, first_id=first, prefixes=prefixes[first:first + len(lines)],
+                              alternatives=alternatives)
+        if alternatives:
+            return _format_nbest(first, done.alternatives(), digits=6)
+        return _format_nbest(first, done.nbest()) if n_best is not None else done.best()
+
+    return render
+
+
+def _continue_lines(render: Callable[[int, list[str], bool], list[str]], src_path: Path | None, input: str,
+                    prefix: Path, out_path: Path | None) -> None:
+    """--prefix: the input read whole, its line count checked against the prefixes', rendered, and
+    written to stdout or atomically to `out_path`."""
+    read = iter_lines(src_path) if src_path is not None else iter_stream(sys.stdin.buffer, "<stdin>")
+    lines = list(read)
+    count = sum(1 for _ in iter_lines(prefix))
+    if count != len(lines):
+        raise MTError(f"--prefix '{prefix}': {count} lines for the {len(lines)} lines of input "
+                      f"'{input}'; give one prefix (maybe empty) a line")
+    data = "".join(line + "\n" for line in render(0, lines, False))
+    if out_path is None:
+        sys.stdout.write(data)
+        sys.stdout.flush()
+        return
+    with atomic_write(out_path) as f:
+        f.write(data.encode("utf-8"))
 
 
 def input_path(input: str) -> Path | None:

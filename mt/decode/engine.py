@@ -21,6 +21,7 @@ import torch
 
 from mt.config import DecodeConfig
 from mt.data.batching import collate_source
+from mt.decode.alternatives import next_pieces
 from mt.decode.beam import beam_search
 from mt.decode.constrained import constrained_beam_search
 from mt.decode.forced import choose_outputs
@@ -272,6 +273,20 @@ class NativeEngine:
         finally:
             model.train(was_training)
         return [_scored(hyps) for hyps in found]
+
+    def next_ids(self, src_ids: list[list[int]], wanted: Sequence[Wanted], decode: DecodeConfig,
+                 k: int) -> list[list[tuple[int, float]]]:
+        """The `k` most probable pieces after each source's forced prefix, with their log-probs
+        (`mt.decode.alternatives.next_pieces`: the alternatives stage's one pass)."""
+        model = self._model_for(decode)
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                src, src_mask = collate_source(src_ids)
+                return next_pieces(model, src.to(self.device), src_mask.to(self.device), wanted, k)
+        finally:
+            model.train(was_training)
 
     @staticmethod
     def _reporter(

@@ -30,6 +30,11 @@ Each segment of each text is one record (`Segment`) that the stages fill in turn
   as its `Wanted` (forced pieces, then the typed partial word), so it is searched as a held
   sentence; after render its outputs start with the prefix exactly as typed. An empty prefix is
   the plain translation. Rewrites `Segment.rendered`.
+- **alternatives** (with `alternatives` K): the most probable pieces right after each prefix
+  (`Expand`, one teacher-forced pass: `mt.decode.alternatives`), each forced after it and
+  continued to a whole translation in one `Search`, rendered and continued as above; the first K
+  with distinct next words kept with their piece's probability (CTranslate2's alternatives at
+  a position). Writes `Segment.alternatives`.
 
 The output kind (a text, its n-best, its confidence) is formatting at the edge (`Translated`).
 
@@ -57,7 +62,7 @@ from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
 from mt.decode.swap import first_pass_searches, first_pass_wanted
 from mt.decode.terms import TermConstraints, terms_in
-from mt.decode.typed import Typed, typed_prefixes
+from mt.decode.typed import EMPTY, Typed, extended, typed_prefixes, word_at
 from mt.decode.wanted import Choices, Wanted
 from mt.errors import MTError
 from mt.text.glossary import Term
@@ -69,6 +74,7 @@ Hyps = list[tuple[str, float]]  # one segment's outputs: (text, length-normalise
 
 SENTENCE_STRIDE = 1 << 32  # sampling keys: sentence j of line i is line i's id + j x this
 SYMBOL_RUN = re.compile(SYMBOLS)
+ALTERNATIVE_PIECES = 3  # next pieces tried per alternative asked for (several may start one word)
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,18 @@ class Choose:
 
 
 @dataclass(frozen=True)
+class Expand:
+    """The alternatives the path asks its driver for: each of `lines` (what the model reads) with
+    its forced prefix and typed word (`wanted`), the `k` most probable pieces after the prefix
+    (`mt.decode.alternatives.next_pieces`), answered with each line's (piece id, log-prob) best first."""
+
+    lines: list[str]
+    wanted: list[Wanted]
+    decode: DecodeConfig
+    k: int
+
+
+@dataclass(frozen=True)
 class Found:
     """One line's answer to a `Search`: its outputs best first, its 1-best's confidence
     (`mt.decode.confidence`; NaN from a driver that does not rate), whether its source was cut at
@@ -119,7 +137,8 @@ class Offload(Generic[T]):
     run: Callable[[Aligner | None], T]
 
 
-Step = Search | Choose | Offload  # what the path yields; sent back list[Found] (Search, Choose), T (Offload)
+# what the path yields; sent back list[Found] (Search, Choose), T (Offload), next pieces (Expand)
+Step = Search | Choose | Offload | Expand
 Steps = Generator[Step, Any, T]
 
 
@@ -135,6 +154,7 @@ class Segment:
     found: Found = field(default_factory=lambda: Found([("", 0.0)]))  # search, retry
     rendered: Hyps = field(default_factory=list)  # render: `found.hyps` with spans, case and ending back
     typed: Typed | None = None  # the translator's typed target prefix it continues (continue)
+    alternatives: Hyps = field(default_factory=list)  # alternatives: (text, probability), most probable first
 
 
 @dataclass(frozen=True)
@@ -161,6 +181,12 @@ class Translated:
         """Each text's alternatives (`join_nbest`)."""
         return [join_nbest(text, [s.rendered for s in mine]) for text, mine in self.per_text()]
 
+    def alternatives(self) -> list[Hyps]:
+        """Each text's alternatives after its prefix (the alternatives stage; a text is one segment
+        there): (text, probability), most probable first."""
+        return [[(text.render([t]), p) for record in mine for t, p in record.alternatives]
+                for text, mine in self.per_text()]
+
     def confidences(self) -> list[float]:
         """Each text's confidence: its least confident sentence's (`text_confidence`)."""
         return [text_confidence([s.found.confidence for s in mine]) for _, mine in self.per_text()]
@@ -173,15 +199,16 @@ class Translated:
 def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeConfig, *, max_positions: int,
                     segmenter: Segmenter | None, n_best: int | None = None, first_id: int = 0,
                     terms: TermConstraints | None = None, first_pass: bool = True,
-                    prefixes: Sequence[str] | None = None) -> Steps[Translated]:
+                    prefixes: Sequence[str] | None = None, alternatives: int = 0) -> Steps[Translated]:
     """The path for `texts` (module docstring): segment (by `segmenter`; None: a segment per line),
     prepare, constrain (with `terms`; its first pass where `first_pass`, i.e. the driver can align),
     search and choose (`n_best` as in `Search`), retry, render. Sampling keys segment j of text i as
     `sampling_keys` does from `first_id`. `prefixes`: each text's typed target prefix ('' for
-    none), continued by its output (the continue stage)."""
+    none), continued by its output (the continue stage); `alternatives` K: each one's K next words
+    (the alternatives stage; every text one segment)."""
     typed = typed_prefixes(tokenizer, prefixes, max_positions) if prefixes is not None else None
     split = segment(texts, tokenizer, max_positions, segmenter,
-                    whole=None if typed is None else [t is not None for t in typed])
+                    whole=[bool(alternatives) or t is not None for t in typed or [None] * len(texts)])
     prepared = prepare_segments([s for text in split for s in text.segments], tokenizer, decode)
     records = [Segment(p, key) for p, key in zip(prepared, sampling_keys(split, first_id))]
     sources, keys = [r.prepared.text for r in records], [r.key for r in records]
@@ -208,6 +235,8 @@ def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeCo
     for record in records:  # continue: the typed prefix as typed
         if record.typed is not None:
             record.rendered = [(record.typed.continued(text), score) for text, score in record.rendered]
+    if alternatives:
+        yield from alternatives_stage(records, tokenizer, decode, alternatives)
     return Translated(split, records, broken_warning(split, max_positions))
 
 
@@ -321,8 +350,29 @@ def render(records: Sequence[Segment], tokenizer: Tokenizer) -> Steps[None]:
         record.rendered = outputs
 
 
+def alternatives_stage(records: Sequence[Segment], tokenizer: Tokenizer, decode: DecodeConfig,
+                       k: int) -> Steps[None]:
+    """The alternatives stage (module docstring): `k` alternatives a record, from its
+    ALTERNATIVE_PIECES x `k` most probable next pieces."""
+    marks = [r.typed or EMPTY for r in records]
+    tops = yield Expand([r.prepared.text for r in records], [m.wanted() for m in marks], decode,
+                        ALTERNATIVE_PIECES * k)
+    branch = [(i, extended(tokenizer, marks[i], piece), lp)
+              for i, top in enumerate(tops) for piece, lp in top]
+    found = yield Search([records[i].prepared.text for i, _, _ in branch], decode, None,
+                         [records[i].key for i, _, _ in branch], [t.wanted() for _, t, _ in branch])
+    tried = [Segment(records[i].prepared, records[i].key, found=answer)
+             for (i, _, _), answer in zip(branch, found)]
+    yield from render(tried, tokenizer)
+    for (i, mark, log_prob), one in zip(branch, tried):
+        text, mine = mark.continued(one.rendered[0][0]), records[i].alternatives
+        if len(mine) < k and all(word_at(mark, text) != word_at(mark, other) for other, _ in mine):
+            mine.append((text, math.exp(log_prob)))
+
+
 def drive(steps: Steps[T], search: Callable[[Search], list[Found]], aligner: Aligner | None,
-          choose: Callable[[Choose], list[Found]] | None = None) -> T:
+          choose: Callable[[Choose], list[Found]] | None = None,
+          expand: Callable[[Expand], list[list[tuple[int, float]]]] | None = None) -> T:
     """Run a path in this thread: each `Search` answered by `search`, each `Choose` by `choose`
     (a path without a glossary's first pass yields none: ValueError without it), each `Offload`
     run with `aligner`; the path's result."""
@@ -334,6 +384,10 @@ def drive(steps: Steps[T], search: Callable[[Search], list[Found]], aligner: Ali
                 if choose is None:
                     raise ValueError("drive: the path asks for a choice and no `choose` answers it")
                 answer = choose(step)
+            elif isinstance(step, Expand):
+                if expand is None:
+                    raise MTError("alternatives: this engine cannot rank next pieces (mt's own model can)")
+                answer = expand(step)
             else:
                 answer = search(step) if isinstance(step, Search) else step.run(aligner)
     except StopIteration as done:

@@ -48,10 +48,10 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.align import aligner_for
 from mt.decode.confidence import Scored, scored
 from mt.decode.engine import Chooser, Engine, NativeModel, Results, as_engine, rows_per_sentence
-from mt.decode.pipeline import Choose, Found, Search, Translated, constrain, drive, translate_steps
+from mt.decode.pipeline import Choose, Expand, Found, Search, Translated, constrain, drive, translate_steps
 from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Choices, Wanted
-from mt.errors import MTWarning
+from mt.errors import MTError, MTWarning
 from mt.text.segment import Segmenter
 
 T = TypeVar("T")
@@ -129,6 +129,16 @@ def choice_found(engine: Chooser, tokenizer: Tokenizer, choose: Choose, *, rate:
                                      keys=range(len(choose.lines)), progress=False, wanted=None, glue=(),
                                      choices=choose.choices)
     return _as_found(tokenizer, choose.lines, src_ids, found, choose.decode, rate)
+
+
+def expand_found(engine: Engine, tokenizer: Tokenizer, expand: Expand) -> list[list[tuple[int, float]]]:
+    """The alternatives stage's `Expand` run on `engine` (mt's own model: `NativeEngine.next_ids`):
+    each line's most probable next pieces after its prefix, with their log-probs."""
+    if not hasattr(engine, "next_ids"):
+        raise MTError("--alternatives: this engine cannot rank the next pieces; use mt's own checkpoint")
+    ids = tokenizer.encode_src([line.strip() for line in expand.lines])
+    ids = [seq[:engine.max_positions - 1] for seq in ids]
+    return engine.next_ids(ids, expand.wanted, expand.decode, expand.k)
 
 
 def _as_found(tokenizer: Tokenizer, lines: Sequence[str], src_ids: Sequence[list[int]],
@@ -293,6 +303,7 @@ def translate_path(
     glossary: TermConstraints | None = None,
     rate: bool = False,
     prefixes: Sequence[str] | None = None,
+    alternatives: int = 0,
 ) -> Translated:
     """Texts as people write them through the one translation path (`mt.decode.pipeline`), its
     searches run here on the model: every text split into sentences by `segmenter`, long ones
@@ -304,14 +315,16 @@ def translate_path(
     line `first_id + i`, and any chunking or line-by-line feeding gives the same. `rate`: each
     segment's confidence computed (`Translated.confidences`; NaN without it: 87 ms per 500
     sentences on a Zen 3, 2-4% of a search, spent only where it is read). `prefixes`: each text's
-    typed target prefix for its output to continue ('' for none: the pipeline's continue stage)."""
+    typed target prefix for its output to continue ('' for none: the pipeline's continue stage);
+    `alternatives` K: the K next words after each (`Translated.alternatives`)."""
     engine = as_engine(model, device)
     align = aligner_for(engine, tokenizer)
     steps = translate_steps(texts, tokenizer, decode, max_positions=engine.max_positions, segmenter=segmenter,
                             n_best=n_best, first_id=first_id, terms=glossary, first_pass=align is not None,
-                            prefixes=prefixes)
+                            prefixes=prefixes, alternatives=alternatives)
     done = drive(steps, lambda search: search_found(engine, tokenizer, search, progress=progress, rate=rate),
-                 align, lambda choose: choice_found(cast(Chooser, engine), tokenizer, choose, rate=rate))
+                 align, lambda choose: choice_found(cast(Chooser, engine), tokenizer, choose, rate=rate),
+                 lambda expand: expand_found(engine, tokenizer, expand))
     if done.broken:
         warnings.warn(done.broken, MTWarning, stacklevel=2)
     return done

@@ -29,6 +29,7 @@ from mt.errors import MTError
 
 SPACE = "\u2581"  # sentencepiece's word-start mark
 LAST = "\U0010ffff"
+PUNCTUATION = ".,;:!?\"')]}»«“”„…"  # not part of a word (alternatives are distinct words)
 
 
 @dataclass(frozen=True)
@@ -120,3 +121,24 @@ def typed_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], max_positions:
             raise MTError(f"prefix on line {i + 1}: up to {typed.pieces} pieces, over the model's limit of "
                           f"{max_positions - 2} (model.max_positions={max_positions})")
     return out
+
+
+EMPTY = Typed("", (), "", (), "")  # no prefix: alternatives for the first word
+
+
+def extended(tokenizer: Tokenizer, typed: Typed, piece: int) -> Typed:
+    """`typed` with `piece` forced after its complete words: an alternative's first piece (one the
+    typed word allows), the rest of the typed word, if any, still to spell after it."""
+    spelled = tokenizer.tgt_pieces([piece])[0]
+    rest = typed.rest[len(spelled):] if len(spelled) < len(typed.rest) else ""
+    return Typed(typed.text, (*typed.prefix, piece), rest, allowed_pieces(tokenizer, rest), typed.shown)
+
+
+def word_at(typed: Typed, text: str) -> str:
+    """The word of `text` (a translation continuing `typed`) that the prefix's end is in or before,
+    without the punctuation after it."""
+    begin = len(typed.text) if not typed.text or typed.text[-1].isspace() else typed.text.rfind(" ") + 1
+    while begin < len(text) and text[begin].isspace():
+        begin += 1
+    end = text.find(" ", max(begin, len(typed.text)))
+    return text[begin:end if end >= 0 else len(text)].rstrip(PUNCTUATION)

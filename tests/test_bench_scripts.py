@@ -334,26 +334,49 @@ def test_exp_glossary_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
     assert len(terms) == report["term_sentences"] and all(len(row.split("\t")) == 3 for row in terms)
 
 
-def test_exp_robust_input_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
-    """exp_robust_input.py end to end on a handful of sentences: every span back once with protection
-    on, and no line where nothing applies changed."""
+def tiny_mirror(tmp_path: Path, lines: list[str]) -> tuple[Path, Path]:
+    """(a tiny random checkpoint, a mirror folder whose split tiny_test holds `lines` on both sides)."""
     import gzip
-    import json
 
     from mt.deploy.tiny import write_random_checkpoint
     ckpt = write_random_checkpoint(tmp_path / "tiny.pt", seed=1)
     mirror = tmp_path / "mirror"
     mirror.mkdir()
-    lines = ["A man rides a bike.", "Two dogs play in the snow.", "3 boys stand on a pier.", "A woman reads."]
     for lang in ("en", "de"):
         with gzip.open(mirror / f"tiny_test.{lang}.gz", "wt", encoding="utf-8") as f:
             f.write("".join(line + "\n" for line in lines))
+    return ckpt, mirror
+
+
+def test_exp_robust_input_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
+    """exp_robust_input.py end to end on a handful of sentences: every span back once with protection
+    on, and no line where nothing applies changed."""
+    import json
+
+    lines = ["A man rides a bike.", "Two dogs play in the snow.", "3 boys stand on a pier.", "A woman reads."]
+    ckpt, mirror = tiny_mirror(tmp_path, lines)
     run("experiments/exp_robust_input.py", "-c", str(ckpt), "--mirror", str(mirror), "--split", "tiny_test",
         "--beam", "1", "--strings", "12", "--case-sentences", "2", "--out", str(tmp_path / "out"))
     report = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     assert report["spans"]["strings"] == 12 and report["spans"]["on"]["kept_exactly_once_pct"] == 100.0
     assert report["identity"]["something_applies"] == 1 and report["identity"]["changed_where_nothing_applies"] == 0
     assert "| upper |" in (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
+
+
+def test_exp_completion_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
+    """exp_completion.py (issue 73) end to end on a handful of sentences: every position replayed,
+    every prefix cut inside a word continued by the model's own output, keystrokes counted."""
+    import json
+
+    lines = ["a man rides a bike", "two dogs play in the snow", "a woman reads"]
+    ckpt, mirror = tiny_mirror(tmp_path, lines)
+    run("experiments/exp_completion.py", "-c", str(ckpt), "--mirror", str(mirror), "--split", "tiny_test",
+        "--beam", "1", "--alternatives", "3", "--keystroke-sentences", "1", "--out", str(tmp_path / "out"))
+    report = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert report["words"]["positions"] == 14 and report["words"]["cut"] == 11
+    assert report["words"]["cut_spelled_pct"] == 100.0
+    assert report["keystrokes"]["keys"] <= report["keystrokes"]["characters"] == len(lines[0])
+    assert "keystrokes saved" in (tmp_path / "out" / "results.md").read_text(encoding="utf-8")
 
 
 def test_exp_glossary_company_terms_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:

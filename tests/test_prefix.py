@@ -130,3 +130,20 @@ def test_bad_prefix_files_are_one_line_errors(ckpt, typed_files, tmp_path, monke
     fails("--alternatives", "2", needle="--prefix FILE")
     fails("--prefix", prefixes, "--sampling", needle="not with --sampling")
     fails("--prefix", tmp_path / "missing.de", needle="file not found")
+
+
+def test_the_loop_guard_never_bars_the_typed_word(tmp_path):
+    """A typed word is the translator's, not a loop: its pieces come at their own log-probs even
+    where the loop guard (no_repeat_ngram_size 3 in the random checkpoint) would bar them, so every
+    prefix gets a completion (a search without one used to end with no hypothesis)."""
+    from mt.deploy.loading import load_model
+    from mt.deploy.tiny import write_random_checkpoint
+
+    loaded = load_model([write_random_checkpoint(tmp_path / "tiny.pt", seed=1)], "cpu")
+    assert loaded.config.decode.search.no_repeat_ngram_size == 3
+    ref = "a man rides a bike"
+    words = ref.split()
+    prefixes = [" ".join(words[:j] + [words[j][:cut]]) for j in range(len(words)) for cut in (1, 2)]
+    done = translate_path(loaded.engine, loaded.tokenizer, ["a man rides a bike"] * len(prefixes),
+                          loaded.config.decode, device="cpu", segmenter=None, prefixes=prefixes)
+    assert all(out.startswith(p) for out, p in zip(done.best(), prefixes))

@@ -50,9 +50,10 @@ class PartialWords:
             self.tables = allowed.to(self.start.device), lengths.to(self.start.device)
         return self.tables
 
-    def mask(self, step: int, history: Tensor, vocab: int) -> Tensor | None:
-        """(N*K, V) bool: the pieces each row may write at `step` (all, for a free row), given its
-        `history` (N*K, step); None when every row is free."""
+    def mask(self, step: int, history: Tensor, vocab: int) -> tuple[Tensor, Tensor] | None:
+        """(rows (N*K,) bool: those still spelling their typed word at `step`, given each row's
+        `history` (N*K, step); (N*K, V) bool: the pieces each of them may write), or None when no row
+        is spelling one."""
         starts = self.start.repeat_interleave(self.k)
         length = self.length.repeat_interleave(self.k)
         if not bool(((starts <= step) & (length > 0)).any()):
@@ -63,8 +64,7 @@ class PartialWords:
         after = torch.arange(history.size(1), device=history.device).unsqueeze(0) >= starts.unsqueeze(1)
         at = (written * after).sum(dim=1)
         active = (starts <= step) & (at < length)
-        rows = allowed[sent, at.clamp(max=allowed.size(1) - 1)]
-        return rows | ~active.unsqueeze(1)
+        return active, allowed[sent, at.clamp(max=allowed.size(1) - 1)]
 
     def select(self, keep: Tensor) -> None:
         """Keep only sentences `keep` (N',) long, in order (as `BeamState.select`)."""

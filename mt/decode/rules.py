@@ -26,7 +26,8 @@ and with a glossary's terms (`TermStep`, filled by mt.decode.constrained at each
 7. never the words a term replaces (`avoid`);
 8. a placed term starts at its place and, once started there, goes on to its end;
 9. a forced prefix: only its piece, at the model's own log-prob (no ban applies);
-10. a typed word after the prefix (mt.decode.partial): only pieces that go on spelling it.
+10. a typed word after the prefix (mt.decode.partial): only pieces that go on spelling it, at the
+    model's own log-probs (the translator typed it: the loop guard does not bar it).
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ class TermStep:
     glue: Tensor | None  # (R, V) bool: pieces barred right after a term
     avoid: Tensor | None  # (R, V) bool: pieces that would complete words a term replaces
     prefix: Tensor | None  # (R,) long: the prefix piece each row must write (-1: none)
-    partial: Tensor | None = None  # (R, V) bool: the pieces a row spelling a typed word may write
+    # rows spelling a typed word (R,) bool, and the pieces each may write (R, V) bool
+    partial: tuple[Tensor, Tensor] | None = None
 
 
 def apply_rules(log_probs: Tensor, settings: SearchSettings, *, at_max: Tensor, history: Callable[[], Tensor],
@@ -178,8 +180,9 @@ def apply_rules(log_probs: Tensor, settings: SearchSettings, *, at_max: Tensor, 
         log_probs[:, EOS_ID] = eos
     keep = terms is not None and (
         (settings.guarded and terms.place_rows is not None) or terms.prefix is not None
+        or terms.partial is not None
     )
-    raw = log_probs.clone() if keep else log_probs  # before the guard (rules 4 and 9)
+    raw = log_probs.clone() if keep else log_probs  # before the guard (rules 4, 9 and 10)
     if settings.guarded:  # 3. the loop guard
         guard_repeats(log_probs, history(), no_repeat_ngram_size=settings.no_repeat_ngram_size,
                       repetition_penalty=settings.repetition_penalty)
@@ -199,6 +202,7 @@ def apply_rules(log_probs: Tensor, settings: SearchSettings, *, at_max: Tensor, 
         only = F.one_hot(forced, log_probs.size(1)).bool()
         own = torch.where(only, raw.gather(1, forced.unsqueeze(1)), NEG_INF)
         log_probs = torch.where((terms.prefix >= 0).unsqueeze(1), own, log_probs)
-    if terms.partial is not None:  # 10. a typed word: only pieces that spell it on
-        log_probs = log_probs.masked_fill(~terms.partial, NEG_INF)
+    if terms.partial is not None:  # 10. a typed word: only pieces that spell it on, at their own log-probs
+        rows, pieces = terms.partial
+        log_probs = torch.where(rows.unsqueeze(1), raw.masked_fill(~pieces, NEG_INF), log_probs)
     return log_probs

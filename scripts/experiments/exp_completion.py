@@ -32,6 +32,7 @@ import statistics
 import time
 from pathlib import Path
 
+from mt.decode.pipeline import Translated
 from mt.decode.translate import translate_path
 from mt.decode.typed import PUNCTUATION, typed_prefix, word_at
 from mt.deploy.loading import LoadedModel, load_model
@@ -65,7 +66,7 @@ class Completer:
         self.decode = decode
         self.segmenter = segmenter_for(loaded.config.data.src_lang, loaded.config.data.tgt_lang)
 
-    def complete(self, source: str, prefixes: list[str], alternatives: int = 0):
+    def complete(self, source: str, prefixes: list[str], alternatives: int = 0) -> Translated:
         return translate_path(self.loaded.engine, self.tokenizer, [source] * len(prefixes), self.decode,
                               device="cpu", segmenter=self.segmenter, prefixes=prefixes,
                               alternatives=alternatives)

@@ -33,7 +33,7 @@ the batch.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -86,6 +86,8 @@ class Constraints:
     prefix: Tensor  # (N, P) long: the tokens each output starts with, padded with -1
     place: Tensor  # (N,) long: the step at which a required constraint must start (-1: none)
     rows: Progress  # (N*K, ...) each row's progress
+    # `next_tokens()` of the current rows, computed once a step (rows change in `follow`, `select`)
+    _next: tuple[Tensor, Tensor] | None = field(default=None, repr=False)
 
     @classmethod
     def start(cls, constraints: Sequence[Wanted | Sequence[Sequence[int]]], k: int,
@@ -149,13 +151,15 @@ class Constraints:
     def next_tokens(self) -> tuple[Tensor, Tensor]:
         """(tokens, valid), each (N*K, C): the token that would advance each row on slot c
         (its next token while the row writes c, else c's first), valid where c is unmet and
-        the row writes c (`_open`) or none."""
-        sent = torch.arange(self.lengths.size(0), device=self.lengths.device).repeat_interleave(self.k)
-        rows = self.rows
-        inside = self._open(sent, rows.current, rows.progress, rows.met)
-        free = (rows.current < 0).unsqueeze(1) & ~rows.met & (self.lengths[sent] > 0)
-        at = torch.where(rows.current >= 0, rows.progress, 0)
-        return self._token_at(sent, at), inside | free
+        the row writes c (`_open`) or none. Computed once for the rows of a step."""
+        if self._next is None:
+            sent = torch.arange(self.lengths.size(0), device=self.lengths.device).repeat_interleave(self.k)
+            rows = self.rows
+            inside = self._open(sent, rows.current, rows.progress, rows.met)
+            free = (rows.current < 0).unsqueeze(1) & ~rows.met & (self.lengths[sent] > 0)
+            at = torch.where(rows.current >= 0, rows.progress, 0)
+            self._next = self._token_at(sent, at), inside | free
+        return self._next
 
     def after(self, parents: Tensor, tokens: Tensor) -> Progress:
         """The progress of candidates: row `parents` (N, M) long (absolute rows) extended by
@@ -227,14 +231,17 @@ class Constraints:
         here = (self.place == step).repeat_interleave(k) | (placed & (self.rows.current >= 0))
         place = token_mask(*_clamped(self.next_tokens()), vocab) if bool(here.any()) else None
         glue = None
-        if glued.numel() and bool(self.rows.ended.any()):  # a term's last word ends with the term ...
-            columns = torch.zeros(vocab, dtype=torch.bool, device=glued.device)
-            columns[glued] = True
-            glue = self.rows.ended.unsqueeze(1) & columns  # (N*K, V)
+        ended = self.rows.ended.nonzero().squeeze(1)
+        if glued.numel() and ended.numel():  # a term's last word ends with the term ...
+            glue = torch.zeros((self.rows.last.numel(), vocab), dtype=torch.bool, device=glued.device)
+            glue[ended.unsqueeze(1), glued] = True  # (N*K, V), written where it is True only
             carry, longer = self.continuations()  # ... unless it goes on into a longer form of it
-            if bool(longer.any()):
-                glue &= ~token_mask(carry, longer, vocab)
-        avoid = token_mask(*self.banned(history), vocab) if bool((self.avoid >= 0).any()) else None
+            rows, cols = longer.nonzero(as_tuple=True)
+            glue[rows, carry[rows, cols]] = False
+        avoid = None
+        if bool((self.avoid >= 0).any()):
+            banned, valid = self.banned(history)
+            avoid = token_mask(banned, valid, vocab) if bool(valid.any()) else None
         forced = self.forced(step)
         return TermStep(all_met=self.all_met(), place_rows=here if place is not None else None,
                         place_tokens=place, glue=glue, avoid=avoid,
@@ -243,6 +250,7 @@ class Constraints:
     def follow(self, cand: Progress, chosen: Tensor) -> None:
         """The rows become the candidates `chosen` (N, K) (indices into cand's M)."""
         pick = chosen.unsqueeze(2).expand(-1, -1, cand.met.size(2))
+        self._next = None
         self.rows = Progress(cand.met.gather(1, pick).flatten(0, 1), cand.current.gather(1, chosen).view(-1),
                              cand.progress.gather(1, chosen).view(-1), cand.count.gather(1, chosen).view(-1),
                              cand.last.gather(1, chosen).view(-1))
@@ -255,6 +263,7 @@ class Constraints:
         self.credit, self.prefix_eq, self.avoid = self.credit[keep], self.prefix_eq[keep], self.avoid[keep]
         self.prefix, self.place = self.prefix[keep], self.place[keep]
         self.rows = self.rows.take(rows)
+        self._next = None
 
 
 @dataclass
@@ -369,10 +378,13 @@ def done(state: BeamState) -> Tensor:
 
 
 def token_mask(tokens: Tensor, valid: Tensor, vocab: int) -> Tensor:
-    """(R, V) bool: True at `tokens` (R, X) long where `valid` (R, X) (repeats and invalid entries
-    at the same token do not clash, as a scatter of booleans would)."""
-    hits = torch.zeros((tokens.size(0), vocab), dtype=torch.long, device=tokens.device)
-    return hits.scatter_add_(1, tokens, valid.long()) > 0
+    """(R, V) bool: True at `tokens` (R, X) long where `valid` (R, X). Only the valid entries are
+    written (all True), so repeats and invalid entries at the same token do not clash, as a scatter
+    of `valid` would; one bool (R, V) tensor, no long one (the search's hot path)."""
+    mask = torch.zeros((tokens.size(0), vocab), dtype=torch.bool, device=tokens.device)
+    rows, cols = valid.nonzero(as_tuple=True)
+    mask[rows, tokens[rows, cols]] = True
+    return mask
 
 
 def ranked(found: list[Finished], n_best: int) -> list[Hypothesis]:

@@ -42,7 +42,7 @@ from torch import Tensor
 from mt.data.tokenizer import EOS_ID
 from mt.decode.beam import BeamState
 from mt.decode.partial import PartialWords
-from mt.decode.rules import SearchSettings, TermStep, apply_rules, max_output_lengths
+from mt.decode.rules import SearchSettings, TermStep, apply_rules, max_output_lengths, token_mask
 from mt.decode.search import Hypothesis, Seq2Seq, argmax_rows, topk_candidates
 from mt.decode.wanted import Wanted, wanted
 
@@ -375,16 +375,6 @@ def done(state: BeamState) -> Tensor:
     (banks, not scores, order the rows). Before the maximum length only hypotheses meeting every
     constraint finish, so the bound against the n-th best finished one stays exact."""
     return state.done(state.scores.amax(dim=1))
-
-
-def token_mask(tokens: Tensor, valid: Tensor, vocab: int) -> Tensor:
-    """(R, V) bool: True at `tokens` (R, X) long where `valid` (R, X). Only the valid entries are
-    written (all True), so repeats and invalid entries at the same token do not clash, as a scatter
-    of `valid` would; one bool (R, V) tensor, no long one (the search's hot path)."""
-    mask = torch.zeros((tokens.size(0), vocab), dtype=torch.bool, device=tokens.device)
-    rows, cols = valid.nonzero(as_tuple=True)
-    mask[rows, tokens[rows, cols]] = True
-    return mask
 
 
 def ranked(found: list[Finished], n_best: int) -> list[Hypothesis]:

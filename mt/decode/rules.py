@@ -165,6 +165,16 @@ class TermStep:
     partial: tuple[Tensor, Tensor] | None = None
 
 
+def token_mask(tokens: Tensor, valid: Tensor, vocab: int) -> Tensor:
+    """(R, V) bool: True at `tokens` (R, X) long where `valid` (R, X). Only the valid entries are
+    written (all True), so repeats and invalid entries at the same token do not clash, as a scatter
+    of `valid` would; one bool (R, V) tensor, no long one (the search's hot path)."""
+    mask = torch.zeros((tokens.size(0), vocab), dtype=torch.bool, device=tokens.device)
+    rows, cols = valid.nonzero(as_tuple=True)
+    mask[rows, tokens[rows, cols]] = True
+    return mask
+
+
 def apply_rules(log_probs: Tensor, settings: SearchSettings, *, at_max: Tensor, history: Callable[[], Tensor],
                 terms: TermStep | None = None) -> Tensor:
     """Every rule of one search step (the module docstring's, in its order) on the next-token

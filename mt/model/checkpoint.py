@@ -406,9 +406,9 @@ def store_decode_fit(path: Path, alpha: float, record: dict[str, Any]) -> None:
     """Rewrite the checkpoint at `path` (atomically) with decode.search.alpha = `alpha` in its config
     and `record` (how it was chosen) under "decode_fit": what translate, evaluate and serve then use."""
     state = load_checkpoint(path)
-    decode = config_from_dict(state["config"]).decode
-    fitted = dataclasses.replace(decode.search, alpha=float(alpha))
-    _store_decode(state, dataclasses.replace(decode, search=fitted))
+    cfg = config_from_dict(state["config"])
+    fitted = dataclasses.replace(cfg.decode.search, alpha=float(alpha))
+    _store_decode(state, cfg, dataclasses.replace(cfg.decode, search=fitted))
     state["decode_fit"] = record
     save_checkpoint(path, state)
 
@@ -421,16 +421,16 @@ def store_confidence_fit(path: Path, weights: Sequence[float], record: dict[str,
     calibration = CalibrationConfig(weights=tuple(float(w) for w in weights),
                                     min_pieces=int(record.get("min_source_pieces", 0)),
                                     min_distinct=float(record.get("min_distinct_share", 0.0)))
-    decode = config_from_dict(state["config"]).decode
-    _store_decode(state, dataclasses.replace(decode, calibration=calibration))
+    cfg = config_from_dict(state["config"])
+    _store_decode(state, cfg, dataclasses.replace(cfg.decode, calibration=calibration))
     state["confidence_fit"] = record
     save_checkpoint(path, state)
 
 
-def _store_decode(state: dict[str, Any], decode: DecodeConfig) -> None:
-    """`state`'s config with its decode section replaced by `decode` (written in sections: an older
-    checkpoint's flat keys go)."""
-    state["config"] = config_to_dict(dataclasses.replace(config_from_dict(state["config"]), decode=decode))
+def _store_decode(state: dict[str, Any], cfg: Config, decode: DecodeConfig) -> None:
+    """`state`'s config (`cfg`, read from it) with its decode section replaced by `decode` (written in
+    sections: an older checkpoint's flat keys go)."""
+    state["config"] = config_to_dict(dataclasses.replace(cfg, decode=decode))
 
 
 def ensemble_of(paths: Sequence[Path], models: Sequence[Transformer], tokenizers: Sequence[Tokenizer],

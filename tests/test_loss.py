@@ -5,7 +5,6 @@ bias, bf16 autocast), and the trainer's use of it through the model."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -195,11 +194,12 @@ def test_model_states_and_output_layer_give_the_logits(tie: bool) -> None:
 
 
 @pytest.mark.requires("c++ compiler")  # torch.compile on CPU builds C++ kernels: missing, the test fails
-def test_compiled_model_loss_equals_eager(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The compile path (`scripts/bench/bench_model.py --compile`): torch.compile of the model gives the
-    eager loss and gradients on a fixed batch (dropout off, so both passes are deterministic).
-    Its own inductor cache: a shared one can hold kernels built for another CPU capability."""
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+def test_compiled_model_loss_equals_eager() -> None:
+    """The compile path (`scripts/bench/bench_model.py --compile`): torch.compile of the model traces
+    as ONE graph (fullgraph: no graph break falls back to eager) and gives the eager loss and
+    gradients on a fixed batch (dropout off, so both passes are deterministic). The aot_eager
+    backend runs dynamo's trace and AOT autograd's decompositions without inductor's C++ build
+    (50 s of a 2-core CI); inductor and its kernels run in the GPU check (scripts/bench/gpu_check.sh)."""
     from mt.data.batching import collate
     from mt.train.step import batch_loss
 
@@ -211,7 +211,7 @@ def test_compiled_model_loss_equals_eager(tmp_path: Path, monkeypatch: pytest.Mo
     batch = collate([torch.randint(4, 30, (n,), generator=gen).numpy() for n in (5, 3, 7)],
                     [torch.randint(4, 30, (n,), generator=gen).numpy() for n in (4, 6, 2)], list(range(3)))
     results = []
-    for net in (model, torch.compile(model)):
+    for net in (model, torch.compile(model, backend="aot_eager", fullgraph=True)):
         model.zero_grad(set_to_none=True)
         loss, nll, n = batch_loss(net, net, batch, 0.1)
         loss.backward()

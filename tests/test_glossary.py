@@ -32,7 +32,8 @@ def test_reads_pairs_and_lone_terms_with_bom_crlf_blank_lines_and_spaces() -> No
 @pytest.mark.parametrize("text, line, problem", [
     ("cat\tKatze\n\tHaus\n", 2, "empty source term"),
     ("cat\t\n", 1, "empty target term"),
-    ("cat\tKatze\tchat\n", 1, "3 tab-separated columns"),
+    ("cat\tKatze\tchat\n", 1, "grammar tag 'chat'"),  # a third column is the grammar (issue 72)
+    ("cat\tKatze\tf\tchat\n", 1, "4 tab-separated columns"),
     ("cat\tKatze\ndog\tHund\ncat\tMieze\n", 3, "'cat' -> 'Mieze', but line 1 says 'Katze'"),
     ("a\tb\nc\td\ne\tf\ng\th\n", 4, "more than 3 terms"),
     ("cat\tKatze\nd\xc3g\tHund\n", 2, "not UTF-8"),

@@ -20,6 +20,7 @@ from mt.decode.search import length_penalty
 from mt.decode.swap import _case_like, _swapped, alone_alignments, swapping
 from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Wanted
+from mt.text.agreement import parse_tag
 from mt.text.glossary import parse_glossary
 from tests.test_constrained import V, make
 
@@ -99,9 +100,9 @@ def test_the_engine_chooses_among_given_outputs_apart_from_its_constrained_searc
 
 
 def test_a_swapped_word_keeps_its_punctuation_and_takes_the_case_it_stood_in() -> None:
-    assert _swapped("Ein Mann, der schläft.", {1: ("Mann", ("Kerl", "Kerle"))}) == [
+    assert _swapped("Ein Mann, der schläft.", {1: ("Mann", ("Kerl", "Kerle"), ())}) == [
         "Ein Kerl, der schläft.", "Ein Kerle, der schläft."]
-    assert _swapped("(Männer) und Männer.", {0: ("Männer", ("Kerle",)), 2: ("Männer", ("Kerle",))}) == [
+    assert _swapped("(Männer) und Männer.", {0: ("Männer", ("Kerle",), ()), 2: ("Männer", ("Kerle",), ())}) == [
         "(Kerle) und Kerle."]
     assert _swapped("Nothing here.", {}) == ["Nothing here."]
     assert _case_like("bloke", "Man", True) == "Bloke" and _case_like("bloke", "man", False) == "bloke"
@@ -136,6 +137,40 @@ def test_swapping_offers_the_first_translation_with_each_term_in_place_of_the_mo
     assert texts[4] == [] and texts[5] == []  # no word to replace: the constrained search instead
     assert all(w.require for w in found) and found[4].avoid  # ... which avoids the model's word for the term
     assert asked == [["A man sleeps", "A man sleeps"]]  # only the lines the lemmas left without a word are aligned
+
+
+def test_a_term_of_another_gender_brings_the_words_in_front_of_it_into_agreement() -> None:
+    """Issue 72: with the term's gender and number in the glossary's third column, the determiner
+    and adjectives before it are rewritten for it, in each case they could be, and only those
+    candidates are offered (the model's score picks among cases); untagged terms swap the word alone."""
+    f_sg, pl = parse_tag("f", "t"), parse_tag("pl", "t")
+    assert _swapped("Ein junger Mann schläft.", {2: ("Mann", ("Person",), (f_sg,))}, "de") == [
+        "Eine junge Person schläft."]
+    assert _swapped("Er spielt mit einem Mann.", {4: ("Mann", ("Person", "Personen"), (f_sg, pl))}, "de") == [
+        "Er spielt mit einer Person.", "Er spielt mit Personen."]  # no plural of "ein": it goes
+    # "der" may be nominative masculine or dative/genitive feminine: one variant a case, for a neuter term
+    assert _swapped("Ein Mann in der Straße.", {4: ("Straße", ("Gässchen",), (parse_tag("n", "t"),))}, "de") == [
+        "Ein Mann in das Gässchen.", "Ein Mann in dem Gässchen.", "Ein Mann in des Gässchen."]
+    # a slot's phrase stops at the slot before it and at punctuation; no table for the language: the word alone
+    assert _swapped("Ein Mann, ein Mann.", {1: ("Mann", ("Person",), (f_sg,)), 3: ("Mann", ("Person",), (f_sg,))},
+                    "de") == ["Eine Person, eine Person."]
+    assert _swapped("Un homme dort.", {1: ("homme", ("personne",), (f_sg,))}, "fr") == ["Un personne dort."]
+
+
+@pytest.mark.requires("simplemma")
+def test_a_plural_source_word_gets_a_plural_form_where_the_glossary_tags_them() -> None:
+    g = parse_glossary(b"man\tPerson|Personen\tf|pl\n", "t.tsv").for_pair("en", "de")
+    tok = WordTokenizer()
+    forms = ["Person", "Personen"]
+    terms = TermConstraints(g, dict(zip(forms, tok.encode_tgt(forms))), first_pass="swap", language="de")
+    lines = ["A man sleeps", "Two men sleep", "The man and the men"]
+    firsts = ["Ein Mann schläft.", "Zwei Männer schlafen.", "Der Mann und die Männer."]
+    _, choices = swapping(terms, lines, firsts, tok, {"man": ("Mann",)},  # type: ignore[arg-type]
+                          lambda sources, targets: pytest.fail("aligned although the lemma found the word"))
+    assert [tok.decode(c) for c in choices[0]] == ["Eine Person schläft."]  # singular, and its article agrees
+    assert [tok.decode(c) for c in choices[1]] == ["Zwei Personen schlafen."]  # "Zwei" is no determiner here
+    # one singular and one plural occurrence: the number is not known, both forms are offered at each
+    assert "Die Person und die Personen." in [tok.decode(c) for c in choices[2]]
 
 
 @pytest.mark.requires("simplemma")

@@ -150,3 +150,24 @@ def test_a_glossary_is_matched_once_per_sentence(random_ckpt: Path, monkeypatch:
                           segmenter=segmenter_for("en"), glossary=terms)
     assert len(out) == 3
     assert sorted(calls) == sorted(["éa gà.", "bé dà", "éa bé", "dà dà"])  # each sentence once, retry included
+
+
+def test_a_searched_term_with_a_grammar_is_brought_into_agreement_in_one_choice(random_ckpt: Path) -> None:
+    """The agree stage (issue 72): a line searched with its term (here with no first pass) whose
+    term has a gender and number gets its output offered again with the determiner in front in
+    agreement, in one `Choose` after the search; the same glossary without its grammar column
+    takes no such step."""
+    tok = load_model([random_ckpt], "cpu").tokenizer
+    decode = DecodeConfig(search=SearchConfig(beam=2), text=TextConfig(ending=False))
+    runs = {}
+    for name, glossary in (("tagged", b"Person\tPerson|Personen\tf|pl\n"), ("untagged", b"Person\tPerson|Personen\n")):
+        forms = ["Person", "Personen"]
+        terms = TermConstraints(parse_glossary(glossary, "t.tsv"), dict(zip(forms, tok.encode_tgt(forms))),
+                                language="de")
+        log: list[tuple] = []
+        done = run_logged(translate_steps(["Ein Person bé.", "éa bé"], tok, decode, max_positions=256,
+                                          segmenter=None, terms=terms), tok, log)
+        runs[name] = ([entry[:2] for entry in log if entry[0] != "offload"], done.best())
+    assert runs["tagged"][0] == [("search", ["Ein Person bé.", "éa bé"]), ("choose", ["Ein Person bé."])]
+    assert runs["tagged"][1] == ["Eine Person bé.", "éa bé"]  # the stand-in keeps the first offer
+    assert runs["untagged"] == ([("search", ["Ein Person bé.", "éa bé"])], ["Ein Person bé.", "éa bé"])

@@ -1,6 +1,6 @@
 """The one translation path: a person's texts through named stages, in one order, for every caller.
 
-    segment ─► prepare ─► constrain ─► search | choose ─► retry ─► render ─► continue
+    segment ─► prepare ─► constrain ─► search | choose ─► agree ─► retry ─► render ─► continue
 
 Each segment of each text is one record (`Segment`) that the stages fill in turn:
 
@@ -20,6 +20,8 @@ Each segment of each text is one record (`Segment`) that the stages fill in turn
 - **choose**: the segments with outputs to choose from (`Segment.choices`) get the best of them
   by the model's score, all in one forced-decoding pass (`Choose`,
   `mt.decode.forced.choose_outputs`): no search. Writes their `Segment.found`.
+- **agree** (terms with a gender and number, issue 72): a constrained search's output offered again
+  with the words in front of its terms in agreement, ranked in one `Choose`. Rewrites `Segment.found`.
 - **retry**: an output that still loops searched again with no piece twice and kept where it
   repeats less (`mt.decode.repeats`); a sentence holding a term keeps its output. Rewrites
   `Segment.found`.
@@ -60,7 +62,7 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import text_confidence
 from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
-from mt.decode.swap import first_pass_searches, first_pass_wanted
+from mt.decode.swap import agreeing, first_pass_searches, first_pass_wanted
 from mt.decode.terms import TermConstraints, terms_in
 from mt.decode.typed import EMPTY, Typed, extended, typed_prefixes, word_at
 from mt.decode.wanted import Choices, Wanted
@@ -227,6 +229,8 @@ def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeCo
             record.terms, record.wanted, record.choices = found_terms, line_wanted, line_choices
     found = yield from search(sources, decode, n_best, keys, wanted, [r.choices for r in records],
                               terms.glue if terms is not None else ())
+    if terms is not None:
+        found = yield from agree(sources, found, records, tokenizer, decode, n_best, terms)
     held = [bool(r.wanted) for r in records]  # a sentence keeping a term keeps its search's output
     found = yield from retry(sources, found, decode, n_best, keys, held)
     for record, answer in zip(records, found):
@@ -317,6 +321,19 @@ def search(lines: Sequence[str], decode: DecodeConfig, n_best: int | None, keys:
         for i, answer in zip(chosen, found):
             out[i] = answer
     return cast(list[Found], out)
+
+
+def agree(lines: Sequence[str], found: list[Found], records: Sequence[Segment], tokenizer: Tokenizer,
+          decode: DecodeConfig, n_best: int | None, terms: TermConstraints) -> Steps[list[Found]]:
+    """The agree stage: searched lines holding a term with a grammar, their output offered again in
+    agreement with it (`mt.decode.swap.agreeing`) and ranked in one `Choose`; the others kept."""
+    rows = [i for i, r in enumerate(records)
+            if r.wanted and not r.choices and any(t.grammar for t in r.terms)]
+    offered = agreeing(terms, [lines[i] for i in rows], [found[i].hyps[0][0] for i in rows], tokenizer,
+                       terms.occurrences([lines[i] for i in rows])) if rows else []
+    rows, offered = [i for i, o in zip(rows, offered) if o], [o for o in offered if o]
+    again = (yield Choose([lines[i] for i in rows], offered, decode, n_best)) if rows else []
+    return [dict(zip(rows, again)).get(i, answer) for i, answer in enumerate(found)]
 
 
 def retry(lines: Sequence[str], found: list[Found], decode: DecodeConfig, n_best: int | None,

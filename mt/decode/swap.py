@@ -8,7 +8,10 @@ word with the lemma of a word the model gives the source term translated alone, 
 cross-attention aligns with the term, mt.decode.align) and offers the model that translation with
 the word replaced by each of the term's forms; the choice stage keeps the one the model scores
 best (the path's `Choose` step, mt.decode.forced.choose_outputs), so everything around the term
-stays as the model wrote it. A sentence where no such word is found takes the constrained search, avoiding the
+stays as the model wrote it, except, where the glossary gives the term's gender and number, the
+determiner and adjectives in front of it, which are offered in agreement with it (issue 72,
+mt.text.agreement: "Ein Person" never stands; `agreeing` does the same for a constrained
+search's output). A sentence where no such word is found takes the constrained search, avoiding the
 model's words (`replacing`: the word the model gave the source term, `own_words`, in both initial
 cases and with its vocabulary forms, avoided with the words a TBX entry marks deprecated, and the
 output starting as the first translation does up to that word). The ways issue 65 compared and
@@ -41,6 +44,7 @@ from mt.decode.terms import (
     vocabulary_forms,
 )
 from mt.decode.wanted import Choices, Wanted
+from mt.text.agreement import UNKNOWN, Grammar, following_number, phrase_variants, source_number
 from mt.text.glossary import Glossary, Term, occurs_any
 from mt.text.lemma import lemmatizer
 
@@ -196,16 +200,17 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
                                     occurrences=[occurrences[i] for i in need])))
     texts: list[list[str]] = []
     for i, (first, missing) in enumerate(zip(firsts, found)):
-        slots: dict[int, tuple[str, tuple[str, ...]]] = {}
+        slots: dict[int, Slot] = {}
         for term, usual in missing:
+            slot = _slot_forms(terms, term, lines[i], occurrences[i])
             if not usual & set(keys[i]):  # the word aligned with the term instead
                 case = term.target[:1].isupper()
                 usual = {key(w) for t, w, at in owns.get(i, [])
                          if t == term and at > 0 and w[:1].isupper() == case and len(w) >= MIN_ALIGNED}
             for at, k in enumerate(keys[i]):
                 if k in usual:
-                    slots.setdefault(at, (_bare(first.split()[at]), terms.targets(term)))
-        texts.append([t for t in _swapped(first, slots)
+                    slots.setdefault(at, (_bare(first.split()[at]), *slot))
+        texts.append([t for t in _swapped(first, slots, terms.language)
                       if all(occurs_any(terms.targets(term), t) for term in matched[i])])
     pieces = iter(tokenizer.encode_tgt([t for held in texts for t in held]))  # one call for every line
     wanted, choices = [], []
@@ -215,6 +220,30 @@ def swapping(terms: TermConstraints, lines: Sequence[str], firsts: Sequence[str]
                       replacing(terms, [line], [first], [aligned.get(i, [])], tokenizer, firsts_alone,
                                 [occurrences[i]])[0])
     return wanted, choices
+
+
+def agreeing(terms: TermConstraints, lines: Sequence[str], outputs: Sequence[str], tokenizer: Tokenizer,
+             occurrences: Sequence[Occurrences]) -> list[Choices]:
+    """The outputs of the constrained search (`outputs`, one per line of `lines`) offered again with
+    each term form whose grammar the glossary gives put in agreement: the form of the source word's
+    number in its place, the determiner and adjectives in front rewritten for it (`_swapped`), for
+    the choice stage to rank (a constrained search writes the article before it reaches the term:
+    "Ein Personen"). () for a line with nothing to offer but its output."""
+    offers: list[list[str]] = []
+    for line, output, found in zip(lines, outputs, occurrences):
+        words = [_bare(word) for word in output.split()]
+        slots: dict[int, Slot] = {}
+        for term in terms_in(found):
+            if term.grammar:
+                forms, grammar = _slot_forms(terms, term, line, found)
+                for at, word in enumerate(words):
+                    if word in terms.targets(term):
+                        slots.setdefault(at, (word, forms, grammar))
+        held = [t for t in _swapped(output, slots, terms.language)
+                if all(occurs_any(terms.targets(term), t) for term in terms_in(found))] if slots else []
+        offers.append(held if held != [output] else [])
+    pieces = iter(tokenizer.encode_tgt([t for held in offers for t in held]))
+    return [tuple(tuple(next(pieces)) for _ in held) for held in offers]
 
 
 @dataclass(frozen=True)
@@ -264,17 +293,54 @@ def alone_alignments(sources: Sequence[str], outputs: Sequence[str], align: Alig
     return [found.get(i, [0] * len(output.split())) for i, output in enumerate(outputs)]
 
 
-def _swapped(first: str, slots: dict[int, tuple[str, tuple[str, ...]]]) -> list[str]:
+def _slot_forms(terms: TermConstraints, term: Term, line: str,
+                occurrences: Occurrences) -> tuple[tuple[str, ...], tuple[Grammar, ...]]:
+    """The forms of `term` a swap in `line` offers, with their grammar (() where the glossary gives
+    none): where it does, only the forms of the number the source word has (`source_number`: a
+    plural "men" gets "Personen", never "Person")."""
+    forms = terms.targets(term)
+    if not term.grammar:
+        return forms, ()
+    grammar = [term.grammar_of(form) for form in forms]
+    said = [line[begin:end].split()[-1] for found, begin, end in occurrences
+            if found == term and line[begin:end].split()]
+    keep = following_number(grammar, source_number(said, terms.glossary.language))
+    return tuple(forms[k] for k in keep), tuple(grammar[k] for k in keep)
+
+
+# A slot of `_swapped`: the model's own word, the term's forms to put there, their grammar (() unknown)
+Slot = tuple[str, tuple[str, ...], tuple[Grammar, ...]]
+
+
+def _swapped(first: str, slots: dict[int, Slot], language: str = "") -> list[str]:
     """`first` with the word at each slot's index of `first.split()` (its bare form `word`) replaced
-    by each combination of the slots' forms, at most `MAX_CHOICES`; [first] without a slot."""
+    by each combination of the slots' forms, at most `MAX_CHOICES`; [first] without a slot. Where
+    a form's grammar is known, the determiner and adjectives in front of it are rewritten to agree
+    with it, in each case they could be (`mt.text.agreement.phrase_variants`: "Ein Person" ->
+    "Eine Person"); words in front of another slot or holding punctuation are left as written."""
     spans = [m.span() for m in re.finditer(r"\S+", first)]
+    tokens = first.split()
     options = []
-    for at, (word, forms) in sorted(slots.items()):
+    after = 0  # the first word a slot's phrase may start at: after the previous slot
+    for at, (word, forms, grammar) in sorted(slots.items()):
         begin, end = spans[at]
-        token = first[begin:end]
-        cut = token.find(word)
-        written = [_case_like(form, word, at == 0) for form in forms]
-        options.append([(begin + cut, begin + cut + len(word), form) for form in dict.fromkeys(written)])
+        cut = tokens[at].find(word)
+        before: list[str] = []
+        for k in range(at - 1, after - 1, -1):  # the bare words just in front of the slot
+            if _bare(tokens[k]) != tokens[k]:
+                break
+            before.insert(0, tokens[k])
+        chosen: dict[tuple[int, str], None] = {}
+        for form, known in itertools.zip_longest(forms, grammar[:len(forms)], fillvalue=UNKNOWN):
+            written = first[begin:begin + cut] + _case_like(form, word, at == 0)
+            start, variants = phrase_variants(before, known, language) if known != UNKNOWN else (0, [])
+            if not variants:
+                chosen[(begin, written)] = None
+            for variant in variants:  # the phrase's words, then the form
+                opens = at - len(before) + start
+                chosen[(spans[opens][0], " ".join((*variant, written)))] = None
+        options.append([(b, begin + cut + len(word), text) for b, text in chosen])
+        after = at + 1
     texts = []
     for combination in itertools.islice(itertools.product(*options), MAX_CHOICES):
         text = first

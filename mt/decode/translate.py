@@ -49,6 +49,7 @@ from mt.decode.align import aligner_for
 from mt.decode.confidence import Scored, scored
 from mt.decode.engine import Chooser, Engine, NativeModel, Results, as_engine, rows_per_sentence
 from mt.decode.pipeline import Choose, Expand, Found, Search, Translated, constrain, drive, translate_steps
+from mt.decode.swap import agreeing
 from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Choices, Wanted
 from mt.errors import MTError, MTWarning
@@ -277,7 +278,29 @@ def search_lines(
     found, src_ids = _search_results(engine, tokenizer, lines, decode, n_best=n_best, progress=progress,
                                      keys=_keyed(lines, first_id, sentence_ids), wanted=wanted,
                                      glue=_glue(glossary), choices=choices)
+    if glossary is not None and wanted is not None:
+        found = _agreed(engine, tokenizer, lines, decode, glossary, wanted, choices, found, src_ids, n_best)
     return LineResults(lines, found, src_ids, tokenizer, decode)
+
+
+def _agreed(engine: Engine, tokenizer: Tokenizer, lines: Sequence[str], decode: DecodeConfig,
+            glossary: TermConstraints, wanted: Sequence[Wanted], choices: Sequence[Choices] | None,
+            found: list[Results], src_ids: list[list[int]], n_best: int | None) -> list[Results]:
+    """The path's agree stage (`mt.decode.pipeline.agree`) for raw lines: a searched line holding a
+    term with a grammar chooses among its output with the words around the term in agreement."""
+    rows = [i for i, w in enumerate(wanted) if w and not (choices and choices[i])
+            and any(t.grammar for t in glossary.terms_of([lines[i]])[0])]
+    held = [lines[i] for i in rows]
+    offered = agreeing(glossary, held, tokenizer.decode_tgt([found[i][0][0] for i in rows]), tokenizer,
+                       glossary.occurrences(held)) if rows else []
+    rows, offered = [i for i, o in zip(rows, offered) if o], [o for o in offered if o]
+    if not rows:
+        return found
+    picked = cast(Chooser, engine).choose_ids([src_ids[i] for i in rows], offered, decode, n_best=n_best)
+    out = list(found)
+    for i, results in zip(rows, picked):
+        out[i] = results if n_best is not None else results[:1]
+    return out
 
 
 def translate_lines(model: NativeModel | Engine, tokenizer: Tokenizer, lines: Sequence[str],

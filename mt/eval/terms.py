@@ -7,6 +7,13 @@ hypothesis by the same rules without inflection (`mt.text.glossary.occurs`): an 
 the term-success figures of Dinu et al. 2019 and the WMT21 terminology task's exact match. A term
 found twice in one sentence counts once.
 
+**Agreement** (`agreement`, issue 72), for terms whose gender or number differ from the usual
+word's: of the term forms a hypothesis holds whose grammar the glossary gives (its third column),
+those whose determiner and adjectives cannot agree with them ("Ein Person": mt.text.agreement,
+German), those whose number is not the source word's (a singular "man" given "Personen"), and
+those standing right beside another noun (a capitalised word that is neither the first word nor
+a form of the term: "ein Mann Person", the term put beside the model's word instead of in its place).
+
 **Placement** (`placement`), for glossaries whose terms replace the usual word (a company's
 "Kerl" for "Mann"), where term success alone reads 100% with the usual word left beside the term:
 - the *usual word* of an occurrence is the reference word that translates the source term (the
@@ -28,6 +35,7 @@ from dataclasses import dataclass
 
 from mt.decode.swap import own_words
 from mt.errors import MTError
+from mt.text.agreement import MAX_BETWEEN, UNKNOWN, agrees, source_number
 from mt.text.glossary import Glossary, occurs, occurs_any
 
 
@@ -127,3 +135,53 @@ def usual_words_left(hyps: Sequence[str], sources: Sequence[str], glossary: Glos
     return slots, beside
 
 
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Term forms with a known grammar in hypotheses (`agreement`): those with a determiner in
+    front (`phrases`) and those of them that cannot agree; those whose source word's number is known
+    (`numbered`) and those of another number; and the forms standing beside another noun."""
+
+    forms: int
+    phrases: int
+    disagreeing: int
+    numbered: int
+    wrong_number: int
+    beside_noun: int
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        def rate(part: int, whole: int) -> float | None:
+            return round(100.0 * part / whole, 2) if whole else None
+        return {"forms": self.forms, "phrases": self.phrases, "disagreeing": self.disagreeing,
+                "disagreeing_rate": rate(self.disagreeing, self.phrases), "numbered": self.numbered,
+                "wrong_number": self.wrong_number,
+                "wrong_number_rate": rate(self.wrong_number, self.numbered),
+                "beside_noun": self.beside_noun, "beside_noun_rate": rate(self.beside_noun, self.forms)}
+
+
+def agreement(sources: Sequence[str], hyps: Sequence[str], glossary: Glossary, language: str) -> Agreement:
+    """`Agreement` of `hyps` (target `language`) translating `sources` with `glossary`'s terms."""
+    if len(sources) != len(hyps):
+        raise MTError(f"agreement: {len(sources)} sources but {len(hyps)} hypotheses")
+    forms = phrases = disagreeing = numbered = wrong = beside = 0
+    for source, hyp in zip(sources, hyps):
+        words = [w.strip(".,;:!?\"'()") for w in hyp.split()]
+        for term, begin, end in glossary.find(source):
+            said = source[begin:end].split()
+            number = source_number(said[-1:], glossary.language) if said else None
+            for at, word in enumerate(words):
+                if word not in term.targets or term.grammar_of(word) == UNKNOWN:
+                    continue
+                grammar = term.grammar_of(word)
+                forms += 1
+                before = hyp.split()[max(0, at - MAX_BETWEEN - 1):at]
+                agreeing = agrees(before, grammar, language)
+                phrases += agreeing is not None
+                disagreeing += agreeing is False
+                if number is not None and grammar.number is not None:
+                    numbered += 1
+                    wrong += grammar.number != number
+                neighbours = [words[k] for k in (at - 1, at + 1) if 0 < k < len(words)]
+                beside += any(w[:1].isupper() and w not in term.targets for w in neighbours)
+    return Agreement(forms, phrases, disagreeing, numbered, wrong, beside)

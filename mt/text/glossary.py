@@ -4,14 +4,17 @@ A TSV glossary has one term a line: `source term<TAB>target term`, or the source
 (do-not-translate: the target is the source, e.g. a product name). Either side may list forms
 separated by `|`: `woman<TAB>Dame|Damen` lets the output hold any of the target's forms (the first
 is the term's own; the search picks the one the sentence needs), `bike|bicycle<TAB>Velo|Velos` is
-one term for each source form. Blank lines are skipped, each side and form is stripped of
+one term for each source form. A third column may give the target forms' gender and number,
+one tag a form or one for all (`man<TAB>Person|Personen<TAB>f|pl`; mt.text.agreement): the words
+in front of the term then agree with it. Blank lines are skipped, each side and form is stripped of
 surrounding spaces, a UTF-8 byte-order mark is allowed. A `.csv` file is read as CSV and a `.tbx`
 file as TBX (mt.text.termbase: Weblate's, memoQ's and Trados's exports; a TBX term marked
 deprecated is one the output must avoid). A bad glossary is refused whole, in ONE line naming
-`file:line` and the problem (nothing is half-applied): an empty side or form, three or more
-columns, a source term given two different targets, more than `MAX_TERMS` terms, a file that
-cannot be read, is not UTF-8 or (.tbx) is not TBX. (Terms too long for the model or that its
-vocabulary cannot write are refused where the tokenizer is known: mt.decode.terms.)
+`file:line` and the problem (nothing is half-applied): an empty side or form, four or more
+columns, a grammar tag it cannot read, a source term given two different targets, more than
+`MAX_TERMS` terms, a file that cannot be read, is not UTF-8 or (.tbx) is not TBX. (Terms too
+long for the model or that its vocabulary cannot write are refused where the tokenizer is known:
+mt.decode.terms.)
 
 How a term is found in a sentence (`Glossary.match`, after `for_pair` set the source language):
 - **Word boundaries.** A term matches only as whole words: no letter or digit (`\\w`) may touch
@@ -39,6 +42,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from mt.errors import MTError
+from mt.text.agreement import UNKNOWN, Grammar, parse_tag
 from mt.text.lemma import lemmatizer
 from mt.text.termbase import Entry, csv_rows, tbx_entries
 
@@ -72,11 +76,20 @@ class Term:
     line: int
     forms: tuple[str, ...] = ()  # every target form the output may hold (target first); () = the target alone
     avoid: tuple[str, ...] = ()  # target words the output must not hold (a TBX entry's deprecated terms)
+    grammar: tuple[Grammar, ...] = ()  # each of `targets`' gender and number (a third column); () = unknown
 
     @property
     def targets(self) -> tuple[str, ...]:
         """The target forms that keep the term: `forms`, or the target alone."""
         return self.forms or (self.target,)
+
+    def grammar_of(self, form: str) -> Grammar:
+        """`form`'s gender and number: its tag, else (a form the vocabulary adds) the gender every
+        tagged form shares, its number unknown; `UNKNOWN` for an untagged term."""
+        if form in self.targets and self.grammar:
+            return self.grammar[self.targets.index(form)]
+        genders = {g.gender for g in self.grammar if g.gender}
+        return Grammar(genders.pop()) if len(genders) == 1 else UNKNOWN
 
 
 def _first_word(text: str) -> str:
@@ -252,12 +265,13 @@ def _forms_glossary(forms: tuple[str, ...]) -> Glossary:
     return Glossary("", tuple(Term(form, form, 0) for form in forms))
 
 
-def _columns(text: str, where: str) -> tuple[str, str | None]:
+def _columns(text: str, where: str) -> tuple[str, str | None, str]:
+    """(source, target or None, grammar tags or "") of a TSV line."""
     parts = [part.strip() for part in text.split("\t")]
-    if len(parts) > 2:
+    if len(parts) > 3:
         raise MTError(f"{where}: {len(parts)} tab-separated columns; a glossary line is 'source<TAB>target', "
-                      "or a source term alone (kept as it is)")
-    return parts[0], parts[1] if len(parts) == 2 else None
+                      "'source<TAB>target<TAB>grammar' or a source term alone (kept as it is)")
+    return parts[0], parts[1] if len(parts) >= 2 else None, parts[2] if len(parts) == 3 else ""
 
 
 def _forms(text: str, side: str, where: str) -> tuple[str, ...]:
@@ -271,24 +285,40 @@ def _forms(text: str, side: str, where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(forms))
 
 
-def _line_terms(source: str, target: str | None, line: int, where: str) -> list[Term]:
+def _grammar(tags: str, forms: int, where: str) -> tuple[Grammar, ...]:
+    """The third column's tags (mt.text.agreement): one for all `forms` target forms, or one a form."""
+    if not tags:
+        return ()
+    found = tuple(parse_tag(tag, where) for tag in tags.split("|"))
+    if len(found) == 1:
+        return found * forms
+    if len(found) != forms:
+        raise MTError(f"{where}: {len(found)} grammar tags for {forms} target forms; "
+                      "give one tag a form, or one for all")
+    return found
+
+
+def _line_terms(source: str, target: str | None, line: int, where: str, tags: str = "") -> list[Term]:
     """One glossary line's terms: one per source form, each with every target form (a lone
-    source column, `target` None: the source forms themselves)."""
+    source column, `target` None: the source forms themselves) and their grammar (`tags`)."""
     sources = _forms(source, "source", where)
     targets = _forms(target, "target", where) if target is not None else sources
-    return [Term(s, targets[0], line, targets if len(targets) > 1 else ()) for s in sources]
+    written = [form.strip() for form in target.split("|")] if target is not None else []
+    grammar = tuple(dict(zip(written, _grammar(tags, len(written), where))).values())  # a repeated form once
+    return [Term(s, targets[0], line, targets if len(targets) > 1 else (), grammar=grammar) for s in sources]
 
 
-def _rows(data: bytes, name: str) -> list[tuple[int, str, str | None]]:
-    """(line, source column, target column or None) of a TSV (or, by `name`'s extension, CSV)
-    glossary. A CSV row whose target cell is empty is skipped: a term exported untranslated."""
+def _rows(data: bytes, name: str) -> list[tuple[int, str, str | None, str]]:
+    """(line, source column, target column or None, grammar column or "") of a TSV (or, by
+    `name`'s extension, CSV) glossary. A CSV row whose target cell is empty is skipped: a term
+    exported untranslated."""
     if name.lower().endswith(".csv"):
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             line = data[:e.start].count(b"\n") + 1
             raise MTError(f"glossary {name}:{line}: not UTF-8 ({e.reason} at byte {e.start})") from None
-        return [(n, s.strip(), None if t is None else t.strip()) for n, s, t in csv_rows(text, name)
+        return [(n, s.strip(), None if t is None else t.strip(), "") for n, s, t in csv_rows(text, name)
                 if t is None or t.strip()]
     rows = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
@@ -314,9 +344,11 @@ def parse_glossary(data: bytes, name: str, *, suffixes: tuple[str, ...] = (),
         return Glossary(name, (), suffixes, entries=tuple(entries))
     terms: list[Term] = []
     seen: dict[str, Term] = {}
-    for number, source, target in _rows(data, name):
+    for number, source, target, tags in _rows(data, name):
         where = f"glossary {name}:{number}"
-        for term in _line_terms(source, target, number, where):
+        if tags and target is None:
+            raise MTError(f"{where}: grammar tags without a target term")
+        for term in _line_terms(source, target, number, where, tags):
             _add(terms, seen, term, where, max_terms)
     return Glossary(name, tuple(terms), suffixes)
 

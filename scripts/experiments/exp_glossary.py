@@ -44,7 +44,10 @@ the usual words ("man -> Kerl"), which must replace the model's word, not join i
    glossary lists); the share of kept terms whose sentence also holds one of the term's usual
    words (the model's own word left beside the term); sentences/s; and on up to `--others`
    sentences of the splits without a term, whether the glossary (the way with the best rewritten
-   BLEU) left them byte-identical.
+   BLEU) left them byte-identical; and, where the glossary gives its terms' gender and number (a
+   third column, issue 72: `data/gender_terms_en_de.tsv`, whose terms change gender), the term
+   forms whose determiner cannot agree, whose number is not the source word's, or that stand
+   beside another noun (`mt.eval.terms.agreement`).
 
 Reported (results.json, results.md in --out; the terms in terms.tsv: line, source, target): term
 success unconstrained (0% by construction) and constrained; sacreBLEU (`mt.eval.evaluate.score`)
@@ -76,7 +79,7 @@ from mt.decode.translate import search_found, translate_lines
 from mt.decode.wanted import Wanted
 from mt.deploy.loading import load_model
 from mt.eval.evaluate import score
-from mt.eval.terms import term_success, usual_words_left
+from mt.eval.terms import agreement, term_success, usual_words_left
 from mt.text.glossary import occurs, read_glossary
 from mt.textio import read_lines
 
@@ -245,6 +248,9 @@ def run_company(a: argparse.Namespace) -> dict:
     src_lang, tgt_lang = pair.src_lang, pair.tgt_lang
     tokenizer, engine, device = loaded.tokenizer, loaded.engine, loaded.device
     glossary = read_glossary(a.terms).for_pair(src_lang, tgt_lang)
+    measured = glossary  # the agreement measure reads the grammar even when the translation may not
+    if a.no_grammar:  # the ablation: translate as if the glossary had no grammar column
+        glossary = dataclasses.replace(glossary, terms=tuple(dataclasses.replace(t, grammar=()) for t in glossary.terms))
     table = rewrite_table(a.rewrite)
     src, ref, rewritten, others = [], [], [], []
     for split in a.splits.split(","):
@@ -290,7 +296,8 @@ def run_company(a: argparse.Namespace) -> dict:
     for name, row in rows.items():
         ts = term_success(src, row["hyps"], glossary)
         kept, beside = usual_words_left(row["hyps"], src, glossary, usual)
-        out[name] = {"bleu_original": round(score(row["hyps"], ref).bleu, 2),
+        out[name] = {"agreement": agreement(src, row["hyps"], measured, tgt_lang).to_dict(),
+                     "bleu_original": round(score(row["hyps"], ref).bleu, 2),
                      "bleu_rewritten": round(score(row["hyps"], rewritten).bleu, 2),
                      "term_success": ts.to_dict(), "kept": kept, "beside": beside,
                      "beside_rate": round(100.0 * beside / kept, 2) if kept else None,
@@ -348,6 +355,15 @@ def company_markdown(r: dict) -> str:
         lines.append(f"| {name} | {x['bleu_original']:.2f} | {x['bleu_rewritten']:.2f} | {ts['rate']:.2f}% "
                      f"({ts['kept']}/{ts['terms']}) | {x['beside_rate']}% ({x['beside']}/{x['kept']}) | "
                      f"{x['sentences_per_s']:.2f} |")
+    if any(r[name]["agreement"]["forms"] for name in r.get("ways", ())):
+        lines += ["", "Agreement, where the glossary gives the terms' gender and number (its third column):", "",
+                  "| | term forms | determiners that cannot agree | number unlike the source's | "
+                  "beside another noun |", "|---|---:|---:|---:|---:|"]
+        for name in [w for w in ("plain", "off", *EXPERIMENTAL, "swap", "alone") if w in r.get("ways", ())]:
+            x = r[name]["agreement"]
+            lines.append(f"| {name} | {x['forms']} | {x['disagreeing_rate']}% ({x['disagreeing']}/{x['phrases']}) | "
+                         f"{x['wrong_number_rate']}% ({x['wrong_number']}/{x['numbered']}) | "
+                         f"{x['beside_noun_rate']}% ({x['beside_noun']}/{x['forms']}) |")
     if "without_terms" in r:
         w = r["without_terms"]
         lines += ["", f"Sentences without a term byte-identical with the glossary: {w['identical']} of {w['sentences']}."]
@@ -364,6 +380,8 @@ def main() -> None:
     p.add_argument("--splits", default="test_2017_flickr,test_2017_mscoco", help="company terms: the test sets")
     p.add_argument("--others", type=int, default=200, help="company terms: sentences without a term checked")
     p.add_argument("--ways", default="off,avoid,place,both,swap,alone", help="company terms: the ways compared")
+    p.add_argument("--no-grammar", action="store_true",
+                   help="company terms: translate without the glossary's grammar column, measure agreement with it")
     p.add_argument("--src", default="", help="source language (default: the checkpoint's first pair's)")
     p.add_argument("--tgt", default="", help="target language (default: the checkpoint's first pair's)")
     p.add_argument("--beam", type=int, default=5)

@@ -328,7 +328,7 @@ def _draft(driver, url: str, line: str) -> None:  # noqa: ANN001
         return response.json()
 
     # A typed start the random model continues with several words (most of its pieces join words).
-    typed = next((p for p in ("Ein ", "tt ", "ö ", "ы ") if len(api(p)["translation"][len(p):].split()) >= 3), "")
+    typed = next((p for p in ("tt ", "ö ", "ы ", "ein ") if len(api(p)["translation"][len(p):].split()) >= 3), "")
     assert typed, "the tiny model continues none of the prefixes with 3 words or more"
     rest = api(typed)["translation"][len(typed):]
     box = driver.find_element(By.ID, "draft")

@@ -403,3 +403,11 @@ def _draft(driver, url: str, line: str) -> None:  # noqa: ANN001
     box.send_keys("abc")  # three keystrokes at once: one request
     time.sleep(0.5)
     assert driver.execute_script("return window.asked") == [old, new, new + "abc"]
+    # An error shows as the page's other errors do (a capital: the tiny vocabulary has no piece for it,
+    # a 400), and goes with the next answer shown.
+    box.send_keys("Q")
+    wanted = "Error 400: " + httpx.post(url + "/v1/complete", json={"q": line, "prefix": new + "abcQ"}).json()["error"]
+    wait_for(lambda: text_of(driver, "message") == wanted, what=f"the message {wanted!r}")
+    assert driver.find_element(By.ID, "message").get_attribute("role") == "alert" and suggestion(driver) == ""
+    box.send_keys(Keys.BACKSPACE)
+    wait_for(lambda: text_of(driver, "message") == "", what="the error gone")

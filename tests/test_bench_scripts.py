@@ -242,6 +242,24 @@ def test_bench_serve_two_models_and_a_reload(tmp_path: Path) -> None:
     assert "native" not in report and "reload under load" in out and report["client"] == "httpx"
 
 
+def test_bench_complete_types_references_one_keystroke_a_request(tmp_path: Path) -> None:
+    """bench_complete.py on a random tiny checkpoint: two short references typed by one and by two
+    clients, every keystroke answered (200, the prefix kept), the table and the JSON written."""
+    import gzip
+    import json
+
+    from mt.deploy.tiny import write_random_checkpoint
+    ckpt = write_random_checkpoint(tmp_path / "tiny.pt", seed=1)
+    for lang, lines in (("en", ["ab cd", "xy zw"]), ("de", ["äb cd", "xyz"])):
+        with gzip.open(tmp_path / f"test_2016_flickr.{lang}.gz", "wt", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
+    out = run("bench/bench_complete.py", "-c", str(ckpt), "--mirror", str(tmp_path), "--sentences", "2",
+              "--clients", "1", "2", "--alternatives", "1", "--out", str(tmp_path / "report.json"))
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert [(r["clients"], r["keystrokes"], r["errors"]) for r in report["levels"]] == [(1, 8, 0), (2, 8, 0)]
+    assert report["levels"][0]["target_p95_ms"] == 50 and report["cpu"] and "| 1 | 8 | 0 |" in out
+
+
 def test_bench_beam_steps_counts_every_step(tmp_path: Path) -> None:
     """bench_beam_steps.py on a random tiny checkpoint: a table per call size; calls of one line
     have every step at one live sentence, calls of 4 show their full steps and their tail."""

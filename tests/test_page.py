@@ -271,9 +271,10 @@ def test_page_with_two_models_picks_the_pair_and_its_card(tiny, tmp_path: Path) 
         wait_for(lambda: "de → en" in driver.find_element(By.ID, "card-body").text, what="the de->en model's card")
 
 
-def test_page_glossary_row_is_sent_and_its_term_kept(tiny, tmp_path: Path) -> None:
+def test_page_glossary_row_is_sent_and_its_term_kept_and_the_draft_completes(tiny, tmp_path: Path) -> None:
     """A do-not-translate term typed into the glossary table goes with /v1/translate: the
-    translation keeps it, as `mt translate --glossary` does; removing the row translates without it."""
+    translation keeps it, as `mt translate --glossary` does; removing the row translates without it.
+    Then the draft box (`_draft`), with the same server and window."""
     from selenium.webdriver.common.by import By
 
     from mt.text.glossary import occurs
@@ -297,3 +298,116 @@ def test_page_glossary_row_is_sent_and_its_term_kept(tiny, tmp_path: Path) -> No
         driver.find_element(By.CSS_SELECTOR, "#glossary .term-remove").click()
         wait_for(lambda: value(driver, "result") == plain, what="the translation without the removed term")
         assert driver.find_elements(By.CSS_SELECTOR, "#glossary tbody tr") == []
+        _draft(driver, url, line)  # the same server and window: the draft box (issue 73)
+
+
+def suggestion(driver) -> str:  # noqa: ANN001
+    """What the draft box shows greyed after its cursor."""
+    return driver.execute_script("const s = document.querySelector('#draft-mirror .suggestion');"
+                                 "return s ? s.textContent : '';")
+
+
+def next_word(rest: str) -> str:
+    return re.match(r"\s*\S+", rest).group(0)
+
+
+def _draft(driver, url: str, line: str) -> None:  # noqa: ANN001
+    """The draft box under the source: a typed prefix (cut inside a word) shows /v1/complete's
+    continuation greyed; Tab takes exactly its next word, Enter the whole line; a clicked word lists
+    the alternatives /v1/complete gives for the line before it, and picking one (by keyboard) rewrites
+    the line with that alternative's text. Typing is debounced and a stale answer is not shown."""
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    def api(prefix: str, k: int = 0) -> dict:
+        body = {"q": line, "prefix": prefix, **({"alternatives": k} if k else {})}
+        response = httpx.post(url + "/v1/complete", json=body, timeout=30)
+        assert response.status_code == 200, response.text
+        assert response.json()["translation"].startswith(prefix)
+        return response.json()
+
+    # A typed start the random model continues with several words (most of its pieces join words).
+    typed = next((p for p in ("tt ", "ö ", "ы ", "ein ") if len(api(p)["translation"][len(p):].split()) >= 3), "")
+    assert typed, "the tiny model continues none of the prefixes with 3 words or more"
+    rest = api(typed)["translation"][len(typed):]
+    box = driver.find_element(By.ID, "draft")
+    assert driver.find_element(By.ID, "draft-label").text == "Your translation (German)"
+    box.send_keys(typed)
+    wait_for(lambda: suggestion(driver) == rest, what=f"suggestion {rest!r}, got {suggestion(driver)!r}, "
+             f"message {text_of(driver, 'message')!r}")
+    box.send_keys(Keys.TAB)  # exactly the next word
+    took = typed + next_word(rest)
+    wait_for(lambda: value(driver, "draft") == took, what=f"{took!r} after Tab, got {value(driver, 'draft')!r}")
+    whole = api(took)["translation"]
+    assert len(whole) > len(took)
+    wait_for(lambda: suggestion(driver) == whole[len(took):], what="the suggestion after Tab")
+    box.send_keys(Keys.ENTER)  # the whole line
+    wait_for(lambda: value(driver, "draft") == whole, what=f"{whole!r} after Enter, got {value(driver, 'draft')!r}")
+    assert driver.switch_to.active_element == box
+
+    # Click the second word: the alternatives at its place (prefix: the line before it), five at most.
+    start = re.search(r"\S+\s+(\S)", whole).start(1)
+    word = whole[start:].split()[0]
+    alternatives = api(whole[:start], 5)["alternatives"]
+    assert 2 <= len(alternatives) <= 5 and all(a["text"].startswith(whole[:start]) for a in alternatives)
+    x, y = driver.execute_script(  # where the word is drawn: the mirror under the box lays the text out alike
+        "const r = document.createRange(), t = document.getElementById('draft-mirror').firstChild;"
+        "r.setStart(t, arguments[0]); r.setEnd(t, arguments[0] + 1);"
+        "const b = r.getBoundingClientRect(); return [b.left + b.width / 2, b.top + b.height / 2];", start)
+    click = ActionBuilder(driver)
+    click.pointer_action.move_to_location(int(x), int(y))
+    click.pointer_action.click()
+    click.perform()
+    items = wait_for(lambda: driver.find_elements(By.CSS_SELECTOR, "#choices button"), what="alternatives")
+    assert text_of(driver, "choices-label") == f"Alternatives for “{word}”"
+    shown = [(b.find_element(By.TAG_NAME, "strong").text, b.find_element(By.CSS_SELECTOR, ".score").text)
+             for b in items]
+    assert shown == [(next_word(a["text"][start:]).strip(), f"{100 * a['probability']:.1f}%") for a in alternatives]
+    j = next(i for i, a in enumerate(alternatives) if a["text"] != whole)
+    box.send_keys(Keys.TAB)  # no suggestion inside the line: Tab leaves the box, to the first alternative
+    assert driver.switch_to.active_element == items[0]
+    for _ in range(j):
+        driver.switch_to.active_element.send_keys(Keys.ARROW_DOWN)
+    driver.switch_to.active_element.send_keys(Keys.ENTER)
+    want = alternatives[j]["text"]
+    wait_for(lambda: value(driver, "draft") == want, what=f"{want!r} picked, got {value(driver, 'draft')!r}")
+    assert not driver.find_element(By.ID, "choices").is_displayed()
+
+    # A late answer for an older prefix does not replace the newer one, and typing is debounced: the
+    # page's fetch of /v1/complete wrapped to record the prefixes asked and hold `old`'s answer 1.5 s.
+    old = "x"  # not asked before (the page keeps the answers it had)
+    new = old + ("q" if not api(old)["translation"].startswith("xq") else "z")
+    fresh = api(new)["translation"][len(new):]
+    assert fresh
+    driver.execute_script("""
+        const real = window.fetch, held = arguments[0];
+        window.asked = [];
+        window.fetch = (path, options) => {
+          if (path !== "v1/complete") return real(path, options);
+          const prefix = JSON.parse(options.body).prefix, answer = real(path, { ...options, signal: undefined });
+          window.asked.push(prefix);
+          return prefix === held ? new Promise((ok) => setTimeout(() => ok(answer), 1500)) : answer;
+        };""", old)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(Keys.DELETE)  # an empty line: the whole translation is suggested
+    plain = api("")["translation"]
+    wait_for(lambda: suggestion(driver) == plain, what=f"the whole translation {plain!r} suggested")
+    driver.execute_script("window.asked = [];")
+    box.send_keys(old)
+    wait_for(lambda: driver.execute_script("return window.asked.length"), what="a completion asked")
+    box.send_keys(new[len(old):])
+    wait_for(lambda: suggestion(driver) == fresh, what=f"the newer suggestion {fresh!r}")
+    time.sleep(1.5)  # the older answer has come meanwhile
+    assert suggestion(driver) == fresh and value(driver, "draft") == new
+    box.send_keys("abc")  # three keystrokes at once: one request
+    time.sleep(0.5)
+    assert driver.execute_script("return window.asked") == [old, new, new + "abc"]
+    # An error shows as the page's other errors do (a capital: the tiny vocabulary has no piece for it,
+    # a 400), and goes with the next answer shown.
+    box.send_keys("Q")
+    wanted = "Error 400: " + httpx.post(url + "/v1/complete", json={"q": line, "prefix": new + "abcQ"}).json()["error"]
+    wait_for(lambda: text_of(driver, "message") == wanted, what=f"the message {wanted!r}")
+    assert driver.find_element(By.ID, "message").get_attribute("role") == "alert" and suggestion(driver) == ""
+    box.send_keys(Keys.BACKSPACE)
+    wait_for(lambda: text_of(driver, "message") == "", what="the error gone")

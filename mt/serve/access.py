@@ -20,9 +20,10 @@ from mt.serve.metrics import Metrics
 
 access_log = logging.getLogger("mt.serve.access")
 
-TRANSLATE_ROUTES = frozenset({"/translate", "/v1/translate"})
+TRANSLATE_ROUTES = frozenset({"/translate", "/v1/translate", "/v1/complete"})
 KNOWN_ROUTES = frozenset({"/translate", "/languages", "/detect", "/frontend/settings", "/suggest",
-                          "/translate_file", "/v1/translate", "/v1/settings", "/v1/models", "/v1/model-card",
+                          "/translate_file", "/v1/translate", "/v1/complete", "/v1/settings", "/v1/models",
+                          "/v1/model-card",
                           "/v1/admin/reload", "/health", "/ready", "/metrics", "/docs", "/redoc",
                           "/openapi.json", "/"})
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")

@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect
 
 from mt.serve.fleet import Fleet
 from mt.serve.limits import DAY, MINUTE, Limited, client_address, client_key
-from mt.serve.requests import ApiError, check_key, check_request, form_fields, parse_fields
+from mt.serve.requests import ApiError, check_chars, check_key, check_request, form_fields, parse_fields
 from mt.serve.settings import ServeSettings
 from mt.serve.state import ServeState
 
@@ -103,6 +103,10 @@ async def require_key(request: Request, fields: Fields, state: StateDep) -> None
     The key's name (never the key) is left on the request's scope for the access log and metrics."""
     texts = [text for name in ("q", "segments") for text in _texts(fields.get(name))]
     check_request(texts, state.settings)  # refused anyway: now, before it costs the client's buckets
+    typed = fields.get("prefix")  # /v1/complete's typed target text counts towards the characters too
+    if isinstance(typed, str):
+        texts.append(typed)
+        check_chars(texts, state.settings)
     admit(request, state, fields.get("api_key"), sum(len(text) for text in texts))
 
 

@@ -20,22 +20,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import re
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from fastapi import Request
 
 from mt.config import DecodeConfig
-from mt.data.tokenizer import Tokenizer
-from mt.decode.pipeline import Choose, Found, Search, Steps, translate_steps
+from mt.data.tokenizer import UNK_ID, Tokenizer
+from mt.decode.pipeline import Choose, Expand, Found, Search, Steps, translate_steps
 from mt.decode.terms import TermConstraints
-from mt.decode.translate import choice_found
+from mt.decode.translate import choice_found, expand_found
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
 from mt.serve.batcher import QueueFull
 from mt.serve.batchjob import Hyps, Job
 from mt.serve.cache import Cached, Key
 from mt.serve.model import ServedModel
-from mt.serve.requests import ApiError, check_size
+from mt.serve.requests import ApiError, check_chars, check_size
 from mt.serve.settings import ServeSettings
 from mt.text.html import HtmlFragment, render_fragments
 from mt.text.protect import Aligner, span_links
@@ -43,6 +45,7 @@ from mt.text.segment import segmenter_for
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")  # sentencepiece's byte-fallback pieces
 
 Terms = tuple[list[Wanted], tuple[int, ...]]  # a job's lines' constraints, and the glue
 
@@ -83,11 +86,71 @@ async def translate_texts_scored(request: Request, model: ServedModel, settings:
     return done.nbest(), notes, done.confidences()
 
 
+@dataclass(frozen=True)
+class Completion:
+    """/v1/complete's answer: the translation continuing the typed prefix (as typed), the
+    alternatives for the word after it ((text, probability), most probable first), the confidence."""
+
+    translation: str
+    alternatives: list[tuple[str, float]]
+    confidence: float
+
+
+async def complete_text(request: Request, model: ServedModel, settings: ServeSettings, text: str, prefix: str,
+                        k: int, decode: DecodeConfig, tokenizer: Tokenizer, pair: tuple[str, str], *,
+                        terms: TermConstraints | None = None) -> Completion:
+    """`text` translated continuing the translator's typed `prefix` ('' or blank: the plain
+    translation, as /v1/translate gives it) with `k` alternatives for the next word: the one path's
+    continue and alternatives stages (`translate_steps(prefixes=..., alternatives=...)`), its
+    searches run the server's way (`_drive`: cache, batcher) and its next-piece ranking (`Expand`)
+    in the worker. The whole answer is cached by (model, decode settings, k, pair, prefix, text): a
+    page asking again (a cursor moved back) is answered without the model. An `MTError` of the path
+    (a prefix the model cannot write, or over its limit) is a 400 naming `prefix`."""
+    check_size([text], settings)
+    check_chars([text, prefix], settings)  # the prefix counts towards --char-limit too
+    check_script(tokenizer, prefix)
+    key: Key = (model.identity.id, "complete", decode, k, tuple(tokenizer.src_prefix), pair, prefix, text)
+    cached = model.cache.lookup([key])[0]
+    if cached is not None:
+        return Completion(cached.hyps[0][0], list(cached.hyps[1:]), cached.confidence)
+    steps = translate_steps([text], tokenizer, decode, max_positions=model.batcher.engine.max_positions,
+                            segmenter=segmenter_for(pair[0], tokenizer.target), terms=terms,
+                            first_pass=terms is not None and model.constrains, prefixes=[prefix],
+                            alternatives=k)
+    try:
+        done = await _drive(steps, request, model, settings, tokenizer)
+    except MTError as e:  # raised by the path itself: the request's own problem
+        raise ApiError(400, str(e).replace("prefix on line 1:", "prefix:")) from None
+    if done.broken:
+        log.info("%s", done.broken)
+    found = Completion(done.best()[0], done.alternatives()[0], done.confidences()[0])
+    model.cache.store(key, Cached([(found.translation, 0.0), *found.alternatives], bool(done.cut()),
+                                  found.confidence))
+    return found
+
+
+def check_script(tokenizer: Tokenizer, prefix: str) -> None:
+    """A 400 naming the letters of `prefix` that the target vocabulary has no piece for: written only
+    as UTF-8 byte pieces (`tokenizer.byte_fallback`) or as <unk>, they are another script than the
+    model writes, which it would not continue. (Symbols, digits and emoji pass: byte pieces spell them.)"""
+    chars = list(dict.fromkeys(c for c in prefix if c.isalpha()))
+    if not chars:
+        return
+    foreign = [c for c, ids in zip(chars, tokenizer.encode_tgt(chars))
+               if any(BYTE_PIECE.match(p) or i == UNK_ID for i, p in zip(ids, tokenizer.tgt_pieces(ids)))]
+    if foreign:
+        shown = "".join(foreign[:12]) + ("..." if len(foreign) > 12 else "")
+        raise ApiError(400, f"prefix: {len(foreign)} letter{'s' * (len(foreign) > 1)} the model's target "
+                            f"vocabulary has no piece for ({shown!r}): another script than it writes?")
+
+
 async def _drive(steps: Steps[T], request: Request, model: ServedModel, settings: ServeSettings,
                  tokenizer: Tokenizer) -> T:
     """`mt.decode.pipeline.drive` for the server: each `Search` answered by `_search`, each
-    `Choose` by the worker's `choose_ids` and each `Offload` with the worker's aligner, in a thread
-    off the event loop (an `MTError` there is a 503)."""
+    `Choose` by the worker's `choose_ids`, each `Expand` (a typed prefix's next pieces) by its
+    `next_ids` and each `Offload` with the worker's aligner, in a thread off the event loop (an
+    `MTError` there is a 503). An `MTError` the path raises itself (a prefix it cannot continue)
+    goes up to the caller."""
     answer: Any = None
     try:
         while True:
@@ -98,10 +161,12 @@ async def _drive(steps: Steps[T], request: Request, model: ServedModel, settings
             try:
                 if isinstance(step, Choose):
                     answer = await _choose(model, tokenizer, step)
+                elif isinstance(step, Expand):
+                    answer = await asyncio.to_thread(expand_found, model.engine, tokenizer, step)
                 else:
                     answer = await asyncio.to_thread(step.run, _aligner(model, tokenizer))
             except MTError as e:
-                raise ApiError(503, f"the model could not align or choose: {e}",
+                raise ApiError(503, f"the model could not align, choose or rank: {e}",
                                {"Retry-After": "5"}) from None
     except StopIteration as done:
         return done.value

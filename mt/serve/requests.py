@@ -273,9 +273,41 @@ V1_SCHEMA = {"type": "object", "required": ["segments"], "properties": {
     "additionalProperties": False}  # check_known: an unknown field is a 400
 
 
-def body_doc(schema: dict[str, Any], form: bool) -> dict[str, Any]:
-    """`openapi_extra` for a route whose body is `schema` as JSON (and form data when `form`)."""
+COMPLETE_SCHEMA = {"type": "object", "required": ["q"], "properties": {
+    "q": {"type": "string", "description": "the source text", "example": "A man rides a bike."},
+    "prefix": {"type": "string", "default": "",
+               "description": "what the translator has typed of the translation so far: the answer starts "
+                              "with it exactly as typed, a word cut short completed by string ('': the "
+                              "plain translation)", "example": "Ein Mann f"},
+    "alternatives": {"type": "integer", "minimum": 0, "default": 0,
+                     "description": "how many words to offer for the position after the prefix, each "
+                                    "continued to a whole translation (at most --max-alternatives)"},
+    "source": {"type": "string"}, "target": {"type": "string"}, "api_key": {"type": "string"}},
+    "additionalProperties": False}
+COMPLETE_ANSWER = {"type": "object", "properties": {
+    "translation": {"type": "string"}, "confidence": {"type": "number", "nullable": True},
+    "alternatives": {"type": "array", "items": {"type": "object", "properties": {
+        "text": {"type": "string"}, "probability": {"type": "number"}}}}}}
+
+
+def get_prefix(fields: dict[str, Any]) -> str:
+    """/v1/complete's `prefix`: a string, kept exactly as typed (spaces too; absent: '')."""
+    value = fields.get("prefix", "")
+    if not isinstance(value, str):
+        raise ApiError(400, f"prefix: expected a string, got {type(value).__name__}")
+    if "\n" in value or "\r" in value:
+        raise ApiError(400, "prefix: one line of the translation is continued; it holds a line break")
+    return check_text(value, "prefix")
+
+
+def body_doc(schema: dict[str, Any], form: bool, answer: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`openapi_extra` for a route whose body is `schema` as JSON (and form data when `form`), and
+    whose 200 answer is `answer` (when given)."""
     content = {"application/json": {"schema": schema}}
     if form:
         content["application/x-www-form-urlencoded"] = {"schema": schema}
-    return {"requestBody": {"required": True, "content": content}}
+    doc: dict[str, Any] = {"requestBody": {"required": True, "content": content}}
+    if answer is not None:
+        doc["responses"] = {"200": {"description": "Successful Response",
+                                    "content": {"application/json": {"schema": answer}}}}
+    return doc

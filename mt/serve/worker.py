@@ -40,7 +40,7 @@ from typing import Any, cast
 from mt.config import Config, DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.engine import Chooser, Engine, Results
-from mt.decode.wanted import Choices
+from mt.decode.wanted import Choices, Wanted
 from mt.deploy.loading import ModelProvenance
 from mt.errors import MTError
 
@@ -108,6 +108,9 @@ def _serve(conn: Connection, checkpoints: Sequence[Path], device: str, threads: 
         if request[0] == "choose":
             _choose(conn, engine, *request[1:])
             continue
+        if request[0] == "next":
+            _next(conn, engine, *request[1:])
+            continue
         src_ids, decode, n_best, sentence_ids, constraints, glue = request
         try:  # constraints: None, or a batch's glossary terms (one list per source)
             found = engine.search_ids(src_ids, decode, n_best=n_best, sentence_ids=sentence_ids,
@@ -145,6 +148,20 @@ def _choose(conn: Connection, engine: Engine, src_ids: list[list[int]], choices:
     candidates ranked, `Chooser.choose_ids`)."""
     try:
         conn.send(("done", cast(Chooser, engine).choose_ids(src_ids, choices, decode, n_best=n_best)))
+    except (EOFError, OSError):
+        return
+    except Exception as e:  # noqa: BLE001 - this request fails, the worker goes on
+        conn.send(("error", _one_line(e)))
+
+
+def _next(conn: Connection, engine: Engine, src_ids: list[list[int]], wanted: list[Wanted],
+          decode: DecodeConfig, k: int) -> None:
+    """The child's answer to a next-pieces request (the path's alternatives stage, one teacher-forced
+    pass): ("done", each source's `k` most probable pieces after its prefix, `NativeEngine.next_ids`)."""
+    try:
+        if not hasattr(engine, "next_ids"):
+            raise MTError("alternatives: this engine cannot rank next pieces (mt's own model can)")
+        conn.send(("done", engine.next_ids(src_ids, wanted, decode, k)))
     except (EOFError, OSError):
         return
     except Exception as e:  # noqa: BLE001 - this request fails, the worker goes on
@@ -287,6 +304,16 @@ class ModelProcess:
         """`Chooser.choose_ids` (the path's choice stage, one forced pass), in the child."""
         with self._lock:
             self._send(("choose", src_ids, list(choices), decode, n_best))
+            kind, payload = self._receive()
+            if kind != "done":
+                raise MTError(f"model worker: {payload}")
+            return payload
+
+    def next_ids(self, src_ids: list[list[int]], wanted: Sequence[Wanted], decode: DecodeConfig,
+                 k: int) -> list[list[tuple[int, float]]]:
+        """`NativeEngine.next_ids` (the alternatives stage's one pass), in the child."""
+        with self._lock:
+            self._send(("next", src_ids, list(wanted), decode, k))
             kind, payload = self._receive()
             if kind != "done":
                 raise MTError(f"model worker: {payload}")

@@ -3,7 +3,8 @@ each answered with its text, score (with n_best) and confidence in [0, 1] (`mt.d
 sampling, the pair's source and target when the server has several models or a multi-pair model;
 each segment split into sentences by the source language's rules unless `segment: false`; a
 `glossary` of terms to keep, replacing the server's `--glossary` for the pair (`mt.serve.glossary`);
-an unknown field is a 400), GET /v1/settings (the server's limits and language pairs),
+an unknown field is a 400), POST /v1/complete (a translator's typed prefix continued and the
+alternatives for the next word: issue 73), GET /v1/settings (the server's limits and language pairs),
 GET /v1/models (each model's id, update, pairs and files), GET /v1/model-card (the web page's model
 panel; `?model=ID` picks one of several) and POST /v1/admin/reload (an admin key: load the
 checkpoints again without dropping a request, `mt.serve.state`)."""
@@ -21,15 +22,19 @@ from mt.decode.confidence import LOW
 from mt.errors import MTError
 from mt.serve.deps import Fields, ReadyFleet, RequireAdmin, RequireKey, SettingsDep, StateDep
 from mt.serve.glossary import request_glossary, request_terms
-from mt.serve.jobs import translate_texts_scored
+from mt.serve.jobs import complete_text, translate_texts_scored
 from mt.serve.model import ServedModel, model_card
 from mt.serve.requests import (
+    COMPLETE_ANSWER,
+    COMPLETE_SCHEMA,
     V1_SCHEMA,
     ApiError,
     body_doc,
     check_known,
     check_request,
     get_bool,
+    get_int,
+    get_prefix,
     get_segments,
     get_str,
     v1_decode,
@@ -64,6 +69,42 @@ async def v1_translate(request: Request, fields: Fields, fleet: ReadyFleet,
             row["n_best"] = [{"text": text, "score": _finite(s)} for text, s in hyps]
         rows.append(row)
     return JSONResponse({"translations": rows, "model": model.identity.summary(), "warnings": notes})
+
+
+@router.post("/complete", summary="Complete what a translator has typed, with alternatives for the next word",
+             openapi_extra=body_doc(COMPLETE_SCHEMA, form=False, answer=COMPLETE_ANSWER),
+             dependencies=[RequireKey])
+async def v1_complete(request: Request, fields: Fields, fleet: ReadyFleet,
+                      settings: SettingsDep) -> JSONResponse:
+    """`q` translated continuing `prefix` (the target text typed so far) exactly as typed, and
+    `alternatives` K words for the position after it, each continued to a whole translation with its
+    probability (CTranslate2's alternatives at a position); source and target as /v1/translate's.
+    Batched and cached as every route (`mt.serve.jobs.complete_text`)."""
+    check_known(fields, COMPLETE_SCHEMA, "/v1/complete")
+    text = get_str(fields, "q")
+    if "\n" in text or "\r" in text:
+        raise ApiError(400, "q: holds a line break; /v1/complete continues one line (one request a line)")
+    prefix = get_prefix(fields)
+    k = get_int(fields, "alternatives", low=0, high=settings.max_alternatives) or 0
+    source = get_str(fields, "source", required=False) or None
+    target = get_str(fields, "target", required=False) or None
+    model = fleet.for_request(source, target)
+    decode = model.decode
+    if (prefix.strip() or k) and decode.search.sampling:
+        raise ApiError(400, "prefix: a typed prefix is continued by a search; this server samples")
+    if prefix.strip() and not model.constrains:
+        raise ApiError(400, "prefix: this server runs an `mt export` (CTranslate2) model, which cannot "
+                            "continue a typed prefix yet; serve the .pt checkpoint")
+    if k and not model.samples:
+        raise ApiError(400, "alternatives: this server runs an `mt export` (CTranslate2) model, which cannot "
+                            "rank next words; serve the .pt checkpoint")
+    tokenizer, pair = model.tokenizer_for(target, "target"), _pair(model, source, target)
+    terms = request_terms(model, None, fleet.terms.get(pair), pair, decode.search.sampling)
+    done = await complete_text(request, model, settings, text, prefix, k, decode, tokenizer, pair,
+                               terms=terms)
+    return JSONResponse({"translation": done.translation,
+                         "alternatives": [{"text": t, "probability": p} for t, p in done.alternatives],
+                         "confidence": _finite(done.confidence)})
 
 
 @router.get("/settings", summary="The server's limits and language pairs")

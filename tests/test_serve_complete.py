@@ -93,6 +93,7 @@ def test_a_repeated_completion_is_answered_from_the_cache(url: str) -> None:
     ({"q": "a man", "alternatives": True}, "alternatives: expected an integer"),
     ({"q": "a man", "alternatives": "two"}, "alternatives: expected an integer"),
     ({"q": "a man", "n_best": 2}, "n_best: unknown field"),
+    ({"q": "a man", "beam": 2}, "beam: at most 1"),  # the server's bound, as on /v1/translate
     ({"q": "a man", "target": "xx"}, "target"),
 ])
 def test_bad_input_is_a_json_400_of_one_line(url: str, body: dict, needle: str) -> None:

@@ -7,7 +7,8 @@ Starts `mt serve -c CHECKPOINT` on loopback (`serving.served`; its translation c
 keystroke is answered from an earlier level's), then for each `--clients` level replays the first
 `--sentences` English lines of `--split` (test_2016_flickr) with their German references: each
 client takes the next sentence and types its reference one character at a time, one request per
-keystroke (`{"q": source, "prefix": reference typed so far, "alternatives": K}`), the next sent when
+keystroke (`{"q": source, "prefix": reference typed so far, "alternatives": K}`, and `"beam"` with
+`--beam`), the next sent when
 the answer has come and `--think-ms` more have passed (0: back to back, the worst case; a
 translator typing 5 characters a second leaves 200 ms). Every answer is checked: 200, and the
 translation starts with the prefix as typed. Reported per level: keystrokes, errors, p50 / p95 /
@@ -43,7 +44,7 @@ def sentences(mirror: Path, split: str, n: int) -> list[tuple[str, str]]:
     return [(s.strip(), r.strip()) for s, r in zip(sources, refs)]
 
 
-async def typist(url: str, todo: asyncio.Queue, k: int, think_s: float, deadline: float,
+async def typist(url: str, todo: asyncio.Queue, options: dict, think_s: float, deadline: float,
                  found: dict[str, list]) -> None:
     """One translator: takes sentences from `todo` and types each reference, one request a keystroke."""
     async with httpx.AsyncClient(timeout=120) as client:
@@ -57,7 +58,7 @@ async def typist(url: str, todo: asyncio.Queue, k: int, think_s: float, deadline
                 started = time.perf_counter()
                 try:
                     answer = await client.post(url + "/v1/complete",
-                                               json={"q": source, "prefix": prefix, "alternatives": k})
+                                               json={"q": source, "prefix": prefix, **options})
                     ok = answer.status_code == 200 and answer.json()["translation"].startswith(prefix)
                 except httpx.HTTPError:
                     answer, ok = None, False
@@ -69,7 +70,7 @@ async def typist(url: str, todo: asyncio.Queue, k: int, think_s: float, deadline
                     await asyncio.sleep(think_s)
 
 
-async def level(url: str, pairs: list[tuple[str, str]], clients: int, k: int, think_s: float,
+async def level(url: str, pairs: list[tuple[str, str]], clients: int, options: dict, think_s: float,
                 cap_s: float) -> dict:
     """`clients` typists over `pairs`: the level's figures."""
     todo: asyncio.Queue = asyncio.Queue()
@@ -77,7 +78,7 @@ async def level(url: str, pairs: list[tuple[str, str]], clients: int, k: int, th
         todo.put_nowait(pair)
     found: dict[str, list] = {"ms": [], "errors": [], "cut": []}
     started = time.monotonic()
-    await asyncio.gather(*(typist(url, todo, k, think_s, started + cap_s, found) for _ in range(clients)))
+    await asyncio.gather(*(typist(url, todo, options, think_s, started + cap_s, found) for _ in range(clients)))
     seconds = time.monotonic() - started
     ms = np.array(found["ms"]) if found["ms"] else np.array([float("nan")])
     p95 = float(np.percentile(ms, 95))
@@ -110,6 +111,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=12, help="References typed per level.")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--alternatives", type=int, default=0, help="K alternatives asked with every keystroke.")
+    parser.add_argument("--beam", type=int, help="The beam each request asks for (default: the server's).")
     parser.add_argument("--think-ms", type=float, default=0.0, help="Pause after each answer (0: back to back).")
     parser.add_argument("--cap-s", type=float, default=300.0, help="Seconds per level at most.")
     parser.add_argument("--threads", type=int, default=1, help="mt serve --threads (1: best on a shared CPU).")
@@ -119,17 +121,19 @@ def main() -> None:
     args = parser.parse_args()
     pairs = sentences(args.mirror, args.split, args.sentences)
     serve_args = ["-c", args.checkpoint, "--cache-size", "0", "--threads", str(args.threads), *args.serve_arg]
+    options = {"alternatives": args.alternatives, **({"beam": args.beam} if args.beam else {})}
     report: dict = {"checkpoint": str(args.checkpoint), "split": args.split, "sentences": len(pairs),
                     "characters": sum(len(ref) for _, ref in pairs), "alternatives": args.alternatives,
+                    "beam": args.beam or "server's",
                     "think_ms": args.think_ms, "serve_args": serve_args[2:], "cpu": cpu_name(),
                     "cores": os.cpu_count(), "levels": []}
     with serving.served(*serve_args) as (url, _):
-        asyncio.run(level(url, pairs[:1], 1, args.alternatives, 0.0, args.cap_s))  # warm-up: one sentence
+        asyncio.run(level(url, pairs[:1], 1, options, 0.0, args.cap_s))  # warm-up: one sentence
         for clients in args.clients:
-            report["levels"].append(asyncio.run(level(url, pairs, clients, args.alternatives,
-                                                      args.think_ms / 1000, args.cap_s)))
+            report["levels"].append(asyncio.run(level(url, pairs, clients, options, args.think_ms / 1000,
+                                                      args.cap_s)))
     print(f"# /v1/complete per keystroke: {report['sentences']} references of {args.split} typed, "
-          f"alternatives {args.alternatives}, think {args.think_ms:g} ms; {report['cpu']}, {report['cores']} cores "
+          f"beam {report['beam']}, alternatives {args.alternatives}, think {args.think_ms:g} ms; {report['cpu']}, {report['cores']} cores "
           "(the clients share them)")
     print(table(report))
     if args.out:

@@ -13,8 +13,9 @@ the answer has come and `--think-ms` more have passed (0: back to back, the wors
 translator typing 5 characters a second leaves 200 ms). Every answer is checked: 200, and the
 translation starts with the prefix as typed. Reported per level: keystrokes, errors, p50 / p95 /
 p99 / mean milliseconds per keystroke (request sent to answer read), keystrokes per second, and
-the issue's target (one client p95 <= 50 ms, eight <= 150 ms, on 2 cores) met or not; the CPU is
-named. The load generator shares the machine with the server: say so with the figures. Bounded:
+the issue's target (one client p95 <= 50 ms, eight <= 150 ms, on 2 cores) met or not, and where
+the time went by the server's /metrics: ms a request spent in the server, ms of model (batch)
+time per keystroke, batches per keystroke and segments per batch; the CPU is named. The load generator shares the machine with the server: say so with the figures. Bounded:
 `--sentences` per level and `--cap-s` seconds per level (a level cut short says so).
 """
 
@@ -24,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -91,14 +93,40 @@ async def level(url: str, pairs: list[tuple[str, str]], clients: int, options: d
             "target_p95_ms": target, "met": None if target is None else bool(p95 <= target)}
 
 
+def server_counts(url: str) -> dict[str, float]:
+    """What /metrics says so far: model seconds and batches, segments decoded, /v1/complete's
+    requests and their seconds in the server (body read to answer written)."""
+    text = httpx.get(url + "/metrics", timeout=30).text
+    names = {"model_s": "mt_batch_seconds_sum", "batches": "mt_batch_seconds_count",
+             "segments": "mt_batch_segments_sum", "served_s": 'mt_request_seconds_sum{route="/v1/complete"}',
+             "served": 'mt_request_seconds_count{route="/v1/complete"}'}
+    out = {}
+    for key, name in names.items():
+        found = re.search(rf"^{re.escape(name)} (\S+)$", text, re.M)
+        out[key] = float(found.group(1)) if found else 0.0
+    return out
+
+
+def where(before: dict[str, float], after: dict[str, float], keystrokes: int) -> dict[str, float]:
+    """Where a keystroke's time went, from the server's counters: in the server (per request), in
+    the model (batch seconds per keystroke), and the segments a batch held."""
+    d = {key: after[key] - before[key] for key in after}
+    return {"server_ms": round(1000 * d["served_s"] / max(d["served"], 1), 1),
+            "model_ms": round(1000 * d["model_s"] / max(keystrokes, 1), 1),
+            "batches_per_keystroke": round(d["batches"] / max(keystrokes, 1), 2),
+            "mean_batch": round(d["segments"] / max(d["batches"], 1), 1)}
+
+
 def table(report: dict) -> str:
-    rows = ["| clients | keystrokes | errors | p50 ms | p95 ms | p99 ms | mean ms | keys/s | target p95 |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| clients | keystrokes | errors | p50 ms | p95 ms | p99 ms | mean ms | keys/s | target p95 "
+            "| server ms | model ms | batches/key | mean batch |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["levels"]:
         target = "" if r["target_p95_ms"] is None else f"{r['target_p95_ms']:g} ({'met' if r['met'] else 'missed'})"
         rows.append(f"| {r['clients']} | {r['keystrokes']}{' (cut)' if r['cut_short'] else ''} | {r['errors']} | "
                     f"{r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} | {r['mean_ms']} | {r['keystrokes_per_s']} | "
-                    f"{target} |")
+                    f"{target} | {r['server_ms']} | {r['model_ms']} | {r['batches_per_keystroke']} | "
+                    f"{r['mean_batch']} |")
     return "\n".join(rows)
 
 
@@ -130,8 +158,9 @@ def main() -> None:
     with serving.served(*serve_args) as (url, _):
         asyncio.run(level(url, pairs[:1], 1, options, 0.0, args.cap_s))  # warm-up: one sentence
         for clients in args.clients:
-            report["levels"].append(asyncio.run(level(url, pairs, clients, options, args.think_ms / 1000,
-                                                      args.cap_s)))
+            before = server_counts(url)
+            found = asyncio.run(level(url, pairs, clients, options, args.think_ms / 1000, args.cap_s))
+            report["levels"].append({**found, **where(before, server_counts(url), found["keystrokes"])})
     print(f"# /v1/complete per keystroke: {report['sentences']} references of {args.split} typed, "
           f"beam {report['beam']}, alternatives {args.alternatives}, think {args.think_ms:g} ms; {report['cpu']}, {report['cores']} cores "
           "(the clients share them)")

@@ -109,7 +109,8 @@ async def complete_text(request: Request, model: ServedModel, settings: ServeSet
     check_size([text], settings)
     check_chars([text, prefix], settings)  # the prefix counts towards --char-limit too
     check_script(tokenizer, prefix)
-    key: Key = (model.identity.id, "complete", decode, k, tuple(tokenizer.src_prefix), pair, prefix, text)
+    # (prefix, text) last: the cache counts its characters towards its bound (`mt.serve.cache._chars`)
+    key: Key = (model.identity.id, "complete", decode, k, tuple(tokenizer.src_prefix), pair, (prefix, text))
     cached = model.cache.lookup([key])[0]
     if cached is not None:
         return Completion(cached.hyps[0][0], list(cached.hyps[1:]), cached.confidence)

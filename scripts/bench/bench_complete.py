@@ -15,7 +15,9 @@ translation starts with the prefix as typed. Reported per level: keystrokes, err
 p99 / mean milliseconds per keystroke (request sent to answer read), keystrokes per second, and
 the issue's target (one client p95 <= 50 ms, eight <= 150 ms, on 2 cores) met or not, and where
 the time went by the server's /metrics: ms a request spent in the server, ms of model (batch)
-time per keystroke, batches per keystroke and segments per batch; the CPU is named. The load generator shares the machine with the server: say so with the figures. Bounded:
+time per keystroke, batches per keystroke and segments per batch; and "typed along": the share of
+keystrokes whose prefix the completion shown before it already started with (a page could show
+those without asking; every keystroke is still sent and timed here). The CPU is named. The load generator shares the machine with the server: say so with the figures. Bounded:
 `--sentences` per level and `--cap-s` seconds per level (a level cut short says so).
 """
 
@@ -52,16 +54,19 @@ async def typist(url: str, todo: asyncio.Queue, options: dict, think_s: float, d
     async with httpx.AsyncClient(timeout=120) as client:
         while not todo.empty() and time.monotonic() < deadline:
             source, ref = todo.get_nowait()
+            shown = ""  # the completion on screen when the key is pressed
             for end in range(1, len(ref) + 1):
                 if time.monotonic() >= deadline:
                     found["cut"].append(True)
                     return
                 prefix = ref[:end]
+                found["kept"].append(shown.startswith(prefix))  # typed along what was shown
                 started = time.perf_counter()
                 try:
                     answer = await client.post(url + "/v1/complete",
                                                json={"q": source, "prefix": prefix, **options})
                     ok = answer.status_code == 200 and answer.json()["translation"].startswith(prefix)
+                    shown = answer.json()["translation"] if ok else ""
                 except httpx.HTTPError:
                     answer, ok = None, False
                 found["ms"].append((time.perf_counter() - started) * 1000)
@@ -78,7 +83,7 @@ async def level(url: str, pairs: list[tuple[str, str]], clients: int, options: d
     todo: asyncio.Queue = asyncio.Queue()
     for pair in pairs:
         todo.put_nowait(pair)
-    found: dict[str, list] = {"ms": [], "errors": [], "cut": []}
+    found: dict[str, list] = {"ms": [], "errors": [], "cut": [], "kept": []}
     started = time.monotonic()
     await asyncio.gather(*(typist(url, todo, options, think_s, started + cap_s, found) for _ in range(clients)))
     seconds = time.monotonic() - started
@@ -90,6 +95,7 @@ async def level(url: str, pairs: list[tuple[str, str]], clients: int, options: d
             "p50_ms": round(float(np.percentile(ms, 50)), 1), "p95_ms": round(p95, 1),
             "p99_ms": round(float(np.percentile(ms, 99)), 1), "mean_ms": round(float(ms.mean()), 1),
             "keystrokes_per_s": round(len(found["ms"]) / seconds, 1),
+            "typed_along_pct": round(100 * sum(found["kept"]) / max(len(found["kept"]), 1), 1),
             "target_p95_ms": target, "met": None if target is None else bool(p95 <= target)}
 
 
@@ -119,14 +125,14 @@ def where(before: dict[str, float], after: dict[str, float], keystrokes: int) ->
 
 def table(report: dict) -> str:
     rows = ["| clients | keystrokes | errors | p50 ms | p95 ms | p99 ms | mean ms | keys/s | target p95 "
-            "| server ms | model ms | batches/key | mean batch |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "| server ms | model ms | batches/key | mean batch | typed along % |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["levels"]:
         target = "" if r["target_p95_ms"] is None else f"{r['target_p95_ms']:g} ({'met' if r['met'] else 'missed'})"
         rows.append(f"| {r['clients']} | {r['keystrokes']}{' (cut)' if r['cut_short'] else ''} | {r['errors']} | "
                     f"{r['p50_ms']} | {r['p95_ms']} | {r['p99_ms']} | {r['mean_ms']} | {r['keystrokes_per_s']} | "
                     f"{target} | {r['server_ms']} | {r['model_ms']} | {r['batches_per_keystroke']} | "
-                    f"{r['mean_batch']} |")
+                    f"{r['mean_batch']} | {r['typed_along_pct']} |")
     return "\n".join(rows)
 
 

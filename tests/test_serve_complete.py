@@ -93,6 +93,7 @@ def test_a_repeated_completion_is_answered_from_the_cache(url: str) -> None:
     ({"q": "a man", "alternatives": True}, "alternatives: expected an integer"),
     ({"q": "a man", "alternatives": "two"}, "alternatives: expected an integer"),
     ({"q": "a man", "n_best": 2}, "n_best: unknown field"),
+    ({"q": "a man", "beam": 2}, "beam: at most 1"),  # the server's bound, as on /v1/translate
     ({"q": "a man", "target": "xx"}, "target"),
 ])
 def test_bad_input_is_a_json_400_of_one_line(url: str, body: dict, needle: str) -> None:
@@ -110,3 +111,22 @@ def test_the_route_is_documented(url: str) -> None:
     answer = route["responses"]["200"]["content"]["application/json"]["schema"]
     assert set(answer["properties"]) == {"translation", "alternatives", "confidence"}
     assert json.dumps(spec)  # serialisable as served
+
+
+def test_the_typed_prefix_counts_towards_the_limits_before_the_model(tmp_path: Path) -> None:
+    """No model needed: the per-address characters a day count q and prefix together, and over
+    --char-limit is refused before the buckets are charged (a loading server answers 503 after)."""
+    from starlette.testclient import TestClient
+
+    from mt.serve.app import create_app
+    from mt.serve.limits import Limiter
+    from mt.serve.settings import ServeSettings
+
+    app = create_app(ServeSettings(address_characters_per_day=12, char_limit=10), [tmp_path / "none.pt"])
+    app.state.serve.limiter = Limiter(lambda: 1000.0)
+    client = TestClient(app)
+    over = client.post("/v1/complete", json={"q": "abcdef", "prefix": "ghijk"})  # 11 > --char-limit 10
+    assert over.status_code == 400 and "request (11) exceeds text limit (10)" in over.json()["error"]
+    assert client.post("/v1/complete", json={"q": "abc", "prefix": "defgh"}).status_code == 503  # 8 charged
+    r = client.post("/v1/complete", json={"q": "abc", "prefix": "de"})  # 5 more: 13 > 12 a day
+    assert r.status_code == 429 and "characters a day" in r.json()["error"]

@@ -28,6 +28,11 @@ def test_multi_pair_model_serves_each_target(multi_run: tuple[Path, Path]) -> No
             assert [t["text"] for t in got["translations"]] == want[lang]
             lt = httpx.post(url + "/translate", json={"q": "\n".join(LINES), "source": "en", "target": lang}).json()
             assert lt["translatedText"] == "\n".join(want[lang])
+            for prefix in ("", want[lang][0][:3]):  # /v1/complete: the target's tag, its vocabulary
+                done = httpx.post(url + "/v1/complete", json={"q": LINES[0], "prefix": prefix, "target": lang})
+                assert done.status_code == 200, done.text
+                assert done.json()["translation"].startswith(prefix)
+                assert prefix or done.json()["translation"] == want[lang][0]
         missing = httpx.post(url + "/v1/translate", json={"segments": LINES})
         assert missing.status_code == 400
         assert missing.json() == {"error": "target: required: this model translates into de, ru"}

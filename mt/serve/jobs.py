@@ -109,7 +109,8 @@ async def complete_text(request: Request, model: ServedModel, settings: ServeSet
     check_size([text], settings)
     check_chars([text, prefix], settings)  # the prefix counts towards --char-limit too
     check_script(tokenizer, prefix)
-    key: Key = (model.identity.id, "complete", decode, k, tuple(tokenizer.src_prefix), pair, prefix, text)
+    # (prefix, text) last: the cache counts its characters towards its bound (`mt.serve.cache._chars`)
+    key: Key = (model.identity.id, "complete", decode, k, tuple(tokenizer.src_prefix), pair, (prefix, text))
     cached = model.cache.lookup([key])[0]
     if cached is not None:
         return Completion(cached.hyps[0][0], list(cached.hyps[1:]), cached.confidence)
@@ -120,7 +121,9 @@ async def complete_text(request: Request, model: ServedModel, settings: ServeSet
     try:
         done = await _drive(steps, request, model, settings, tokenizer)
     except MTError as e:  # raised by the path itself: the request's own problem
-        raise ApiError(400, str(e).replace("prefix on line 1:", "prefix:")) from None
+        message = str(e).replace("prefix on line 1:", "prefix:")  # the CLI's words, for a request
+        message = message.replace("--prefix with --glossary:", "prefix: with this server's --glossary:")
+        raise ApiError(400, message) from None
     if done.broken:
         log.info("%s", done.broken)
     found = Completion(done.best()[0], done.alternatives()[0], done.confidences()[0])

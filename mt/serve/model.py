@@ -115,16 +115,27 @@ class ServedModel:
         """The served languages: how every route reads a request's language codes."""
         return ServedLanguages(self.pairs)
 
+    @cached_property
+    def _tagged(self) -> dict[str | None, Tokenizer]:
+        return {}
+
     def tokenizer_for(self, target: str | None, field: str = "target") -> Tokenizer:
         """The tokenizer that makes the model translate into `target` (any case or alias of a served
         code; a multi-pair model's tag in front); a target the model does not know is a 400 naming the
-        ones it knows."""
+        ones it knows. A tagged one is made once per target and kept: what is computed per tokenizer
+        (a typed prefix's vocabulary, `mt.decode.typed`) is then computed once, not per request."""
         if target is not None:
             target = self.languages.find(target, self.languages.targets) or target
+        found = self._tagged.get(target)
+        if found is not None:
+            return found
         try:
-            return self.tokenizer.for_target(target, flag=field)
+            found = self.tokenizer.for_target(target, flag=field)
         except MTError as e:
             raise ApiError(400, str(e)) from None
+        if found is not self.tokenizer:  # a served target's tag: as many as the model has targets
+            self._tagged[target] = found
+        return found
 
     def problem(self) -> str | None:
         """Why this model cannot translate right now (its batcher's thread or its worker process is

@@ -282,6 +282,9 @@ COMPLETE_SCHEMA = {"type": "object", "required": ["q"], "properties": {
     "alternatives": {"type": "integer", "minimum": 0, "default": 0,
                      "description": "how many words to offer for the position after the prefix, each "
                                     "continued to a whole translation (at most --max-alternatives)"},
+    "beam": {"type": "integer", "minimum": 1,
+             "description": "the search's beam (default: the server's; 1, greedy, answers a keystroke "
+                            "fastest)"},
     "source": {"type": "string"}, "target": {"type": "string"}, "api_key": {"type": "string"}},
     "additionalProperties": False}
 COMPLETE_ANSWER = {"type": "object", "properties": {

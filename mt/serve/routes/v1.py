@@ -78,7 +78,7 @@ async def v1_complete(request: Request, fields: Fields, fleet: ReadyFleet,
                       settings: SettingsDep) -> JSONResponse:
     """`q` translated continuing `prefix` (the target text typed so far) exactly as typed, and
     `alternatives` K words for the position after it, each continued to a whole translation with its
-    probability (CTranslate2's alternatives at a position); source and target as /v1/translate's.
+    probability (CTranslate2's alternatives at a position); source, target and beam as /v1/translate's.
     Batched and cached as every route (`mt.serve.jobs.complete_text`)."""
     check_known(fields, COMPLETE_SCHEMA, "/v1/complete")
     text = get_str(fields, "q")
@@ -89,7 +89,7 @@ async def v1_complete(request: Request, fields: Fields, fleet: ReadyFleet,
     source = get_str(fields, "source", required=False) or None
     target = get_str(fields, "target", required=False) or None
     model = fleet.for_request(source, target)
-    decode = model.decode
+    decode, _ = v1_decode(fields, model.decode, settings, model.max_beam, samples=model.samples)  # beam only
     if (prefix.strip() or k) and decode.search.sampling:
         raise ApiError(400, "prefix: a typed prefix is continued by a search; this server samples")
     if prefix.strip() and not model.constrains:

@@ -147,3 +147,53 @@ def test_the_loop_guard_never_bars_the_typed_word(tmp_path):
     done = translate_path(loaded.engine, loaded.tokenizer, ["a man rides a bike"] * len(prefixes),
                           loaded.config.decode, device="cpu", segmenter=None, prefixes=prefixes)
     assert all(out.startswith(p) for out, p in zip(done.best(), prefixes))
+
+
+def test_a_prefix_is_shared_out_over_the_sentences_it_covers():
+    """`split_prefix`: the prefix is the first sentence's unless it holds a finished sentence and more;
+    a finished sentence is its source sentence's translation as typed; more typed sentences than
+    source ones: the last source sentence takes the rest."""
+    from mt.decode.typed import Part, split_prefix
+    from mt.text.segment import Segmenter
+
+    de = Segmenter("de").sentences
+    assert split_prefix("", 2, de) == [Part(""), Part("")]
+    assert split_prefix("Ein Mann fä", 2, de) == [Part("Ein Mann fä"), Part("")]
+    assert split_prefix("Ein Mann fährt Rad.", 2, de) == [Part("Ein Mann fährt Rad."), Part("")]
+    assert split_prefix("Ein Mann fährt Rad.  Zwei Hu", 3, de) == [
+        Part("Ein Mann fährt Rad.", True, "  "), Part("Zwei Hu"), Part("")]
+    assert split_prefix("Ein Mann fährt Rad. ", 2, de) == [Part("Ein Mann fährt Rad.", True, " "), Part("")]
+    assert split_prefix("Ein Mann fährt z. B. Rad. ", 2, de) == [
+        Part("Ein Mann fährt z. B. Rad.", True, " "), Part("")]
+    assert split_prefix("Eins. Zwei. Drei", 2, de) == [Part("Eins.", True, " "), Part("Zwei. Drei")]
+    assert split_prefix("Eins. Zwei. ", 1, de) == [Part("Eins. Zwei.", True, " ")]
+
+
+def test_a_paragraph_keeps_every_sentence_after_its_prefix(ckpt):  # noqa: F811
+    """Issue 73: a line of two sentences with a prefix in the first is translated as two segments:
+    the first continues the prefix, the second is its plain translation; a prefix that finishes
+    the first sentence and starts the second gives the first as typed and continues the second."""
+    model, tokenizer, cfg = load_for_inference(ckpt, "cpu")
+    segmenter = segmenter_for(cfg.data.src_lang, cfg.data.tgt_lang)
+    first, second = "A man rides a bike.", "Two dogs play in the snow."
+    text = f"{first} {second}"
+    plain = translate_path(model, tokenizer, [first, second], cfg.decode, device="cpu",
+                           segmenter=segmenter).best()
+    prefixes = ["Ein Mann fä", "Ein Mann fährt Rad. ", "Ein Mann fährt Rad.  Zwei Hu", "Ein Mann fährt Rad."]
+    done = translate_path(model, tokenizer, [text] * len(prefixes), cfg.decode, device="cpu", segmenter=segmenter,
+                          prefixes=prefixes, rate=True)
+    outs = done.best()
+    assert all(out.startswith(p) for out, p in zip(outs, prefixes)), outs
+    assert [len(t.segments) for t in done.texts] == [2] * len(prefixes)
+    assert outs[0].endswith(" " + plain[1]) and outs[3].endswith(" " + plain[1])  # the second sentence kept
+    assert outs[1] == "Ein Mann fährt Rad. " + plain[1]
+    assert outs[2].startswith("Ein Mann fährt Rad.  Zwei Hu") and outs[2] != prefixes[2]
+    _, mine = next(iter(done.per_text()))
+    assert mine[0].typed is not None and mine[1].typed is None
+    assert all(0.0 <= c <= 1.0 for c in done.confidences()), done.confidences()
+    plain_text = translate_path(model, tokenizer, [text], cfg.decode, device="cpu", segmenter=segmenter,
+                                prefixes=[""]).best()
+    assert plain_text == [f"{plain[0]} {plain[1]}"]
+    alternatives = translate_path(model, tokenizer, [text], cfg.decode, device="cpu", segmenter=segmenter,
+                                  prefixes=["Ein Mann fährt Rad. Zwei "], alternatives=3).alternatives()[0]
+    assert alternatives and all(t.startswith("Ein Mann fährt Rad. Zwei ") for t, _ in alternatives)

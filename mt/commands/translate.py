@@ -156,7 +156,8 @@ def _prefix_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, 
                      prefix: Path, *, segmenter: Segmenter | None, with_scores: bool,
                      alternatives: int) -> Callable[[int, list[str], bool], list[str]]:
     """The render(first line index, lines, progress) of --prefix FILE: each line continuing its
-    prefix exactly as typed (the one path's continue stage: `mt.decode.typed`; the line one segment;
+    prefix exactly as typed (the one path's continue stage: `mt.decode.typed`; the line's sentences
+    after the prefix's reach translated plainly;
     an empty prefix the plain translation), its n-best (`with_scores`), or with `alternatives` K the
     K most probable next words after it, each continued to a whole translation, as
     'i ||| text ||| probability' lines."""

@@ -25,12 +25,16 @@ Each segment of each text is one record (`Segment`) that the stages fill in turn
   `Segment.found`.
 - **render**: spans, case style and ending put back by the model's word alignment
   (`mt.text.protect.render_all`). Writes `Segment.rendered`.
-- **continue** (only with a translator's typed target prefixes, one per text: issue 73): a text
-  with a prefix is one segment (`Segment.typed`, `mt.decode.typed`); constrain gives it the prefix
-  as its `Wanted` (forced pieces, then the typed partial word), so it is searched as a held
-  sentence; after render its outputs start with the prefix exactly as typed. An empty prefix is
-  the plain translation. Rewrites `Segment.rendered`.
-- **alternatives** (with `alternatives` K): the most probable pieces right after each prefix
+- **continue** (only with a translator's typed target prefixes, one per text: issue 73): each
+  text segmented as usual and its prefix shared out over its sentences (`mt.decode.typed.split_prefix`:
+  the first sentence's, unless it finishes sentences, which are then those sentences'
+  translations as typed, not searched); a segment with a share (`Segment.typed`) gets it as its
+  `Wanted` (forced pieces, then the typed partial word; a glossary's terms not already typed
+  required after it: `typed_terms`), so it is searched as a held sentence; after render its
+  outputs start with its share exactly as typed. The sentences beyond the prefix are translated
+  plainly. An empty prefix is the plain translation. Rewrites `Segment.rendered`.
+- **alternatives** (with `alternatives` K; at each text's segment its prefix ends in): the most
+  probable pieces right after each prefix
   (`Expand`, one teacher-forced pass: `mt.decode.alternatives`), each forced after it and
   continued to a whole translation in one `Search`, rendered and continued as above; the first K
   with distinct next words kept with their piece's probability (CTranslate2's alternatives at
@@ -62,7 +66,7 @@ from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
 from mt.decode.swap import first_pass_searches, first_pass_wanted
 from mt.decode.terms import TermConstraints, terms_in
-from mt.decode.typed import EMPTY, Typed, extended, typed_prefixes, word_at
+from mt.decode.typed import EMPTY, Typed, extended, open_segments, typed_shares, typed_terms, word_at
 from mt.decode.wanted import Choices, Wanted
 from mt.errors import MTError
 from mt.text.glossary import Term
@@ -154,6 +158,7 @@ class Segment:
     found: Found = field(default_factory=lambda: Found([("", 0.0)]))  # search, retry
     rendered: Hyps = field(default_factory=list)  # render: `found.hyps` with spans, case and ending back
     typed: Typed | None = None  # the translator's typed target prefix it continues (continue)
+    whole: str | None = None  # a sentence the translator typed whole: its translation, not searched
     alternatives: Hyps = field(default_factory=list)  # alternatives: (text, probability), most probable first
 
 
@@ -182,10 +187,15 @@ class Translated:
         return [join_nbest(text, [s.rendered for s in mine]) for text, mine in self.per_text()]
 
     def alternatives(self) -> list[Hyps]:
-        """Each text's alternatives after its prefix (the alternatives stage; a text is one segment
-        there): (text, probability), most probable first."""
-        return [[(text.render([t]), p) for record in mine for t, p in record.alternatives]
-                for text, mine in self.per_text()]
+        """Each text's alternatives after its prefix (the alternatives stage, at the segment its
+        prefix ends in): (text, probability), most probable first, its other segments' best around."""
+        out = []
+        for text, mine in self.per_text():
+            at = next((j for j, s in enumerate(mine) if s.alternatives), None)
+            best = [s.rendered[0][0] for s in mine]
+            out.append([] if at is None else [(text.render([*best[:at], t, *best[at + 1:]]), p)
+                                              for t, p in mine[at].alternatives])
+        return out
 
     def confidences(self) -> list[float]:
         """Each text's confidence: its least confident sentence's (`text_confidence`)."""
@@ -206,37 +216,48 @@ def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeCo
     `sampling_keys` does from `first_id`. `prefixes`: each text's typed target prefix ('' for
     none), continued by its output (the continue stage); `alternatives` K: each one's K next words
     (the alternatives stage; every text one segment)."""
-    typed = typed_prefixes(tokenizer, prefixes, max_positions) if prefixes is not None else None
-    split = segment(texts, tokenizer, max_positions, segmenter,
-                    whole=[bool(alternatives) or t is not None for t in typed or [None] * len(texts)])
+    split = segment(texts, tokenizer, max_positions, segmenter)
+    marks: list[tuple[Typed | None, str | None]] = [(None, None) for text in split for _ in text.segments]
+    if prefixes is not None:  # each text's prefix over its sentences (`mt.decode.typed.split_prefix`)
+        split, marks = typed_shares(tokenizer, split, prefixes, segmenter, max_positions)
     prepared = prepare_segments([s for text in split for s in text.segments], tokenizer, decode)
-    records = [Segment(p, key) for p, key in zip(prepared, sampling_keys(split, first_id))]
-    sources, keys = [r.prepared.text for r in records], [r.key for r in records]
+    records = [Segment(p, key, typed=mark, whole=whole)
+               for p, key, (mark, whole) in zip(prepared, sampling_keys(split, first_id), marks)]
+    live = [i for i, r in enumerate(records) if r.whole is None]  # the segments searched
+    sources, keys = [records[i].prepared.text for i in live], [records[i].key for i in live]
     wanted: list[Wanted] | None = None
-    if typed is not None and any(typed):
-        if terms is not None:
-            raise MTError("--prefix with --glossary: a typed prefix cannot keep a glossary's terms yet")
-        marks = [typed[i] for i, text in enumerate(split) for _ in text.segments]
-        wanted = [t.wanted() if t is not None else Wanted(()) for t in marks]
-        for record, mark, line_wanted in zip(records, marks, wanted):
-            record.typed, record.wanted = mark, line_wanted
-    if terms is not None:
-        matched, wanted, choices = yield from constrain(sources, tokenizer, decode, terms,
-                                                        first_pass=first_pass)
-        for record, found_terms, line_wanted, line_choices in zip(records, matched, wanted, choices):
-            record.terms, record.wanted, record.choices = found_terms, line_wanted, line_choices
-    found = yield from search(sources, decode, n_best, keys, wanted, [r.choices for r in records],
+    if any(records[i].typed for i in live):
+        wanted = [records[i].typed.wanted() if records[i].typed else Wanted(()) for i in live]  # type: ignore[union-attr]
+    choices: list[Choices] = [() for _ in live]
+    if terms is not None:  # a segment continuing a typed prefix keeps its terms by the constrained search
+        plain = [j for j, i in enumerate(live) if records[i].typed is None]
+        matched, made, offered = yield from constrain([sources[j] for j in plain], tokenizer, decode, terms,
+                                                      first_pass=first_pass)
+        wanted = [w if w is not None else Wanted(()) for w in wanted or [None] * len(live)]
+        for j, found_terms, line_wanted, line_choices in zip(plain, matched, made, offered):
+            records[live[j]].terms, wanted[j], choices[j] = found_terms, line_wanted, line_choices
+        for j, i in enumerate(live):
+            if records[i].typed is not None:
+                records[i].terms = terms_in(terms.occurrences([sources[j]])[0])
+                wanted[j] = typed_terms(terms, records[i].terms, cast(Typed, records[i].typed))
+    for j, i in enumerate(live):
+        records[i].wanted = wanted[j] if wanted is not None else None
+        records[i].choices = choices[j]
+    found = yield from search(sources, decode, n_best, keys, wanted, choices,
                               terms.glue if terms is not None else ())
-    held = [bool(r.wanted) for r in records]  # a sentence keeping a term keeps its search's output
+    held = [bool(records[i].wanted) for i in live]  # a sentence keeping a term keeps its search's output
     found = yield from retry(sources, found, decode, n_best, keys, held)
-    for record, answer in zip(records, found):
-        record.found = answer
-    yield from render(records, tokenizer)
+    for i, answer in zip(live, found):
+        records[i].found = answer
+    yield from render([records[i] for i in live], tokenizer)
     for record in records:  # continue: the typed prefix as typed
-        if record.typed is not None:
+        if record.whole is not None:  # a sentence the translator finished: as typed, their own (1.0)
+            record.found, record.rendered = Found([(record.whole, 0.0)], 1.0), [(record.whole, 0.0)]
+        elif record.typed is not None:
             record.rendered = [(record.typed.continued(text), score) for text, score in record.rendered]
-    if alternatives:
-        yield from alternatives_stage(records, tokenizer, decode, alternatives)
+    if alternatives:  # at each text's first segment that is not typed whole
+        at = open_segments(split, [whole for _, whole in marks])
+        yield from alternatives_stage([records[i] for i in at], tokenizer, decode, alternatives)
     return Translated(split, records, broken_warning(split, max_positions))
 
 

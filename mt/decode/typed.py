@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import bisect
 import functools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from mt.data.tokenizer import EOS_ID, UNK_ID, Tokenizer
+from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
+from mt.text.glossary import Term
+from mt.text.segment import Segmented, Segmenter
 
 SPACE = "\u2581"  # sentencepiece's word-start mark
 LAST = "\U0010ffff"
@@ -113,14 +116,77 @@ def typed_prefix(tokenizer: Tokenizer, text: str, *, line: int = 0) -> Typed | N
     return Typed(text, tuple(forced), rest, partial, shown)
 
 
-def typed_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], max_positions: int) -> list[Typed | None]:
-    """Each text's prefix (`typed_prefix`); one longer than the model's positions is an MTError."""
-    out = [typed_prefix(tokenizer, text, line=i + 1) for i, text in enumerate(prefixes)]
+def typed_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], max_positions: int,
+                   lines: Sequence[int] | None = None) -> list[Typed | None]:
+    """Each text's prefix (`typed_prefix`); one longer than the model's positions is an MTError.
+    `lines`: each prefix's input line (0-based) for the error; by default its index."""
+    at = list(lines) if lines is not None else list(range(len(prefixes)))
+    out = [typed_prefix(tokenizer, text, line=at[i] + 1) for i, text in enumerate(prefixes)]
     for i, typed in enumerate(out):
         if typed is not None and typed.pieces >= max_positions - 1:
-            raise MTError(f"prefix on line {i + 1}: up to {typed.pieces} pieces, over the model's limit of "
-                          f"{max_positions - 2} (model.max_positions={max_positions})")
+            raise MTError(f"prefix on line {at[i] + 1}: up to {typed.pieces} pieces, over the model's limit "
+                          f"of {max_positions - 2} (model.max_positions={max_positions})")
     return out
+
+
+@dataclass(frozen=True)
+class Part:
+    """A typed prefix's share of one source segment: `text` as typed ('' for none: the plain
+    translation); `whole`: a sentence the translator finished (the segment's translation is `text`
+    itself, not searched), `gap` the whitespace typed after it."""
+
+    text: str
+    whole: bool = False
+    gap: str = ""
+
+
+def split_prefix(prefix: str, segments: int, sentences: Callable[[str], list[str]]) -> list[Part]:
+    """`prefix` shared out over a text's `segments` source sentences. It belongs to the first one
+    unless it holds a sentence end followed by more text: then it is split where the target's
+    segmenter (`sentences`, whitespace attached) splits it, each finished sentence the translation
+    of one source sentence, the last (unfinished) part the prefix of the next; the sentences beyond
+    the prefix's reach get none. A prefix ending in a finished sentence and a space (`"Rad. "`) has
+    finished that sentence too (the segmenter is asked with a letter after it). More typed
+    sentences than source sentences: the last source sentence takes the rest."""
+    out = [Part("") for _ in range(segments)]
+    if not prefix.strip() or not segments:
+        return out
+    probe = prefix[-1].isspace()
+    parts = sentences(prefix + "X") if probe else sentences(prefix)
+    finished = probe and len(parts) > 1 and parts[-1] == "X"
+    if finished:
+        parts = parts[:-1]
+    elif probe:
+        parts[-1] = parts[-1][:-1]
+    if len(parts) > segments:
+        parts = [*parts[:segments - 1], "".join(parts[segments - 1:])]
+    for i, part in enumerate(parts):
+        if i < len(parts) - 1 or finished:
+            body = part.rstrip()
+            out[i] = Part(body, True, part[len(body):])
+        else:
+            out[i] = Part(part)
+    return out
+
+
+def spread_prefixes(texts: Sequence[Segmented], prefixes: Sequence[str], segmenter: Segmenter | None,
+                    ) -> tuple[list[Segmented], list[Part]]:
+    """Each text's prefix shared out over its segments (`split_prefix`, by the target language's
+    segmenter; without a segmenter the whole prefix is the first segment's): (the texts, the gap
+    after each finished sentence the whitespace typed after it where the source's has no line
+    break; every segment's `Part`, in order)."""
+    target = Segmenter(segmenter.target or segmenter.lang) if segmenter is not None else None
+    sentences = target.sentences if target is not None else (lambda text: [text])
+    out_texts, out_parts = [], []
+    for text, prefix in zip(texts, prefixes):
+        parts = split_prefix(prefix, len(text.segments), sentences)
+        gaps = list(text.gaps)
+        for i, part in enumerate(parts):
+            if part.whole and "\n" not in gaps[i + 1]:
+                gaps[i + 1] = part.gap
+        out_texts.append(replace(text, gaps=tuple(gaps)))
+        out_parts += parts
+    return out_texts, out_parts
 
 
 EMPTY = Typed("", (), "", (), "")  # no prefix: alternatives for the first word
@@ -142,3 +208,44 @@ def word_at(typed: Typed, text: str) -> str:
         begin += 1
     end = text.find(" ", max(begin, len(typed.text)))
     return text[begin:end if end >= 0 else len(text)].rstrip(PUNCTUATION)
+
+
+def holds(text: str, form: str) -> bool:
+    """Whether `text` (a typed prefix) has `form` (a glossary term's target form) as whole words,
+    case aside."""
+    at, low, part = 0, text.casefold(), form.casefold()
+    while (at := low.find(part, at)) >= 0:
+        end = at + len(part)
+        if (at == 0 or not low[at - 1].isalnum()) and (end == len(low) or not low[end].isalnum()):
+            return True
+        at += 1
+    return False
+
+
+def typed_terms(terms: TermConstraints, found: Sequence[Term], typed: Typed) -> Wanted:
+    """A segment's constraints when it continues `typed` and holds the glossary terms `found`: the
+    prefix (`Typed.wanted`), then every term the translator has not already typed (in any of its
+    forms) required in the continuation; the words terms replace avoided after the prefix."""
+    missing = [t for t in found if not any(holds(typed.text, form) for form in terms.targets(t))]
+    return terms.wanted(missing)._replace(prefix=typed.prefix, partial=typed.partial)
+
+
+def typed_shares(tokenizer: Tokenizer, texts: Sequence[Segmented], prefixes: Sequence[str],
+                 segmenter: Segmenter | None, max_positions: int,
+                 ) -> tuple[list[Segmented], list[tuple[Typed | None, str | None]]]:
+    """(the texts with the typed gaps, `spread_prefixes`; each segment's (typed prefix to continue
+    or None, its translation as typed when the translator finished it or None))."""
+    texts, parts = spread_prefixes(texts, prefixes, segmenter)
+    owner = [i for i, text in enumerate(texts) for _ in text.segments]
+    marks = typed_prefixes(tokenizer, [p.text for p in parts], max_positions, lines=owner)
+    return texts, [(mark, part.text if part.whole else None) for mark, part in zip(marks, parts)]
+
+
+def open_segments(texts: Sequence[Segmented], whole: Sequence[str | None]) -> list[int]:
+    """The index of each text's first segment not typed whole (`whole[i]` None): where its prefix
+    ends, the alternatives' place; a text typed whole has none."""
+    out, at = [], 0
+    for n in (len(text.segments) for text in texts):
+        out += [i for i in range(at, at + n) if whole[i] is None][:1]
+        at += n
+    return out

@@ -197,3 +197,40 @@ def test_a_paragraph_keeps_every_sentence_after_its_prefix(ckpt):  # noqa: F811
     alternatives = translate_path(model, tokenizer, [text], cfg.decode, device="cpu", segmenter=segmenter,
                                   prefixes=["Ein Mann fährt Rad. Zwei "], alternatives=3).alternatives()[0]
     assert alternatives and all(t.startswith("Ein Mann fährt Rad. Zwei ") for t, _ in alternatives)
+
+
+def test_a_glossary_term_applies_after_the_prefix_and_not_again_when_typed(ckpt, tmp_path, monkeypatch,  # noqa: F811
+                                                                           capsys):
+    """--prefix with --glossary: a term the translator has not typed is required in the
+    continuation; one already in the prefix (any case) is not forced again; a sentence without a
+    prefix keeps its term as without one."""
+    from mt.commands.decoding import glossary_for_model
+    from mt.deploy.loading import load_model
+    from mt.text.glossary import parse_glossary
+
+    loaded = load_model([Path(ckpt)], "cpu")
+    cfg, tokenizer = loaded.config, loaded.tokenizer
+    pair = (cfg.data.src_lang, cfg.data.tgt_lang)
+    terms = glossary_for_model(parse_glossary(b"dog\tKatze\n", "terms.tsv"), loaded, tokenizer, pair, cfg.decode)
+    source = "A dog runs on the grass."
+    prefixes = ["Ein Hund ", "Eine katze l", "", "Ein Mann. Der Hu"]
+    texts = [source, source, source, f"A man. {source}"]
+    done = translate_path(loaded.engine, tokenizer, texts, cfg.decode, device="cpu",
+                          segmenter=segmenter_for(*pair), prefixes=prefixes, glossary=terms, rate=True)
+    outs = done.best()
+    assert all(out.startswith(p) for out, p in zip(outs, prefixes)), outs
+    records = list(done.per_text())
+    assert "Katze" in outs[0][len(prefixes[0]):] and records[0][1][0].wanted.require
+    assert not records[1][1][0].wanted.require and records[1][1][0].terms  # typed: not forced again
+    assert "Katze" in outs[2]
+    assert "Katze" in outs[3][len(prefixes[3]):] and records[3][1][0].whole == "Ein Mann."
+    assert all(0.0 <= c <= 1.0 for c in done.confidences()), done.confidences()
+    src, typed = tmp_path / "in.en", tmp_path / "typed.de"
+    glossary = tmp_path / "terms.tsv"
+    src.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    typed.write_text("\n".join(prefixes) + "\n", encoding="utf-8")
+    glossary.write_text("dog\tKatze\n", encoding="utf-8")
+    code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", ckpt, "-i", src, "--prefix", typed,
+                             "--glossary", glossary)
+    assert code == 0, err
+    assert out.splitlines() == outs

@@ -234,3 +234,25 @@ def test_a_glossary_term_applies_after_the_prefix_and_not_again_when_typed(ckpt,
                              "--glossary", glossary)
     assert code == 0, err
     assert out.splitlines() == outs
+
+
+def test_protected_spans_case_and_confidence_with_a_prefix(ckpt):  # noqa: F811
+    """A typed prefix goes through the text rules as its source does: a protected span the
+    translator typed is taken out of what the model writes and not put back twice; a prefix typed in
+    an ALL CAPS source's style is written by the model in sentence case (its output then shouted
+    again), the cut word in either first-letter case; every output rated."""
+    model, tokenizer, cfg = load_for_inference(ckpt, "cpu")
+    assert "urls" in cfg.decode.text.protect and cfg.decode.text.case
+    segmenter = segmenter_for(cfg.data.src_lang, cfg.data.tgt_lang)
+    texts = ["Visit https://example.com/a now.", "Visit https://example.com/a now.", "A DOG RUNS ON THE GRASS."]
+    prefixes = ["Besuchen Sie https://example.com/a ", "Besuchen Sie ", "EIN HU"]
+    done = translate_path(model, tokenizer, texts, cfg.decode, device="cpu", segmenter=segmenter,
+                          prefixes=prefixes, rate=True)
+    outs = done.best()
+    assert all(out.startswith(p) for out, p in zip(outs, prefixes)), outs
+    assert outs[0].count("https://example.com/a") == 1 and outs[1].count("https://example.com/a") == 1, outs
+    raw = [record.found.hyps[0][0] for record in done.segments]
+    assert "https" not in raw[0] and raw[0].startswith("Besuchen Sie"), raw  # the model never wrote the span
+    assert raw[2].lower().startswith("ein hu") and not raw[2].startswith("EIN"), raw  # sentence case
+    assert outs[2] == outs[2].upper()
+    assert all(0.0 <= c <= 1.0 for c in done.confidences()), done.confidences()

@@ -66,7 +66,16 @@ from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
 from mt.decode.swap import first_pass_searches, first_pass_wanted
 from mt.decode.terms import TermConstraints, terms_in
-from mt.decode.typed import EMPTY, Typed, extended, open_segments, typed_shares, typed_terms, word_at
+from mt.decode.typed import (
+    EMPTY,
+    Typed,
+    extended,
+    open_segments,
+    spread_prefixes,
+    typed_marks,
+    typed_terms,
+    word_at,
+)
 from mt.decode.wanted import Choices, Wanted
 from mt.errors import MTError
 from mt.text.glossary import Term
@@ -219,8 +228,10 @@ def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeCo
     split = segment(texts, tokenizer, max_positions, segmenter)
     marks: list[tuple[Typed | None, str | None]] = [(None, None) for text in split for _ in text.segments]
     if prefixes is not None:  # each text's prefix over its sentences (`mt.decode.typed.split_prefix`)
-        split, marks = typed_shares(tokenizer, split, prefixes, segmenter, max_positions)
+        split, parts = spread_prefixes(split, prefixes, segmenter)
     prepared = prepare_segments([s for text in split for s in text.segments], tokenizer, decode)
+    if prefixes is not None:
+        marks = typed_marks(tokenizer, split, parts, prepared, max_positions)
     records = [Segment(p, key, typed=mark, whole=whole)
                for p, key, (mark, whole) in zip(prepared, sampling_keys(split, first_id), marks)]
     live = [i for i, r in enumerate(records) if r.whole is None]  # the segments searched
@@ -254,7 +265,9 @@ def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeCo
         if record.whole is not None:  # a sentence the translator finished: as typed, their own (1.0)
             record.found, record.rendered = Found([(record.whole, 0.0)], 1.0), [(record.whole, 0.0)]
         elif record.typed is not None:
-            record.rendered = [(record.typed.continued(text), score) for text, score in record.rendered]
+            spans = [span.text for span in record.prepared.spans]
+            record.rendered = [(record.typed.continued(text, spans), score)
+                               for text, score in record.rendered]
     if alternatives:  # at each text's first segment that is not typed whole
         at = open_segments(split, [whole for _, whole in marks])
         yield from alternatives_stage([records[i] for i in at], tokenizer, decode, alternatives)
@@ -386,7 +399,8 @@ def alternatives_stage(records: Sequence[Segment], tokenizer: Tokenizer, decode:
              for (i, _, _), answer in zip(branch, found)]
     yield from render(tried, tokenizer)
     for (i, mark, log_prob), one in zip(branch, tried):
-        text, mine = mark.continued(one.rendered[0][0]), records[i].alternatives
+        spans = [span.text for span in records[i].prepared.spans]
+        text, mine = mark.continued(one.rendered[0][0], spans), records[i].alternatives
         if len(mine) < k and all(word_at(mark, text) != word_at(mark, other) for other, _ in mine):
             mine.append((text, math.exp(log_prob)))
 

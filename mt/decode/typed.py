@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -27,7 +28,9 @@ from mt.data.tokenizer import EOS_ID, UNK_ID, Tokenizer
 from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
+from mt.text.case import Count, case_style, sentence_case
 from mt.text.glossary import Term
+from mt.text.protect import Prepared
 from mt.text.segment import Segmented, Segmenter
 
 SPACE = "\u2581"  # sentencepiece's word-start mark
@@ -57,9 +60,14 @@ class Typed:
         """The search's constraint: the forced pieces, then the partial word."""
         return Wanted((), prefix=self.prefix, partial=self.partial)
 
-    def continued(self, output: str) -> str:
+    def continued(self, output: str, spans: Sequence[str] = ()) -> str:
         """`output` (a detokenised translation that continues the prefix) with the typed text in place
-        of its start: the typed case and spaces, then the model's continuation."""
+        of its start: the typed case and spaces, then the model's continuation. `spans`: the
+        segment's protected spans (put back by render); one the translator typed is not kept twice."""
+        for span in spans:
+            at = output.find(span) if span in self.text else -1
+            if at >= 0:
+                output = (output[:at].rstrip(" ") + " " + output[at + len(span):].lstrip(" ")).lstrip(" ")
         n = len(self.shown)
         if output[:n].casefold() != self.shown.casefold():  # the render stage changed the start
             n = min(n, len(output))
@@ -91,12 +99,17 @@ def allowed_pieces(tokenizer: Tokenizer, rest: str) -> tuple[tuple[tuple[int, in
     return tuple(out)
 
 
-def typed_prefix(tokenizer: Tokenizer, text: str, *, line: int = 0) -> Typed | None:
+def typed_prefix(tokenizer: Tokenizer, text: str, *, line: int = 0,
+                 spelled: str | None = None) -> Typed | None:
     """`text` as a `Typed` prefix, or None for an empty (or blank) one: the plain translation.
+    `spelled`: the text the model is to write for it (`model_side`; default `text` itself).
     A prefix the target vocabulary cannot spell is an MTError naming input line `line` (1-based)."""
+    as_typed, text = text, spelled if spelled is not None else text
     body = text.strip()
-    if not body:
+    if not as_typed.strip():
         return None
+    if not body:
+        return Typed(as_typed, (), "", (), "")
     if text[-1].isspace():
         words, word = body, ""
     else:
@@ -109,19 +122,26 @@ def typed_prefix(tokenizer: Tokenizer, text: str, *, line: int = 0) -> Typed | N
                       f"({text.strip()[:40]!r})")
     rest = "".join(tokenizer.tgt_pieces(typed)) if word else SPACE
     partial = allowed_pieces(tokenizer, rest)
+    if spelled is not None and spelled != as_typed and word:  # re-cased (`model_side`): either first letter
+        flipped = {rest[:1] + rest[1:2].swapcase() + rest[2:]} - {rest}
+        variants = [allowed_pieces(tokenizer, v) for v in flipped]
+        partial = tuple(tuple(sorted(set().union(*steps))) for steps in zip(partial, *variants))
     if not partial[0]:
         raise MTError(f"prefix on line {line}: the model cannot write {word!r}")
     spelled = tokenizer.decode_tgt([forced])[0] if forced else ""
     shown = (spelled + rest.replace(SPACE, " ")).lstrip(" ")
-    return Typed(text, tuple(forced), rest, partial, shown)
+    return Typed(as_typed, tuple(forced), rest, partial, shown)
 
 
 def typed_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], max_positions: int,
-                   lines: Sequence[int] | None = None) -> list[Typed | None]:
-    """Each text's prefix (`typed_prefix`); one longer than the model's positions is an MTError.
-    `lines`: each prefix's input line (0-based) for the error; by default its index."""
+                   lines: Sequence[int] | None = None,
+                   spelled: Sequence[str] | None = None) -> list[Typed | None]:
+    """Each text's prefix (`typed_prefix`, `spelled` as the model writes each); one longer than the
+    model's positions is an MTError. `lines`: each prefix's input line (0-based) for the error; by
+    default its index."""
     at = list(lines) if lines is not None else list(range(len(prefixes)))
-    out = [typed_prefix(tokenizer, text, line=at[i] + 1) for i, text in enumerate(prefixes)]
+    out = [typed_prefix(tokenizer, text, line=at[i] + 1, spelled=spelled[i] if spelled is not None else None)
+           for i, text in enumerate(prefixes)]
     for i, typed in enumerate(out):
         if typed is not None and typed.pieces >= max_positions - 1:
             raise MTError(f"prefix on line {at[i] + 1}: up to {typed.pieces} pieces, over the model's limit "
@@ -230,15 +250,31 @@ def typed_terms(terms: TermConstraints, found: Sequence[Term], typed: Typed) -> 
     return terms.wanted(missing)._replace(prefix=typed.prefix, partial=typed.partial)
 
 
-def typed_shares(tokenizer: Tokenizer, texts: Sequence[Segmented], prefixes: Sequence[str],
-                 segmenter: Segmenter | None, max_positions: int,
-                 ) -> tuple[list[Segmented], list[tuple[Typed | None, str | None]]]:
-    """(the texts with the typed gaps, `spread_prefixes`; each segment's (typed prefix to continue
-    or None, its translation as typed when the translator finished it or None))."""
-    texts, parts = spread_prefixes(texts, prefixes, segmenter)
+def typed_marks(tokenizer: Tokenizer, texts: Sequence[Segmented], parts: Sequence[Part],
+                prepared: Sequence[Prepared], max_positions: int) -> list[tuple[Typed | None, str | None]]:
+    """Each segment's (typed prefix to continue, as the model writes it: `model_side`; or None,
+    its translation as typed when the translator finished it or None)."""
     owner = [i for i, text in enumerate(texts) for _ in text.segments]
-    marks = typed_prefixes(tokenizer, [p.text for p in parts], max_positions, lines=owner)
-    return texts, [(mark, part.text if part.whole else None) for mark, part in zip(marks, parts)]
+    count = functools.partial(_target_pieces, tokenizer)
+    spelled = [model_side(p.text, made, count) for p, made in zip(parts, prepared)]
+    marks = typed_prefixes(tokenizer, [p.text for p in parts], max_positions, lines=owner, spelled=spelled)
+    return [(mark, part.text if part.whole else None) for mark, part in zip(marks, parts)]
+
+
+def _target_pieces(tokenizer: Tokenizer, words: list[str]) -> list[int]:
+    return [len(ids) for ids in tokenizer.encode_tgt(words)] if words else []
+
+
+def model_side(text: str, prepared: Prepared, count: Count) -> str:
+    """A typed prefix as the model writes it for its segment (`prepared`): the protected spans the
+    source holds taken out, as the source's were (render puts them back); typed in the source's
+    case style (ALL CAPS, Title Case), in the sentence case the model spells best (`sentence_case`,
+    as the source was). Spaces at its end kept (they say a word is finished)."""
+    for span in prepared.spans:
+        text = re.sub(r" {2,}", " ", text.replace(span.text, "", 1)) if span.text in text else text
+    if prepared.style != "none" and case_style(text.split()) == prepared.style:
+        text = " ".join(sentence_case(text.split(" "), prepared.style, count))
+    return text
 
 
 def open_segments(texts: Sequence[Segmented], whole: Sequence[str | None]) -> list[int]:

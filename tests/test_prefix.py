@@ -108,6 +108,7 @@ def test_alternatives_are_distinct_next_words_with_probabilities(ckpt, typed_fil
         assert 1 <= len(found) <= 3
         assert all(text.startswith(typed[i]) and 0.0 < p <= 1.0 for text, p in found)
         assert [p for _, p in found] == sorted((p for _, p in found), reverse=True)
+        assert sum(p for _, p in found) <= 1.0 + 1e-6  # the model's own next-piece probabilities
         start = len(typed[i]) if not typed[i] or typed[i].endswith(" ") else typed[i].rfind(" ") + 1
         words = [re.split(r"[ .,;!?]", text[start:].lstrip(), maxsplit=1)[0] for text, _ in found]
         assert len(set(words)) == len(words), words
@@ -256,3 +257,31 @@ def test_protected_spans_case_and_confidence_with_a_prefix(ckpt):  # noqa: F811
     assert raw[2].lower().startswith("ein hu") and not raw[2].startswith("EIN"), raw  # sentence case
     assert outs[2] == outs[2].upper()
     assert all(0.0 <= c <= 1.0 for c in done.confidences()), done.confidences()
+
+
+def test_alternatives_probabilities_are_the_models_next_piece_probabilities(ckpt, small_data):  # noqa: F811
+    """`next_pieces` (one teacher-forced pass over the prefix) gives the probabilities the
+    incremental decoder gives at the position after the prefix, step by step: the model's own
+    P(piece | source, prefix), best first, only pieces the typed word allows."""
+    import torch
+
+    from mt.data.batching import collate_source
+    from mt.data.tokenizer import BOS_ID
+    from mt.decode.alternatives import next_pieces
+
+    model, tokenizer, _ = load_for_inference(ckpt, "cpu")
+    model.eval()
+    sources, refs = val_lines(small_data)[:3], val_lines(small_data, "de")[:3]
+    typed = [typed_prefix(tokenizer, " ".join(r.split()[:2]) + " " + r.split()[2][:1]) for r in refs]
+    src, mask = collate_source(tokenizer.encode_src(sources))
+    with torch.inference_mode():
+        tops = next_pieces(model, src, mask, [t.wanted() for t in typed], 4)
+        for b, (t, top) in enumerate(zip(typed, tops)):
+            cache, log_probs = None, None
+            for token in [BOS_ID, *t.prefix]:
+                log_probs, cache = model.decode_step(torch.tensor([[token]]), model.encode(src[b:b + 1], mask[b:b + 1]),
+                                                     mask[b:b + 1], cache)
+            allowed = {piece for piece, _ in t.partial[0]}
+            assert top and all(piece in allowed for piece, _ in top)
+            for piece, lp in top:
+                assert lp == pytest.approx(float(log_probs[0, piece]), abs=1e-4)

@@ -130,6 +130,7 @@ def test_bad_prefix_files_are_one_line_errors(ckpt, typed_files, tmp_path, monke
     fails("--prefix", long, needle="prefix on line 1: up to")
     fails("--alternatives", "2", needle="--prefix FILE")
     fails("--prefix", prefixes, "--sampling", needle="not with --sampling")
+    fails("--prefix", prefixes, "--scores", "--alternatives", "2", needle="--scores and --alternatives")
     fails("--prefix", tmp_path / "missing.de", needle="file not found")
 
 
@@ -285,3 +286,16 @@ def test_alternatives_probabilities_are_the_models_next_piece_probabilities(ckpt
             assert top and all(piece in allowed for piece, _ in top)
             for piece, lp in top:
                 assert lp == pytest.approx(float(log_probs[0, piece]), abs=1e-4)
+
+
+def test_scores_with_a_prefix_rate_each_continued_line(ckpt, typed_files, monkeypatch, capsys):  # noqa: F811
+    """--prefix with --scores: 'confidence<TAB>translation', the translation the one --prefix gives."""
+    src, prefixes, typed = typed_files
+    code, out, err = run_cli(monkeypatch, capsys, "translate", "-c", ckpt, "-i", src, "--prefix", prefixes)
+    assert code == 0, err
+    code, scored, err = run_cli(monkeypatch, capsys, "translate", "-c", ckpt, "-i", src, "--prefix", prefixes,
+                                "--scores")
+    assert code == 0, err
+    pairs = [line.split("\t", 1) for line in scored.splitlines()]
+    assert [text for _, text in pairs] == out.splitlines()
+    assert all(0.0 <= float(c) <= 1.0 for c, _ in pairs)

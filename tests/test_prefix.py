@@ -299,3 +299,32 @@ def test_scores_with_a_prefix_rate_each_continued_line(ckpt, typed_files, monkey
     pairs = [line.split("\t", 1) for line in scored.splitlines()]
     assert [text for _, text in pairs] == out.splitlines()
     assert all(0.0 <= float(c) <= 1.0 for c, _ in pairs)
+
+
+def test_the_forced_pieces_decoded_once_give_the_same_outputs_and_scores(ckpt, small_data, monkeypatch):  # noqa: F811
+    """`mt.decode.prefill`: the forced pieces decoded on one row a sentence before the search, not
+    step by step on every beam row: the same n-best outputs with the same scores, greedy and beam,
+    for prefixes of complete words and of a word cut short."""
+    import mt.decode.prefill as prefill
+
+    model, tokenizer, cfg = load_for_inference(ckpt, "cpu")
+    refs, sources = val_lines(small_data, "de"), val_lines(small_data)
+    prefixes = [" ".join(r.split()[:2 + i % 3]) + " " + ("" if i % 2 else r.split()[-1][:2])
+                for i, r in enumerate(refs)]
+    calls = []
+    monkeypatch.setattr(prefill, "MIN_FORCED", 1)
+    real = prefill.forced_start
+    monkeypatch.setattr("mt.decode.constrained.forced_start",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    for beam in (1, 4):
+        decode = cfg.decode.__class__(**{**vars(cfg.decode), "search": cfg.decode.search.__class__(
+            **{**vars(cfg.decode.search), "beam": beam, "n_best": min(beam, 3)})})
+        found = {}
+        for fast in (False, True):
+            monkeypatch.setattr(prefill, "FAST_PREFIX", fast)
+            done = translate_path(model, tokenizer, sources, decode, device="cpu", prefixes=prefixes,
+                                  n_best=min(beam, 3),
+                                  segmenter=segmenter_for(cfg.data.src_lang, cfg.data.tgt_lang))
+            found[fast] = [record.found.hyps for record in done.segments]
+        assert found[True] == found[False]
+    assert calls

@@ -391,9 +391,12 @@ def test_exp_completion_runs_on_the_tiny_checkpoint(tmp_path: Path) -> None:
     lines = ["a man rides a bike", "two dogs play in the snow", "a woman reads"]
     ckpt, mirror = tiny_mirror(tmp_path, lines)
     run("experiments/exp_completion.py", "-c", str(ckpt), "--mirror", str(mirror), "--split", "tiny_test",
-        "--beam", "1", "--alternatives", "3", "--keystroke-sentences", "1", "--out", str(tmp_path / "out"))
+        "--beam", "1", "--alternatives", "3", "--keystroke-sentences", "1", "--out", str(tmp_path / "out"),
+        "--paired-prefill")
     report = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
     assert report["words"]["positions"] == 14 and report["words"]["cut"] == 11
+    paired = report["prefill"]  # the keystrokes again, with and without mt.decode.prefill
+    assert paired["completions"] == paired["equal_outputs"] == report["keystrokes"]["completions"]
     assert report["words"]["cut_spelled_pct"] == 100.0
     assert report["keystrokes"]["keys"] <= report["keystrokes"]["characters"] == len(lines[0])
     assert "keystrokes saved" in (tmp_path / "out" / "results.md").read_text(encoding="utf-8")

@@ -224,7 +224,8 @@ def test_translate_texts_and_the_server_apply_both_rules(random_ckpt: Path) -> N
 def test_the_render_stage_applies_both_rules(random_ckpt: Path) -> None:
     """The path's render stage (what `mt translate` and every server route run): the ending and
     the span rules on every alternative, nothing asked of the model where no rule applies."""
-    from mt.decode.pipeline import Found, Segment, drive, render
+    from mt.decode.pipeline import Segment, drive, render
+    from mt.decode.steps import Found
 
     tok = load_model([random_ckpt], "cpu").tokenizer
 

@@ -13,8 +13,9 @@ import pytest
 
 from mt.config import DecodeConfig, SearchConfig, TextConfig
 from mt.data.tokenizer import Tokenizer
-from mt.decode.pipeline import Choose, Found, Search, Step, Steps, Translated, drive, translate_steps
+from mt.decode.pipeline import Translated, drive, translate_steps
 from mt.decode.repeats import RETRY_NGRAM
+from mt.decode.steps import Choose, Found, Search, Step, Steps
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import translate_texts
 from mt.deploy.loading import load_model

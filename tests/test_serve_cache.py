@@ -221,7 +221,7 @@ class FakeChooser:
 
 @pytest.mark.requires("fastapi")
 def test_a_choice_runs_in_the_worker_once_then_comes_from_the_cache_under_its_candidates() -> None:
-    from mt.decode.pipeline import Choose
+    from mt.decode.steps import Choose
     from mt.serve.jobs import _choose
 
     model = fake_model(100)

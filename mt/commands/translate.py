@@ -105,7 +105,7 @@ def translate_command(
     fmt = None if fmt == "txt" and format is None else fmt
     if fmt is not None and (overrides.n_best is not None or overrides.sampling or scores):
         raise MTError(f"--n-best, --scores and --sampling write lines, not a .{fmt} document")
-    _check_prefix_flags(fmt, overrides, glossary, scores, prefix, alternatives)
+    _check_prefix_flags(fmt, overrides, scores, prefix, alternatives)
     data = _read_document(src_path, DocumentLimits()) if fmt is not None else b""
     if fmt is not None:  # a damaged file fails here, before the model loads
         document_texts(data, fmt, DocumentLimits())
@@ -122,7 +122,8 @@ def translate_command(
     terms = glossary_for_model(terms_file, loaded, tokenizer, pair, decode)
     split = segmenter if segment else None
     if prefix is not None:  # a translator's typed prefixes (issue 73)
-        return _continue_lines(_prefix_renderer(model, tokenizer, decode, dev, prefix, segmenter=split,
+        return _continue_lines(_prefix_renderer(model, tokenizer, decode, dev, prefix,
+                                                segmenter=split, terms=terms, scores=scores,
                                                 with_scores=with_scores, alternatives=alternatives),
                                src_path, input, prefix, out_path)
     if fmt is not None:
@@ -137,9 +138,10 @@ def translate_command(
     _stream(render, src_path, out_path)
 
 
-def _check_prefix_flags(fmt: str | None, overrides: DecodeOverrides, glossary: Path | None, scores: bool,
+def _check_prefix_flags(fmt: str | None, overrides: DecodeOverrides, scores: bool,
                         prefix: Path | None, alternatives: int) -> None:
-    """--prefix and --alternatives: with lines of text, a search, no glossary or --scores."""
+    """--prefix and --alternatives: with lines of text, a search (--alternatives carry their own
+    probabilities: no --scores with them)."""
     if prefix is None and not alternatives:
         return
     if prefix is None:
@@ -147,17 +149,20 @@ def _check_prefix_flags(fmt: str | None, overrides: DecodeOverrides, glossary: P
     if not prefix.is_file():
         raise MTError(f"--prefix '{prefix}': file not found")
     for bad, why in ((fmt is not None, f"a .{fmt} document"), (overrides.sampling, "--sampling"),
-                     (glossary is not None, "--glossary"), (scores, "--scores")):
+                     (scores and alternatives > 0, "--scores and --alternatives together")):
         if bad:
             raise MTError(f"--prefix continues lines of text by a search; not with {why}")
 
 
 def _prefix_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, dev: torch.device | str,
                      prefix: Path, *, segmenter: Segmenter | None, with_scores: bool,
-                     alternatives: int) -> Callable[[int, list[str], bool], list[str]]:
+                     alternatives: int, terms: TermConstraints | None = None, scores: bool = False,
+                     ) -> Callable[[int, list[str], bool], list[str]]:
     """The render(first line index, lines, progress) of --prefix FILE: each line continuing its
-    prefix exactly as typed (the one path's continue stage: `mt.decode.typed`; the line one segment;
-    an empty prefix the plain translation), its n-best (`with_scores`), or with `alternatives` K the
+    prefix exactly as typed (the one path's continue stage: `mt.decode.typed`; the line's sentences
+    after the prefix's reach translated plainly;
+    an empty prefix the plain translation), its n-best (`with_scores`), with `scores`
+    'confidence<TAB>translation' lines, or with `alternatives` K the
     K most probable next words after it, each continued to a whole translation, as
     'i ||| text ||| probability' lines."""
     prefixes = list(iter_lines(prefix))
@@ -166,7 +171,9 @@ def _prefix_renderer(model: Engine, tokenizer: Tokenizer, decode: DecodeConfig, 
     def render(first: int, lines: list[str], progress: bool) -> list[str]:
         done = translate_path(model, tokenizer, lines, decode, device=dev, segmenter=segmenter, n_best=n_best,
                               progress=progress, first_id=first, prefixes=prefixes[first:first + len(lines)],
-                              alternatives=alternatives)
+                              alternatives=alternatives, glossary=terms, rate=scores)
+        if scores:  # 'confidence<TAB>translation', as --scores without a prefix
+            return [f"{confidence:.3f}\t{text}" for text, confidence in zip(done.best(), done.confidences())]
         if alternatives:
             return _format_nbest(first, done.alternatives(), digits=6)
         return _format_nbest(first, done.nbest()) if n_best is not None else done.best()

@@ -2,6 +2,20 @@
 probable pieces at the first position after each sentence's forced prefix, by one teacher-forced
 pass over the prefix (`next_pieces`). The pipeline's alternatives stage continues each to a whole
 translation (mt.decode.pipeline) and keeps one a distinct next word.
+
+**The probability reported** with each alternative is the model's probability of its first piece
+at that position, P(piece | source, prefix), the model's own softmax over the whole vocabulary
+(not renormalised over the pieces a typed word allows; so a row's probabilities sum to at most 1).
+For a word of one piece (most words of a Multi30k-sized vocabulary) that is the word's
+probability. For a word the continuation spells in several pieces it is the probability of its
+first piece: an upper bound of the word's, since the spelled word's probability is the product of
+its pieces' (P(▁f) P(ähr | ▁f) P(t | ▁fähr)), which would take the continuation's per-piece
+log-probs (one more forced pass) and is not computed. Two words that start with the same piece are
+one alternative (the first kept). CTranslate2's `return_alternatives` expands the same thing
+(the `num_hypotheses` best pieces at the position after `target_prefix`, one beam step, then each
+continued by the search) but reports each alternative with its whole hypothesis' score (the sum of
+its log-probs, or that divided by its length), not a per-position probability; mt reports the
+per-position one, because it is the number a completion box shows beside the word.
 """
 
 from __future__ import annotations

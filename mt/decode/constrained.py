@@ -42,6 +42,7 @@ from torch import Tensor
 from mt.data.tokenizer import EOS_ID
 from mt.decode.beam import BeamState
 from mt.decode.partial import PartialWords
+from mt.decode.prefill import forced_start
 from mt.decode.rules import SearchSettings, TermStep, apply_rules, max_output_lengths, token_mask
 from mt.decode.search import Hypothesis, Seq2Seq, argmax_rows, topk_candidates
 from mt.decode.wanted import Wanted, wanted
@@ -413,7 +414,9 @@ def constrained_beam_search(model: Seq2Seq, src: Tensor, src_mask: Tensor,
     room = torch.tensor([sum(max(map(len, alts)) for alts in w.require) for w in found], device=src.device)
     prefix = torch.tensor([len(w.prefix) + len(w.partial) for w in found], device=src.device)
     max_lens = max_output_lengths(src_mask.sum(dim=1), settings, at_least=prefix, room=room)
-    state = BeamState.start_cached(model, model.encode(src, src_mask), src_mask, max_lens, settings)
+    memory = model.encode(src, src_mask)  # a typed prefix's forced pieces decoded once (mt.decode.prefill)
+    state = (forced_start(model, memory, src_mask, found, max_lens, settings)
+             or BeamState.start_cached(model, memory, src_mask, max_lens, settings))
     cons = Constraints.start(found, settings.beam, src.device)
     typed = PartialWords.of(found, settings.beam, src.device)  # a translator's typed word (mt.decode.typed)
     finished: list[list[Finished]] = [[] for _ in found]

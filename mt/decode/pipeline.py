@@ -27,12 +27,16 @@ Each segment of each text is one record (`Segment`) that the stages fill in turn
   `Segment.found`.
 - **render**: spans, case style and ending put back by the model's word alignment
   (`mt.text.protect.render_all`). Writes `Segment.rendered`.
-- **continue** (only with a translator's typed target prefixes, one per text: issue 73): a text
-  with a prefix is one segment (`Segment.typed`, `mt.decode.typed`); constrain gives it the prefix
-  as its `Wanted` (forced pieces, then the typed partial word), so it is searched as a held
-  sentence; after render its outputs start with the prefix exactly as typed. An empty prefix is
-  the plain translation. Rewrites `Segment.rendered`.
-- **alternatives** (with `alternatives` K): the most probable pieces right after each prefix
+- **continue** (only with a translator's typed target prefixes, one per text: issue 73): each
+  text segmented as usual and its prefix shared out over its sentences (`mt.decode.typed.split_prefix`:
+  the first sentence's, unless it finishes sentences, which are then those sentences'
+  translations as typed, not searched); a segment with a share (`Segment.typed`) gets it as its
+  `Wanted` (forced pieces, then the typed partial word; a glossary's terms not already typed
+  required after it: `typed_terms`), so it is searched as a held sentence; after render its
+  outputs start with its share exactly as typed. The sentences beyond the prefix are translated
+  plainly. An empty prefix is the plain translation. Rewrites `Segment.rendered`.
+- **alternatives** (with `alternatives` K; at each text's segment its prefix ends in): the most
+  probable pieces right after each prefix
   (`Expand`, one teacher-forced pass: `mt.decode.alternatives`), each forced after it and
   continued to a whole translation in one `Search`, rendered and continued as above; the first K
   with distinct next words kept with their piece's probability (CTranslate2's alternatives at
@@ -41,8 +45,9 @@ Each segment of each text is one record (`Segment`) that the stages fill in turn
 The output kind (a text, its n-best, its confidence) is formatting at the edge (`Translated`).
 
 The path does no model work itself: `translate_steps` is a generator that yields each piece of
-model work it needs — a `Search`, a `Choose` (a forced-decoding pass that ranks given outputs), or
-an `Offload` (blocking work that aligns with the model) — and is sent back the answer. `drive` runs
+model work it needs — a `Search`, a `Choose` (a forced-decoding pass that ranks given outputs), an
+`Expand` or an `Offload` (blocking work that aligns with the model; the steps are
+`mt.decode.steps`) — and is sent back the answer. `drive` runs
 it in the caller's thread (`mt translate`, documents: a search over an engine, `mt.decode.translate`);
 the server runs the same generator with its batcher, cache and worker, awaiting each answer off the
 event loop (`mt.serve.jobs`). Callers differ only in how
@@ -53,18 +58,28 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import Tokenizer
 from mt.decode.confidence import text_confidence
 from mt.decode.protected import prepare_segments, render_nbest, truecaser
 from mt.decode.repeats import retry_wins, to_retry
+from mt.decode.steps import Choose, Expand, Found, Hyps, Offload, Search, Steps
 from mt.decode.swap import agreeing, first_pass_searches, first_pass_wanted
 from mt.decode.terms import TermConstraints, terms_in
-from mt.decode.typed import EMPTY, Typed, extended, typed_prefixes, word_at
+from mt.decode.typed import (
+    EMPTY,
+    Typed,
+    extended,
+    open_segments,
+    spread_prefixes,
+    typed_marks,
+    typed_terms,
+    word_at,
+)
 from mt.decode.wanted import Choices, Wanted
 from mt.errors import MTError
 from mt.text.glossary import Term
@@ -72,76 +87,10 @@ from mt.text.protect import SYMBOLS, Aligner, Prepared
 from mt.text.segment import Segmented, Segmenter, fit, whole_lines
 
 T = TypeVar("T")
-Hyps = list[tuple[str, float]]  # one segment's outputs: (text, length-normalised score), best first
 
 SENTENCE_STRIDE = 1 << 32  # sampling keys: sentence j of line i is line i's id + j x this
 SYMBOL_RUN = re.compile(SYMBOLS)
 ALTERNATIVE_PIECES = 3  # next pieces tried per alternative asked for (several may start one word)
-
-
-@dataclass(frozen=True)
-class Search:
-    """A search the path asks its driver for: `lines` (what the model reads) with `decode`;
-    `n_best` as `Engine.search_ids` reads it (None: each line's one best output); `keys` key each
-    line's random draws when sampling (a driver that keys by position may ignore them); `wanted`:
-    each line's constraints (None: no glossary; a falsy `Wanted`: the line has no term and is
-    searched exactly as without one), `glue` the pieces barred after a term."""
-
-    lines: list[str]
-    decode: DecodeConfig
-    n_best: int | None
-    keys: list[int]
-    wanted: list[Wanted] | None = None
-    glue: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class Choose:
-    """The choice the path asks its driver for: each of `lines` (what the model reads) with its
-    whole outputs to choose from (`choices`: token ids, no BOS/EOS, each line at least one), ranked
-    by the model's log-prob under `decode` (`mt.decode.forced.choose_outputs`); `n_best` as in
-    `Search`. Answered like a `Search` (list[Found], each output with beam search's score)."""
-
-    lines: list[str]
-    choices: list[Choices]
-    decode: DecodeConfig
-    n_best: int | None
-
-
-@dataclass(frozen=True)
-class Expand:
-    """The alternatives the path asks its driver for: each of `lines` (what the model reads) with
-    its forced prefix and typed word (`wanted`), the `k` most probable pieces after the prefix
-    (`mt.decode.alternatives.next_pieces`), answered with each line's (piece id, log-prob) best first."""
-
-    lines: list[str]
-    wanted: list[Wanted]
-    decode: DecodeConfig
-    k: int
-
-
-@dataclass(frozen=True)
-class Found:
-    """One line's answer to a `Search`: its outputs best first, its 1-best's confidence
-    (`mt.decode.confidence`; NaN from a driver that does not rate), whether its source was cut at
-    the model's limit."""
-
-    hyps: Hyps
-    confidence: float = math.nan
-    cut: bool = False
-
-
-@dataclass(frozen=True)
-class Offload(Generic[T]):
-    """Blocking work the path needs the model for: `run(aligner)` with the driver's word aligner
-    (`mt.decode.align`; None where the engine cannot align). A server runs it off its event loop."""
-
-    run: Callable[[Aligner | None], T]
-
-
-# what the path yields; sent back list[Found] (Search, Choose), T (Offload), next pieces (Expand)
-Step = Search | Choose | Offload | Expand
-Steps = Generator[Step, Any, T]
 
 
 @dataclass
@@ -156,6 +105,7 @@ class Segment:
     found: Found = field(default_factory=lambda: Found([("", 0.0)]))  # search, retry
     rendered: Hyps = field(default_factory=list)  # render: `found.hyps` with spans, case and ending back
     typed: Typed | None = None  # the translator's typed target prefix it continues (continue)
+    whole: str | None = None  # a sentence the translator typed whole: its translation, not searched
     alternatives: Hyps = field(default_factory=list)  # alternatives: (text, probability), most probable first
 
 
@@ -184,10 +134,15 @@ class Translated:
         return [join_nbest(text, [s.rendered for s in mine]) for text, mine in self.per_text()]
 
     def alternatives(self) -> list[Hyps]:
-        """Each text's alternatives after its prefix (the alternatives stage; a text is one segment
-        there): (text, probability), most probable first."""
-        return [[(text.render([t]), p) for record in mine for t, p in record.alternatives]
-                for text, mine in self.per_text()]
+        """Each text's alternatives after its prefix (the alternatives stage, at the segment its
+        prefix ends in): (text, probability), most probable first, its other segments' best around."""
+        out = []
+        for text, mine in self.per_text():
+            at = next((j for j, s in enumerate(mine) if s.alternatives), None)
+            best = [s.rendered[0][0] for s in mine]
+            out.append([] if at is None else [(text.render([*best[:at], t, *best[at + 1:]]), p)
+                                              for t, p in mine[at].alternatives])
+        return out
 
     def confidences(self) -> list[float]:
         """Each text's confidence: its least confident sentence's (`text_confidence`)."""
@@ -208,53 +163,64 @@ def translate_steps(texts: Sequence[str], tokenizer: Tokenizer, decode: DecodeCo
     `sampling_keys` does from `first_id`. `prefixes`: each text's typed target prefix ('' for
     none), continued by its output (the continue stage); `alternatives` K: each one's K next words
     (the alternatives stage; every text one segment)."""
-    typed = typed_prefixes(tokenizer, prefixes, max_positions) if prefixes is not None else None
-    split = segment(texts, tokenizer, max_positions, segmenter,
-                    whole=[bool(alternatives) or t is not None for t in typed or [None] * len(texts)])
+    split = segment(texts, tokenizer, max_positions, segmenter)
+    marks: list[tuple[Typed | None, str | None]] = [(None, None) for text in split for _ in text.segments]
+    if prefixes is not None:  # each text's prefix over its sentences (`mt.decode.typed.split_prefix`)
+        split, parts = spread_prefixes(split, prefixes, segmenter)
     prepared = prepare_segments([s for text in split for s in text.segments], tokenizer, decode)
-    records = [Segment(p, key) for p, key in zip(prepared, sampling_keys(split, first_id))]
-    sources, keys = [r.prepared.text for r in records], [r.key for r in records]
+    if prefixes is not None:
+        marks = typed_marks(tokenizer, split, parts, prepared, max_positions)
+    records = [Segment(p, key, typed=mark, whole=whole)
+               for p, key, (mark, whole) in zip(prepared, sampling_keys(split, first_id), marks)]
+    live = [i for i, r in enumerate(records) if r.whole is None]  # the segments searched
+    sources, keys = [records[i].prepared.text for i in live], [records[i].key for i in live]
     wanted: list[Wanted] | None = None
-    if typed is not None and any(typed):
-        if terms is not None:
-            raise MTError("--prefix with --glossary: a typed prefix cannot keep a glossary's terms yet")
-        marks = [typed[i] for i, text in enumerate(split) for _ in text.segments]
-        wanted = [t.wanted() if t is not None else Wanted(()) for t in marks]
-        for record, mark, line_wanted in zip(records, marks, wanted):
-            record.typed, record.wanted = mark, line_wanted
-    if terms is not None:
-        matched, wanted, choices = yield from constrain(sources, tokenizer, decode, terms,
-                                                        first_pass=first_pass)
-        for record, found_terms, line_wanted, line_choices in zip(records, matched, wanted, choices):
-            record.terms, record.wanted, record.choices = found_terms, line_wanted, line_choices
-    found = yield from search(sources, decode, n_best, keys, wanted, [r.choices for r in records],
+    if any(records[i].typed for i in live):
+        wanted = [records[i].typed.wanted() if records[i].typed else Wanted(()) for i in live]  # type: ignore[union-attr]
+    choices: list[Choices] = [() for _ in live]
+    if terms is not None:  # a segment continuing a typed prefix keeps its terms by the constrained search
+        plain = [j for j, i in enumerate(live) if records[i].typed is None]
+        matched, made, offered = yield from constrain([sources[j] for j in plain], tokenizer, decode, terms,
+                                                      first_pass=first_pass)
+        wanted = [w if w is not None else Wanted(()) for w in wanted or [None] * len(live)]
+        for j, found_terms, line_wanted, line_choices in zip(plain, matched, made, offered):
+            records[live[j]].terms, wanted[j], choices[j] = found_terms, line_wanted, line_choices
+        for j, i in enumerate(live):
+            if records[i].typed is not None:
+                records[i].terms = terms_in(terms.occurrences([sources[j]])[0])
+                wanted[j] = typed_terms(terms, records[i].terms, cast(Typed, records[i].typed))
+    for j, i in enumerate(live):
+        records[i].wanted = wanted[j] if wanted is not None else None
+        records[i].choices = choices[j]
+    found = yield from search(sources, decode, n_best, keys, wanted, choices,
                               terms.glue if terms is not None else ())
     if terms is not None:
-        found = yield from agree(sources, found, records, tokenizer, decode, n_best, terms)
-    held = [bool(r.wanted) for r in records]  # a sentence keeping a term keeps its search's output
+        found = yield from agree(sources, found, [records[i] for i in live], tokenizer, decode, n_best, terms)
+    held = [bool(records[i].wanted) for i in live]  # a sentence keeping a term keeps its search's output
     found = yield from retry(sources, found, decode, n_best, keys, held)
-    for record, answer in zip(records, found):
-        record.found = answer
-    yield from render(records, tokenizer)
+    for i, answer in zip(live, found):
+        records[i].found = answer
+    yield from render([records[i] for i in live], tokenizer)
     for record in records:  # continue: the typed prefix as typed
-        if record.typed is not None:
-            record.rendered = [(record.typed.continued(text), score) for text, score in record.rendered]
-    if alternatives:
-        yield from alternatives_stage(records, tokenizer, decode, alternatives)
+        if record.whole is not None:  # a sentence the translator finished: as typed, their own (1.0)
+            record.found, record.rendered = Found([(record.whole, 0.0)], 1.0), [(record.whole, 0.0)]
+        elif record.typed is not None:
+            spans = [span.text for span in record.prepared.spans]
+            record.rendered = [(record.typed.continued(text, spans), score)
+                               for text, score in record.rendered]
+    if alternatives:  # at each text's first segment that is not typed whole
+        at = open_segments(split, [whole for _, whole in marks])
+        yield from alternatives_stage([records[i] for i in at], tokenizer, decode, alternatives)
     return Translated(split, records, broken_warning(split, max_positions))
 
 
-def segment(texts: Sequence[str], tokenizer: Tokenizer, max_positions: int, segmenter: Segmenter | None,
-            whole: Sequence[bool] | None = None) -> list[Segmented]:
+def segment(texts: Sequence[str], tokenizer: Tokenizer, max_positions: int,
+            segmenter: Segmenter | None) -> list[Segmented]:
     """The segment stage: each text split by `segmenter` and fitted to the model (no segment over
     `max_positions - 1` source pieces: EOS, a multi-pair model's tag counted; longer sentences
-    broken, `fit`), or with None one segment per line (`whole_lines`, nothing broken). A text
-    marked `whole` (a typed prefix continues it) is one segment too."""
+    broken, `fit`), or with None one segment per line (`whole_lines`, nothing broken)."""
     if segmenter is None:
         return [whole_lines(text) for text in texts]
-    if whole is not None and any(whole):
-        rest = iter(segment([t for t, w in zip(texts, whole) if not w], tokenizer, max_positions, segmenter))
-        return [whole_lines(text) if w else next(rest) for text, w in zip(texts, whole)]
 
     def count(segments: list[str]) -> list[int]:
         # A run of symbols is a span the model never reads (`mt.text.protect.SYMBOLS`): counted as a
@@ -327,8 +293,8 @@ def agree(lines: Sequence[str], found: list[Found], records: Sequence[Segment], 
           decode: DecodeConfig, n_best: int | None, terms: TermConstraints) -> Steps[list[Found]]:
     """The agree stage: searched lines holding a term with a grammar, their output offered again in
     agreement with it (`mt.decode.swap.agreeing`) and ranked in one `Choose`; the others kept."""
-    rows = [i for i, r in enumerate(records)
-            if r.wanted and not r.choices and any(t.grammar for t in r.terms)]
+    rows = [i for i, r in enumerate(records)  # not a typed prefix's: its words stay as typed
+            if r.wanted and not r.choices and r.typed is None and any(t.grammar for t in r.terms)]
     offered = agreeing(terms, [lines[i] for i in rows], [found[i].hyps[0][0] for i in rows], tokenizer,
                        terms.occurrences([lines[i] for i in rows])) if rows else []
     rows, offered = [i for i, o in zip(rows, offered) if o], [o for o in offered if o]
@@ -382,7 +348,8 @@ def alternatives_stage(records: Sequence[Segment], tokenizer: Tokenizer, decode:
              for (i, _, _), answer in zip(branch, found)]
     yield from render(tried, tokenizer)
     for (i, mark, log_prob), one in zip(branch, tried):
-        text, mine = mark.continued(one.rendered[0][0]), records[i].alternatives
+        spans = [span.text for span in records[i].prepared.spans]
+        text, mine = mark.continued(one.rendered[0][0], spans), records[i].alternatives
         if len(mine) < k and all(word_at(mark, text) != word_at(mark, other) for other, _ in mine):
             mine.append((text, math.exp(log_prob)))
 

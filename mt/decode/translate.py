@@ -48,7 +48,8 @@ from mt.data.tokenizer import Tokenizer
 from mt.decode.align import aligner_for
 from mt.decode.confidence import Scored, scored
 from mt.decode.engine import Chooser, Engine, NativeModel, Results, as_engine, rows_per_sentence
-from mt.decode.pipeline import Choose, Expand, Found, Search, Translated, constrain, drive, translate_steps
+from mt.decode.pipeline import Translated, constrain, drive, translate_steps
+from mt.decode.steps import Choose, Expand, Found, Search
 from mt.decode.swap import agreeing
 from mt.decode.terms import TermConstraints
 from mt.decode.wanted import Choices, Wanted

@@ -49,7 +49,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -57,6 +57,8 @@ from mt.config import DecodeConfig
 from mt.data.tokenizer import EOS_ID
 from mt.decode.engine import Results
 from mt.decode.rules import SearchSettings, max_output_lengths, search_settings
+from mt.decode.wanted import Wanted
+from mt.deploy.ct2_prefix import continue_ids
 from mt.deploy.export import import_ctranslate2, read_export_info
 from mt.errors import MTError
 
@@ -228,13 +230,16 @@ class CT2Translator:
     def search_ids(self, src_ids: list[list[int]], decode: DecodeConfig, *, n_best: int | None,
                    sentence_ids: list[int] | None = None,
                    on_result: Callable[[int, Results], None] | None = None,
-                   constraints: list[list[list[int]]] | None = None, glue: Sequence[int] = (),
+                   constraints: list[list[list[int]]] | list[Wanted] | None = None, glue: Sequence[int] = (),
                    ) -> list[Results]:
         """`mt.decode.engine.Engine`'s search: the 1-best of `decode`'s search (greedy for beam 1), or
         its `n_best` beam hypotheses re-scored with the model's own log-probs (`exact_scores`).
         CTranslate2 returns a batch whole, so `on_result` is not called: every result comes back at once.
-        `constraints` (a glossary's terms) are refused (`refusal`): its search cannot keep them."""
-        if constraints is not None:
+        `constraints` (a glossary's terms) are refused (`refusal`): its search cannot keep them; a
+        translator's typed prefixes (prefix-only `Wanted`s) are continued (`mt.deploy.ct2_prefix`)."""
+        typed = constraints is not None and all(isinstance(w, Wanted) and not w.require and not w.avoid
+                                                for w in constraints)
+        if constraints is not None and not typed:
             raise MTError(self.refusal)
         if decode.search.sampling:
             raise MTError("--sampling: runs with .pt checkpoints only; "
@@ -242,7 +247,11 @@ class CT2Translator:
         if decode.resources.precision != "fp32":
             raise MTError(f"--precision {decode.resources.precision}: an exported model's precision is its "
                           f"export's --quantization ({self.info.get('quantization')})")
-        settings = search_settings(decode.search, n_best=n_best or 1, max_len_limit=self.max_positions - 1)
+        settings = search_settings(decode.search, n_best=n_best or 1, max_len_limit=self.max_positions - 1,
+                                   constrained=typed)
+        if typed:  # a translator's typed prefixes (mt.deploy.ct2_prefix), with mt's constrained beam
+            wanted = cast(list[Wanted], constraints)
+            return continue_ids(self, src_ids, wanted, settings, ct2_options(settings))
         return self.translate_ids(src_ids, settings, exact_scores=n_best is not None)
 
     constrains = False  # CTranslate2 has no lexically constrained search (mt.decode.constrained)

@@ -28,7 +28,8 @@ from fastapi import Request
 
 from mt.config import DecodeConfig
 from mt.data.tokenizer import UNK_ID, Tokenizer
-from mt.decode.pipeline import Choose, Expand, Found, Search, Steps, translate_steps
+from mt.decode.pipeline import translate_steps
+from mt.decode.steps import Choose, Expand, Found, Search, Steps
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import choice_found, expand_found
 from mt.decode.wanted import Wanted

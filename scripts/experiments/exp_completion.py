@@ -18,7 +18,10 @@ Then for `--keystroke-sentences` sentences a translator types the reference: aft
 the completion is shown; where it gets the current word right one key (Tab) takes the word and its
 space, where it gets the whole rest right one key (Enter) ends the line, otherwise one letter is
 typed. Reported: keystrokes saved (1 - keys / characters) and the latency of each keystroke's
-completion (p50, p95, ms; one sentence a call, this machine's CPU named in results.json).
+completion (p50, p95, ms; one sentence a call, this machine's CPU named in results.json). With
+`--paired-prefill` those completions are run again with the forced pieces decoded before the
+search (`mt.decode.prefill`) and step by step inside it, alternating, in the same process: equal
+outputs counted, latencies side by side.
 Written to --out: results.json, results.md.
 """
 
@@ -32,6 +35,7 @@ import statistics
 import time
 from pathlib import Path
 
+from mt.decode import prefill
 from mt.decode.pipeline import Translated
 from mt.decode.translate import translate_path
 from mt.decode.typed import PUNCTUATION, typed_prefix, word_at
@@ -96,10 +100,14 @@ def word_positions(completer: Completer, source: str, ref: str, alternatives: in
     return counts
 
 
-def type_reference(completer: Completer, source: str, ref: str) -> tuple[int, list[float]]:
-    """(keys pressed typing `ref` with completions, each completion's seconds)."""
+def type_reference(completer: Completer, source: str, ref: str,
+                   typed: list[tuple[str, str]] | None = None) -> tuple[int, list[float]]:
+    """(keys pressed typing `ref` with completions, each completion's seconds); each (source,
+    prefix) completed appended to `typed`."""
     keys, at, seconds = 0, 0, []
     while at < len(ref):
+        if typed is not None:
+            typed.append((source, ref[:at]))
         start = time.perf_counter()
         text = completer.complete(source, [ref[:at]]).best()[0]
         seconds.append(time.perf_counter() - start)
@@ -110,6 +118,30 @@ def type_reference(completer: Completer, source: str, ref: str) -> tuple[int, li
         end = len(ref) if end < 0 else end
         at = end + 1 if text[:end] == ref[:end] and (end == len(ref) or text[end:end + 1] == " ") else at + 1
     return keys, seconds
+
+
+def paired_prefill(completer: Completer, typed: list[tuple[str, str]]) -> dict:
+    """The keystrokes' completions again, each with the forced pieces decoded before the search
+    (`mt.decode.prefill`) and step by step inside it, in alternating order: equal outputs, and
+    their latency side by side."""
+    seconds: dict[bool, list[float]] = {False: [], True: []}
+    equal = 0
+    for i, (source, prefix) in enumerate(typed):
+        outs = {}
+        for fast in (True, False) if i % 2 else (False, True):
+            prefill.FAST_PREFIX = fast
+            start = time.perf_counter()
+            outs[fast] = completer.complete(source, [prefix]).best()[0]
+            seconds[fast].append(time.perf_counter() - start)
+        equal += outs[True] == outs[False]
+    prefill.FAST_PREFIX = True
+    ms = {fast: [1000 * t for t in times] or [0.0] for fast, times in seconds.items()}
+    return {"completions": len(typed), "equal_outputs": equal,
+            "step_by_step_p50_ms": round(statistics.median(ms[False]), 1),
+            "step_by_step_mean_ms": round(statistics.mean(ms[False]), 1),
+            "prefill_p50_ms": round(statistics.median(ms[True]), 1),
+            "prefill_mean_ms": round(statistics.mean(ms[True]), 1),
+            "ratio_of_means": round(statistics.mean(ms[True]) / max(statistics.mean(ms[False]), 1e-9), 3)}
 
 
 def pct(part: float, whole: float) -> float:
@@ -127,7 +159,15 @@ def markdown(results: dict) -> str:
         f"| cut words: word completed right | {w['cut_accuracy_pct']}% |",
         f"| keystrokes saved | {k['saved_pct']}% ({k['sentences']} sentences) |",
         f"| latency per keystroke p50 / p95 | {k['p50_ms']} / {k['p95_ms']} ms |",
-        f"| CPU | {results['cpu']} |", ""])
+        f"| CPU | {results['cpu']} |", *_paired_rows(results.get("prefill")), ""])
+
+
+def _paired_rows(paired: dict | None) -> list[str]:
+    if not paired:
+        return []
+    return [f"| forced pieces before the search / step by step, p50 | {paired['prefill_p50_ms']} / "
+            f"{paired['step_by_step_p50_ms']} ms (mean ratio {paired['ratio_of_means']}, "
+            f"{paired['equal_outputs']} of {paired['completions']} outputs equal) |"]
 
 
 ARGS: list[tuple[tuple[str, ...], dict]] = [
@@ -139,6 +179,8 @@ ARGS: list[tuple[tuple[str, ...], dict]] = [
     (("--keystroke-sentences",), {"type": int, "default": 20, "help": "sentences typed key by key"}),
     (("--alternatives",), {"type": int, "default": 5}),
     (("--beam",), {"type": int, "default": None, "help": "default: the checkpoint's"}),
+    (("--paired-prefill",), {"action": "store_true",
+                             "help": "time the keystrokes' completions with and without mt.decode.prefill"}),
 ]
 
 
@@ -156,9 +198,9 @@ def main() -> None:
     for source, ref in zip(sources, refs):
         for key, value in word_positions(completer, source, ref, args.alternatives).items():
             totals[key] = totals.get(key, 0) + value
-    keys, chars, seconds = 0, 0, []
+    keys, chars, seconds, typed = 0, 0, [], []
     for source, ref in list(zip(sources, refs))[:args.keystroke_sentences]:
-        pressed, took = type_reference(completer, source, ref)
+        pressed, took = type_reference(completer, source, ref, typed)
         keys, chars, seconds = keys + pressed, chars + len(ref), seconds + took
     ms = sorted(1000 * s for s in seconds) or [0.0]
     results = {
@@ -172,6 +214,8 @@ def main() -> None:
                        "saved_pct": pct(chars - keys, chars), "completions": len(seconds),
                        "p50_ms": round(statistics.median(ms), 1), "p95_ms": round(ms[int(0.95 * (len(ms) - 1))], 1)},
     }
+    if args.paired_prefill:
+        results["prefill"] = paired_prefill(completer, typed)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     (args.out / "results.md").write_text(markdown(results), encoding="utf-8")

@@ -72,7 +72,7 @@ from mt.config import DecodeConfig
 from mt.data.tokenizer import UNK_ID, Tokenizer
 from mt.decode.align import align_words, aligner_for
 from mt.decode.engine import Engine, NativeEngine
-from mt.decode.pipeline import Search
+from mt.decode.steps import Search
 from mt.decode.swap import alone_alignments, alone_sources, own_words, replacing
 from mt.decode.terms import FIRST_PASS, TermConstraints, glue_pieces, term_constraints, terms_in
 from mt.decode.translate import search_found, translate_lines

@@ -91,11 +91,13 @@ def word_positions(completer: Completer, source: str, ref: str, alternatives: in
            for j in range(len(words)) if len(clean(words[j])) >= 2]
     if cut:
         done = completer.complete(source, [p for _, p in cut])
-        for (j, prefix), record, text in zip(cut, done.segments, done.best()):
+        for (j, prefix), (_, mine), text in zip(cut, done.per_text(), done.best()):
             typed = typed_prefix(completer.tokenizer, prefix)
             assert typed is not None
+            # the segment the prefix ends in (a source of several sentences shares the prefix out)
+            record = [r for r in mine if r.typed is not None][-1]
             counts["cut"] += 1
-            counts["cut_spelled"] += record.found.hyps[0][0].casefold().startswith(typed.shown.casefold())
+            counts["cut_spelled"] += record.found.hyps[0][0].casefold().startswith(record.typed.shown.casefold())
             counts["cut_right"] += text.startswith(prefix) and word_at(typed, text) == clean(words[j])
     return counts
 

@@ -140,7 +140,8 @@ def train(
 
 
 GlossaryOpt = typer.Option(None, "--glossary",
-                           help="Terms to keep: TSV lines 'source<TAB>target' or 'source'.")
+                           help="Terms to keep: TSV lines 'source<TAB>target' or 'source' (CSV, TBX too); "
+                                "a third column gives the target forms' gender and number ('f|pl').")
 
 
 @app.command()

@@ -69,8 +69,8 @@ def test_every_variant_agrees_and_only_what_can_agree_is_offered() -> None:
                     assert agrees(list(variant), grammar, "de"), (before, grammar, variant)
 
 
+@pytest.mark.requires("simplemma")
 def test_a_source_word_says_its_number_in_english_and_forms_follow_it() -> None:
-    pytest.importorskip("simplemma")
     assert source_number(["men"], "en") == "pl" and source_number(["man"], "en") == "sg"
     assert source_number(["dogs", "dog"], "en") is None  # both in one sentence: not known
     assert source_number(["man's"], "en") == "sg" and source_number(["Mann"], "de") is None
@@ -97,8 +97,8 @@ def test_the_glossary_third_column_gives_each_forms_grammar() -> None:
         assert "\n" not in str(caught.value)
 
 
+@pytest.mark.requires("simplemma")
 def test_the_measure_counts_disagreeing_determiners_wrong_numbers_and_terms_beside_a_noun() -> None:
-    pytest.importorskip("simplemma")
     from mt.eval.terms import agreement
     g = parse_glossary(b"man\tPerson|Personen\tf|pl\ndog\tTier\n", "g.tsv").for_pair("en", "de")
     sources = ["A man sleeps.", "A man sleeps.", "Two men sleep.", "A man with a hat.", "A dog sleeps."]

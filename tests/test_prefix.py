@@ -128,6 +128,9 @@ def test_bad_prefix_files_are_one_line_errors(ckpt, typed_files, tmp_path, monke
     long = tmp_path / "long.de"
     long.write_text("\n".join(["ein Hund " * 600] + typed[1:]) + "\n", encoding="utf-8")
     fails("--prefix", long, needle="prefix on line 1: up to")
+    other = tmp_path / "other.de"  # a script the target vocabulary has no piece for
+    other.write_text("\n".join(["a שלום"] + typed[1:]) + "\n", encoding="utf-8")
+    fails("--prefix", other, needle="prefix on line 1: 4 letters the model's target vocabulary has no piece")
     fails("--alternatives", "2", needle="--prefix FILE")
     fails("--prefix", prefixes, "--sampling", needle="not with --sampling")
     fails("--prefix", prefixes, "--scores", "--alternatives", "2", needle="--scores and --alternatives")

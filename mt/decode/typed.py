@@ -36,6 +36,7 @@ from mt.text.segment import Segmented, Segmenter
 SPACE = "\u2581"  # sentencepiece's word-start mark
 LAST = "\U0010ffff"
 PUNCTUATION = ".,;:!?\"')]}»«“”„…"  # not part of a word (alternatives are distinct words)
+BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")  # sentencepiece's byte-fallback pieces
 
 
 @dataclass(frozen=True)
@@ -137,9 +138,13 @@ def typed_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], max_positions:
                    lines: Sequence[int] | None = None,
                    spelled: Sequence[str] | None = None) -> list[Typed | None]:
     """Each text's prefix (`typed_prefix`, `spelled` as the model writes each); one longer than the
-    model's positions is an MTError. `lines`: each prefix's input line (0-based) for the error; by
-    default its index."""
+    model's positions, or holding another script's letters (`foreign_letters`), is an MTError.
+    `lines`: each prefix's input line (0-based) for the error; by default its index."""
     at = list(lines) if lines is not None else list(range(len(prefixes)))
+    for i, text in enumerate(prefixes):
+        foreign = foreign_letters(tokenizer, text)
+        if foreign:
+            raise MTError(f"prefix on line {at[i] + 1}: {foreign_message(foreign)}")
     out = [typed_prefix(tokenizer, text, line=at[i] + 1, spelled=spelled[i] if spelled is not None else None)
            for i, text in enumerate(prefixes)]
     for i, typed in enumerate(out):
@@ -147,6 +152,24 @@ def typed_prefixes(tokenizer: Tokenizer, prefixes: Sequence[str], max_positions:
             raise MTError(f"prefix on line {at[i] + 1}: up to {typed.pieces} pieces, over the model's limit "
                           f"of {max_positions - 2} (model.max_positions={max_positions})")
     return out
+
+
+def foreign_letters(tokenizer: Tokenizer, text: str) -> list[str]:
+    """The letters of `text` (each once) the target vocabulary has no piece for: written only as
+    UTF-8 byte pieces (`tokenizer.byte_fallback`) or as <unk>, they are another script than the
+    model writes, which it would not continue. Symbols, digits and emoji are not letters: they pass."""
+    chars = list(dict.fromkeys(c for c in text if c.isalpha()))
+    if not chars:
+        return []
+    return [c for c, ids in zip(chars, tokenizer.encode_tgt(chars))
+            if any(BYTE_PIECE.match(p) or i == UNK_ID for i, p in zip(ids, tokenizer.tgt_pieces(ids)))]
+
+
+def foreign_message(foreign: Sequence[str]) -> str:
+    """What is wrong with a prefix holding the letters `foreign` (`foreign_letters`), in words."""
+    shown = "".join(foreign[:12]) + ("..." if len(foreign) > 12 else "")
+    return (f"{len(foreign)} letter{'s' * (len(foreign) > 1)} the model's target vocabulary has no piece "
+            f"for ({shown!r}): another script than it writes?")
 
 
 @dataclass(frozen=True)

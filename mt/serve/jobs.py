@@ -20,18 +20,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from fastapi import Request
 
 from mt.config import DecodeConfig
-from mt.data.tokenizer import UNK_ID, Tokenizer
+from mt.data.tokenizer import Tokenizer
 from mt.decode.pipeline import translate_steps
 from mt.decode.steps import Choose, Expand, Found, Search, Steps
 from mt.decode.terms import TermConstraints
 from mt.decode.translate import choice_found, expand_found
+from mt.decode.typed import foreign_letters, foreign_message
 from mt.decode.wanted import Wanted
 from mt.errors import MTError
 from mt.serve.batcher import QueueFull
@@ -46,7 +46,6 @@ from mt.text.segment import segmenter_for
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")  # sentencepiece's byte-fallback pieces
 
 Terms = tuple[list[Wanted], tuple[int, ...]]  # a job's lines' constraints, and the glue
 
@@ -134,18 +133,11 @@ async def complete_text(request: Request, model: ServedModel, settings: ServeSet
 
 
 def check_script(tokenizer: Tokenizer, prefix: str) -> None:
-    """A 400 naming the letters of `prefix` that the target vocabulary has no piece for: written only
-    as UTF-8 byte pieces (`tokenizer.byte_fallback`) or as <unk>, they are another script than the
-    model writes, which it would not continue. (Symbols, digits and emoji pass: byte pieces spell them.)"""
-    chars = list(dict.fromkeys(c for c in prefix if c.isalpha()))
-    if not chars:
-        return
-    foreign = [c for c, ids in zip(chars, tokenizer.encode_tgt(chars))
-               if any(BYTE_PIECE.match(p) or i == UNK_ID for i, p in zip(ids, tokenizer.tgt_pieces(ids)))]
+    """A 400 naming the letters of `prefix` of another script than the model writes
+    (`mt.decode.typed.foreign_letters`), before the cache and the model."""
+    foreign = foreign_letters(tokenizer, prefix)
     if foreign:
-        shown = "".join(foreign[:12]) + ("..." if len(foreign) > 12 else "")
-        raise ApiError(400, f"prefix: {len(foreign)} letter{'s' * (len(foreign) > 1)} the model's target "
-                            f"vocabulary has no piece for ({shown!r}): another script than it writes?")
+        raise ApiError(400, f"prefix: {foreign_message(foreign)}")
 
 
 async def _drive(steps: Steps[T], request: Request, model: ServedModel, settings: ServeSettings,

@@ -121,9 +121,7 @@ async def complete_text(request: Request, model: ServedModel, settings: ServeSet
     try:
         done = await _drive(steps, request, model, settings, tokenizer)
     except MTError as e:  # raised by the path itself: the request's own problem
-        message = str(e).replace("prefix on line 1:", "prefix:")  # the CLI's words, for a request
-        message = message.replace("--prefix with --glossary:", "prefix: with this server's --glossary:")
-        raise ApiError(400, message) from None
+        raise ApiError(400, str(e).replace("prefix on line 1:", "prefix:")) from None  # the CLI's words
     if done.broken:
         log.info("%s", done.broken)
     found = Completion(done.best()[0], done.alternatives()[0], done.confidences()[0])

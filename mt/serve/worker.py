@@ -288,36 +288,31 @@ class ModelProcess:
                 else:
                     raise MTError(f"model worker: {message[1]}")
 
+    def _ask(self, message: tuple) -> Any:
+        """One request the child answers in one message (align, choose, next): its answer, or an
+        MTError with the child's message."""
+        with self._lock:
+            self._send(message)
+            kind, payload = self._receive()
+            if kind != "done":
+                raise MTError(f"model worker: {payload}")
+            return payload
+
     def align(self, prefix: list[int], sources: list[str], targets: list[str]) -> list[list[int]] | None:
         """`mt.decode.align.align_words` of (source, translation) pairs, the sources after `prefix`
         (a target tag: `Tokenizer.src_prefix`), in the child; None when its engine cannot align (an
         export)."""
-        with self._lock:
-            self._send(("align", prefix, sources, targets))
-            kind, payload = self._receive()
-            if kind != "done":
-                raise MTError(f"model worker: {payload}")
-            return payload
+        return self._ask(("align", prefix, sources, targets))
 
     def choose_ids(self, src_ids: list[list[int]], choices: Sequence[Choices], decode: DecodeConfig, *,
                    n_best: int | None) -> list[Results]:
         """`Chooser.choose_ids` (the path's choice stage, one forced pass), in the child."""
-        with self._lock:
-            self._send(("choose", src_ids, list(choices), decode, n_best))
-            kind, payload = self._receive()
-            if kind != "done":
-                raise MTError(f"model worker: {payload}")
-            return payload
+        return self._ask(("choose", src_ids, list(choices), decode, n_best))
 
     def next_ids(self, src_ids: list[list[int]], wanted: Sequence[Wanted], decode: DecodeConfig,
                  k: int) -> list[list[tuple[int, float]]]:
         """`NativeEngine.next_ids` (the alternatives stage's one pass), in the child."""
-        with self._lock:
-            self._send(("next", src_ids, list(wanted), decode, k))
-            kind, payload = self._receive()
-            if kind != "done":
-                raise MTError(f"model worker: {payload}")
-            return payload
+        return self._ask(("next", src_ids, list(wanted), decode, k))
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop the child after its current search (killed if it does not stop within `timeout`), and the
